@@ -1,0 +1,37 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+  name: "Trove",
+  products: [
+    .library(name: "Trove", targets: ["Trove"]),
+    .executable(name: "trove", targets: ["TroveCLI"]),
+    .executable(name: "trove-bench", targets: ["TroveBenchmarks"]),
+  ],
+  targets: [
+    // C shims: module maps and static-inline wrappers only.
+    .systemLibrary(
+      name: "CXXHash", pkgConfig: "libxxhash", providers: [.apt(["libxxhash-dev"])]),
+    .systemLibrary(
+      name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(name: "CLinux"),
+
+    .target(
+      name: "Trove",
+      dependencies: ["CXXHash", "CSQLite", "CLinux"],
+      swiftSettings: [.swiftLanguageMode(.v6)]),
+    .executableTarget(
+      name: "TroveCLI",
+      dependencies: ["Trove"],
+      swiftSettings: [.swiftLanguageMode(.v6)]),
+    .executableTarget(
+      name: "TroveBenchmarks",
+      dependencies: ["Trove"],
+      path: "Benchmarks/TroveBenchmarks",
+      swiftSettings: [.swiftLanguageMode(.v6)]),
+    .testTarget(
+      name: "TroveTests",
+      dependencies: ["Trove", "TroveCLI"],
+      swiftSettings: [.swiftLanguageMode(.v6)]),
+  ]
+)

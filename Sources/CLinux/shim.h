@@ -1,0 +1,92 @@
+// Linux calls that Swift cannot reach through Glibc: function-like ioctl
+// macros (FICLONE, FS_IOC_FIEMAP) and syscalls that glibc only declares
+// under _GNU_SOURCE (renameat2, copy_file_range). Wrappers only: every
+// function returns what the kernel returned (-1 and errno on failure).
+#ifndef TROVE_CLINUX_SHIM_H
+#define TROVE_CLINUX_SHIM_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+/// FICLONE: make `dst` share all of `src`'s extents (copy-on-write).
+static inline int trove_ficlone(int dst, int src) {
+  return ioctl(dst, FICLONE, src);
+}
+
+/// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing.
+static inline int trove_rename_noreplace(int olddirfd, const char *oldpath,
+                                         int newdirfd, const char *newpath) {
+  return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath,
+                      RENAME_NOREPLACE);
+}
+
+/// copy_file_range(2) at the files' current offsets.
+static inline long trove_copy_file_range(int in, int out, size_t len) {
+  return (long)syscall(SYS_copy_file_range, in, NULL, out, NULL, len, 0);
+}
+
+/// The filesystem magic of the filesystem holding `fd` (statfs f_type).
+static inline long trove_fs_type(int fd, int *err) {
+  struct statfs s;
+  if (fstatfs(fd, &s) != 0) { *err = errno; return -1; }
+  *err = 0;
+  return (long)s.f_type;
+}
+
+/// Extent summary of a file from FS_IOC_FIEMAP.
+typedef struct {
+  uint64_t extents;        // extents mapped
+  uint64_t shared_extents; // extents with FIEMAP_EXTENT_SHARED
+  uint64_t shared_bytes;   // bytes in shared extents
+  uint64_t mapped_bytes;   // bytes in all extents
+} trove_extent_summary;
+
+/// Walks every extent of `fd` with FS_IOC_FIEMAP (after syncing it, so
+/// delayed allocations show). Returns 0, or -1 with errno set.
+static inline int trove_fiemap_summary(int fd, trove_extent_summary *out) {
+  enum { BATCH = 256 };
+  size_t size = sizeof(struct fiemap) + BATCH * sizeof(struct fiemap_extent);
+  struct fiemap *map = (struct fiemap *)calloc(1, size);
+  if (!map) { errno = ENOMEM; return -1; }
+  memset(out, 0, sizeof(*out));
+  uint64_t start = 0;
+  for (;;) {
+    memset(map, 0, size);
+    map->fm_start = start;
+    map->fm_length = ~0ULL - start;
+    map->fm_flags = FIEMAP_FLAG_SYNC;
+    map->fm_extent_count = BATCH;
+    if (ioctl(fd, FS_IOC_FIEMAP, map) != 0) { int e = errno; free(map); errno = e; return -1; }
+    if (map->fm_mapped_extents == 0) break;
+    int last = 0;
+    for (unsigned i = 0; i < map->fm_mapped_extents; i++) {
+      struct fiemap_extent *e = &map->fm_extents[i];
+      out->extents++;
+      out->mapped_bytes += e->fe_length;
+      if (e->fe_flags & FIEMAP_EXTENT_SHARED) {
+        out->shared_extents++;
+        out->shared_bytes += e->fe_length;
+      }
+      if (e->fe_flags & FIEMAP_EXTENT_LAST) last = 1;
+      start = e->fe_logical + e->fe_length;
+    }
+    if (last) break;
+  }
+  free(map);
+  return 0;
+}
+
+#endif

@@ -1,0 +1,110 @@
+/// An error from Trove: what went wrong, on which path or value, and the
+/// system call that failed with its errno.
+///
+/// `description` is one line, fit for a command-line tool:
+/// `cannot read '/tmp/x': Permission denied (open, errno 13)`.
+public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
+  /// What kind of failure this is; stable for programs to switch on.
+  public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// A short stable name, e.g. `"not-found"`.
+    public let rawValue: String
+    /// Wraps a code name.
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    /// The text is not a digest.
+    public static let invalidDigest = Code(rawValue: "invalid-digest")
+    /// An argument or setting is out of range or malformed.
+    public static let invalidArgument = Code(rawValue: "invalid-argument")
+    /// The store holds no object with this digest.
+    public static let notFound = Code(rawValue: "not-found")
+    /// The input file does not exist.
+    public static let sourceMissing = Code(rawValue: "source-missing")
+    /// The input is not a regular file (a directory, a device).
+    public static let sourceNotFile = Code(rawValue: "source-not-file")
+    /// The destination exists and replacing was not asked for.
+    public static let destinationExists = Code(rawValue: "destination-exists")
+    /// The destination's folder does not exist.
+    public static let destinationDirectoryMissing = Code(rawValue: "destination-folder-missing")
+    /// The operating system refused access.
+    public static let permissionDenied = Code(rawValue: "permission-denied")
+    /// The filesystem or quota is full.
+    public static let noSpace = Code(rawValue: "no-space")
+    /// A clone was required and is impossible between these filesystems.
+    public static let cloneUnsupported = Code(rawValue: "clone-unsupported")
+    /// A hard link was required and is impossible (another filesystem).
+    public static let linkUnsupported = Code(rawValue: "link-unsupported")
+    /// A stored object's bytes do not match its digest.
+    public static let corruptObject = Code(rawValue: "corrupt-object")
+    /// The store cannot be opened or created.
+    public static let storeUnavailable = Code(rawValue: "store-unavailable")
+    /// The store was written by a newer Trove.
+    public static let unsupportedFormat = Code(rawValue: "unsupported-format")
+    /// The index database failed.
+    public static let indexFailure = Code(rawValue: "index-failure")
+    /// Reading or writing failed.
+    public static let ioError = Code(rawValue: "io-error")
+  }
+
+  /// What kind of failure this is.
+  public let code: Code
+  /// The one-line message, without the system call part.
+  public let message: String
+  /// The path involved, if any.
+  public let path: String?
+  /// The value involved (a digest text, a setting), if any.
+  public let value: String?
+  /// The system call that failed and its errno, if one did.
+  public let cause: SystemCallError?
+
+  /// Makes an error.
+  public init(
+    _ code: Code, _ message: String, path: String? = nil, value: String? = nil,
+    cause: SystemCallError? = nil
+  ) {
+    self.code = code
+    self.message = message
+    self.path = path
+    self.value = value
+    self.cause = cause
+  }
+
+  /// One line: the message, then the failing call and errno when known.
+  public var description: String {
+    guard let cause else { return message }
+    return "\(message): \(cause.errno) (\(cause.call), errno \(cause.errno.rawValue))"
+  }
+
+  /// An error for a failed system call on `path`, with the code chosen from
+  /// the errno (ENOSPC → `.noSpace`, EACCES → `.permissionDenied`, …)
+  /// unless `code` is given.
+  static func system(
+    _ error: SystemCallError, _ action: String, path: String, code: Code? = nil
+  ) -> TroveError {
+    let chosen: Code
+    if let code {
+      chosen = code
+    } else {
+      switch error.errno {
+      case .noSpace, .diskQuotaExceeded: chosen = .noSpace
+      case .permissionDenied, .notPermitted, .readOnlyFileSystem: chosen = .permissionDenied
+      default: chosen = .ioError
+      }
+    }
+    return TroveError(chosen, "cannot \(action) '\(path)'", path: path, cause: error)
+  }
+}
+
+/// Runs a mechanism step, turning its ``SystemCallError`` into a
+/// ``TroveError`` that says what was being done to which path.
+@inline(__always)
+func attempt<T>(
+  _ action: String, _ path: String, code: TroveError.Code? = nil,
+  _ body: () throws(SystemCallError) -> T
+) throws(TroveError) -> T {
+  do throws(SystemCallError) {
+    return try body()
+  } catch {
+    throw TroveError.system(error, action, path: path, code: code)
+  }
+}

@@ -1,0 +1,91 @@
+/// The XXH3-128 digest that names a blob.
+///
+/// Text form: `xxh128:` followed by 32 hex digits, high 64 bits first — the
+/// same hex that `xxhsum -H2 FILE` prints for the same bytes.
+///
+/// XXH3 is fast, not cryptographic: it detects accidents (truncation, bit
+/// rot, the wrong file) but an adversary can forge collisions. Keep a
+/// publisher's sha256 beside it where content comes from untrusted parties.
+public struct Digest: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+  /// The high 64 bits (printed first).
+  public let high: UInt64
+  /// The low 64 bits.
+  public let low: UInt64
+
+  /// The text form's prefix.
+  public static let prefix = "xxh128:"
+
+  /// Makes a digest from its two halves.
+  public init(high: UInt64, low: UInt64) {
+    self.high = high
+    self.low = low
+  }
+
+  /// Parses the text form, `xxh128:` and 32 hex digits (either case).
+  ///
+  /// - Throws: ``TroveError`` with code ``TroveError/Code/invalidDigest``,
+  ///   quoting `text` and saying what is wrong with it.
+  public init(parsing text: String) throws(TroveError) {
+    func invalid(_ why: String) -> TroveError {
+      TroveError(.invalidDigest, "invalid digest '\(text)': \(why)", value: text)
+    }
+    guard text.hasPrefix(Self.prefix) else {
+      throw invalid("expected '\(Self.prefix)' followed by 32 hex digits")
+    }
+    let hex = text.utf8.dropFirst(Self.prefix.utf8.count)
+    guard hex.count == 32 else {
+      throw invalid("expected 32 hex digits after '\(Self.prefix)', found \(hex.count)")
+    }
+    guard let parsed = Self(hex: Substring(text.dropFirst(Self.prefix.count))) else {
+      throw invalid("'\(String(text.dropFirst(Self.prefix.count)))' is not hexadecimal")
+    }
+    self = parsed
+  }
+
+  /// Parses exactly 32 hex digits (no prefix); `nil` for anything else.
+  init?(hex: Substring) {
+    let utf8 = Array(hex.utf8)
+    guard utf8.count == 32 else { return nil }
+    var high: UInt64 = 0
+    var low: UInt64 = 0
+    for (i, c) in utf8.enumerated() {
+      let v: UInt64
+      switch c {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt64(c - UInt8(ascii: "0"))
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): v = UInt64(c - UInt8(ascii: "a") + 10)
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): v = UInt64(c - UInt8(ascii: "A") + 10)
+      default: return nil
+      }
+      if i < 16 { high = high << 4 | v } else { low = low << 4 | v }
+    }
+    self.init(high: high, low: low)
+  }
+
+  /// The 32 lowercase hex digits, high half first (no prefix).
+  public var hex: String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out = [UInt8](repeating: 0, count: 32)
+    for i in 0..<16 {
+      out[i] = digits[Int((high >> UInt64(60 - 4 * i)) & 0xF)]
+      out[16 + i] = digits[Int((low >> UInt64(60 - 4 * i)) & 0xF)]
+    }
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// The text form: `xxh128:` and 32 lowercase hex digits.
+  public var description: String { Self.prefix + hex }
+
+  public static func < (a: Digest, b: Digest) -> Bool {
+    (a.high, a.low) < (b.high, b.low)
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let text = try decoder.singleValueContainer().decode(String.self)
+    self = try Digest(parsing: text)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.singleValueContainer()
+    try container.encode(description)
+  }
+}

@@ -1,0 +1,112 @@
+import CSQLite
+
+/// A SQLite connection: open, execute, prepare. Not thread-safe by itself;
+/// ``Index`` guards it with a mutex, which is what makes the unchecked
+/// `Sendable` true.
+final class SQLiteConnection: @unchecked Sendable {
+  private let handle: OpaquePointer
+  let path: String
+
+  /// An error from SQLite, with its message.
+  struct Failure: Error, CustomStringConvertible {
+    let code: Int32
+    let message: String
+    var description: String { "\(message) (sqlite \(code))" }
+    /// The database is locked by another connection past the busy timeout.
+    var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
+  }
+
+  /// Opens (creating if needed) the database at `path`.
+  init(path: String, busyTimeoutMilliseconds: Int32) throws(Failure) {
+    var db: OpaquePointer?
+    let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+    let rc = sqlite3_open_v2(path, &db, flags, nil)
+    guard rc == SQLITE_OK, let db else {
+      let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+      sqlite3_close_v2(db)
+      throw Failure(code: rc, message: message)
+    }
+    handle = db
+    self.path = path
+    sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    sqlite3_extended_result_codes(db, 1)
+  }
+
+  deinit { sqlite3_close_v2(handle) }
+
+  private func failure(_ rc: Int32) -> Failure {
+    Failure(code: rc, message: String(cString: sqlite3_errmsg(handle)))
+  }
+
+  /// Runs one or more statements that take no parameters.
+  func execute(_ sql: String) throws(Failure) {
+    var error: UnsafeMutablePointer<CChar>?
+    let rc = sqlite3_exec(handle, sql, nil, nil, &error)
+    if rc != SQLITE_OK {
+      let message = error.map { String(cString: $0) } ?? "error"
+      sqlite3_free(error)
+      throw Failure(code: rc, message: message)
+    }
+  }
+
+  /// Rows changed by the last statement.
+  var changes: Int { Int(sqlite3_changes(handle)) }
+
+  /// Prepares `sql`, binds `values` (Int64, String, or nil) and calls
+  /// `row` for each result row.
+  func query(_ sql: String, _ values: [SQLiteValue] = [], row: (Row) throws(Failure) -> Void = { _ in })
+    throws(Failure)
+  {
+    var statement: OpaquePointer?
+    var rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+    guard rc == SQLITE_OK, let statement else { throw failure(rc) }
+    defer { sqlite3_finalize(statement) }
+    for (i, value) in values.enumerated() {
+      let index = Int32(i + 1)
+      switch value {
+      case .integer(let v): rc = sqlite3_bind_int64(statement, index, v)
+      case .text(let v): rc = sqlite3_bind_text(statement, index, v, -1, trove_sqlite_transient())
+      case .null: rc = sqlite3_bind_null(statement, index)
+      }
+      guard rc == SQLITE_OK else { throw failure(rc) }
+    }
+    while true {
+      rc = sqlite3_step(statement)
+      if rc == SQLITE_DONE { return }
+      guard rc == SQLITE_ROW else { throw failure(rc) }
+      try row(Row(statement: statement))
+    }
+  }
+
+  /// Runs `body` in a `BEGIN IMMEDIATE` transaction (the write lock is
+  /// taken up front, so two writers never deadlock upgrading), committing
+  /// if it returns and rolling back if it throws.
+  func transaction<T>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+    try execute("BEGIN IMMEDIATE")
+    do {
+      let result = try body()
+      try execute("COMMIT")
+      return result
+    } catch {
+      try? execute("ROLLBACK")
+      throw error
+    }
+  }
+
+  /// One result row.
+  struct Row {
+    let statement: OpaquePointer
+    func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    func text(_ column: Int32) -> String {
+      guard let p = sqlite3_column_text(statement, column) else { return "" }
+      return String(cString: p)
+    }
+  }
+}
+
+/// A value bound to a statement parameter.
+enum SQLiteValue {
+  case integer(Int64)
+  case text(String)
+  case null
+}

@@ -1,0 +1,246 @@
+import Foundation
+
+extension Store {
+  /// Makes a file at `destination` holding `digest`'s bytes.
+  ///
+  /// The destination appears whole or not at all: the file is made beside
+  /// it under a temporary name, synced, then renamed into place. An
+  /// existing destination is refused unless `replacing` is true.
+  ///
+  /// In `.auto` mode a clone (FICLONE) is tried first — it costs
+  /// microseconds whatever the size and shares the object's extents
+  /// copy-on-write — then `copy_file_range`, then a read/write copy; it
+  /// falls back only when the filesystems say "not supported" (EXDEV,
+  /// EOPNOTSUPP, EINVAL, …) and stops on real failures (EIO, ENOSPC,
+  /// EDQUOT). Whether clones work is learnt once per pair of filesystems.
+  /// The result says which way it went and why a clone was not made.
+  ///
+  /// - Throws: `.notFound`, `.destinationExists`,
+  ///   `.destinationDirectoryMissing`, `.cloneUnsupported` (`.clone` mode),
+  ///   `.linkUnsupported` (`.hardlink` mode across filesystems),
+  ///   `.corruptObject` (a copy whose bytes do not match the digest),
+  ///   `.noSpace`, `.permissionDenied`, `.ioError`. Nothing is left at the
+  ///   destination when it throws.
+  @discardableResult
+  public func materialize(
+    _ digest: Digest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false
+  ) throws(TroveError) -> Materialization {
+    let object = try openObject(digest)
+    defer { object.close() }
+    let size = try attempt("read", objectFilePath(digest)) { () throws(SystemCallError) in
+      try object.status().size
+    }
+
+    let (parentPath, name) = Self.split(destination)
+    guard !name.isEmpty, name != ".", name != ".." else {
+      throw TroveError(
+        .invalidArgument, "invalid destination '\(destination)': not a file name",
+        path: destination)
+    }
+    let parent: FileDescriptor
+    do throws(SystemCallError) {
+      parent = try FileDescriptor.open(parentPath, .directory)
+    } catch where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+      throw TroveError(
+        .destinationDirectoryMissing,
+        "cannot write '\(destination)': folder '\(parentPath)' does not exist", path: destination,
+        cause: error)
+    } catch {
+      throw TroveError.system(error, "write", path: destination)
+    }
+    defer { parent.close() }
+    if let existing = try? parent.status(of: name, followSymlinks: false) {
+      guard replacing else {
+        throw TroveError(
+          .destinationExists, "cannot write '\(destination)': it already exists",
+          path: destination)
+      }
+      if existing.isDirectory {
+        throw TroveError(
+          .destinationExists, "cannot write '\(destination)': it is a directory", path: destination)
+      }
+    }
+
+    let temp = ".trove-" + StoreLayout.temporaryName("get")
+    var method = MaterializeMethod.hardlink
+    var reason: String?
+    do throws(TroveError) {
+      if mode == .hardlink {
+        do throws(SystemCallError) {
+          try objectsDirectory.link(StoreLayout.objectPath(digest), to: temp, in: parent)
+        } catch where error.errno == .crossDevice || error.errno.meansUnsupported {
+          throw TroveError(
+            .linkUnsupported,
+            "cannot hard-link '\(destination)' to the store: they are on different filesystems",
+            path: destination, cause: error)
+        } catch {
+          throw TroveError.system(error, "write", path: destination)
+        }
+      } else {
+        let out = try attempt("write", destination) { () throws(SystemCallError) in
+          try FileDescriptor.open(
+            temp, in: parent, [.writeOnly, .create, .exclusive], permissions: 0o666)
+        }
+        defer { out.close() }
+        (method, reason) = try fill(
+          out, from: object, digest: digest, size: size, mode: mode, destination: destination)
+        try attempt("write", destination) { () throws(SystemCallError) in try out.sync() }
+      }
+      try attempt("write", destination) { () throws(SystemCallError) in
+        if replacing {
+          try parent.rename(temp, to: name, in: parent)
+        } else {
+          try parent.renameWithoutReplacing(temp, to: name, in: parent)
+        }
+      }
+    } catch {
+      try? parent.removeFile(temp)
+      if error.cause?.errno == .fileExists && error.code != .destinationExists {
+        throw TroveError(
+          .destinationExists, "cannot write '\(destination)': it already exists",
+          path: destination)
+      }
+      throw error
+    }
+    return Materialization(
+      digest: digest, destination: destination, method: method, size: size,
+      fallbackReason: reason)
+  }
+
+  /// Writes `digest`'s bytes to `handle` (standard output, a pipe, a
+  /// socket), verifying them against the digest as they pass. Returns the
+  /// byte count. A mismatch throws `.corruptObject` after the bytes were
+  /// written, so a reader must check the outcome (the CLI exits non-zero).
+  @discardableResult
+  public func write(_ digest: Digest, to handle: FileHandle) throws(TroveError) -> Int64 {
+    let object = try openObject(digest)
+    defer { object.close() }
+    object.adviseSequential()
+    return try verifiedCopy(
+      from: object, to: FileDescriptor(rawValue: handle.fileDescriptor), digest: digest,
+      destination: "<output>")
+  }
+
+  /// `digest`'s bytes in memory, verified. For small objects; use
+  /// ``materialize(_:at:mode:replacing:)`` or ``path(for:)`` for large ones.
+  public func bytes(for digest: Digest) throws(TroveError) -> [UInt8] {
+    let object = try openObject(digest)
+    defer { object.close() }
+    let path = objectFilePath(digest)
+    let size = try attempt("read", path) { () throws(SystemCallError) in try object.status().size }
+    let bytes = try attempt("read", path) { () throws(SystemCallError) in
+      try object.readAll(limit: Int(size) + 1)
+    }
+    let actual = XXH3Hasher.digest(bytes)
+    guard bytes.count == size, actual == digest else { throw corrupt(digest, actual: actual) }
+    return bytes
+  }
+
+  // MARK: Pieces
+
+  func openObject(_ digest: Digest) throws(TroveError) -> FileDescriptor {
+    do throws(SystemCallError) {
+      return try FileDescriptor.open(StoreLayout.objectPath(digest), in: objectsDirectory)
+    } catch where error.errno == .noSuchFileOrDirectory {
+      throw notFound(digest)
+    } catch {
+      throw TroveError.system(error, "read", path: objectFilePath(digest))
+    }
+  }
+
+  func corrupt(_ digest: Digest, actual: Digest) -> TroveError {
+    TroveError(
+      .corruptObject,
+      "object '\(objectFilePath(digest))' is corrupt: its bytes hash to \(actual), not \(digest); remove it and store it again",
+      path: objectFilePath(digest), value: digest.description)
+  }
+
+  /// Splits a path into its folder and last component.
+  static func split(_ path: String) -> (folder: String, name: String) {
+    guard let slash = path.lastIndex(of: "/") else { return (".", path) }
+    let folder = String(path[..<slash])
+    return (folder.isEmpty ? "/" : folder, String(path[path.index(after: slash)...]))
+  }
+
+  /// Fills the empty file `out` with the object's bytes per `mode`; returns
+  /// how, and why a clone was not made.
+  private func fill(
+    _ out: FileDescriptor, from object: FileDescriptor, digest: Digest, size: Int64,
+    mode: LinkMode, destination: String
+  ) throws(TroveError) -> (MaterializeMethod, String?) {
+    var reason: String?
+    if mode == .auto || mode == .clone {
+      let destinationDevice = try attempt("write", destination) { () throws(SystemCallError) in
+        try out.status().device
+      }
+      var verdict = cloneProbe.verdict(from: device, to: destinationDevice)
+      if verdict == nil || verdict == .supported {
+        do throws(SystemCallError) {
+          try out.cloneContents(from: object)
+          cloneProbe.record(.supported, from: device, to: destinationDevice)
+          return (.clone, nil)
+        } catch where error.errno.meansUnsupported {
+          verdict = .unsupported(error)
+          cloneProbe.record(verdict!, from: device, to: destinationDevice)
+        } catch {
+          throw TroveError.system(error, "clone into", path: destination)
+        }
+      }
+      if case .unsupported(let error) = verdict {
+        let kinds =
+          "store on \(kind(object)), destination on \(kind(out)): \(error.errno) (\(error.call), errno \(error.errno.rawValue))"
+        if mode == .clone {
+          throw TroveError(
+            .cloneUnsupported, "cannot clone into '\(destination)': \(kinds)", path: destination,
+            cause: error)
+        }
+        reason = kinds
+      }
+      do throws(SystemCallError) {
+        let copied = try Transfer.copyInKernel(from: object, to: out)
+        if copied == size { return (.copyFileRange, reason) }
+        throw SystemCallError("copy_file_range", .ioError)
+      } catch where error.errno.meansUnsupported {
+        // No in-kernel copy here: start again through user space.
+        try attempt("write", destination) { () throws(SystemCallError) in
+          try out.truncate(to: 0)
+          try out.seek(to: 0)
+          try object.seek(to: 0)
+        }
+      } catch {
+        throw TroveError.system(error, "copy into", path: destination)
+      }
+    }
+    object.adviseSequential()
+    let copied = try verifiedCopy(from: object, to: out, digest: digest, destination: destination)
+    guard copied == size else {
+      throw TroveError(
+        .ioError, "cannot copy into '\(destination)': object changed size while copying",
+        path: destination)
+    }
+    return (.copy, reason)
+  }
+
+  private func kind(_ fd: FileDescriptor) -> String {
+    (try? fd.filesystemKind().description) ?? "unknown filesystem"
+  }
+
+  /// Copies through user space, hashing; throws `.corruptObject` on mismatch.
+  private func verifiedCopy(
+    from object: FileDescriptor, to out: FileDescriptor, digest: Digest, destination: String
+  ) throws(TroveError) -> Int64 {
+    var hasher = XXH3Hasher()
+    let copied: Int64
+    do throws(Transfer.PumpError) {
+      copied = try Transfer.pump(from: object, to: out, hasher: &hasher)
+    } catch {
+      switch error {
+      case .reading(let e): throw TroveError.system(e, "read", path: objectFilePath(digest))
+      case .writing(let e): throw TroveError.system(e, "write", path: destination)
+      }
+    }
+    let actual = hasher.finalize()
+    guard actual == digest else { throw corrupt(digest, actual: actual) }
+    return copied
+  }
+}

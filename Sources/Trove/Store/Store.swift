@@ -1,0 +1,242 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A content-addressed store of blobs named by their XXH3-128 digest.
+///
+/// Open one with a ``StoreConfiguration``; put files, streams or bytes in
+/// (``put(file:)``, ``makeWriter()``, ``put(bytes:)``); get them out as
+/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:)``),
+/// read them in place (``path(for:)``), list, remove, and count.
+///
+/// A `Store` is `Sendable` and safe to use from many threads at once, and
+/// many processes may open the same root: every writer has its own
+/// temporary file, and objects are published by a rename that never
+/// replaces, so correctness never depends on a lock being honoured.
+public final class Store: Sendable {
+  /// How this store was opened.
+  public let configuration: StoreConfiguration
+  /// The store's root folder.
+  public var root: String { configuration.root }
+
+  let rootDirectory: FileDescriptor
+  let objectsDirectory: FileDescriptor
+  let tmpDirectory: FileDescriptor
+  /// `st_dev` of `tmp/`: sources on this device can be cloned in.
+  let device: UInt64
+  let index: Index
+  let settings: StoreSettings
+  let cloneProbe = CloneProbe()
+
+  var objectsPath: String { root + "/" + StoreLayout.objects }
+  var tmpPath: String { root + "/" + StoreLayout.tmp }
+
+  /// Opens the store at `configuration.root`, creating it (mode 0700, with
+  /// `objects/`, `tmp/`, `CACHEDIR.TAG`, `config.json` and the index) when
+  /// missing and allowed. Safe to race with other processes opening it.
+  ///
+  /// - Throws: ``TroveError`` `.storeUnavailable` naming the path and the
+  ///   failing call when the root cannot be created or opened,
+  ///   `.unsupportedFormat` when a newer Trove wrote it.
+  public init(_ configuration: StoreConfiguration = StoreConfiguration()) throws(TroveError) {
+    self.configuration = configuration
+    let root = configuration.root
+    guard !root.isEmpty else {
+      throw TroveError(.storeUnavailable, "store path is empty", value: root)
+    }
+    if configuration.createIfMissing {
+      try attempt("create store", root, code: .storeUnavailable) { () throws(SystemCallError) in
+        try Self.makeDirectories(root)
+      }
+    }
+    let rootFD = try attempt("open store", root, code: .storeUnavailable) {
+      () throws(SystemCallError) in
+      try FileDescriptor.open(root, .directory)
+    }
+    var opened = [rootFD]
+    do throws(TroveError) {
+      for name in [StoreLayout.objects, StoreLayout.tmp] where configuration.createIfMissing {
+        try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
+          () throws(SystemCallError) in
+          do throws(SystemCallError) {
+            try rootFD.makeDirectory(name)
+          } catch where error.errno == .fileExists {}
+        }
+      }
+      let objectsFD = try attempt("open store folder", root + "/objects", code: .storeUnavailable) {
+        () throws(SystemCallError) in try FileDescriptor.open(StoreLayout.objects, in: rootFD, .directory)
+      }
+      opened.append(objectsFD)
+      let tmpFD = try attempt("open store folder", root + "/tmp", code: .storeUnavailable) {
+        () throws(SystemCallError) in try FileDescriptor.open(StoreLayout.tmp, in: rootFD, .directory)
+      }
+      opened.append(tmpFD)
+      device = try attempt("inspect store folder", root + "/tmp", code: .storeUnavailable) {
+        () throws(SystemCallError) in try tmpFD.status().device
+      }
+      rootDirectory = rootFD
+      objectsDirectory = objectsFD
+      tmpDirectory = tmpFD
+      try Self.publishIfMissing(
+        StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8),
+        root: root, rootFD: rootFD, tmpFD: tmpFD)
+      try Self.publishIfMissing(
+        StoreLayout.settings, StoreSettings.initial.encoded(),
+        root: root, rootFD: rootFD, tmpFD: tmpFD)
+      settings = try Self.readSettings(root: root, rootFD: rootFD)
+      index = try Index(path: root + "/" + StoreLayout.index)
+    } catch {
+      opened.forEach { $0.close() }
+      throw error
+    }
+    if index.isFresh {
+      // A new index beside existing objects (deleted, lost): rebuild it.
+      _ = try rebuildIndex()
+    }
+  }
+
+  deinit {
+    tmpDirectory.close()
+    objectsDirectory.close()
+    rootDirectory.close()
+  }
+
+  /// `mkdir -p` with mode 0700 for every folder it creates.
+  private static func makeDirectories(_ path: String) throws(SystemCallError) {
+    var prefix = path.hasPrefix("/") ? "" : "."
+    for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+      prefix += "/" + component
+      do throws(SystemCallError) {
+        _ = try Sys.call("mkdir") { mkdir(prefix, 0o700) }
+      } catch where error.errno == .fileExists {
+        continue
+      }
+    }
+  }
+
+  /// Writes `bytes` to `name` in the root unless it exists: through a temp
+  /// file and a rename that does not replace, so racing openers agree.
+  private static func publishIfMissing(
+    _ name: String, _ bytes: [UInt8], root: String, rootFD: FileDescriptor, tmpFD: FileDescriptor
+  ) throws(TroveError) {
+    if (try? rootFD.status(of: name)) != nil { return }
+    let path = root + "/" + name
+    let temp = StoreLayout.temporaryName("meta")
+    try attempt("write", path, code: .storeUnavailable) { () throws(SystemCallError) in
+      let fd = try FileDescriptor.open(
+        temp, in: tmpFD, [.writeOnly, .create, .exclusive], permissions: 0o644)
+      defer { fd.close() }
+      do throws(SystemCallError) {
+        try fd.writeAll(bytes)
+        try fd.sync()
+        try tmpFD.renameWithoutReplacing(temp, to: name, in: rootFD)
+      } catch {
+        try? tmpFD.removeFile(temp)
+        if error.errno != .fileExists { throw error }
+      }
+    }
+  }
+
+  private static func readSettings(root: String, rootFD: FileDescriptor) throws(TroveError)
+    -> StoreSettings
+  {
+    let path = root + "/" + StoreLayout.settings
+    let bytes = try attempt("read", path, code: .storeUnavailable) {
+      () throws(SystemCallError) -> [UInt8] in
+      let fd = try FileDescriptor.open(StoreLayout.settings, in: rootFD)
+      defer { fd.close() }
+      return try fd.readAll(limit: 64 * 1024)
+    }
+    return try StoreSettings.decode(bytes, path: path)
+  }
+
+  // MARK: Looking up
+
+  /// The absolute path of `digest`'s object file (whether or not it exists).
+  func objectFilePath(_ digest: Digest) -> String {
+    objectsPath + "/" + StoreLayout.objectPath(digest)
+  }
+
+  /// Whether the store holds `digest`. One `fstatat`; the objects folder is
+  /// the truth, not the index.
+  public func contains(_ digest: Digest) throws(TroveError) -> Bool {
+    do throws(SystemCallError) {
+      return try objectsDirectory.status(of: StoreLayout.objectPath(digest)).isRegular
+    } catch where error.errno == .noSuchFileOrDirectory {
+      return false
+    } catch {
+      throw TroveError.system(error, "look up", path: objectFilePath(digest))
+    }
+  }
+
+  /// The path of `digest`'s object, for callers that only read it: zero
+  /// copies. The file is read-only (0444) and must never be modified: it is
+  /// the store's only copy of those bytes.
+  ///
+  /// - Throws: `.notFound` when the store does not hold `digest`.
+  public func path(for digest: Digest) throws(TroveError) -> String {
+    guard try contains(digest) else { throw notFound(digest) }
+    return objectFilePath(digest)
+  }
+
+  func notFound(_ digest: Digest) -> TroveError {
+    // A row without its file is a miss; drop the row so totals stay true.
+    _ = try? index.remove(digest)
+    return TroveError(
+      .notFound, "no object \(digest) in store '\(root)'", path: objectFilePath(digest),
+      value: digest.description)
+  }
+
+  /// The index's record of `digest`, or nil if the store does not hold it.
+  public func entry(for digest: Digest) throws(TroveError) -> Entry? {
+    guard try contains(digest) else { return nil }
+    return try index.entry(for: digest)
+  }
+
+  /// Every entry the index records, ordered by digest. O(n).
+  public func entries() throws(TroveError) -> [Entry] {
+    try index.entries()
+  }
+
+  // MARK: Removing
+
+  /// Removes `digest`'s object: the index row first, then the file, so a
+  /// crash between the two leaves an orphan file (which ``rebuildIndex()``
+  /// adopts), never a row that points at nothing.
+  ///
+  /// A reader that already opened the object keeps reading correct bytes.
+  /// - Returns: whether the store held it.
+  @discardableResult
+  public func remove(_ digest: Digest) throws(TroveError) -> Bool {
+    let hadRow = try index.remove(digest)
+    do throws(SystemCallError) {
+      try objectsDirectory.removeFile(StoreLayout.objectPath(digest))
+      return true
+    } catch where error.errno == .noSuchFileOrDirectory {
+      return hadRow
+    } catch {
+      throw TroveError.system(error, "remove", path: objectFilePath(digest))
+    }
+  }
+
+  // MARK: Named keys
+
+  /// Points `key` (a URL, a package id, any text) at `digest`, replacing
+  /// what it pointed at. The store must hold `digest`.
+  public func bind(key: String, to digest: Digest) throws(TroveError) {
+    guard try contains(digest) else { throw notFound(digest) }
+    try index.bind(key: key, to: digest, at: currentTimeNanoseconds())
+  }
+
+  /// The digest `key` points at, if it is bound and its object is present.
+  public func digest(forKey key: String) throws(TroveError) -> Digest? {
+    guard let digest = try index.digest(forKey: key), try contains(digest) else { return nil }
+    return digest
+  }
+
+  /// Removes `key`; whether it was bound. The object stays.
+  @discardableResult
+  public func unbind(key: String) throws(TroveError) -> Bool {
+    try index.unbind(key: key)
+  }
+}

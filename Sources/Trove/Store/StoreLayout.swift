@@ -1,0 +1,55 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The names inside a store's root; see Docs/OnDiskFormat.md.
+///
+/// ```
+/// ROOT/
+///   CACHEDIR.TAG        backup tools skip the store
+///   config.json         format version and settings
+///   index.sqlite        the index (WAL: -wal, -shm beside it)
+///   objects/ab/<hex>    one read-only file per digest, fanned out by its first two hex digits
+///   tmp/                in-flight data, on the store's filesystem
+/// ```
+enum StoreLayout {
+  static let objects = "objects"
+  static let tmp = "tmp"
+  static let index = "index.sqlite"
+  static let settings = "config.json"
+  static let cacheDirTag = "CACHEDIR.TAG"
+
+  /// The Cache Directory Tagging Specification's tag: the first 43 bytes
+  /// are the signature that GNU tar `--exclude-caches`, borg and restic look for.
+  static let cacheDirTagContents = """
+    Signature: 8a477f597d28d172789f06886806bc55
+    # This file is a cache directory tag created by Trove.
+    # For information about cache directory tags, see:
+    #\thttps://bford.info/cachedir/
+
+    """
+
+  /// Permissions of a published object: read-only for everyone who can
+  /// reach the store (the root itself is 0700).
+  static let objectPermissions: mode_t = 0o444
+
+  /// The fan-out folder of `digest` inside `objects/`: its first two hex digits.
+  static func fanout(_ digest: Digest) -> String { String(digest.hex.prefix(2)) }
+
+  /// The path of `digest`'s object relative to `objects/`.
+  static func objectPath(_ digest: Digest) -> String { fanout(digest) + "/" + digest.hex }
+
+  /// A name no other writer will pick: the purpose, the process id and 64
+  /// random bits. Each writer has its own temp file; none relies on a lock.
+  static func temporaryName(_ purpose: String) -> String {
+    let random = UInt64.random(in: .min ... .max)
+    return "\(purpose)-\(getpid())-\(String(random, radix: 16)).tmp"
+  }
+}
+
+/// Nanoseconds since 1970 (CLOCK_REALTIME): the index's time unit.
+func currentTimeNanoseconds() -> Int64 {
+  var ts = timespec()
+  clock_gettime(CLOCK_REALTIME, &ts)
+  return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}

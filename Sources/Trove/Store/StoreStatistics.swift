@@ -1,0 +1,96 @@
+/// What a store holds and what its filesystem can do.
+public struct StoreStatistics: Sendable, Hashable, Codable {
+  /// The store's root folder.
+  public var root: String
+  /// Objects stored.
+  public var entries: Int64
+  /// Sum of their sizes.
+  public var logicalBytes: Int64
+  /// Sum of their allocated sizes when stored (`st_blocks * 512`). Clones
+  /// share extents with their sources, so the disk may hold less than this.
+  public var allocatedBytes: Int64
+  /// Puts whose bytes were already stored.
+  public var dedupHits: Int64
+  /// Bytes those puts did not store again.
+  public var dedupSavedBytes: Int64
+  /// The store's filesystem (`xfs`, `btrfs`, `ext4`, …).
+  public var filesystem: String
+  /// Whether that filesystem clones files (FICLONE), probed.
+  public var cloneSupported: Bool
+  /// Bytes free for unprivileged users on the store's filesystem.
+  public var availableBytes: Int64
+  /// The store filesystem's size.
+  public var totalBytes: Int64
+}
+
+/// The answer of a clone probe between the store and a folder.
+public struct CloneSupport: Sendable, Hashable, Codable {
+  /// Whether FICLONE works from the store to the folder.
+  public var isSupported: Bool
+  /// The store's filesystem.
+  public var storeFilesystem: String
+  /// The folder's filesystem.
+  public var destinationFilesystem: String
+  /// Why not, when not: the failing call and errno.
+  public var reason: String?
+}
+
+extension Store {
+  /// Totals from the index (O(1)), the store filesystem's kind and free
+  /// space, and whether it can clone.
+  public func statistics() throws(TroveError) -> StoreStatistics {
+    let totals = try index.totals()
+    let space = try attempt("inspect", root) { () throws(SystemCallError) in
+      try Sys.spaceAvailable(at: root)
+    }
+    let clones = try cloneSupport()
+    return StoreStatistics(
+      root: root, entries: totals.entries, logicalBytes: totals.logicalBytes,
+      allocatedBytes: totals.allocatedBytes, dedupHits: totals.dedupHits,
+      dedupSavedBytes: totals.dedupBytes, filesystem: clones.storeFilesystem,
+      cloneSupported: clones.isSupported, availableBytes: space.available,
+      totalBytes: space.total)
+  }
+
+  /// Probes whether objects can be cloned into `folder` (the store's own
+  /// `tmp/` when nil): clones a one-block scratch file there and removes
+  /// both. The verdict is remembered for the pair of filesystems.
+  public func cloneSupport(to folder: String? = nil) throws(TroveError) -> CloneSupport {
+    let target = folder ?? tmpPath
+    return try attempt("probe clones into", target) { () throws(SystemCallError) in
+      let destinationDirectory =
+        folder == nil ? tmpDirectory : try FileDescriptor.open(target, .directory)
+      defer { if folder != nil { destinationDirectory.close() } }
+      let sourceName = StoreLayout.temporaryName("probe")
+      let source = try FileDescriptor.open(
+        sourceName, in: tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
+      defer {
+        source.close()
+        try? tmpDirectory.removeFile(sourceName)
+      }
+      try source.writeAll([UInt8](repeating: 0x54, count: 4096))
+      let cloneName = ".trove-" + StoreLayout.temporaryName("probe")
+      let clone = try FileDescriptor.open(
+        cloneName, in: destinationDirectory, [.writeOnly, .create, .exclusive],
+        permissions: 0o600)
+      defer {
+        clone.close()
+        try? destinationDirectory.removeFile(cloneName)
+      }
+      let destinationDevice = try clone.status().device
+      let kinds = (try source.filesystemKind(), try clone.filesystemKind())
+      var support = CloneSupport(
+        isSupported: true, storeFilesystem: kinds.0.description,
+        destinationFilesystem: kinds.1.description, reason: nil)
+      do throws(SystemCallError) {
+        try clone.cloneContents(from: source)
+        cloneProbe.record(.supported, from: device, to: destinationDevice)
+      } catch where error.errno.meansUnsupported {
+        cloneProbe.record(.unsupported(error), from: device, to: destinationDevice)
+        support.isSupported = false
+        support.reason = error.description
+      }
+      return support
+    }
+  }
+}

@@ -1,0 +1,263 @@
+import CLinux
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// An open file or directory: a thin, typed face over a raw descriptor.
+///
+/// A value type with no ownership: whoever opens it closes it (`defer`).
+/// Every method is one system call through ``Sys``; the doc comment names it.
+struct FileDescriptor: Sendable, Hashable {
+  /// The raw descriptor.
+  let rawValue: Int32
+
+  /// Standard output.
+  static let standardOutput = FileDescriptor(rawValue: 1)
+  /// Standard input.
+  static let standardInput = FileDescriptor(rawValue: 0)
+
+  /// Access modes and flags for `open`.
+  struct Options: OptionSet, Sendable {
+    let rawValue: Int32
+    static let readOnly = Options([])
+    static let writeOnly = Options(rawValue: O_WRONLY)
+    static let readWrite = Options(rawValue: O_RDWR)
+    static let create = Options(rawValue: O_CREAT)
+    static let exclusive = Options(rawValue: O_EXCL)
+    static let truncate = Options(rawValue: O_TRUNC)
+    static let directory = Options(rawValue: O_DIRECTORY)
+    static let noFollow = Options(rawValue: O_NOFOLLOW)
+    static let append = Options(rawValue: O_APPEND)
+  }
+
+  /// Opens `path`, relative to `directory` when given. `openat(2)` with O_CLOEXEC.
+  static func open(
+    _ path: String, in directory: FileDescriptor? = nil, _ options: Options = .readOnly,
+    permissions: mode_t = 0o644
+  ) throws(SystemCallError) -> FileDescriptor {
+    let dirfd = directory?.rawValue ?? AT_FDCWD
+    let fd = try Sys.call("open") {
+      openat(dirfd, path, options.rawValue | O_CLOEXEC, permissions)
+    }
+    return FileDescriptor(rawValue: fd)
+  }
+
+  /// Closes the descriptor. `close(2)`; errors are ignored (the descriptor
+  /// is gone either way, and data errors are caught by `sync`).
+  func close() { _ = Glibc.close(rawValue) }
+
+  /// Reads up to `buffer.count` bytes at the current offset; 0 at end of
+  /// file. `read(2)`.
+  func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
+    try Sys.call("read") { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+  }
+
+  /// Reads until `buffer` is full or the file ends; returns the bytes read.
+  func readFully(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
+    var filled = 0
+    while filled < buffer.count {
+      let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+      if n == 0 { break }
+      filled += n
+    }
+    return filled
+  }
+
+  /// Writes all of `buffer`, continuing after short writes. `write(2)`.
+  func writeAll(_ buffer: UnsafeRawBufferPointer) throws(SystemCallError) {
+    var offset = 0
+    while offset < buffer.count {
+      let n = try Sys.call("write") {
+        Glibc.write(rawValue, buffer.baseAddress! + offset, buffer.count - offset)
+      }
+      offset += n
+    }
+  }
+
+  /// The file's status. `fstat(2)`.
+  func status() throws(SystemCallError) -> FileStatus {
+    var s = stat()
+    _ = try Sys.call("fstat") { fstat(rawValue, &s) }
+    return FileStatus(s)
+  }
+
+  /// The status of `name` inside this directory, without following a
+  /// final symlink when `followSymlinks` is false. `fstatat(2)`.
+  func status(of name: String, followSymlinks: Bool = true) throws(SystemCallError) -> FileStatus {
+    var s = stat()
+    let flags = followSymlinks ? 0 : AT_SYMLINK_NOFOLLOW
+    _ = try Sys.call("fstatat") { fstatat(rawValue, name, &s, flags) }
+    return FileStatus(s)
+  }
+
+  /// Flushes data and metadata to stable storage. `fsync(2)`.
+  func sync() throws(SystemCallError) {
+    _ = try Sys.call("fsync") { fsync(rawValue) }
+  }
+
+  /// Sets the permission bits. `fchmod(2)`.
+  func setPermissions(_ mode: mode_t) throws(SystemCallError) {
+    _ = try Sys.call("fchmod") { fchmod(rawValue, mode) }
+  }
+
+  /// Tells the kernel the file will be read sequentially. `posix_fadvise(2)`;
+  /// advisory, so failures are ignored.
+  func adviseSequential() {
+    _ = posix_fadvise(rawValue, 0, 0, POSIX_FADV_SEQUENTIAL)
+  }
+
+  /// Makes this file share all of `source`'s extents, copy-on-write.
+  /// `ioctl(FICLONE)`; EOPNOTSUPP, EXDEV or EINVAL where the filesystem
+  /// cannot clone.
+  func cloneContents(from source: FileDescriptor) throws(SystemCallError) {
+    _ = try Sys.call("ioctl(FICLONE)") { trove_ficlone(rawValue, source.rawValue) }
+  }
+
+  /// Copies up to `count` bytes from `source` in the kernel, from both
+  /// files' current offsets; 0 at the end of `source`. `copy_file_range(2)`.
+  func copyFileRange(from source: FileDescriptor, count: Int) throws(SystemCallError) -> Int {
+    try Sys.call("copy_file_range") {
+      trove_copy_file_range(source.rawValue, rawValue, count)
+    }
+  }
+
+  /// The kind of filesystem this file lives on. `fstatfs(2)`.
+  func filesystemKind() throws(SystemCallError) -> FilesystemKind {
+    var err: Int32 = 0
+    let magic = trove_fs_type(rawValue, &err)
+    if magic == -1 { throw SystemCallError("fstatfs", Errno(rawValue: err)) }
+    return FilesystemKind(rawValue: magic)
+  }
+
+  /// Extent counts from the kernel, shared extents included.
+  /// `ioctl(FS_IOC_FIEMAP)` with FIEMAP_FLAG_SYNC.
+  func extentSummary() throws(SystemCallError) -> ExtentSummary {
+    var summary = trove_extent_summary()
+    _ = try Sys.call("ioctl(FS_IOC_FIEMAP)") { trove_fiemap_summary(rawValue, &summary) }
+    return ExtentSummary(summary)
+  }
+
+  // MARK: Directory operations (this descriptor is a directory)
+
+  /// Creates directory `name`. `mkdirat(2)`.
+  func makeDirectory(_ name: String, permissions: mode_t = 0o700) throws(SystemCallError) {
+    _ = try Sys.call("mkdirat") { mkdirat(rawValue, name, permissions) }
+  }
+
+  /// Removes file `name`. `unlinkat(2)`.
+  func removeFile(_ name: String) throws(SystemCallError) {
+    _ = try Sys.call("unlinkat") { unlinkat(rawValue, name, 0) }
+  }
+
+  /// Moves `name` to `newName` in `directory`, replacing what is there.
+  /// `renameat(2)`.
+  func rename(_ name: String, to newName: String, in directory: FileDescriptor)
+    throws(SystemCallError)
+  {
+    _ = try Sys.call("renameat") { renameat(rawValue, name, directory.rawValue, newName) }
+  }
+
+  /// Moves `name` to `newName` in `directory` only if nothing is there:
+  /// EEXIST otherwise. `renameat2(2)` with RENAME_NOREPLACE; where the
+  /// filesystem lacks it (EINVAL), `linkat(2)` then `unlinkat(2)`, which
+  /// also refuses to replace.
+  func renameWithoutReplacing(_ name: String, to newName: String, in directory: FileDescriptor)
+    throws(SystemCallError)
+  {
+    do {
+      _ = try Sys.call("renameat2") {
+        trove_rename_noreplace(rawValue, name, directory.rawValue, newName)
+      }
+    } catch where error.errno == .invalidArgument || error.errno == .notImplemented {
+      try link(name, to: newName, in: directory)
+      try? removeFile(name)
+    }
+  }
+
+  /// Makes `newName` in `directory` a hard link to `name`. `linkat(2)`.
+  func link(_ name: String, to newName: String, in directory: FileDescriptor)
+    throws(SystemCallError)
+  {
+    _ = try Sys.call("linkat") { linkat(rawValue, name, directory.rawValue, newName, 0) }
+  }
+
+  /// The names in this directory, without `.` and `..`. `fdopendir(3)`,
+  /// `readdir(3)`. O(entries).
+  func entries() throws(SystemCallError) -> [String] {
+    let copy = try Sys.call("dup") { dup(rawValue) }
+    guard let dir = fdopendir(copy) else {
+      let e = Errno.current
+      Glibc.close(copy)
+      throw SystemCallError("fdopendir", e)
+    }
+    defer { closedir(dir) }
+    rewinddir(dir)
+    var names: [String] = []
+    while let entry = readdir(dir) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+      }
+      if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+  }
+}
+
+/// Extent counts of one file, as the kernel reports them through FIEMAP.
+public struct ExtentSummary: Sendable, Equatable {
+  /// Extents mapped.
+  public var extents: UInt64
+  /// Extents flagged FIEMAP_EXTENT_SHARED (shared with another file: a clone).
+  public var sharedExtents: UInt64
+  /// Bytes in shared extents.
+  public var sharedBytes: UInt64
+  /// Bytes in all extents.
+  public var mappedBytes: UInt64
+
+  init(_ s: trove_extent_summary) {
+    extents = s.extents
+    sharedExtents = s.shared_extents
+    sharedBytes = s.shared_bytes
+    mappedBytes = s.mapped_bytes
+  }
+
+  /// Whether every mapped byte is shared with another file.
+  public var isFullyShared: Bool { mappedBytes > 0 && sharedBytes == mappedBytes }
+}
+
+extension FileDescriptor {
+  /// Moves the file offset to `offset` from the start. `lseek(2)`.
+  func seek(to offset: Int64) throws(SystemCallError) {
+    _ = try Sys.call("lseek") { lseek(rawValue, off_t(offset), SEEK_SET) }
+  }
+
+  /// Cuts or extends the file to `length` bytes. `ftruncate(2)`.
+  func truncate(to length: Int64) throws(SystemCallError) {
+    _ = try Sys.call("ftruncate") { ftruncate(rawValue, off_t(length)) }
+  }
+}
+
+extension FileDescriptor {
+  /// Writes all of `bytes`. `write(2)`.
+  func writeAll(_ bytes: [UInt8]) throws(SystemCallError) {
+    let result: Result<Void, SystemCallError> = bytes.withUnsafeBytes { raw in
+      do throws(SystemCallError) { return .success(try writeAll(raw)) } catch {
+        return .failure(error)
+      }
+    }
+    try result.get()
+  }
+
+  /// Reads the rest of the file, up to `limit` bytes. `read(2)`.
+  func readAll(limit: Int) throws(SystemCallError) -> [UInt8] {
+    var bytes = [UInt8](repeating: 0, count: limit)
+    let result: Result<Int, SystemCallError> = bytes.withUnsafeMutableBytes { raw in
+      do throws(SystemCallError) { return .success(try readFully(into: raw)) } catch {
+        return .failure(error)
+      }
+    }
+    bytes.removeSubrange(try result.get()...)
+    return bytes
+  }
+}

@@ -1,0 +1,43 @@
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// What `stat(2)` says about a file, reduced to what Trove uses.
+struct FileStatus: Sendable, Equatable {
+  /// `st_size`: the logical length in bytes.
+  var size: Int64
+  /// `st_blocks * 512`: bytes allocated on disk (what `du` reports).
+  ///
+  /// Not Foundation's `totalFileAllocatedSize`, which multiplies by
+  /// `st_blksize` on Linux and is 8× too large.
+  var allocatedBytes: Int64
+  /// `st_mode`.
+  var mode: UInt32
+  /// `st_dev`: the filesystem holding the file.
+  var device: UInt64
+  /// `st_ino`.
+  var inode: UInt64
+  /// `st_nlink`.
+  var linkCount: UInt64
+  /// `st_mtime` in seconds since the epoch.
+  var modificationTime: Int64
+
+  init(_ s: stat) {
+    size = Int64(s.st_size)
+    allocatedBytes = Int64(s.st_blocks) * 512
+    mode = UInt32(s.st_mode)
+    device = UInt64(s.st_dev)
+    inode = UInt64(s.st_ino)
+    linkCount = UInt64(s.st_nlink)
+    modificationTime = Int64(s.st_mtim.tv_sec)
+  }
+
+  /// The file type bits of `mode`.
+  private var type: UInt32 { mode & UInt32(S_IFMT) }
+  /// A regular file.
+  var isRegular: Bool { type == UInt32(S_IFREG) }
+  /// A directory.
+  var isDirectory: Bool { type == UInt32(S_IFDIR) }
+}

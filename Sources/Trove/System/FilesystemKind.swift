@@ -1,0 +1,20 @@
+/// The kind of filesystem a file lives on, from `statfs`'s `f_type` magic.
+public struct FilesystemKind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+  /// The `f_type` magic number.
+  public let rawValue: Int
+
+  /// Wraps an `f_type` magic number.
+  public init(rawValue: Int) { self.rawValue = rawValue }
+
+  private static let names: [Int: String] = [
+    0x5846_5342: "xfs", 0x9123_683E: "btrfs", 0xEF53: "ext4", 0x0102_1994: "tmpfs",
+    0x6969: "nfs", 0x794C_7630: "overlay", 0x2FC1_2FC1: "zfs", 0x6573_5546: "fuse",
+    0xFF53_4D42: "cifs", 0x0102_1997: "9p", 0xF2F5_2010: "f2fs", 0x5346_544E: "ntfs",
+    0x4D44: "vfat", 0x7366_746E: "ntfs3", 0xCA45_1A4E: "bcachefs",
+  ]
+
+  /// A short name (`xfs`, `btrfs`, `ext4`, …) or the magic in hex.
+  public var description: String {
+    Self.names[rawValue] ?? "0x" + String(rawValue, radix: 16)
+  }
+}

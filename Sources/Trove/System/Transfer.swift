@@ -1,0 +1,67 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Moving bytes between descriptors: user-space pumps (which can hash what
+/// passes) and the in-kernel `copy_file_range` loop.
+enum Transfer {
+  /// The buffer size for user-space copies and hashing: large enough that
+  /// XXH3's per-call cost and syscall overhead vanish (≥ 64 KiB).
+  static let bufferSize = 1 << 20
+
+  /// Reads `source` to its end, feeding every byte to `hasher` and, when
+  /// `destination` is given, writing it there. Returns the bytes moved.
+  /// Bounded memory: one buffer of ``bufferSize``.
+  ///
+  /// Errors are tagged with which side failed so callers can name the path.
+  static func pump(
+    from source: FileDescriptor, to destination: FileDescriptor?, hasher: inout XXH3Hasher
+  ) throws(PumpError) -> Int64 {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: bufferSize, alignment: 4096)
+    defer { buffer.deallocate() }
+    var total: Int64 = 0
+    while true {
+      let n: Int
+      do throws(SystemCallError) {
+        n = try source.readFully(into: buffer)
+      } catch {
+        throw .reading(error)
+      }
+      if n == 0 { return total }
+      let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<n])
+      hasher.update(chunk)
+      if let destination {
+        do throws(SystemCallError) {
+          try destination.writeAll(chunk)
+        } catch {
+          throw .writing(error)
+        }
+      }
+      total += Int64(n)
+      if n < buffer.count { return total }
+    }
+  }
+
+  /// Which side of a pump failed.
+  enum PumpError: Error {
+    case reading(SystemCallError)
+    case writing(SystemCallError)
+  }
+
+  /// Copies all of `source` (from its current offset) to `destination` in
+  /// the kernel with `copy_file_range`. Returns the bytes copied.
+  ///
+  /// Throws the first call's error unchanged, so a caller can tell "not
+  /// supported here" (EXDEV, EOPNOTSUPP, ENOSYS, EINVAL) from a failure.
+  static func copyInKernel(from source: FileDescriptor, to destination: FileDescriptor)
+    throws(SystemCallError) -> Int64
+  {
+    var total: Int64 = 0
+    while true {
+      let n = try destination.copyFileRange(from: source, count: 1 << 30)
+      if n == 0 { return total }
+      total += Int64(n)
+    }
+  }
+}
