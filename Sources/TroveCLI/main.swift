@@ -1,1 +1,43 @@
-print("todo")
+import Foundation
+import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The `trove` command: a thin face over the Trove library.
+
+// A closed pipe (`trove get D - | head`) is an EPIPE error, not a signal.
+signal(SIGPIPE, SIG_IGN)
+
+let version = "0.1.0"
+
+func main() -> Int32 {
+  let arguments = Array(CommandLine.arguments.dropFirst())
+  do {
+    switch try CommandLineParser.parse(arguments, commands: allCommands) {
+    case .help(let command):
+      Output.line(Help.text(for: command, commands: allCommands), terminator: "")
+      return ExitStatus.success
+    case .version:
+      Output.line(version)
+      return ExitStatus.success
+    case .run(let invocation):
+      return try invocation.command.run(invocation)
+    }
+  } catch let error as UsageError {
+    Output.error("Error: \(error.message)")
+    Output.error("Usage: \(Help.usageLine(error.command))")
+    let topic = error.command.map { "trove \($0.name) --help" } ?? "trove --help"
+    Output.error("  See '\(topic)' for more information.")
+    return ExitStatus.usage
+  } catch let error as TroveError {
+    Output.error("Error: \(error)")
+    return ExitStatus.of(error)
+  } catch {
+    Output.error("Error: \(error)")
+    return ExitStatus.failure
+  }
+}
+
+exit(main())

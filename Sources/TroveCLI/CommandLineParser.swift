@@ -1,0 +1,152 @@
+/// A command's shape: what `help` prints and what the parser accepts.
+struct CommandSpec: Sendable {
+  /// The subcommand's name, e.g. `get`.
+  let name: String
+  /// One line for the command list.
+  let abstract: String
+  /// Usage after `trove NAME`, e.g. `<digest> <destination>`.
+  let usage: String
+  /// Positional arguments: name and help.
+  let arguments: [(String, String)]
+  /// Options besides the global ones.
+  let options: [OptionSpec]
+  /// More text for `--help`, after OVERVIEW.
+  let discussion: String
+  /// Runs the command; returns the exit status.
+  let run: @Sendable (Invocation) throws -> Int32
+}
+
+/// One option: its names (`-f`, `--force`) and, if it takes one, the value's name.
+struct OptionSpec: Sendable {
+  let names: [String]
+  let valueName: String?
+  let help: String
+
+  var display: String {
+    names.joined(separator: ", ") + (valueName.map { " <\($0)>" } ?? "")
+  }
+}
+
+/// A usage error: bad or missing arguments. Exit 64 with the usage line.
+struct UsageError: Error {
+  let message: String
+  let command: CommandSpec?
+}
+
+/// What the parser made of one command line.
+struct Invocation: Sendable {
+  let command: CommandSpec
+  /// The store folder from `--store`, if given.
+  let store: String?
+  /// Positional arguments in order.
+  let positionals: [String]
+  /// Option values by long name (`--mode` → "clone"); flags map to "".
+  let values: [String: String]
+
+  func flag(_ long: String) -> Bool { values[long] != nil }
+  func value(_ long: String) -> String? { values[long] }
+
+  func usageError(_ message: String) -> UsageError {
+    UsageError(message: message, command: command)
+  }
+}
+
+/// Options every command accepts.
+let globalOptions = [
+  OptionSpec(
+    names: ["--store"], valueName: "dir",
+    help: "The store folder (default: $TROVE_STORE, else the caches folder + trove)."),
+  OptionSpec(names: ["-h", "--help"], valueName: nil, help: "Show help information."),
+]
+
+/// Parses `arguments` (after the program name) the way swift-argument-parser
+/// does: `--name value` and `--name=value`, combined short flags are not
+/// needed, `--` ends options, a lone `-` is a positional.
+enum CommandLineParser {
+  enum Outcome {
+    case run(Invocation)
+    case help(CommandSpec?)
+    case version
+  }
+
+  static func parse(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> Outcome
+  {
+    var rest = arguments[...]
+    var store: String?
+    // Global options before the subcommand.
+    while let first = rest.first, first.hasPrefix("-"), first != "-" {
+      rest.removeFirst()
+      let (name, inline) = splitInline(first)
+      switch name {
+      case "-h", "--help": return .help(nil)
+      case "--version": return .version
+      case "--store":
+        store = try takeValue(name, inline, &rest, spec: globalOptions[0], command: nil)
+      default:
+        throw UsageError(message: "Unknown option '\(first)'", command: nil)
+      }
+    }
+    guard let name = rest.popFirst() else { return .help(nil) }
+    if name == "help" {
+      guard let topic = rest.first else { return .help(nil) }
+      guard let command = commands.first(where: { $0.name == topic }) else {
+        throw UsageError(message: "Unknown command '\(topic)'", command: nil)
+      }
+      return .help(command)
+    }
+    guard let command = commands.first(where: { $0.name == name }) else {
+      throw UsageError(message: "Unknown command '\(name)'", command: nil)
+    }
+    var positionals: [String] = []
+    var values: [String: String] = [:]
+    var optionsEnded = false
+    while let argument = rest.popFirst() {
+      if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+        positionals.append(argument)
+        continue
+      }
+      if argument == "--" {
+        optionsEnded = true
+        continue
+      }
+      let (name, inline) = splitInline(argument)
+      if name == "-h" || name == "--help" { return .help(command) }
+      if name == "--store" {
+        store = try takeValue(name, inline, &rest, spec: globalOptions[0], command: command)
+        continue
+      }
+      guard let spec = command.options.first(where: { $0.names.contains(name) }) else {
+        throw UsageError(message: "Unknown option '\(argument)'", command: command)
+      }
+      let long = spec.names.last!
+      if spec.valueName == nil {
+        if inline != nil {
+          throw UsageError(message: "Option '\(name)' takes no value", command: command)
+        }
+        values[long] = ""
+      } else {
+        values[long] = try takeValue(name, inline, &rest, spec: spec, command: command)
+      }
+    }
+    return .run(Invocation(command: command, store: store, positionals: positionals, values: values))
+  }
+
+  private static func splitInline(_ argument: String) -> (String, String?) {
+    guard argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") else {
+      return (argument, nil)
+    }
+    return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
+  }
+
+  private static func takeValue(
+    _ name: String, _ inline: String?, _ rest: inout ArraySlice<String>, spec: OptionSpec,
+    command: CommandSpec?
+  ) throws(UsageError) -> String {
+    if let inline { return inline }
+    guard let next = rest.first, !(next.hasPrefix("-") && next != "-") else {
+      throw UsageError(message: "Missing value for '\(spec.display)'", command: command)
+    }
+    rest.removeFirst()
+    return next
+  }
+}

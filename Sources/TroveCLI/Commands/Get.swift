@@ -1,0 +1,68 @@
+import Foundation
+import Trove
+
+let getCommand = CommandSpec(
+  name: "get",
+  abstract: "Write an object to a file (a clone where possible) or to stdout.",
+  usage: "[--mode <mode>] [--force] [--json] [-v] <digest> <destination>",
+  arguments: [
+    ("digest", "The object's digest, 'xxh128:' and 32 hex digits."),
+    ("destination", "The file to create, or '-' for standard output."),
+  ],
+  options: [
+    OptionSpec(
+      names: ["--mode"], valueName: "mode",
+      help: "auto (clone, else copy; default), clone (fail if impossible), copy, hardlink."),
+    OptionSpec(names: ["-f", "--force"], valueName: nil, help: "Replace an existing destination."),
+    jsonOption, verboseOption,
+  ],
+  discussion: """
+    The destination appears whole or not at all. In auto mode a clone is tried
+    first; when the filesystems cannot clone (another filesystem, ext4, NFS), the
+    object is copied and a warning says why. 'hardlink' makes the destination
+    the store's own read-only file: never modify it (see Docs/CLI.md).
+    """,
+  run: { invocation in
+    try invocation.requirePositionals(["digest", "destination"])
+    let digest = try invocation.digest(invocation.positionals[0])
+    let destination = invocation.positionals[1]
+    let modeText = invocation.value("--mode") ?? "auto"
+    guard let mode = LinkMode(rawValue: modeText) else {
+      throw invocation.usageError(
+        "invalid mode '\(modeText)': expected auto, clone, copy or hardlink")
+    }
+    let store = try invocation.openStore()
+    if destination == "-" {
+      try store.write(digest, to: FileHandle.standardOutput)
+      return ExitStatus.success
+    }
+    let done = try store.materialize(
+      digest, at: destination, mode: mode, replacing: invocation.flag("--force"))
+    if invocation.flag("--json") {
+      Output.json(GetRecord(done))
+    }
+    if let reason = done.fallbackReason {
+      Output.error("trove: warning: copied '\(destination)' (\(done.method.rawValue)), not cloned: \(reason)")
+    } else if invocation.flag("--verbose") {
+      Output.error(
+        "trove: \(done.method.rawValue) \(digest) -> '\(destination)' (\(Output.size(done.size)))")
+    }
+    return ExitStatus.success
+  })
+
+/// `get --json`.
+struct GetRecord: Encodable {
+  var digest: String
+  var destination: String
+  var method: String
+  var size: Int64
+  var fallbackReason: String?
+
+  init(_ m: Materialization) {
+    digest = m.digest.description
+    destination = m.destination
+    method = m.method.rawValue
+    size = m.size
+    fallbackReason = m.fallbackReason
+  }
+}

@@ -1,0 +1,90 @@
+import Trove
+
+let listCommand = CommandSpec(
+  name: "ls",
+  abstract: "List the stored objects.",
+  usage: "[--json]",
+  arguments: [],
+  options: [jsonOption],
+  discussion: "One line per object: digest, size, last access (UTC).",
+  run: { invocation in
+    try invocation.requirePositionals([])
+    let entries = try invocation.openStore().entries()
+    if invocation.flag("--json") {
+      Output.json(entries.map(EntryRecord.init))
+    } else {
+      for e in entries {
+        let size = Output.size(e.size)
+        let padded = String(repeating: " ", count: max(0, 10 - size.count)) + size
+        Output.line("\(e.digest)  \(padded)  \(Output.time(e.lastAccess))")
+      }
+    }
+    return ExitStatus.success
+  })
+
+/// One object in `ls --json`.
+struct EntryRecord: Encodable {
+  var digest: String
+  var size: Int64
+  var allocatedBytes: Int64
+  var created: String
+  var lastAccess: String
+
+  init(_ e: Entry) {
+    digest = e.digest.description
+    size = e.size
+    allocatedBytes = e.allocatedBytes
+    created = Output.time(e.created)
+    lastAccess = Output.time(e.lastAccess)
+  }
+}
+
+let statsCommand = CommandSpec(
+  name: "stats",
+  abstract: "Show what the store holds and what its filesystem can do.",
+  usage: "[--json]",
+  arguments: [],
+  options: [jsonOption],
+  discussion: """
+    Sizes are human-readable here and exact (bytes) in JSON. Allocated bytes are
+    st_blocks × 512 when stored; clones share extents, so the disk may hold less.
+    """,
+  run: { invocation in
+    try invocation.requirePositionals([])
+    let s = try invocation.openStore().statistics()
+    if invocation.flag("--json") {
+      Output.json(s)
+      return ExitStatus.success
+    }
+    let rows: [(String, String)] = [
+      ("store", s.root),
+      ("entries", "\(s.entries)"),
+      ("logical", "\(Output.size(s.logicalBytes)) (\(s.logicalBytes) bytes)"),
+      ("allocated", "\(Output.size(s.allocatedBytes)) (\(s.allocatedBytes) bytes)"),
+      ("dedup hits", "\(s.dedupHits) (saved \(Output.size(s.dedupSavedBytes)))"),
+      ("filesystem", s.filesystem),
+      ("clones", s.cloneSupported ? "supported" : "not supported (gets are copies)"),
+      ("free space", "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes))"),
+    ]
+    for (name, value) in rows {
+      Output.line(name + String(repeating: " ", count: 12 - name.count) + value)
+    }
+    return ExitStatus.success
+  })
+
+let reindexCommand = CommandSpec(
+  name: "reindex",
+  abstract: "Rebuild the index from the objects folder.",
+  usage: "",
+  arguments: [],
+  options: [verboseOption],
+  discussion: """
+    The objects folder is the truth; the index may lag it after a crash. This adopts
+    object files the index does not know and drops rows whose file is gone.
+    """,
+  run: { invocation in
+    try invocation.requirePositionals([])
+    let (added, dropped) = try invocation.openStore().rebuildIndex()
+    Output.error("trove: index rebuilt: \(added) added, \(dropped) dropped")
+    return ExitStatus.success
+  })

@@ -1,0 +1,33 @@
+import Trove
+
+/// Exit statuses, from sysexits.h where one fits.
+enum ExitStatus {
+  static let success: Int32 = 0
+  static let failure: Int32 = 1
+  static let usage: Int32 = 64  // EX_USAGE
+  static let dataError: Int32 = 65  // EX_DATAERR
+  static let noInput: Int32 = 66  // EX_NOINPUT
+  static let unavailable: Int32 = 69  // EX_UNAVAILABLE
+  static let cannotCreate: Int32 = 73  // EX_CANTCREAT
+  static let ioError: Int32 = 74  // EX_IOERR
+  static let permission: Int32 = 77  // EX_NOPERM
+
+  /// The status for a library error.
+  static func of(_ error: TroveError) -> Int32 {
+    switch error.code {
+    case .invalidDigest, .invalidArgument: return usage
+    case .notFound: return failure
+    case .sourceMissing, .sourceNotFile: return noInput
+    case .destinationExists, .destinationDirectoryMissing: return cannotCreate
+    case .permissionDenied: return permission
+    case .cloneUnsupported, .linkUnsupported: return unavailable
+    case .corruptObject, .unsupportedFormat: return dataError
+    case .storeUnavailable:
+      switch error.cause?.errno {
+      case .permissionDenied?, .notPermitted?, .readOnlyFileSystem?: return permission
+      default: return cannotCreate
+      }
+    default: return ioError
+    }
+  }
+}
