@@ -1,0 +1,308 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The store on the root filesystem (ext4 here: no clones), through the library.
+@Suite("Store: put, get, layout, index")
+struct StoreTests {
+  @Test("a new store has the documented layout, modes and cache tag")
+  func layout() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store("a/b/store")
+    let root = scratch["a/b/store"]
+    let names = Set(scratch.list("a/b/store"))
+    #expect(names.isSuperset(of: ["CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp"]))
+    #expect(names.subtracting(["index.sqlite-wal", "index.sqlite-shm"]).count == 5)
+    #expect(try fileStatus(root).mode & 0o777 == 0o700)
+    let tag = try contents(root + "/CACHEDIR.TAG")
+    #expect(String(decoding: tag.prefix(43), as: UTF8.self) == "Signature: 8a477f597d28d172789f06886806bc55")
+    let config = try JSONSerialization.jsonObject(with: Data(try contents(root + "/config.json"))) as? [String: Any]
+    #expect(config?["format"] as? Int == 1)
+  }
+
+  @Test("put then get returns the same bytes; the object is read-only and named by its digest")
+  func roundTrip() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let data = Bytes.random(3 * 1024 * 1024 + 17, seed: 1)
+    let source = try scratch.write("in.bin", data)
+    let put = try store.put(file: source)
+    #expect(put.digest == XXH3Hasher.digest(data))
+    #expect(put.size == Int64(data.count))
+    #expect(put.isDuplicate == false)
+    #expect(put.method == .copy)
+    let objectPath = try store.path(for: put.digest)
+    #expect(objectPath == scratch["store/objects/\(put.digest.hex.prefix(2))/\(put.digest.hex)"])
+    #expect(try fileStatus(objectPath).mode & 0o777 == 0o444)
+    #expect(try store.bytes(for: put.digest) == data)
+    let got = try store.materialize(put.digest, at: scratch["out.bin"])
+    #expect(try contents(scratch["out.bin"]) == data)
+    #expect(got.size == Int64(data.count))
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
+  @Test("bytes and streams are stored like files", arguments: [0, 1, 240, 1 << 20, (1 << 20) + 1])
+  func bytesAndStreams(size: Int) throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let data = Bytes.random(size, seed: UInt64(size))
+    let fromBytes = try store.put(bytes: data)
+    let writer = try store.makeWriter()
+    var offset = 0
+    while offset < data.count {
+      let end = min(offset + 100_000, data.count)
+      try writer.write(Array(data[offset..<end]))
+      offset = end
+    }
+    let fromWriter = try writer.commit()
+    #expect(fromBytes.digest == XXH3Hasher.digest(data))
+    #expect(fromWriter.digest == fromBytes.digest)
+    #expect(fromWriter.isDuplicate)
+    #expect(try store.bytes(for: fromBytes.digest) == data)
+  }
+
+  @Test("a second put of the same content is a dedup hit: one object, counted, nothing left in tmp/")
+  func dedup() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let data = Bytes.random(100_000, seed: 2)
+    let first = try store.put(file: try scratch.write("a", data))
+    let second = try store.put(file: try scratch.write("b", data))
+    #expect(first.digest == second.digest)
+    #expect(!first.isDuplicate && second.isDuplicate)
+    let stats = try store.statistics()
+    #expect(stats.entries == 1)
+    #expect(stats.logicalBytes == 100_000)
+    #expect(stats.dedupHits == 1)
+    #expect(stats.dedupSavedBytes == 100_000)
+    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.list("store/objects/\(first.digest.hex.prefix(2))").count == 1)
+  }
+
+  @Test("a cancelled or dropped writer leaves nothing behind")
+  func cancelledWriter() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    do {
+      let writer = try store.makeWriter()
+      try writer.write([1, 2, 3])
+      #expect(scratch.list("store/tmp").count == 1)
+    }
+    #expect(scratch.list("store/tmp").isEmpty)
+    let writer = try store.makeWriter()
+    try writer.write([1, 2, 3])
+    writer.cancel()
+    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(try store.entries().isEmpty)
+  }
+
+  @Test("eight threads putting the same bytes end with one object and one digest")
+  func concurrentPuts() async throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let data = Bytes.random(2_000_000, seed: 3)
+    let path = try scratch.write("same.bin", data)
+    let results = try await withThrowingTaskGroup(of: PutResult.self) { group in
+      for i in 0..<8 {
+        group.addTask { i % 2 == 0 ? try store.put(file: path) : try store.put(bytes: data) }
+      }
+      return try await group.reduce(into: []) { $0.append($1) }
+    }
+    #expect(Set(results.map(\.digest)).count == 1)
+    #expect(results.filter { !$0.isDuplicate }.count == 1)
+    #expect(try store.entries().count == 1)
+    #expect(try store.statistics().dedupHits == 7)
+    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(try store.bytes(for: results[0].digest) == data)
+  }
+
+  @Test(
+    "auto mode on a filesystem without clones copies and says why",
+    .enabled(if: !TestFilesystems.tempCanClone, "the temp folder's filesystem can clone"))
+  func autoFallsBack() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let data = Bytes.random(300_000, seed: 4)
+    let digest = try store.put(bytes: data).digest
+    let got = try store.materialize(digest, at: scratch["out"])
+    #expect(got.method != .clone)
+    #expect(got.fallbackReason?.contains("ioctl(FICLONE)") == true)
+    #expect(try contents(scratch["out"]) == data)
+    // The verdict is remembered for the pair of filesystems.
+    let again = try store.materialize(digest, at: scratch["out2"])
+    #expect(again.fallbackReason == got.fallbackReason)
+  }
+
+  @Test(
+    "clone mode fails clearly where clones are impossible, leaving nothing",
+    .enabled(if: !TestFilesystems.tempCanClone, "the temp folder's filesystem can clone"))
+  func cloneModeFails() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digest = try store.put(bytes: Bytes.random(10_000, seed: 5)).digest
+    #expect {
+      try store.materialize(digest, at: scratch["out"], mode: .clone)
+    } throws: { error in
+      (error as? TroveError)?.code == .cloneUnsupported
+        && "\(error)".contains("cannot clone into '\(scratch["out"])'")
+    }
+    #expect(scratch.list("").filter { $0 != "store" }.isEmpty)
+  }
+
+  @Test("copy mode makes an independent verified copy; hardlink mode links the read-only object")
+  func copyAndHardlink() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let data = Bytes.random(70_000, seed: 6)
+    let digest = try store.put(bytes: data).digest
+    let copy = try store.materialize(digest, at: scratch["copy"], mode: .copy)
+    #expect(copy.method == .copy)
+    #expect(try fileStatus(scratch["copy"]).linkCount == 1)
+    let link = try store.materialize(digest, at: scratch["link"], mode: .hardlink)
+    #expect(link.method == .hardlink)
+    let linked = try fileStatus(scratch["link"])
+    #expect(linked.linkCount == 2)
+    #expect(linked.inode == (try fileStatus(store.path(for: digest))).inode)
+    #expect(linked.mode & 0o777 == 0o444)
+    #expect(try contents(scratch["link"]) == data)
+  }
+
+  @Test("an existing destination is refused unless replacing; a missing folder is named")
+  func destinations() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digest = try store.put(bytes: Bytes.random(1000, seed: 7)).digest
+    try scratch.write("exists", [1, 2, 3])
+    #expect {
+      try store.materialize(digest, at: scratch["exists"])
+    } throws: { ($0 as? TroveError)?.code == .destinationExists }
+    #expect(try contents(scratch["exists"]) == [1, 2, 3])
+    try store.materialize(digest, at: scratch["exists"], replacing: true)
+    #expect(try contents(scratch["exists"]).count == 1000)
+    #expect {
+      try store.materialize(digest, at: scratch["missing/out"])
+    } throws: { error in
+      (error as? TroveError)?.code == .destinationDirectoryMissing
+        && "\(error)".contains("folder '\(scratch["missing"])' does not exist")
+    }
+    #expect(scratch.list("").sorted() == ["exists", "store"])
+  }
+
+  @Test("unknown digests are misses, not errors of another kind")
+  func unknown() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digest = XXH3Hasher.digest([9, 9, 9])
+    #expect(try store.contains(digest) == false)
+    #expect(try store.entry(for: digest) == nil)
+    #expect(throws: TroveError.self) { try store.path(for: digest) }
+    #expect {
+      try store.materialize(digest, at: scratch["out"])
+    } throws: { ($0 as? TroveError)?.code == .notFound && "\($0)".contains(digest.description) }
+    #expect(try store.remove(digest) == false)
+  }
+
+  @Test("remove deletes the object and its row; totals follow")
+  func remove() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let a = try store.put(bytes: Bytes.random(5000, seed: 8)).digest
+    let b = try store.put(bytes: Bytes.random(7000, seed: 9)).digest
+    #expect(try store.statistics().logicalBytes == 12000)
+    #expect(try store.remove(a))
+    #expect(try store.contains(a) == false)
+    #expect(try store.entries().map(\.digest) == [b])
+    let stats = try store.statistics()
+    #expect(stats.entries == 1 && stats.logicalBytes == 7000)
+  }
+
+  @Test("the index is rebuilt from the objects when it is lost, and repaired when it lags")
+  func rebuild() throws {
+    let scratch = try Scratch()
+    var digests: [Digest] = []
+    do {
+      let store = try scratch.store()
+      for i in 0..<5 { digests.append(try store.put(bytes: Bytes.random(1000 + i, seed: UInt64(i))).digest) }
+    }
+    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: scratch["store/index.sqlite" + suffix]) }
+    let store = try scratch.store()
+    #expect(Set(try store.entries().map(\.digest)) == Set(digests))
+    #expect(try store.statistics().logicalBytes == Int64((0..<5).map { 1000 + $0 }.reduce(0, +)))
+    // A file removed behind the index's back: a miss, and the row goes.
+    try FileManager.default.removeItem(atPath: try store.path(for: digests[0]))
+    #expect(try store.contains(digests[0]) == false)
+    #expect(throws: TroveError.self) { try store.materialize(digests[0], at: scratch["x"]) }
+    #expect(try store.entries().count == 4)
+    #expect(try store.rebuildIndex() == (added: 0, dropped: 0))
+  }
+
+  @Test("named keys point at digests")
+  func keys() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digest = try store.put(bytes: [1, 2, 3]).digest
+    try store.bind(key: "https://example.org/a.tar", to: digest)
+    #expect(try store.digest(forKey: "https://example.org/a.tar") == digest)
+    #expect(try store.digest(forKey: "other") == nil)
+    #expect(try store.unbind(key: "https://example.org/a.tar"))
+    #expect(try store.digest(forKey: "https://example.org/a.tar") == nil)
+    #expect(throws: TroveError.self) { try store.bind(key: "k", to: XXH3Hasher.digest([7])) }
+  }
+
+  @Test("put refuses a missing file and a directory with errors naming them")
+  func badSources() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    #expect {
+      try store.put(file: scratch["nope"])
+    } throws: { error in
+      (error as? TroveError)?.code == .sourceMissing
+        && "\(error)" == "cannot read '\(scratch["nope"])': No such file or directory (open, errno 2)"
+    }
+    #expect {
+      try store.put(file: scratch.path)
+    } throws: { ($0 as? TroveError)?.code == .sourceNotFile && "\($0)".contains("is a directory") }
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
+  @Test("a corrupted object is never handed out as a copy")
+  func corruption() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digest = try store.put(bytes: Bytes.random(50_000, seed: 10)).digest
+    let path = try store.path(for: digest)
+    chmod(path, 0o644)
+    let handle = try #require(FileHandle(forWritingAtPath: path))
+    try handle.seek(toOffset: 1234)
+    handle.write(Data([0xFF, 0x00, 0xFF]))
+    try handle.close()
+    #expect {
+      try store.materialize(digest, at: scratch["out"], mode: .copy)
+    } throws: { ($0 as? TroveError)?.code == .corruptObject }
+    #expect(!FileManager.default.fileExists(atPath: scratch["out"]))
+    #expect(scratch.list("").filter { $0.hasPrefix(".trove") }.isEmpty)
+    #expect(throws: TroveError.self) { try store.bytes(for: digest) }
+  }
+
+  @Test("a store written by a newer format is refused")
+  func newerFormat() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    try scratch.write("store/config.json", Array("{\"format\": 99}".utf8))
+    #expect {
+      try scratch.store()
+    } throws: { ($0 as? TroveError)?.code == .unsupportedFormat && "\($0)".contains("format 99") }
+  }
+
+  @Test("the default location is the caches folder, and TROVE_STORE overrides it")
+  func defaultLocation() {
+    #expect(StoreConfiguration.defaultRoot(environment: ["TROVE_STORE": "/x/y"]) == "/x/y")
+    let cache = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask)[0].path
+    #expect(StoreConfiguration.defaultRoot(environment: [:]) == cache + "/trove")
+  }
+}

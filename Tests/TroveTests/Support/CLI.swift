@@ -1,0 +1,67 @@
+import Foundation
+
+/// The built `trove` executable run as a process.
+enum CLI {
+  /// `.build/<config>/trove`, beside the test bundle.
+  static let executable: String = {
+    if let explicit = ProcessInfo.processInfo.environment["TROVE_BIN"] { return explicit }
+    var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for _ in 0..<4 {
+      let candidate = dir.appendingPathComponent("trove").path
+      if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+      dir = dir.deletingLastPathComponent()
+    }
+    return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+      .appendingPathComponent(".build/debug/trove").path
+  }()
+
+  struct Result {
+    var status: Int32
+    var stdout: [UInt8]
+    var stderr: String
+    var out: String { String(decoding: stdout, as: UTF8.self) }
+    /// stderr split into lines, without the empty last one.
+    var errorLines: [String] { stderr.split(separator: "\n").map(String.init) }
+  }
+
+  /// Runs `trove ARGS` (through `prefix`, e.g. setpriv, when given) with
+  /// `stdin` as its input; extra environment in `environment`.
+  static func run(
+    _ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:],
+    prefix: [String] = []
+  ) throws -> Result {
+    let process = Process()
+    let command = prefix + [executable] + arguments
+    process.executableURL = URL(fileURLWithPath: command[0])
+    process.arguments = Array(command.dropFirst())
+    var env = ProcessInfo.processInfo.environment
+    env.removeValue(forKey: "TROVE_STORE")
+    env.removeValue(forKey: "TROVE_INJECT_FAULT")
+    for (k, v) in environment { env[k] = v }
+    process.environment = env
+    // Files, not pipes: no reader threads, no deadlock on large output.
+    let io = NSTemporaryDirectory() + "trove-cli-" + UUID().uuidString
+    defer {
+      for suffix in [".in", ".out", ".err"] { try? FileManager.default.removeItem(atPath: io + suffix) }
+    }
+    try Data(stdin).write(to: URL(fileURLWithPath: io + ".in"))
+    _ = FileManager.default.createFile(atPath: io + ".out", contents: nil)
+    _ = FileManager.default.createFile(atPath: io + ".err", contents: nil)
+    let input = FileHandle(forReadingAtPath: io + ".in")!
+    let output = FileHandle(forWritingAtPath: io + ".out")!
+    let error = FileHandle(forWritingAtPath: io + ".err")!
+    defer {
+      try? input.close()
+      try? output.close()
+      try? error.close()
+    }
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = error
+    try process.run()
+    process.waitUntilExit()
+    return Result(
+      status: process.terminationStatus, stdout: Array(try Data(contentsOf: URL(fileURLWithPath: io + ".out"))),
+      stderr: String(decoding: try Data(contentsOf: URL(fileURLWithPath: io + ".err")), as: UTF8.self))
+  }
+}

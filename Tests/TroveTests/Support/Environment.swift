@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The filesystems scripts/testfs.sh made for the tests, or why not.
+enum TestFilesystems {
+  static let environment = ProcessInfo.processInfo.environment
+
+  /// A loop-mounted XFS with reflink=1, if one was made.
+  static let xfs: String? = environment["TROVE_TEST_XFS"]
+  /// Why the XFS tests are skipped.
+  static let xfsMissing = Comment(
+    rawValue:
+      "no reflink filesystem: \(environment["TROVE_TEST_XFS_UNAVAILABLE"] ?? "TROVE_TEST_XFS is not set; run scripts/test.sh as root to loop-mount an XFS with reflink=1")"
+  )
+
+  /// A small (8 MiB) tmpfs, if one was made.
+  static let small: String? = environment["TROVE_TEST_SMALL"]
+  /// Why the small-filesystem tests are skipped.
+  static let smallMissing = Comment(
+    rawValue:
+      "no small filesystem: \(environment["TROVE_TEST_SMALL_UNAVAILABLE"] ?? "TROVE_TEST_SMALL is not set; run scripts/test.sh as root to mount an 8 MiB tmpfs")"
+  )
+
+  /// Whether the system temp folder's filesystem clones (ext4 here: no).
+  static let tempCanClone: Bool = {
+    guard let scratch = try? Scratch(), let store = try? scratch.store() else { return false }
+    return (try? store.cloneSupport().isSupported) ?? false
+  }()
+
+  static let isRoot = getuid() == 0
+  static let setprivAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+  static let xxhsum = ["/usr/bin/xxhsum", "/usr/local/bin/xxhsum"].first {
+    FileManager.default.isExecutableFile(atPath: $0)
+  }
+}
+
+/// A fresh folder for one test, removed when the value is dropped.
+final class Scratch {
+  let path: String
+
+  /// A new folder under `base` (default: the system's temp folder, which is
+  /// on the root filesystem: ext4 here, no clones).
+  init(under base: String? = nil) throws {
+    let parent = base ?? NSTemporaryDirectory()
+    path = parent + "/trove-test-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+  }
+
+  deinit { try? FileManager.default.removeItem(atPath: path) }
+
+  subscript(name: String) -> String { path + "/" + name }
+
+  /// Writes `bytes` to `name` and returns its path.
+  @discardableResult
+  func write(_ name: String, _ bytes: [UInt8]) throws -> String {
+    try Data(bytes).write(to: URL(fileURLWithPath: self[name]))
+    return self[name]
+  }
+
+  /// Opens (creating) a store at `name`.
+  func store(_ name: String = "store") throws -> Store {
+    try Store(StoreConfiguration(root: self[name]))
+  }
+
+  /// The names in `name` (a folder), sorted.
+  func list(_ name: String) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: self[name])) ?? []).sorted()
+  }
+}
+
+/// Deterministic bytes: `(i * 31 + 7) mod 251` (the known-answer pattern),
+/// or pseudo-random ones from a seed.
+enum Bytes {
+  static func pattern(_ count: Int) -> [UInt8] {
+    (0..<count).map { UInt8(($0 &* 31 &+ 7) % 251) }
+  }
+
+  static func random(_ count: Int, seed: UInt64) -> [UInt8] {
+    var state = seed
+    var out = [UInt8](repeating: 0, count: count)
+    var i = 0
+    while i < count {
+      state &+= 0x9E37_79B9_7F4A_7C15
+      var z = state
+      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+      z ^= z >> 31
+      for b in 0..<8 where i < count {
+        out[i] = UInt8(truncatingIfNeeded: z >> (8 * UInt64(b)))
+        i += 1
+      }
+    }
+    return out
+  }
+}
+
+/// Reads a whole file.
+func contents(_ path: String) throws -> [UInt8] {
+  Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+}
+
+/// `stat` of a path.
+func fileStatus(_ path: String) throws -> FileStatus {
+  var s = stat()
+  guard stat(path, &s) == 0 else { throw Errno(rawValue: errno) }
+  return FileStatus(s)
+}
+
+/// FIEMAP extent summary of a file.
+func extents(_ path: String) throws -> ExtentSummary {
+  let fd = try FileDescriptor.open(path)
+  defer { fd.close() }
+  return try fd.extentSummary()
+}
+
+/// Free bytes on the filesystem holding `path`, after a sync.
+func freeBytes(_ path: String) throws -> Int64 {
+  sync()
+  return try Sys.spaceAvailable(at: path).available
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian machine: installs what is missing,
+# makes the test filesystems (a loop-mounted XFS with reflink=1, a small tmpfs),
+# builds, runs every test, and checks formatting and the docs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh test
+source scripts/testfs.sh
+
+swift build --build-tests
+swift test --skip-build
+swift format lint --strict --recursive Package.swift Sources Tests Benchmarks
+scripts/docs.sh >/dev/null
+echo "trove: all checks passed" >&2
