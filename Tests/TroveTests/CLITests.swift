@@ -1,0 +1,178 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+/// The built `trove` run as a process: output contracts, exit statuses, errors.
+@Suite("trove command line")
+struct CLITests {
+  @Test("put prints 'DIGEST  NAME' with the hex xxhsum -H2 prints; get and has agree")
+  func putGetHas() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let data = Bytes.random(1_500_000, seed: 40)
+    let file = try scratch.write("in.bin", data)
+    let put = try CLI.run(["--store", store, "put", file])
+    #expect(put.status == 0)
+    let digest = XXH3Hasher.digest(data)
+    #expect(put.out == "\(digest)  \(file)\n")
+    #expect(put.stderr.isEmpty)
+    let get = try CLI.run(["get", digest.description, scratch["out.bin"], "--store", store])
+    #expect(get.status == 0, "\(get.stderr)")
+    #expect(try contents(scratch["out.bin"]) == data)
+    #expect(try CLI.run(["--store", store, "has", digest.description]).status == 0)
+    #expect(try CLI.run(["--store", store, "has", XXH3Hasher.digest([1]).description]).status == 1)
+    let toStdout = try CLI.run(["--store", store, "get", digest.description, "-"])
+    #expect(toStdout.status == 0 && toStdout.stdout == data)
+    let path = try CLI.run(["--store", store, "path", digest.description])
+    #expect(path.out == scratch["store/objects/\(digest.hex.prefix(2))/\(digest.hex)"] + "\n")
+  }
+
+  @Test("put - reads standard input; several inputs print one line each")
+  func stdinAndMany() throws {
+    let scratch = try Scratch()
+    let data = Bytes.random(200_000, seed: 41)
+    let put = try CLI.run(["--store", scratch["store"], "put", "-"], stdin: data)
+    #expect(put.out == "\(XXH3Hasher.digest(data))  -\n")
+    let a = try scratch.write("a", [1])
+    let b = try scratch.write("b", [2])
+    let many = try CLI.run(["--store", scratch["store"], "put", a, scratch["missing"], b])
+    #expect(many.status == 66)
+    #expect(many.out == "\(XXH3Hasher.digest([1]))  \(a)\n\(XXH3Hasher.digest([2]))  \(b)\n")
+    #expect(many.errorLines == ["Error: cannot read '\(scratch["missing"])': No such file or directory (open, errno 2)"])
+  }
+
+  @Test("TROVE_STORE names the store when --store is absent")
+  func environmentStore() throws {
+    let scratch = try Scratch()
+    let file = try scratch.write("f", [7, 7])
+    let put = try CLI.run(["put", file], environment: ["TROVE_STORE": scratch["env-store"]])
+    #expect(put.status == 0)
+    #expect(scratch.list("env-store").contains("objects"))
+  }
+
+  @Test("rm removes; removing again fails")
+  func remove() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", [1, 2, 3])
+    let digest = XXH3Hasher.digest([1, 2, 3]).description
+    _ = try CLI.run(["--store", store, "put", file])
+    #expect(try CLI.run(["--store", store, "rm", digest]).status == 0)
+    #expect(try CLI.run(["--store", store, "has", digest]).status == 1)
+    let again = try CLI.run(["--store", store, "rm", digest])
+    #expect(again.status == 1)
+    #expect(again.errorLines == ["Error: no object \(digest) in store '\(store)'"])
+  }
+
+  @Test("ls, stats, put and get speak JSON with exact numbers")
+  func json() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", Bytes.random(5000, seed: 42))
+    let put = try CLI.run(["--store", store, "put", "--json", file, file])
+    let records = try #require(try JSONSerialization.jsonObject(with: Data(put.stdout)) as? [[String: Any]])
+    #expect(records.count == 2)
+    #expect(records[0]["duplicate"] as? Bool == false && records[1]["duplicate"] as? Bool == true)
+    #expect(records[0]["size"] as? Int == 5000)
+    let digest = try #require(records[0]["digest"] as? String)
+    let ls = try CLI.run(["--store", store, "ls", "--json"])
+    let entries = try #require(try JSONSerialization.jsonObject(with: Data(ls.stdout)) as? [[String: Any]])
+    #expect(entries.count == 1 && entries[0]["digest"] as? String == digest)
+    let stats = try CLI.run(["--store", store, "stats", "--json"])
+    let s = try #require(try JSONSerialization.jsonObject(with: Data(stats.stdout)) as? [String: Any])
+    #expect(s["entries"] as? Int == 1)
+    #expect(s["logicalBytes"] as? Int == 5000)
+    #expect(s["dedupHits"] as? Int == 1)
+    #expect(s["dedupSavedBytes"] as? Int == 5000)
+    #expect(s["cloneSupported"] is Bool)
+    let get = try CLI.run(["--store", store, "get", "--json", digest, scratch["out"]])
+    let g = try #require(try JSONSerialization.jsonObject(with: Data(get.stdout)) as? [String: Any])
+    #expect(["clone", "copy_file_range", "copy"].contains(g["method"] as? String ?? ""))
+    let human = try CLI.run(["--store", store, "stats"])
+    #expect(human.out.contains("4.9 KiB (5000 bytes)"))
+  }
+
+  @Test("-h, --help and help CMD print help on stdout; --version prints the version")
+  func help() throws {
+    for args in [["--help"], ["-h"], ["help"], []] {
+      let r = try CLI.run(args)
+      #expect(r.status == 0)
+      #expect(r.out.contains("USAGE: trove") && r.out.contains("SUBCOMMANDS:"))
+    }
+    for args in [["help", "get"], ["get", "--help"], ["get", "-h"]] {
+      let r = try CLI.run(args)
+      #expect(r.status == 0)
+      #expect(r.out.contains("USAGE: trove [--store <dir>] get") && r.out.contains("--mode <mode>"))
+    }
+    let version = try CLI.run(["--version"])
+    #expect(version.status == 0 && !version.out.isEmpty)
+  }
+
+  @Test(
+    "usage errors exit 64 with 'Error:' and the usage line on stderr",
+    arguments: [
+      (["frobnicate"], "Error: Unknown command 'frobnicate'"),
+      (["put"], "Error: Missing expected argument '<file>'"),
+      (["get", "--bogus"], "Error: Unknown option '--bogus'"),
+      (["get", "xxh128:00"], "Error: Missing expected argument '<destination>'"),
+      (["get", "sha256:abc", "out"], "Error: invalid digest 'sha256:abc': expected 'xxh128:' followed by 32 hex digits"),
+      (["get", "--mode", "teleport", "xxh128:99aa06d3014798d86001c324468d497f", "x"], "Error: invalid mode 'teleport': expected auto, clone, copy or hardlink"),
+      (["has"], "Error: Missing expected argument '<digest>'"),
+      (["ls", "extra"], "Error: Unexpected argument 'extra'"),
+      (["get", "--mode"], "Error: Missing value for '--mode <mode>'"),
+    ])
+  func usageErrors(arguments: [String], message: String) throws {
+    let scratch = try Scratch()
+    let r = try CLI.run(["--store", scratch["store"]] + arguments)
+    #expect(r.status == 64)
+    #expect(r.out.isEmpty)
+    #expect(r.errorLines.first == message)
+    #expect(r.errorLines.count >= 2 && r.errorLines[1].hasPrefix("Usage: trove"))
+  }
+
+  @Test("runtime failures: one line naming the value or path, sysexits status, nothing left")
+  func runtimeErrors() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", [1, 2, 3])
+    let digest = XXH3Hasher.digest([1, 2, 3]).description
+    _ = try CLI.run(["--store", store, "put", file])
+    try scratch.write("exists", [9])
+    let cases: [([String], Int32, String)] = [
+      (["put", scratch.path], 66, "Error: cannot put '\(scratch.path)': it is a directory"),
+      (["get", digest, scratch["exists"]], 73, "Error: cannot write '\(scratch["exists"])': it already exists"),
+      (["get", digest, scratch["no/dir/out"]], 73, "Error: cannot write '\(scratch["no/dir/out"])': folder '\(scratch["no/dir"])' does not exist: No such file or directory (open, errno 2)"),
+      (["get", XXH3Hasher.digest([4]).description, scratch["x"]], 1, "Error: no object \(XXH3Hasher.digest([4])) in store '\(store)'"),
+      (["path", XXH3Hasher.digest([4]).description], 1, "Error: no object \(XXH3Hasher.digest([4])) in store '\(store)'"),
+    ]
+    for (args, status, line) in cases {
+      let r = try CLI.run(["--store", store] + args)
+      #expect(r.status == status, "\(args)")
+      #expect(r.errorLines == [line])
+    }
+    #expect(try contents(scratch["exists"]) == [9])
+    #expect(scratch.list("").sorted() == ["exists", "f", "store"])
+    let forced = try CLI.run(["--store", store, "get", "--force", digest, scratch["exists"]])
+    #expect(forced.status == 0)
+    #expect(try contents(scratch["exists"]) == [1, 2, 3])
+  }
+
+  @Test("four processes putting the same file at once store it once")
+  func concurrentProcesses() async throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("same.bin", Bytes.random(4 * 1024 * 1024, seed: 43))
+    let outputs = try await withThrowingTaskGroup(of: String.self) { group in
+      for _ in 0..<4 {
+        group.addTask { try CLI.run(["--store", store, "put", file]).out }
+      }
+      return try await group.reduce(into: []) { $0.append($1) }
+    }
+    #expect(Set(outputs).count == 1)
+    #expect(outputs[0].hasPrefix("xxh128:"))
+    let ls = try CLI.run(["--store", store, "ls"])
+    #expect(ls.out.split(separator: "\n").count == 1)
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+}

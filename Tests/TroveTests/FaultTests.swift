@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Full filesystems, refused permissions and failing system calls: a one-line
+/// error naming the path and the cause, and nothing partial left behind.
+@Suite(
+  "Faults: full disk, permissions, I/O errors", .serialized,
+  .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
+struct FaultTests {
+  @Test("ENOSPC during put: a clear error, nothing partial in the store, which stays usable")
+  func putOnFullDisk() throws {
+    let scratch = try Scratch()
+    let small = try Scratch(under: TestFilesystems.small!)
+    let store = try small.store()
+    let big = try scratch.write("big.bin", Bytes.random(16 * 1024 * 1024, seed: 30))
+    #expect {
+      try store.put(file: big)
+    } throws: { error in
+      guard let error = error as? TroveError else { return false }
+      return error.code == .noSpace && error.cause?.errno == .noSpace
+        && "\(error)".contains("No space left on device")
+    }
+    #expect {
+      try store.put(bytes: Bytes.random(16 * 1024 * 1024, seed: 31))
+    } throws: { ($0 as? TroveError)?.code == .noSpace }
+    #expect(small.list("store/tmp").isEmpty)
+    #expect(small.list("store/objects").isEmpty)
+    #expect(try store.entries().isEmpty)
+    let ok = try store.put(bytes: Bytes.random(100_000, seed: 32))
+    #expect(try store.bytes(for: ok.digest).count == 100_000)
+  }
+
+  @Test("ENOSPC during get: nothing at the destination, no temp file beside it")
+  func getOnFullDisk() throws {
+    let scratch = try Scratch()
+    let small = try Scratch(under: TestFilesystems.small!)
+    let store = try scratch.store()
+    let digest = try store.put(bytes: Bytes.random(16 * 1024 * 1024, seed: 33)).digest
+    for mode in [LinkMode.auto, .copy] {
+      #expect {
+        try store.materialize(digest, at: small["out.bin"], mode: mode)
+      } throws: { error in
+        (error as? TroveError)?.code == .noSpace && "\(error)".contains(small["out.bin"])
+      }
+      #expect(small.list("").isEmpty)
+    }
+  }
+
+  @Test("the CLI on a full disk: exit 74, one line on stderr, nothing left")
+  func cliFullDisk() throws {
+    let scratch = try Scratch()
+    let small = try Scratch(under: TestFilesystems.small!)
+    let big = try scratch.write("big.bin", Bytes.random(16 * 1024 * 1024, seed: 34))
+    let put = try CLI.run(["--store", small["store"], "put", big])
+    #expect(put.status == 74)
+    #expect(put.errorLines.count == 1)
+    #expect(put.errorLines.first?.hasPrefix("Error: cannot ") == true)
+    #expect(put.errorLines.first?.contains("No space left on device") == true)
+    #expect(small.list("store/tmp").isEmpty && small.list("store/objects").isEmpty)
+  }
+
+  @Test(
+    "an unreadable file and an unwritable store are refused with exit 77 and the path",
+    .enabled(if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable, "needs root and setpriv to run trove as another user"))
+  func permissions() throws {
+    let scratch = try Scratch()
+    chmod(scratch.path, 0o755)
+    let secret = try scratch.write("secret.bin", [1, 2, 3])
+    chmod(secret, 0o600)
+    let storePath = scratch["nobody-store"]
+    try FileManager.default.createDirectory(atPath: storePath, withIntermediateDirectories: false)
+    chown(storePath, 65534, 65534)
+    let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    let unreadable = try CLI.run(["--store", storePath, "put", secret], prefix: asNobody)
+    #expect(unreadable.status == 77)
+    #expect(unreadable.errorLines == ["Error: cannot read '\(secret)': Permission denied (open, errno 13)"])
+    #expect(scratch.list("nobody-store/tmp").isEmpty)
+    let public_ = try scratch.write("public.bin", [4, 5, 6])
+    chmod(public_, 0o644)
+    let unwritable = try CLI.run(["--store", scratch["root-owned/store"], "put", public_], prefix: asNobody)
+    #expect(unwritable.status == 77, "\(unwritable.stderr)")
+    #expect(unwritable.errorLines.count == 1)
+    #expect(unwritable.errorLines.first?.contains("'\(scratch["root-owned/store"])'") == true)
+    #expect(unwritable.errorLines.first?.contains("Permission denied") == true)
+  }
+
+  @Test("an I/O error while writing leaves nothing at the destination or in the store")
+  func injectedIOErrors() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let data = Bytes.random(3 * 1024 * 1024, seed: 35)
+    let source = try scratch.write("in.bin", data)
+    let digest = try #require(try CLI.run(["--store", store, "put", source]).out.split(separator: " ").first)
+    let get = try CLI.run(
+      ["--store", store, "get", "--mode", "copy", String(digest), scratch["out.bin"]],
+      environment: ["TROVE_INJECT_FAULT": "write:5:1"])
+    #expect(get.status == 74)
+    #expect(get.errorLines == ["Error: cannot write '\(scratch["out.bin"])': Input/output error (write, errno 5)"])
+    #expect(scratch.list("").sorted() == ["in.bin", "store"])
+    let other = try scratch.write("other.bin", Bytes.random(100_000, seed: 36))
+    let put = try CLI.run(["--store", store, "put", other], environment: ["TROVE_INJECT_FAULT": "fsync:5"])
+    #expect(put.status == 74)
+    #expect(put.errorLines.count == 1 && put.errorLines[0].contains("(fsync, errno 5)"))
+    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(try CLI.run(["--store", store, "ls"]).out.split(separator: "\n").count == 1)
+  }
+}

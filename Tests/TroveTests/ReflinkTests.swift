@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+/// Clones proved from the kernel (FIEMAP shared extents) on a loop-mounted
+/// XFS made with reflink=1 by scripts/testfs.sh.
+@Suite(
+  "Reflinks on XFS",
+  .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing))
+struct ReflinkTests {
+  let scratch: Scratch
+  let store: Store
+
+  init() throws {
+    scratch = try Scratch(under: TestFilesystems.xfs!)
+    store = try scratch.store()
+  }
+
+  @Test("the store reports that its filesystem clones")
+  func capability() throws {
+    let stats = try store.statistics()
+    #expect(stats.filesystem == "xfs")
+    #expect(stats.cloneSupported)
+  }
+
+  @Test("put of a file on the store's filesystem clones it in: the object shares the source's extents")
+  func putClones() throws {
+    let data = Bytes.random(8 * 1024 * 1024, seed: 20)
+    let source = try scratch.write("source.bin", data)
+    let put = try store.put(file: source)
+    #expect(put.method == .clone)
+    #expect(put.digest == XXH3Hasher.digest(data))
+    let object = try extents(store.path(for: put.digest))
+    #expect(object.isFullyShared, "object extents: \(object)")
+    #expect(try extents(source).isFullyShared)
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
+  @Test("a second put of the same content allocates no new blocks")
+  func dedupAllocatesNothing() throws {
+    let data = Bytes.random(16 * 1024 * 1024, seed: 21)
+    let first = try store.put(file: try scratch.write("first.bin", data))
+    // Same bytes in a separate, unshared file.
+    let secondPath = try scratch.write("second.bin", data)
+    #expect(try extents(secondPath).sharedExtents == 0)
+    let before = try freeBytes(scratch.path)
+    let second = try store.put(file: secondPath)
+    let after = try freeBytes(scratch.path)
+    #expect(second.isDuplicate && second.digest == first.digest)
+    // 16 MiB of content; allow a few blocks of metadata (index, log).
+    #expect(before - after < 256 * 1024, "free space fell by \(before - after) bytes")
+    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(try store.entries().count == 1)
+  }
+
+  @Test("get in auto mode clones: the destination shares every extent and bytes match")
+  func getClones() throws {
+    let data = Bytes.random(4 * 1024 * 1024 + 5, seed: 22)
+    let digest = try store.put(bytes: data).digest
+    let got = try store.materialize(digest, at: scratch["out.bin"])
+    #expect(got.method == .clone)
+    #expect(got.fallbackReason == nil)
+    let summary = try extents(scratch["out.bin"])
+    #expect(summary.isFullyShared, "destination extents: \(summary)")
+    #expect(try contents(scratch["out.bin"]) == data)
+    // The clone is the user's, writable, and copy-on-write: editing it leaves the object intact.
+    #expect(try fileStatus(scratch["out.bin"]).mode & 0o200 != 0)
+    let handle = try #require(FileHandle(forWritingAtPath: scratch["out.bin"]))
+    handle.write(Data([0, 0, 0, 0]))
+    try handle.close()
+    #expect(try store.bytes(for: digest) == data)
+  }
+
+  @Test("clone mode clones; copy mode shares nothing")
+  func explicitModes() throws {
+    let data = Bytes.random(2 * 1024 * 1024, seed: 23)
+    let digest = try store.put(bytes: data).digest
+    #expect(try store.materialize(digest, at: scratch["c"], mode: .clone).method == .clone)
+    #expect(try extents(scratch["c"]).isFullyShared)
+    #expect(try store.materialize(digest, at: scratch["p"], mode: .copy).method == .copy)
+    #expect(try extents(scratch["p"]).sharedExtents == 0)
+    #expect(try contents(scratch["p"]) == data)
+  }
+
+  @Test("across filesystems: clone mode fails naming both, auto mode copies and says why")
+  func acrossFilesystems() throws {
+    let other = try Scratch()  // the root filesystem
+    let data = Bytes.random(1024 * 1024, seed: 24)
+    let digest = try store.put(bytes: data).digest
+    #expect {
+      try store.materialize(digest, at: other["clone"], mode: .clone)
+    } throws: { error in
+      guard let error = error as? TroveError else { return false }
+      return error.code == .cloneUnsupported && "\(error)".contains("store on xfs")
+    }
+    #expect(other.list("").isEmpty)
+    let got = try store.materialize(digest, at: other["auto"])
+    #expect(got.method != .clone)
+    #expect(got.fallbackReason?.contains("store on xfs") == true)
+    #expect(try contents(other["auto"]) == data)
+    // Hard links cannot cross filesystems either.
+    #expect {
+      try store.materialize(digest, at: other["link"], mode: .hardlink)
+    } throws: { ($0 as? TroveError)?.code == .linkUnsupported }
+  }
+}
