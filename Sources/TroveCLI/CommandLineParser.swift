@@ -69,8 +69,7 @@ enum CommandLineParser {
     case version
   }
 
-  static func parse(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> Outcome
-  {
+  static func parse(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> Outcome {
     var rest = arguments[...]
     var store: String?
     // Global options before the subcommand.
@@ -128,7 +127,8 @@ enum CommandLineParser {
         values[long] = try takeValue(name, inline, &rest, spec: spec, command: command)
       }
     }
-    return .run(Invocation(command: command, store: store, positionals: positionals, values: values))
+    return .run(
+      Invocation(command: command, store: store, positionals: positionals, values: values))
   }
 
   private static func splitInline(_ argument: String) -> (String, String?) {

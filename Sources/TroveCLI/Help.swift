@@ -15,7 +15,9 @@ enum Help {
   static func text(for command: CommandSpec?, commands: [CommandSpec]) -> String {
     var out = ""
     func row(_ left: String, _ right: String) {
-      let pad = left.count < 24 ? String(repeating: " ", count: 24 - left.count) : "\n" + String(repeating: " ", count: 26)
+      let pad =
+        left.count < 24
+        ? String(repeating: " ", count: 24 - left.count) : "\n" + String(repeating: " ", count: 26)
       out += "  " + left + pad + right + "\n"
     }
     guard let command else {

@@ -39,7 +39,10 @@ struct CLITests {
     let many = try CLI.run(["--store", scratch["store"], "put", a, scratch["missing"], b])
     #expect(many.status == 66)
     #expect(many.out == "\(XXH3Hasher.digest([1]))  \(a)\n\(XXH3Hasher.digest([2]))  \(b)\n")
-    #expect(many.errorLines == ["Error: cannot read '\(scratch["missing"])': No such file or directory (open, errno 2)"])
+    #expect(
+      many.errorLines == [
+        "Error: cannot read '\(scratch["missing"])': No such file or directory (open, errno 2)"
+      ])
   }
 
   @Test("TROVE_STORE names the store when --store is absent")
@@ -71,16 +74,19 @@ struct CLITests {
     let store = scratch["store"]
     let file = try scratch.write("f", Bytes.random(5000, seed: 42))
     let put = try CLI.run(["--store", store, "put", "--json", file, file])
-    let records = try #require(try JSONSerialization.jsonObject(with: Data(put.stdout)) as? [[String: Any]])
+    let records = try #require(
+      try JSONSerialization.jsonObject(with: Data(put.stdout)) as? [[String: Any]])
     #expect(records.count == 2)
     #expect(records[0]["duplicate"] as? Bool == false && records[1]["duplicate"] as? Bool == true)
     #expect(records[0]["size"] as? Int == 5000)
     let digest = try #require(records[0]["digest"] as? String)
     let ls = try CLI.run(["--store", store, "ls", "--json"])
-    let entries = try #require(try JSONSerialization.jsonObject(with: Data(ls.stdout)) as? [[String: Any]])
+    let entries = try #require(
+      try JSONSerialization.jsonObject(with: Data(ls.stdout)) as? [[String: Any]])
     #expect(entries.count == 1 && entries[0]["digest"] as? String == digest)
     let stats = try CLI.run(["--store", store, "stats", "--json"])
-    let s = try #require(try JSONSerialization.jsonObject(with: Data(stats.stdout)) as? [String: Any])
+    let s = try #require(
+      try JSONSerialization.jsonObject(with: Data(stats.stdout)) as? [String: Any])
     #expect(s["entries"] as? Int == 1)
     #expect(s["logicalBytes"] as? Int == 5000)
     #expect(s["dedupHits"] as? Int == 1)
@@ -116,8 +122,14 @@ struct CLITests {
       (["put"], "Error: Missing expected argument '<file>'"),
       (["get", "--bogus"], "Error: Unknown option '--bogus'"),
       (["get", "xxh128:00"], "Error: Missing expected argument '<destination>'"),
-      (["get", "sha256:abc", "out"], "Error: invalid digest 'sha256:abc': expected 'xxh128:' followed by 32 hex digits"),
-      (["get", "--mode", "teleport", "xxh128:99aa06d3014798d86001c324468d497f", "x"], "Error: invalid mode 'teleport': expected auto, clone, copy or hardlink"),
+      (
+        ["get", "sha256:abc", "out"],
+        "Error: invalid digest 'sha256:abc': expected 'xxh128:' followed by 32 hex digits"
+      ),
+      (
+        ["get", "--mode", "teleport", "xxh128:99aa06d3014798d86001c324468d497f", "x"],
+        "Error: invalid mode 'teleport': expected auto, clone, copy or hardlink"
+      ),
       (["has"], "Error: Missing expected argument '<digest>'"),
       (["ls", "extra"], "Error: Unexpected argument 'extra'"),
       (["get", "--mode"], "Error: Missing value for '--mode <mode>'"),
@@ -141,10 +153,22 @@ struct CLITests {
     try scratch.write("exists", [9])
     let cases: [([String], Int32, String)] = [
       (["put", scratch.path], 66, "Error: cannot put '\(scratch.path)': it is a directory"),
-      (["get", digest, scratch["exists"]], 73, "Error: cannot write '\(scratch["exists"])': it already exists"),
-      (["get", digest, scratch["no/dir/out"]], 73, "Error: cannot write '\(scratch["no/dir/out"])': folder '\(scratch["no/dir"])' does not exist: No such file or directory (open, errno 2)"),
-      (["get", XXH3Hasher.digest([4]).description, scratch["x"]], 1, "Error: no object \(XXH3Hasher.digest([4])) in store '\(store)'"),
-      (["path", XXH3Hasher.digest([4]).description], 1, "Error: no object \(XXH3Hasher.digest([4])) in store '\(store)'"),
+      (
+        ["get", digest, scratch["exists"]], 73,
+        "Error: cannot write '\(scratch["exists"])': it already exists"
+      ),
+      (
+        ["get", digest, scratch["no/dir/out"]], 73,
+        "Error: cannot write '\(scratch["no/dir/out"])': folder '\(scratch["no/dir"])' does not exist: No such file or directory (open, errno 2)"
+      ),
+      (
+        ["get", XXH3Hasher.digest([4]).description, scratch["x"]], 1,
+        "Error: no object \(XXH3Hasher.digest([4])) in store '\(store)'"
+      ),
+      (
+        ["path", XXH3Hasher.digest([4]).description], 1,
+        "Error: no object \(XXH3Hasher.digest([4])) in store '\(store)'"
+      ),
     ]
     for (args, status, line) in cases {
       let r = try CLI.run(["--store", store] + args)

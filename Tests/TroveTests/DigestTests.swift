@@ -32,7 +32,8 @@ struct DigestTests {
     #expect(XXH3Hasher.digest(Bytes.pattern(length)).hex == expected)
   }
 
-  @Test("streaming in odd chunk sizes gives the one-shot digest", arguments: [1, 7, 239, 4097, 65537])
+  @Test(
+    "streaming in odd chunk sizes gives the one-shot digest", arguments: [1, 7, 239, 4097, 65537])
   func streaming(chunk: Int) {
     let data = Bytes.pattern(3_145_729)
     var hasher = XXH3Hasher()
@@ -74,7 +75,9 @@ struct DigestTests {
 
   @Test(
     "file digests match the xxhsum command on the same bytes",
-    .enabled(if: TestFilesystems.xxhsum != nil, "xxhsum is not installed (scripts/deps.sh test installs it)"))
+    .enabled(
+      if: TestFilesystems.xxhsum != nil,
+      "xxhsum is not installed (scripts/deps.sh test installs it)"))
   func matchesCommand() throws {
     let scratch = try Scratch()
     let path = try scratch.write("random.bin", Bytes.random(5_000_001, seed: 42))

@@ -67,7 +67,9 @@ struct FaultTests {
 
   @Test(
     "an unreadable file and an unwritable store are refused with exit 77 and the path",
-    .enabled(if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable, "needs root and setpriv to run trove as another user"))
+    .enabled(
+      if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable,
+      "needs root and setpriv to run trove as another user"))
   func permissions() throws {
     let scratch = try Scratch()
     chmod(scratch.path, 0o755)
@@ -79,11 +81,15 @@ struct FaultTests {
     let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let unreadable = try CLI.run(["--store", storePath, "put", secret], prefix: asNobody)
     #expect(unreadable.status == 77)
-    #expect(unreadable.errorLines == ["Error: cannot read '\(secret)': Permission denied (open, errno 13)"])
+    #expect(
+      unreadable.errorLines == [
+        "Error: cannot read '\(secret)': Permission denied (open, errno 13)"
+      ])
     #expect(scratch.list("nobody-store/tmp").isEmpty)
-    let public_ = try scratch.write("public.bin", [4, 5, 6])
-    chmod(public_, 0o644)
-    let unwritable = try CLI.run(["--store", scratch["root-owned/store"], "put", public_], prefix: asNobody)
+    let readable = try scratch.write("public.bin", [4, 5, 6])
+    chmod(readable, 0o644)
+    let unwritable = try CLI.run(
+      ["--store", scratch["root-owned/store"], "put", readable], prefix: asNobody)
     #expect(unwritable.status == 77, "\(unwritable.stderr)")
     #expect(unwritable.errorLines.count == 1)
     #expect(unwritable.errorLines.first?.contains("'\(scratch["root-owned/store"])'") == true)
@@ -96,15 +102,20 @@ struct FaultTests {
     let store = scratch["store"]
     let data = Bytes.random(3 * 1024 * 1024, seed: 35)
     let source = try scratch.write("in.bin", data)
-    let digest = try #require(try CLI.run(["--store", store, "put", source]).out.split(separator: " ").first)
+    let digest = try #require(
+      try CLI.run(["--store", store, "put", source]).out.split(separator: " ").first)
     let get = try CLI.run(
       ["--store", store, "get", "--mode", "copy", String(digest), scratch["out.bin"]],
       environment: ["TROVE_INJECT_FAULT": "write:5:1"])
     #expect(get.status == 74)
-    #expect(get.errorLines == ["Error: cannot write '\(scratch["out.bin"])': Input/output error (write, errno 5)"])
+    #expect(
+      get.errorLines == [
+        "Error: cannot write '\(scratch["out.bin"])': Input/output error (write, errno 5)"
+      ])
     #expect(scratch.list("").sorted() == ["in.bin", "store"])
     let other = try scratch.write("other.bin", Bytes.random(100_000, seed: 36))
-    let put = try CLI.run(["--store", store, "put", other], environment: ["TROVE_INJECT_FAULT": "fsync:5"])
+    let put = try CLI.run(
+      ["--store", store, "put", other], environment: ["TROVE_INJECT_FAULT": "fsync:5"])
     #expect(put.status == 74)
     #expect(put.errorLines.count == 1 && put.errorLines[0].contains("(fsync, errno 5)"))
     #expect(scratch.list("store/tmp").isEmpty)

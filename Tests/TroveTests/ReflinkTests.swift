@@ -24,7 +24,8 @@ struct ReflinkTests {
     #expect(stats.cloneSupported)
   }
 
-  @Test("put of a file on the store's filesystem clones it in: the object shares the source's extents")
+  @Test(
+    "put of a file on the store's filesystem clones it in: the object shares the source's extents")
   func putClones() throws {
     let data = Bytes.random(8 * 1024 * 1024, seed: 20)
     let source = try scratch.write("source.bin", data)

@@ -16,12 +16,17 @@ struct StoreTests {
     _ = try scratch.store("a/b/store")
     let root = scratch["a/b/store"]
     let names = Set(scratch.list("a/b/store"))
-    #expect(names.isSuperset(of: ["CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp"]))
+    #expect(
+      names.isSuperset(of: ["CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp"]))
     #expect(names.subtracting(["index.sqlite-wal", "index.sqlite-shm"]).count == 5)
     #expect(try fileStatus(root).mode & 0o777 == 0o700)
     let tag = try contents(root + "/CACHEDIR.TAG")
-    #expect(String(decoding: tag.prefix(43), as: UTF8.self) == "Signature: 8a477f597d28d172789f06886806bc55")
-    let config = try JSONSerialization.jsonObject(with: Data(try contents(root + "/config.json"))) as? [String: Any]
+    #expect(
+      String(decoding: tag.prefix(43), as: UTF8.self)
+        == "Signature: 8a477f597d28d172789f06886806bc55")
+    let config =
+      try JSONSerialization.jsonObject(with: Data(try contents(root + "/config.json")))
+      as? [String: Any]
     #expect(config?["format"] as? Int == 1)
   }
 
@@ -66,7 +71,8 @@ struct StoreTests {
     #expect(try store.bytes(for: fromBytes.digest) == data)
   }
 
-  @Test("a second put of the same content is a dedup hit: one object, counted, nothing left in tmp/")
+  @Test(
+    "a second put of the same content is a dedup hit: one object, counted, nothing left in tmp/")
   func dedup() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
@@ -227,9 +233,13 @@ struct StoreTests {
     var digests: [Digest] = []
     do {
       let store = try scratch.store()
-      for i in 0..<5 { digests.append(try store.put(bytes: Bytes.random(1000 + i, seed: UInt64(i))).digest) }
+      for i in 0..<5 {
+        digests.append(try store.put(bytes: Bytes.random(1000 + i, seed: UInt64(i))).digest)
+      }
     }
-    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: scratch["store/index.sqlite" + suffix]) }
+    for suffix in ["", "-wal", "-shm"] {
+      try? FileManager.default.removeItem(atPath: scratch["store/index.sqlite" + suffix])
+    }
     let store = try scratch.store()
     #expect(Set(try store.entries().map(\.digest)) == Set(digests))
     #expect(try store.statistics().logicalBytes == Int64((0..<5).map { 1000 + $0 }.reduce(0, +)))
@@ -262,7 +272,8 @@ struct StoreTests {
       try store.put(file: scratch["nope"])
     } throws: { error in
       (error as? TroveError)?.code == .sourceMissing
-        && "\(error)" == "cannot read '\(scratch["nope"])': No such file or directory (open, errno 2)"
+        && "\(error)"
+          == "cannot read '\(scratch["nope"])': No such file or directory (open, errno 2)"
     }
     #expect {
       try store.put(file: scratch.path)

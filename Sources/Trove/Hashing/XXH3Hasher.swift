@@ -1,6 +1,5 @@
-import Foundation
-
 import CXXHash
+import Foundation
 
 /// A streaming XXH3-128 hasher over Debian's libxxhash, using the
 /// runtime-dispatched (AVX2/AVX-512) update.

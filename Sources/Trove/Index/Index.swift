@@ -117,7 +117,9 @@ final class Index: Sendable {
 
   /// Runs `body` with the connection, turning SQLite failures into
   /// ``TroveError``s that name the index and the action.
-  private func run<T>(_ action: String, _ body: (SQLiteConnection) throws(SQLiteConnection.Failure) -> T)
+  private func run<T>(
+    _ action: String, _ body: (SQLiteConnection) throws(SQLiteConnection.Failure) -> T
+  )
     throws(TroveError) -> T
   {
     let result: Result<T, SQLiteConnection.Failure> = connection.withLock { db in
@@ -231,10 +233,13 @@ final class Index: Sendable {
   func reconcile(with found: [Entry]) throws(TroveError) -> (added: Int, dropped: Int) {
     try run("rebuild") { db throws(SQLiteConnection.Failure) in
       try db.transaction { () throws(SQLiteConnection.Failure) in
-        try db.execute("CREATE TEMP TABLE IF NOT EXISTS present(digest TEXT PRIMARY KEY) WITHOUT ROWID; DELETE FROM present;")
+        try db.execute(
+          "CREATE TEMP TABLE IF NOT EXISTS present(digest TEXT PRIMARY KEY) WITHOUT ROWID; DELETE FROM present;"
+        )
         var added = 0
         for entry in found {
-          try db.query("INSERT OR IGNORE INTO present(digest) VALUES (?)", [.text(entry.digest.hex)])
+          try db.query(
+            "INSERT OR IGNORE INTO present(digest) VALUES (?)", [.text(entry.digest.hex)])
           try db.query(
             "INSERT OR IGNORE INTO objects(digest, size, allocated, created, last_access) VALUES (?,?,?,?,?)",
             [

@@ -54,7 +54,9 @@ final class SQLiteConnection: @unchecked Sendable {
 
   /// Prepares `sql`, binds `values` (Int64, String, or nil) and calls
   /// `row` for each result row.
-  func query(_ sql: String, _ values: [SQLiteValue] = [], row: (Row) throws(Failure) -> Void = { _ in })
+  func query(
+    _ sql: String, _ values: [SQLiteValue] = [], row: (Row) throws(Failure) -> Void = { _ in }
+  )
     throws(Failure)
   {
     var statement: OpaquePointer?

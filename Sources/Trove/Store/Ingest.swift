@@ -39,7 +39,7 @@ extension Store {
     let source: FileDescriptor
     do throws(SystemCallError) {
       source = try FileDescriptor.open(path)
-    } catch where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
       throw TroveError(.sourceMissing, "cannot read '\(path)'", path: path, cause: error)
     } catch {
       throw TroveError.system(error, "read", path: path)
@@ -55,7 +55,7 @@ extension Store {
       do throws(SystemCallError) {
         try writer.file.cloneContents(from: source)
         cloned = true
-      } catch where error.errno.meansUnsupported {
+      } catch  where error.errno.meansUnsupported {
         // This filesystem cannot clone (ext4, tmpfs): copy instead.
       } catch {
         writer.cancel()
@@ -118,13 +118,13 @@ extension Store {
     do throws(SystemCallError) {
       do {
         try objectsDirectory.makeDirectory(fanout)
-      } catch where error.errno == .fileExists {}
+      } catch  where error.errno == .fileExists {}
       try tmpDirectory.renameWithoutReplacing(name, to: relative, in: objectsDirectory)
       // Make the new name durable; the data already is.
       let dir = try FileDescriptor.open(fanout, in: objectsDirectory, .directory)
       defer { dir.close() }
       try dir.sync()
-    } catch where error.errno == .fileExists {
+    } catch  where error.errno == .fileExists {
       // Another writer published the same bytes first.
       return try duplicate()
     } catch {

@@ -40,7 +40,7 @@ extension Store {
     let parent: FileDescriptor
     do throws(SystemCallError) {
       parent = try FileDescriptor.open(parentPath, .directory)
-    } catch where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
       throw TroveError(
         .destinationDirectoryMissing,
         "cannot write '\(destination)': folder '\(parentPath)' does not exist", path: destination,
@@ -68,7 +68,7 @@ extension Store {
       if mode == .hardlink {
         do throws(SystemCallError) {
           try objectsDirectory.link(StoreLayout.objectPath(digest), to: temp, in: parent)
-        } catch where error.errno == .crossDevice || error.errno.meansUnsupported {
+        } catch  where error.errno == .crossDevice || error.errno.meansUnsupported {
           throw TroveError(
             .linkUnsupported,
             "cannot hard-link '\(destination)' to the store: they are on different filesystems",
@@ -141,7 +141,7 @@ extension Store {
   func openObject(_ digest: Digest) throws(TroveError) -> FileDescriptor {
     do throws(SystemCallError) {
       return try FileDescriptor.open(StoreLayout.objectPath(digest), in: objectsDirectory)
-    } catch where error.errno == .noSuchFileOrDirectory {
+    } catch  where error.errno == .noSuchFileOrDirectory {
       throw notFound(digest)
     } catch {
       throw TroveError.system(error, "read", path: objectFilePath(digest))
@@ -179,7 +179,7 @@ extension Store {
           try out.cloneContents(from: object)
           cloneProbe.record(.supported, from: device, to: destinationDevice)
           return (.clone, nil)
-        } catch where error.errno.meansUnsupported {
+        } catch  where error.errno.meansUnsupported {
           verdict = .unsupported(error)
           cloneProbe.record(verdict!, from: device, to: destinationDevice)
         } catch {
@@ -200,7 +200,7 @@ extension Store {
         let copied = try Transfer.copyInKernel(from: object, to: out)
         if copied == size { return (.copyFileRange, reason) }
         throw SystemCallError("copy_file_range", .ioError)
-      } catch where error.errno.meansUnsupported {
+      } catch  where error.errno.meansUnsupported {
         // No in-kernel copy here: start again through user space.
         try attempt("write", destination) { () throws(SystemCallError) in
           try out.truncate(to: 0)

@@ -60,15 +60,17 @@ public final class Store: Sendable {
           () throws(SystemCallError) in
           do throws(SystemCallError) {
             try rootFD.makeDirectory(name)
-          } catch where error.errno == .fileExists {}
+          } catch  where error.errno == .fileExists {}
         }
       }
       let objectsFD = try attempt("open store folder", root + "/objects", code: .storeUnavailable) {
-        () throws(SystemCallError) in try FileDescriptor.open(StoreLayout.objects, in: rootFD, .directory)
+        () throws(SystemCallError) in
+        try FileDescriptor.open(StoreLayout.objects, in: rootFD, .directory)
       }
       opened.append(objectsFD)
       let tmpFD = try attempt("open store folder", root + "/tmp", code: .storeUnavailable) {
-        () throws(SystemCallError) in try FileDescriptor.open(StoreLayout.tmp, in: rootFD, .directory)
+        () throws(SystemCallError) in
+        try FileDescriptor.open(StoreLayout.tmp, in: rootFD, .directory)
       }
       opened.append(tmpFD)
       device = try attempt("inspect store folder", root + "/tmp", code: .storeUnavailable) {
@@ -86,7 +88,7 @@ public final class Store: Sendable {
       settings = try Self.readSettings(root: root, rootFD: rootFD)
       index = try Index(path: root + "/" + StoreLayout.index)
     } catch {
-      opened.forEach { $0.close() }
+      for fd in opened { fd.close() }
       throw error
     }
     if index.isFresh {
@@ -108,7 +110,7 @@ public final class Store: Sendable {
       prefix += "/" + component
       do throws(SystemCallError) {
         _ = try Sys.call("mkdir") { mkdir(prefix, 0o700) }
-      } catch where error.errno == .fileExists {
+      } catch  where error.errno == .fileExists {
         continue
       }
     }
@@ -162,7 +164,7 @@ public final class Store: Sendable {
   public func contains(_ digest: Digest) throws(TroveError) -> Bool {
     do throws(SystemCallError) {
       return try objectsDirectory.status(of: StoreLayout.objectPath(digest)).isRegular
-    } catch where error.errno == .noSuchFileOrDirectory {
+    } catch  where error.errno == .noSuchFileOrDirectory {
       return false
     } catch {
       throw TroveError.system(error, "look up", path: objectFilePath(digest))
@@ -212,7 +214,7 @@ public final class Store: Sendable {
     do throws(SystemCallError) {
       try objectsDirectory.removeFile(StoreLayout.objectPath(digest))
       return true
-    } catch where error.errno == .noSuchFileOrDirectory {
+    } catch  where error.errno == .noSuchFileOrDirectory {
       return hadRow
     } catch {
       throw TroveError.system(error, "remove", path: objectFilePath(digest))

@@ -10,7 +10,7 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// Create the root (mode 0700) and its layout when missing. Default true.
   public var createIfMissing: Bool
 
-  /// A configuration for the store at `root`, or at ``defaultRoot()`` when nil.
+  /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil.
   public init(root: String? = nil, createIfMissing: Bool = true) {
     self.root = root ?? Self.defaultRoot()
     self.createIfMissing = createIfMissing
@@ -20,7 +20,9 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// the platform's caches folder as Foundation reports it
   /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on
   /// macOS) followed by `trove`. Never a hand-built home path.
-  public static func defaultRoot(environment: [String: String] = ProcessInfo.processInfo.environment)
+  public static func defaultRoot(
+    environment: [String: String] = ProcessInfo.processInfo.environment
+  )
     -> String
   {
     if let explicit = environment["TROVE_STORE"], !explicit.isEmpty { return explicit }

@@ -85,7 +85,7 @@ extension Store {
       do throws(SystemCallError) {
         try clone.cloneContents(from: source)
         cloneProbe.record(.supported, from: device, to: destinationDevice)
-      } catch where error.errno.meansUnsupported {
+      } catch  where error.errno.meansUnsupported {
         cloneProbe.record(.unsupported(error), from: device, to: destinationDevice)
         support.isSupported = false
         support.reason = error.description

@@ -169,7 +169,7 @@ struct FileDescriptor: Sendable, Hashable {
       _ = try Sys.call("renameat2") {
         trove_rename_noreplace(rawValue, name, directory.rawValue, newName)
       }
-    } catch where error.errno == .invalidArgument || error.errno == .notImplemented {
+    } catch  where error.errno == .invalidArgument || error.errno == .notImplemented {
       try link(name, to: newName, in: directory)
       try? removeFile(name)
     }

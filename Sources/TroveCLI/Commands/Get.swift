@@ -42,7 +42,8 @@ let getCommand = CommandSpec(
       Output.json(GetRecord(done))
     }
     if let reason = done.fallbackReason {
-      Output.error("trove: warning: copied '\(destination)' (\(done.method.rawValue)), not cloned: \(reason)")
+      Output.error(
+        "trove: warning: copied '\(destination)' (\(done.method.rawValue)), not cloned: \(reason)")
     } else if invocation.flag("--verbose") {
       Output.error(
         "trove: \(done.method.rawValue) \(digest) -> '\(destination)' (\(Output.size(done.size)))")

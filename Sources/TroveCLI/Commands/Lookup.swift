@@ -11,7 +11,9 @@ let hasCommand = CommandSpec(
     try invocation.requirePositionals(["digest"])
     let digest = try invocation.digest(invocation.positionals[0])
     let present = try invocation.openStore().contains(digest)
-    if invocation.flag("--verbose") { Output.error("trove: \(digest): \(present ? "present" : "absent")") }
+    if invocation.flag("--verbose") {
+      Output.error("trove: \(digest): \(present ? "present" : "absent")")
+    }
     return present ? ExitStatus.success : ExitStatus.failure
   })
 

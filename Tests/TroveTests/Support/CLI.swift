@@ -42,7 +42,9 @@ enum CLI {
     // Files, not pipes: no reader threads, no deadlock on large output.
     let io = NSTemporaryDirectory() + "trove-cli-" + UUID().uuidString
     defer {
-      for suffix in [".in", ".out", ".err"] { try? FileManager.default.removeItem(atPath: io + suffix) }
+      for suffix in [".in", ".out", ".err"] {
+        try? FileManager.default.removeItem(atPath: io + suffix)
+      }
     }
     try Data(stdin).write(to: URL(fileURLWithPath: io + ".in"))
     _ = FileManager.default.createFile(atPath: io + ".out", contents: nil)
@@ -61,7 +63,9 @@ enum CLI {
     try process.run()
     process.waitUntilExit()
     return Result(
-      status: process.terminationStatus, stdout: Array(try Data(contentsOf: URL(fileURLWithPath: io + ".out"))),
-      stderr: String(decoding: try Data(contentsOf: URL(fileURLWithPath: io + ".err")), as: UTF8.self))
+      status: process.terminationStatus,
+      stdout: Array(try Data(contentsOf: URL(fileURLWithPath: io + ".out"))),
+      stderr: String(
+        decoding: try Data(contentsOf: URL(fileURLWithPath: io + ".err")), as: UTF8.self))
   }
 }
