@@ -26,7 +26,7 @@ let package = Package(
       swiftSettings: [.swiftLanguageMode(.v6)]),
     .executableTarget(
       name: "TroveBenchmarks",
-      dependencies: ["Trove"],
+      dependencies: ["Trove", "CXXHash"],
       path: "Benchmarks/TroveBenchmarks",
       swiftSettings: [.swiftLanguageMode(.v6)]),
     .testTarget(

@@ -1,1 +1,126 @@
-print("todo")
+import Foundation
+
+/// trove-bench: how fast Trove is beside the tools users would otherwise use.
+/// Every figure is printed beside a reference measured in the same run.
+///
+///   trove-bench [--quick] [--suite hash|put|get|memory]... [--json PATH]
+///               [--work DIR] [--xfs DIR] [--trove PATH]
+
+let suites: [(String, (Bench) throws -> Void)] = [
+  ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("memory", memorySuite),
+]
+
+@MainActor func usage() -> Never {
+  FileHandle.standardError.write(
+    Data(
+      """
+      usage: trove-bench [--quick] [--suite NAME]... [--json PATH] [--work DIR] [--xfs DIR] [--trove PATH]
+        suites: \(suites.map(\.0).joined(separator: ", "))
+        --xfs DIR   a folder on a reflink filesystem (default: $TROVE_BENCH_XFS) for the clone figures
+
+      """.utf8))
+  exit(64)
+}
+
+var quick = false
+var chosen: [String] = []
+var jsonPath = ".build/benchmarks/latest.json"
+var work: String?
+var xfs = ProcessInfo.processInfo.environment["TROVE_BENCH_XFS"]
+var trovePath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+  .appendingPathComponent("trove").path
+var args = CommandLine.arguments.dropFirst()
+@MainActor func value() -> String {
+  guard let next = args.popFirst() else { usage() }
+  return next
+}
+while let arg = args.popFirst() {
+  switch arg {
+  case "--quick": quick = true
+  case "--suite": chosen.append(value())
+  case "--json": jsonPath = value()
+  case "--work": work = value()
+  case "--xfs": xfs = value()
+  case "--trove": trovePath = value()
+  case "-h", "--help": usage()
+  default:
+    FileHandle.standardError.write(Data("trove-bench: unknown argument '\(arg)'\n".utf8))
+    usage()
+  }
+}
+for name in chosen where !suites.contains(where: { $0.0 == name }) {
+  FileHandle.standardError.write(Data("trove-bench: unknown suite '\(name)'\n".utf8))
+  usage()
+}
+guard FileManager.default.isExecutableFile(atPath: trovePath) else {
+  FileHandle.standardError.write(
+    Data("trove-bench: no trove executable at '\(trovePath)' (build it, or pass --trove)\n".utf8))
+  exit(66)
+}
+
+let workDir = work ?? NSTemporaryDirectory() + "trove-bench-\(getpid())"
+try? FileManager.default.createDirectory(atPath: workDir, withIntermediateDirectories: true)
+var xfsDir: String?
+if let xfs {
+  xfsDir = xfs + "/trove-bench-\(getpid())"
+  try? FileManager.default.createDirectory(atPath: xfsDir!, withIntermediateDirectories: true)
+}
+let bench = Bench(
+  quick: quick, work: workDir, xfs: xfsDir,
+  xfsMissing:
+    "no reflink filesystem given (--xfs DIR or TROVE_BENCH_XFS; scripts/bench.sh mounts one)",
+  trove: trovePath)
+
+let cpu =
+  (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+  .split(separator: "\n").first { $0.hasPrefix("model name") }?
+  .split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown"
+var uts = utsname()
+uname(&uts)
+let kernel = withUnsafeBytes(of: uts.release) {
+  String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+}
+let date = Date().formatted(.iso8601)
+print(
+  "trove-bench \(quick ? "(quick) " : "")— \(date), \(cpu), \(ProcessInfo.processInfo.activeProcessorCount) cores, Linux \(kernel)"
+)
+print("  work folder: \(workDir); reflink folder: \(xfsDir ?? "none")")
+printRow("benchmark", "trove", "reference", "reference is", "ratio")
+
+var failed = false
+for (name, run) in suites where chosen.isEmpty || chosen.contains(name) {
+  do {
+    try run(bench)
+  } catch {
+    FileHandle.standardError.write(Data("trove-bench: suite \(name) failed: \(error)\n".utf8))
+    failed = true
+  }
+}
+remove(workDir)
+if let xfsDir { remove(xfsDir) }
+
+struct Report: Encodable {
+  var date: String
+  var cpu: String
+  var cores: Int
+  var kernel: String
+  var quick: Bool
+  var repetitions: Int
+  var results: [Result]
+  var skipped: [String]
+}
+let report = Report(
+  date: date, cpu: cpu, cores: ProcessInfo.processInfo.activeProcessorCount, kernel: kernel,
+  quick: quick, repetitions: bench.repetitions, results: bench.results, skipped: bench.skipped)
+let encoder = JSONEncoder()
+encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+if let data = try? encoder.encode(report) {
+  try? FileManager.default.createDirectory(
+    atPath: URL(fileURLWithPath: jsonPath).deletingLastPathComponent().path,
+    withIntermediateDirectories: true)
+  if FileManager.default.createFile(atPath: jsonPath, contents: data) {
+    print("results: \(jsonPath)")
+  }
+}
+print("ratio: above 1 means Trove is faster (or smaller) than the reference")
+exit(failed ? 1 : 0)

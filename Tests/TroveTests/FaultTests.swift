@@ -9,11 +9,11 @@ import Testing
 
 /// Full filesystems, refused permissions and failing system calls: a one-line
 /// error naming the path and the cause, and nothing partial left behind.
-@Suite(
-  "Faults: full disk, permissions, I/O errors", .serialized,
-  .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
+@Suite("Faults: full disk, permissions, I/O errors", .serialized)
 struct FaultTests {
-  @Test("ENOSPC during put: a clear error, nothing partial in the store, which stays usable")
+  @Test(
+    "ENOSPC during put: a clear error, nothing partial in the store, which stays usable",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
   func putOnFullDisk() throws {
     let scratch = try Scratch()
     let small = try Scratch(under: TestFilesystems.small!)
@@ -36,7 +36,9 @@ struct FaultTests {
     #expect(try store.bytes(for: ok.digest).count == 100_000)
   }
 
-  @Test("ENOSPC during get: nothing at the destination, no temp file beside it")
+  @Test(
+    "ENOSPC during get: nothing at the destination, no temp file beside it",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
   func getOnFullDisk() throws {
     let scratch = try Scratch()
     let small = try Scratch(under: TestFilesystems.small!)
@@ -52,7 +54,9 @@ struct FaultTests {
     }
   }
 
-  @Test("the CLI on a full disk: exit 74, one line on stderr, nothing left")
+  @Test(
+    "the CLI on a full disk: exit 74, one line on stderr, nothing left",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
   func cliFullDisk() throws {
     let scratch = try Scratch()
     let small = try Scratch(under: TestFilesystems.small!)

@@ -13,8 +13,10 @@ struct StoreTests {
   @Test("a new store has the documented layout, modes and cache tag")
   func layout() throws {
     let scratch = try Scratch()
-    _ = try scratch.store("a/b/store")
+    let store = try scratch.store("a/b/store")
     let root = scratch["a/b/store"]
+    #expect(!scratch.list("a/b/store").contains("index.sqlite"))  // opened on first need
+    _ = try store.statistics()
     let names = Set(scratch.list("a/b/store"))
     #expect(
       names.isSuperset(of: ["CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp"]))
@@ -88,6 +90,23 @@ struct StoreTests {
     #expect(stats.dedupSavedBytes == 100_000)
     #expect(scratch.list("store/tmp").isEmpty)
     #expect(scratch.list("store/objects/\(first.digest.hex.prefix(2))").count == 1)
+  }
+
+  @Test("a file whose size matches an object is hashed first: a re-put writes nothing")
+  func rePutHashesFirst() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let data = Bytes.random(1_000_000, seed: 11)
+    let first = try store.put(file: try scratch.write("a", data))
+    let again = try store.put(file: try scratch.write("b", data))
+    #expect(again.isDuplicate && again.method == .existing && again.digest == first.digest)
+    // Same size, other bytes: hashed first, then stored by the usual path.
+    let other = Bytes.random(1_000_000, seed: 12)
+    let third = try store.put(file: try scratch.write("c", other))
+    #expect(!third.isDuplicate && third.method == .copy)
+    #expect(try store.bytes(for: third.digest) == other)
+    #expect(try store.statistics().dedupHits == 1)
+    #expect(scratch.list("store/tmp").isEmpty)
   }
 
   @Test("a cancelled or dropped writer leaves nothing behind")

@@ -46,3 +46,25 @@ public struct XXH3Hasher: ~Copyable {
     bytes.withUnsafeBytes { digest($0) }
   }
 }
+
+extension XXH3Hasher {
+  /// The digest of the file at `path`, read sequentially in 1 MiB blocks.
+  ///
+  /// - Throws: ``TroveError`` naming the path and the failing call.
+  public static func digest(ofFile path: String) throws(TroveError) -> Digest {
+    var hasher = XXH3Hasher()
+    let fd = try attempt("read", path) { () throws(SystemCallError) in
+      try FileDescriptor.open(path)
+    }
+    defer { fd.close() }
+    fd.adviseSequential()
+    do throws(Transfer.PumpError) {
+      _ = try Transfer.pump(from: fd, to: nil, hasher: &hasher)
+    } catch {
+      switch error {
+      case .reading(let e), .writing(let e): throw TroveError.system(e, "read", path: path)
+      }
+    }
+    return hasher.finalize()
+  }
+}

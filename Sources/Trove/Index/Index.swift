@@ -49,6 +49,7 @@ final class Index: Sendable {
       last_access INTEGER NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS objects_by_access ON objects(last_access);
+    CREATE INDEX IF NOT EXISTS objects_by_size ON objects(size);
     CREATE TABLE IF NOT EXISTS keys(
       key TEXT PRIMARY KEY NOT NULL,
       digest TEXT NOT NULL,
@@ -85,11 +86,15 @@ final class Index: Sendable {
       let db = try SQLiteConnection(path: path, busyTimeoutMilliseconds: 30_000)
       try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
       var version: Int64 = 0
-      try db.transaction { () throws(SQLiteConnection.Failure) in
-        try db.query("PRAGMA user_version") { row in version = row.integer(0) }
-        if version == 0 {
-          try db.execute(Self.schema)
-          try db.execute("PRAGMA user_version = \(Self.schemaVersion)")
+      try db.query("PRAGMA user_version") { row in version = row.integer(0) }
+      if version == 0 {
+        // Create the schema under the write lock; another process may win.
+        try db.transaction { () throws(SQLiteConnection.Failure) in
+          try db.query("PRAGMA user_version") { row in version = row.integer(0) }
+          if version == 0 {
+            try db.execute(Self.schema)
+            try db.execute("PRAGMA user_version = \(Self.schemaVersion)")
+          }
         }
       }
       guard version <= Self.schemaVersion else {
@@ -193,6 +198,18 @@ final class Index: Sendable {
         "SELECT digest, size, allocated, created, last_access FROM objects WHERE digest = ?",
         [.text(digest.hex)]
       ) { row in found = Self.entry(row) }
+      return found
+    }
+  }
+
+  /// Whether some object has exactly `size` bytes: a hint that a put of a
+  /// file that size may be a duplicate. O(log n).
+  func hasObject(ofSize size: Int64) throws(TroveError) -> Bool {
+    try run("look up size \(size)") { db throws(SQLiteConnection.Failure) in
+      var found = false
+      try db.query("SELECT 1 FROM objects WHERE size = ? LIMIT 1", [.integer(size)]) { _ in
+        found = true
+      }
       return found
     }
   }

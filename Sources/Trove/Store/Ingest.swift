@@ -9,6 +9,9 @@ public enum IngestMethod: String, Sendable, Codable {
   case copy
   /// Bytes arrived as a stream or from memory, hashed as they were written.
   case stream
+  /// The file was hashed where it lies and the store already held those
+  /// bytes: nothing was cloned or written.
+  case existing
 }
 
 /// What a put did.
@@ -49,6 +52,11 @@ extension Store {
     if status.isDirectory {
       throw TroveError(.sourceNotFile, "cannot put '\(path)': it is a directory", path: path)
     }
+    if status.isRegular, status.size > 0, try index().hasObject(ofSize: status.size),
+      let known = try existingObject(hashing: source, path: path)
+    {
+      return known
+    }
     let writer = try makeWriter()
     if status.isRegular && status.device == device {
       var cloned = false
@@ -69,6 +77,32 @@ extension Store {
     source.adviseSequential()
     try writer.absorb(from: source, path: path)
     return try writer.commit(method: status.isRegular ? .copy : .stream)
+  }
+
+  /// Hashes `source` where it lies and, if the store already holds those
+  /// bytes, counts a dedup hit: one read, nothing written. Otherwise rewinds
+  /// `source` and returns nil. Taken only when an object of the file's size
+  /// exists, so new content does not pay for a second read.
+  private func existingObject(hashing source: FileDescriptor, path: String) throws(TroveError)
+    -> PutResult?
+  {
+    source.adviseSequential()
+    var hasher = XXH3Hasher()
+    let size: Int64
+    do throws(Transfer.PumpError) {
+      size = try Transfer.pump(from: source, to: nil, hasher: &hasher)
+    } catch {
+      switch error {
+      case .reading(let e), .writing(let e): throw TroveError.system(e, "read", path: path)
+      }
+    }
+    let digest = hasher.finalize()
+    if try contains(digest) {
+      try recordDuplicate(digest, size: size)
+      return PutResult(digest: digest, size: size, isDuplicate: true, method: .existing)
+    }
+    try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
+    return nil
   }
 
   /// Stores everything `handle` yields until its end (standard input, a
@@ -104,7 +138,7 @@ extension Store {
     var entry = Entry(digest: digest, size: size, allocatedBytes: 0, created: now, lastAccess: now)
     func duplicate() throws(TroveError) -> Bool {
       try? tmpDirectory.removeFile(name)
-      try index.recordDuplicate(entry)
+      try recordDuplicate(digest, size: size)
       return true
     }
     // Known content: drop the copy before paying for a sync.
@@ -131,7 +165,7 @@ extension Store {
       try? tmpDirectory.removeFile(name)
       throw TroveError.system(error, "store", path: objectPath)
     }
-    try index.recordNew(entry)
+    try index().recordNew(entry)
     return false
   }
 }

@@ -1,4 +1,4 @@
-/// How ``Store/materialize(_:at:mode:replacing:)`` makes a file from an object.
+/// How ``Store/materialize(_:at:mode:replacing:durable:)`` makes a file from an object.
 public enum LinkMode: String, Sendable, CaseIterable, Codable {
   /// Clone where the filesystems allow, else copy (the default). The result
   /// says which happened.

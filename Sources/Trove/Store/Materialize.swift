@@ -4,8 +4,11 @@ extension Store {
   /// Makes a file at `destination` holding `digest`'s bytes.
   ///
   /// The destination appears whole or not at all: the file is made beside
-  /// it under a temporary name, synced, then renamed into place. An
-  /// existing destination is refused unless `replacing` is true.
+  /// it under a temporary name, then renamed into place, so no process ever
+  /// sees it partly written. An existing destination is refused unless
+  /// `replacing` is true. With `durable`, the file is also synced before the
+  /// rename, so it is whole after a system crash too; that costs a flush
+  /// of every copied byte (cp does not do it, and neither does the default).
   ///
   /// In `.auto` mode a clone (FICLONE) is tried first — it costs
   /// microseconds whatever the size and shares the object's extents
@@ -23,7 +26,8 @@ extension Store {
   ///   destination when it throws.
   @discardableResult
   public func materialize(
-    _ digest: Digest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false
+    _ digest: Digest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
+    durable: Bool = false
   ) throws(TroveError) -> Materialization {
     let object = try openObject(digest)
     defer { object.close() }
@@ -84,7 +88,9 @@ extension Store {
         defer { out.close() }
         (method, reason) = try fill(
           out, from: object, digest: digest, size: size, mode: mode, destination: destination)
-        try attempt("write", destination) { () throws(SystemCallError) in try out.sync() }
+        if durable {
+          try attempt("write", destination) { () throws(SystemCallError) in try out.sync() }
+        }
       }
       try attempt("write", destination) { () throws(SystemCallError) in
         if replacing {
@@ -122,7 +128,7 @@ extension Store {
   }
 
   /// `digest`'s bytes in memory, verified. For small objects; use
-  /// ``materialize(_:at:mode:replacing:)`` or ``path(for:)`` for large ones.
+  /// ``materialize(_:at:mode:replacing:durable:)`` or ``path(for:)`` for large ones.
   public func bytes(for digest: Digest) throws(TroveError) -> [UInt8] {
     let object = try openObject(digest)
     defer { object.close() }
@@ -187,14 +193,12 @@ extension Store {
         }
       }
       if case .unsupported(let error) = verdict {
-        let kinds =
-          "store on \(kind(object)), destination on \(kind(out)): \(error.errno) (\(error.call), errno \(error.errno.rawValue))"
-        if mode == .clone {
-          throw TroveError(
-            .cloneUnsupported, "cannot clone into '\(destination)': \(kinds)", path: destination,
-            cause: error)
-        }
-        reason = kinds
+        let kinds = "store on \(kind(object)), destination on \(kind(out))"
+        let failure = TroveError(
+          .cloneUnsupported, "cannot clone into '\(destination)': \(kinds)", path: destination,
+          cause: error)
+        if mode == .clone { throw failure }
+        reason = String(failure.description.dropFirst("cannot clone into '\(destination)': ".count))
       }
       do throws(SystemCallError) {
         let copied = try Transfer.copyInKernel(from: object, to: out)

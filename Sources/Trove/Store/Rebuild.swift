@@ -29,6 +29,6 @@ extension Store {
             created: time, lastAccess: time))
       }
     }
-    return try index.reconcile(with: found)
+    return try index().reconcile(with: found)
   }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -6,7 +8,7 @@
 ///
 /// Open one with a ``StoreConfiguration``; put files, streams or bytes in
 /// (``put(file:)``, ``makeWriter()``, ``put(bytes:)``); get them out as
-/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:)``),
+/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:)``),
 /// read them in place (``path(for:)``), list, remove, and count.
 ///
 /// A `Store` is `Sendable` and safe to use from many threads at once, and
@@ -24,7 +26,8 @@ public final class Store: Sendable {
   let tmpDirectory: FileDescriptor
   /// `st_dev` of `tmp/`: sources on this device can be cloned in.
   let device: UInt64
-  let index: Index
+  /// The index, opened on first use: lookups by digest never need it.
+  private let openedIndex = Mutex<Index?>(nil)
   let settings: StoreSettings
   let cloneProbe = CloneProbe()
 
@@ -86,15 +89,28 @@ public final class Store: Sendable {
         StoreLayout.settings, StoreSettings.initial.encoded(),
         root: root, rootFD: rootFD, tmpFD: tmpFD)
       settings = try Self.readSettings(root: root, rootFD: rootFD)
-      index = try Index(path: root + "/" + StoreLayout.index)
     } catch {
       for fd in opened { fd.close() }
       throw error
     }
-    if index.isFresh {
-      // A new index beside existing objects (deleted, lost): rebuild it.
-      _ = try rebuildIndex()
+  }
+
+  /// The index, opened on first use. A new index beside existing objects
+  /// (first use, or the index was deleted or lost) is rebuilt from them.
+  func index() throws(TroveError) -> Index {
+    let opened: Result<(Index, Bool), TroveError> = openedIndex.withLock { slot in
+      if let index = slot { return .success((index, false)) }
+      do throws(TroveError) {
+        let index = try Index(path: root + "/" + StoreLayout.index)
+        slot = index
+        return .success((index, index.isFresh))
+      } catch {
+        return .failure(error)
+      }
     }
+    let (index, isNew) = try opened.get()
+    if isNew { _ = try rebuildIndex() }
+    return index
   }
 
   deinit {
@@ -162,13 +178,27 @@ public final class Store: Sendable {
   /// Whether the store holds `digest`. One `fstatat`; the objects folder is
   /// the truth, not the index.
   public func contains(_ digest: Digest) throws(TroveError) -> Bool {
+    try objectStatus(digest)?.isRegular ?? false
+  }
+
+  /// The status of `digest`'s object file, or nil when there is none.
+  func objectStatus(_ digest: Digest) throws(TroveError) -> FileStatus? {
     do throws(SystemCallError) {
-      return try objectsDirectory.status(of: StoreLayout.objectPath(digest)).isRegular
+      return try objectsDirectory.status(of: StoreLayout.objectPath(digest))
     } catch  where error.errno == .noSuchFileOrDirectory {
-      return false
+      return nil
     } catch {
       throw TroveError.system(error, "look up", path: objectFilePath(digest))
     }
+  }
+
+  /// Counts a put of bytes the store already holds (and re-adds the row if
+  /// the index had lost it).
+  func recordDuplicate(_ digest: Digest, size: Int64) throws(TroveError) {
+    let now = currentTimeNanoseconds()
+    let allocated = try objectStatus(digest)?.allocatedBytes ?? 0
+    try index().recordDuplicate(
+      Entry(digest: digest, size: size, allocatedBytes: allocated, created: now, lastAccess: now))
   }
 
   /// The path of `digest`'s object, for callers that only read it: zero
@@ -183,7 +213,7 @@ public final class Store: Sendable {
 
   func notFound(_ digest: Digest) -> TroveError {
     // A row without its file is a miss; drop the row so totals stay true.
-    _ = try? index.remove(digest)
+    _ = try? index().remove(digest)
     return TroveError(
       .notFound, "no object \(digest) in store '\(root)'", path: objectFilePath(digest),
       value: digest.description)
@@ -192,12 +222,12 @@ public final class Store: Sendable {
   /// The index's record of `digest`, or nil if the store does not hold it.
   public func entry(for digest: Digest) throws(TroveError) -> Entry? {
     guard try contains(digest) else { return nil }
-    return try index.entry(for: digest)
+    return try index().entry(for: digest)
   }
 
   /// Every entry the index records, ordered by digest. O(n).
   public func entries() throws(TroveError) -> [Entry] {
-    try index.entries()
+    try index().entries()
   }
 
   // MARK: Removing
@@ -210,7 +240,7 @@ public final class Store: Sendable {
   /// - Returns: whether the store held it.
   @discardableResult
   public func remove(_ digest: Digest) throws(TroveError) -> Bool {
-    let hadRow = try index.remove(digest)
+    let hadRow = try index().remove(digest)
     do throws(SystemCallError) {
       try objectsDirectory.removeFile(StoreLayout.objectPath(digest))
       return true
@@ -227,18 +257,18 @@ public final class Store: Sendable {
   /// what it pointed at. The store must hold `digest`.
   public func bind(key: String, to digest: Digest) throws(TroveError) {
     guard try contains(digest) else { throw notFound(digest) }
-    try index.bind(key: key, to: digest, at: currentTimeNanoseconds())
+    try index().bind(key: key, to: digest, at: currentTimeNanoseconds())
   }
 
   /// The digest `key` points at, if it is bound and its object is present.
   public func digest(forKey key: String) throws(TroveError) -> Digest? {
-    guard let digest = try index.digest(forKey: key), try contains(digest) else { return nil }
+    guard let digest = try index().digest(forKey: key), try contains(digest) else { return nil }
     return digest
   }
 
   /// Removes `key`; whether it was bound. The object stays.
   @discardableResult
   public func unbind(key: String) throws(TroveError) -> Bool {
-    try index.unbind(key: key)
+    try index().unbind(key: key)
   }
 }

@@ -39,7 +39,7 @@ extension Store {
   /// Totals from the index (O(1)), the store filesystem's kind and free
   /// space, and whether it can clone.
   public func statistics() throws(TroveError) -> StoreStatistics {
-    let totals = try index.totals()
+    let totals = try index().totals()
     let space = try attempt("inspect", root) { () throws(SystemCallError) in
       try Sys.spaceAvailable(at: root)
     }

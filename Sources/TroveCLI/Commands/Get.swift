@@ -4,7 +4,7 @@ import Trove
 let getCommand = CommandSpec(
   name: "get",
   abstract: "Write an object to a file (a clone where possible) or to stdout.",
-  usage: "[--mode <mode>] [--force] [--json] [-v] <digest> <destination>",
+  usage: "[--mode <mode>] [--force] [--sync] [--json] [-v] <digest> <destination>",
   arguments: [
     ("digest", "The object's digest, 'xxh128:' and 32 hex digits."),
     ("destination", "The file to create, or '-' for standard output."),
@@ -14,6 +14,9 @@ let getCommand = CommandSpec(
       names: ["--mode"], valueName: "mode",
       help: "auto (clone, else copy; default), clone (fail if impossible), copy, hardlink."),
     OptionSpec(names: ["-f", "--force"], valueName: nil, help: "Replace an existing destination."),
+    OptionSpec(
+      names: ["--sync"], valueName: nil,
+      help: "fsync the destination before it appears (whole after a crash too)."),
     jsonOption, verboseOption,
   ],
   discussion: """
@@ -37,7 +40,8 @@ let getCommand = CommandSpec(
       return ExitStatus.success
     }
     let done = try store.materialize(
-      digest, at: destination, mode: mode, replacing: invocation.flag("--force"))
+      digest, at: destination, mode: mode, replacing: invocation.flag("--force"),
+      durable: invocation.flag("--sync"))
     if invocation.flag("--json") {
       Output.json(GetRecord(done))
     }

@@ -1,0 +1,207 @@
+import Foundation
+
+/// Keeps the optimizer from deleting work whose result is unused.
+@inline(never)
+func blackHole<T>(_ value: T) {
+  withExtendedLifetime(value) {}
+}
+
+/// Seconds since an arbitrary point.
+func now() -> Double {
+  var ts = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &ts)
+  return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// Repeated measurements of one quantity and their summary.
+struct Series: Encodable {
+  var samples: [Double]
+  var median: Double {
+    let s = samples.sorted()
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+  }
+  var min: Double { samples.min() ?? 0 }
+  var max: Double { samples.max() ?? 0 }
+
+  enum CodingKeys: String, CodingKey { case samples, median, min, max }
+  func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(samples, forKey: .samples)
+    try c.encode(median, forKey: .median)
+    try c.encode(min, forKey: .min)
+    try c.encode(max, forKey: .max)
+  }
+}
+
+/// What a figure measures and which way is better.
+enum Unit: String, Encodable {
+  case seconds = "s"
+  case gigabytesPerSecond = "GB/s"
+  case mebibytes = "MiB"
+
+  var higherIsBetter: Bool { self == .gigabytesPerSecond }
+
+  func format(_ value: Double) -> String {
+    switch self {
+    case .seconds:
+      if value < 1e-3 { return String(format: "%.1f µs", value * 1e6) }
+      if value < 1 { return String(format: "%.2f ms", value * 1e3) }
+      return String(format: "%.3f s", value)
+    case .gigabytesPerSecond: return String(format: "%.2f GB/s", value)
+    case .mebibytes: return String(format: "%.1f MiB", value)
+    }
+  }
+}
+
+/// One row of the report: Trove's figure beside a reference from the same run.
+struct Result: Encodable {
+  var suite: String
+  var name: String
+  var parameters: [String: String]
+  var unit: Unit
+  var trove: Series
+  var referenceName: String?
+  var reference: Series?
+  /// How Trove compares: for times and sizes, reference ÷ Trove; for rates,
+  /// Trove ÷ reference. Above 1 means Trove is better.
+  var ratio: Double? {
+    guard let reference, reference.median > 0, trove.median > 0 else { return nil }
+    return unit.higherIsBetter ? trove.median / reference.median : reference.median / trove.median
+  }
+  var note: String?
+
+  enum CodingKeys: String, CodingKey {
+    case suite, name, parameters, unit, trove
+    case referenceName = "reference_name"
+    case reference, ratio, note
+  }
+  func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(suite, forKey: .suite)
+    try c.encode(name, forKey: .name)
+    try c.encode(parameters, forKey: .parameters)
+    try c.encode(unit, forKey: .unit)
+    try c.encode(trove, forKey: .trove)
+    try c.encodeIfPresent(referenceName, forKey: .referenceName)
+    try c.encodeIfPresent(reference, forKey: .reference)
+    try c.encodeIfPresent(ratio, forKey: .ratio)
+    try c.encodeIfPresent(note, forKey: .note)
+  }
+}
+
+/// Settings of one run and the results gathered.
+final class Bench {
+  let quick: Bool
+  let repetitions: Int
+  let work: String
+  let xfs: String?
+  let xfsMissing: String
+  let trove: String
+  private(set) var results: [Result] = []
+  private(set) var skipped: [String] = []
+
+  init(quick: Bool, work: String, xfs: String?, xfsMissing: String, trove: String) {
+    self.quick = quick
+    repetitions = quick ? 2 : 5
+    self.work = work
+    self.xfs = xfs
+    self.xfsMissing = xfsMissing
+    self.trove = trove
+  }
+
+  /// A size scaled down in quick mode.
+  func size(_ full: Int, quick small: Int) -> Int { quick ? small : full }
+
+  func add(_ result: Result) {
+    results.append(result)
+    let ratio = result.ratio.map { String(format: "%.2f×", $0) } ?? "—"
+    let ref = result.reference.map { result.unit.format($0.median) } ?? "—"
+    printRow(
+      result.name, result.unit.format(result.trove.median), ref, result.referenceName ?? "", ratio)
+  }
+
+  func skip(_ what: String, _ why: String) {
+    skipped.append("\(what): \(why)")
+    print("  skipped \(what): \(why)")
+  }
+
+  /// Times `body` `repetitions` times after `setup` (untimed) each time.
+  func time(setup: () throws -> Void = {}, _ body: () throws -> Void) throws -> Series {
+    var samples: [Double] = []
+    for _ in 0..<repetitions {
+      try setup()
+      let start = now()
+      try body()
+      samples.append(now() - start)
+    }
+    return Series(samples: samples)
+  }
+
+  /// Times a command `repetitions` times after `setup` (untimed) each time.
+  func timeCommand(
+    _ command: [String], input: String? = nil, setup: () throws -> Void = {}
+  ) throws -> Series {
+    var samples: [Double] = []
+    for _ in 0..<repetitions {
+      try setup()
+      samples.append(try Spawn.check(command, input: input).seconds)
+    }
+    return Series(samples: samples)
+  }
+}
+
+/// Prints one table row: name, Trove's median, the reference's, what the
+/// reference is, and the ratio.
+func printRow(_ name: String, _ trove: String, _ reference: String, _ what: String, _ ratio: String)
+{
+  func left(_ s: String, _ w: Int) -> String {
+    s + String(repeating: " ", count: max(0, w - s.count))
+  }
+  func right(_ s: String, _ w: Int) -> String {
+    String(repeating: " ", count: max(0, w - s.count)) + s
+  }
+  print(
+    "  " + left(name, 40) + right(trove, 12) + right(reference, 12) + "  " + left(what, 26)
+      + right(ratio, 8))
+  fflush(nil)
+}
+
+/// Writes `bytes` pseudo-random bytes (incompressible, no repeats) to `path`.
+func makeRandomFile(_ path: String, bytes: Int) throws {
+  guard !FileManager.default.fileExists(atPath: path) else { return }
+  let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+  guard fd >= 0 else {
+    throw Spawn.Failure(command: ["open", path], detail: String(cString: strerror(errno)))
+  }
+  defer { close(fd) }
+  var state: UInt64 = 0x1234_5678 &+ UInt64(bytes)
+  let chunk = 1 << 20
+  var buffer = [UInt64](repeating: 0, count: chunk / 8)
+  var left = bytes
+  while left > 0 {
+    for i in 0..<buffer.count {
+      state &+= 0x9E37_79B9_7F4A_7C15
+      var z = state
+      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+      buffer[i] = z ^ (z >> 31)
+    }
+    let n = min(left, chunk)
+    _ = buffer.withUnsafeBytes { write(fd, $0.baseAddress, n) }
+    left -= n
+  }
+  fsync(fd)
+}
+
+/// Removes a path (file or folder) if present.
+func remove(_ path: String) {
+  try? FileManager.default.removeItem(atPath: path)
+}
+
+/// A human size: 1 MiB, 64 MiB, 1 GiB.
+func sizeName(_ bytes: Int) -> String {
+  if bytes >= 1 << 30 && bytes % (1 << 30) == 0 { return "\(bytes >> 30) GiB" }
+  if bytes >= 1 << 20 && bytes % (1 << 20) == 0 { return "\(bytes >> 20) MiB" }
+  if bytes >= 1 << 10 && bytes % (1 << 10) == 0 { return "\(bytes >> 10) KiB" }
+  return "\(bytes) B"
+}
