@@ -19,7 +19,7 @@ if [ "$(id -u)" -ne 0 ]; then
   export TROVE_TEST_SMALL_UNAVAILABLE="not root: mounting a small tmpfs needs root"
 else
   mkdir -p "$trove_testfs_dir/xfs" "$trove_testfs_dir/small"
-  truncate -s 1G "$trove_testfs_dir/xfs.img"
+  truncate -s "${TROVE_TESTFS_XFS_SIZE:-1G}" "$trove_testfs_dir/xfs.img"
   if ! out=$(mkfs.xfs -q -m reflink=1 "$trove_testfs_dir/xfs.img" 2>&1); then
     export TROVE_TEST_XFS_UNAVAILABLE="mkfs.xfs -m reflink=1 failed: ${out//$'\n'/ }"
   elif ! out=$(mount -o loop "$trove_testfs_dir/xfs.img" "$trove_testfs_dir/xfs" 2>&1); then

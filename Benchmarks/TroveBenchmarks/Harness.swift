@@ -141,12 +141,25 @@ final class Bench {
   func timeCommand(
     _ command: [String], input: String? = nil, setup: () throws -> Void = {}
   ) throws -> Series {
-    var samples: [Double] = []
+    try timeCommands([command], input: input, setup: setup)[0]
+  }
+
+  /// Times several commands in turn, interleaved (a, b, a, b, …) so that a
+  /// noisy neighbour or writeback hits them alike; `setup` runs untimed
+  /// before each one, and the page cache's dirty data is flushed first so
+  /// no command pays for another's writes.
+  func timeCommands(
+    _ commands: [[String]], input: String? = nil, setup: () throws -> Void = {}
+  ) throws -> [Series] {
+    var samples = [[Double]](repeating: [], count: commands.count)
     for _ in 0..<repetitions {
-      try setup()
-      samples.append(try Spawn.check(command, input: input).seconds)
+      for (i, command) in commands.enumerated() {
+        try setup()
+        sync()
+        samples[i].append(try Spawn.check(command, input: input).seconds)
+      }
     }
-    return Series(samples: samples)
+    return samples.map { Series(samples: $0) }
   }
 }
 

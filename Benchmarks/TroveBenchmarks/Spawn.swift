@@ -54,14 +54,22 @@ enum Spawn {
     return Outcome(status: exit, seconds: seconds, peakResidentBytes: Int64(usage.ru_maxrss) * 1024)
   }
 
-  /// Runs `command` and fails unless it exits 0.
+  /// Runs `command` and fails unless it exits 0; its stderr is kept out of
+  /// the report and quoted in the failure.
   @discardableResult
   static func check(_ command: [String], input: String? = nil, output: String? = nil) throws
     -> Outcome
   {
-    let outcome = try run(command, input: input, output: output)
+    let errors = NSTemporaryDirectory() + "trove-bench-\(UUID().uuidString).err"
+    defer { unlink(errors) }
+    let outcome = try run(command, input: input, output: output, errors: errors)
     guard outcome.status == 0 else {
-      throw Failure(command: command, detail: "exited with status \(outcome.status)")
+      let text = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+      throw Failure(
+        command: command,
+        detail:
+          "exited with status \(outcome.status): \(text.trimmingCharacters(in: .whitespacesAndNewlines))"
+      )
     }
     return outcome
   }

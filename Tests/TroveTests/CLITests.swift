@@ -45,6 +45,37 @@ struct CLITests {
       ])
   }
 
+  @Test("put - from a pipe streams; from a redirected file it reads from the offset")
+  func pipes() throws {
+    let scratch = try Scratch()
+    let data = Bytes.random(3_000_000, seed: 44)
+    let file = try scratch.write("in.bin", data)
+    let shell = Process()
+    shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+    shell.arguments = [
+      "-c", "cat \"$0\" | \"$1\" --store \"$2\" put --json - > \"$3\"", file, CLI.executable,
+      scratch["store"], scratch["out.json"],
+    ]
+    try shell.run()
+    shell.waitUntilExit()
+    #expect(shell.terminationStatus == 0)
+    let records = try JSONSerialization.jsonObject(with: Data(try contents(scratch["out.json"])))
+    let record = try #require((records as? [[String: Any]])?.first)
+    #expect(record["digest"] as? String == XXH3Hasher.digest(data).description)
+    #expect(record["method"] as? String == "stream")
+    // A redirected file whose offset is not 0: only the rest is stored.
+    let skip = Process()
+    skip.executableURL = URL(fileURLWithPath: "/bin/sh")
+    skip.arguments = [
+      "-c", "{ head -c 1000 >/dev/null; \"$1\" --store \"$2\" put -; } < \"$0\" > \"$3\"", file,
+      CLI.executable, scratch["store"], scratch["out.txt"],
+    ]
+    try skip.run()
+    skip.waitUntilExit()
+    let line = String(decoding: try contents(scratch["out.txt"]), as: UTF8.self)
+    #expect(line == "\(XXH3Hasher.digest(Array(data[1000...])))  -\n")
+  }
+
   @Test("TROVE_STORE names the store when --store is absent")
   func environmentStore() throws {
     let scratch = try Scratch()

@@ -33,6 +33,8 @@ extension Store {
   /// (FICLONE) and the clone is hashed — the bytes hashed are exactly the
   /// bytes stored, even if the source changes meanwhile, and no data is
   /// copied. Elsewhere it is read once: hashed and written in one pass.
+  /// When an object of the file's size is already stored, the file is
+  /// hashed first, and a re-put of known bytes writes nothing.
   /// Memory is bounded (one 1 MiB buffer) whatever the size.
   ///
   /// - Throws: `.sourceMissing`, `.sourceNotFile` (a directory),
@@ -48,17 +50,34 @@ extension Store {
       throw TroveError.system(error, "read", path: path)
     }
     defer { source.close() }
+    return try ingest(source, path: path)
+  }
+
+  /// Stores everything `handle` yields until its end (standard input, a
+  /// pipe, a socket): one pass, bounded memory. A regular file (`< FILE`)
+  /// is stored the way ``put(file:)`` stores it, from its current offset.
+  public func put(reading handle: FileHandle) throws(TroveError) -> PutResult {
+    try ingest(FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>")
+  }
+
+  /// Brings the bytes of `source`, from its current offset to its end, into
+  /// the store by the cheapest exact way the filesystems allow.
+  private func ingest(_ source: FileDescriptor, path: String) throws(TroveError) -> PutResult {
     let status = try attempt("read", path) { () throws(SystemCallError) in try source.status() }
     if status.isDirectory {
       throw TroveError(.sourceNotFile, "cannot put '\(path)': it is a directory", path: path)
     }
-    if status.isRegular, status.size > 0, try index().hasObject(ofSize: status.size),
+    let start =
+      status.isRegular
+      ? try attempt("read", path) { () throws(SystemCallError) in try source.offset() } : 0
+    let isWholeFile = status.isRegular && start == 0
+    if isWholeFile, status.size > 0, try index().hasObject(ofSize: status.size),
       let known = try existingObject(hashing: source, path: path)
     {
       return known
     }
     let writer = try makeWriter()
-    if status.isRegular && status.device == device {
+    if isWholeFile && status.device == device {
       var cloned = false
       do throws(SystemCallError) {
         try writer.file.cloneContents(from: source)
@@ -70,10 +89,12 @@ extension Store {
         throw TroveError.system(error, "clone", path: path)
       }
       if cloned {
-        try writer.absorbClone()
+        try writer.absorbWritten()
         return try writer.commit(method: .clone)
       }
     }
+    // One pass through user space: read, hash, write. (An in-kernel
+    // copy_file_range and a re-read measured 7× slower on ext4 here.)
     source.adviseSequential()
     try writer.absorb(from: source, path: path)
     return try writer.commit(method: status.isRegular ? .copy : .stream)
@@ -103,15 +124,6 @@ extension Store {
     }
     try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
     return nil
-  }
-
-  /// Stores everything `handle` yields until its end (standard input, a
-  /// pipe, a socket): one pass, bounded memory.
-  public func put(reading handle: FileHandle) throws(TroveError) -> PutResult {
-    let writer = try makeWriter()
-    try writer.absorb(
-      from: FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>")
-    return try writer.commit(method: .stream)
   }
 
   /// Stores `bytes`.
@@ -233,8 +245,9 @@ public final class BlobWriter {
     }
   }
 
-  /// Hashes what a FICLONE just put into the temp file.
-  func absorbClone() throws(TroveError) {
+  /// Hashes what the kernel put into the temp file (a clone or an
+  /// in-kernel copy): the bytes hashed are the bytes that will be stored.
+  func absorbWritten() throws(TroveError) {
     do throws(SystemCallError) {
       let reader = try FileDescriptor.open(name, in: store.tmpDirectory)
       defer { reader.close() }

@@ -1,7 +1,8 @@
 /// How ``Store/materialize(_:at:mode:replacing:durable:)`` makes a file from an object.
 public enum LinkMode: String, Sendable, CaseIterable, Codable {
-  /// Clone where the filesystems allow, else copy (the default). The result
-  /// says which happened.
+  /// Clone where the filesystems allow, else copy (the default): with
+  /// `copy_file_range` onto NFS or SMB (the server copies), with a verified
+  /// read/write copy elsewhere. The result says which happened, and why.
   case auto
   /// Clone (copy-on-write), or fail with `.cloneUnsupported` saying why.
   case clone
@@ -20,8 +21,7 @@ public enum LinkMode: String, Sendable, CaseIterable, Codable {
 public enum MaterializeMethod: String, Sendable, Codable {
   /// FICLONE: the destination shares the object's extents, copy-on-write.
   case clone
-  /// `copy_file_range`: copied in the kernel (which may itself share extents
-  /// on filesystems that support it, or copy server-side on NFS).
+  /// `copy_file_range` onto NFS or SMB: the server made the copy.
   case copyFileRange = "copy_file_range"
   /// Read and written through user space, verified against the digest.
   case copy

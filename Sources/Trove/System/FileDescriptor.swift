@@ -261,3 +261,10 @@ extension FileDescriptor {
     return bytes
   }
 }
+
+extension FileDescriptor {
+  /// The current file offset. `lseek(2)` with SEEK_CUR.
+  func offset() throws(SystemCallError) -> Int64 {
+    Int64(try Sys.call("lseek") { lseek(rawValue, 0, SEEK_CUR) })
+  }
+}

@@ -9,9 +9,17 @@ public struct FilesystemKind: RawRepresentable, Hashable, Sendable, CustomString
   private static let names: [Int: String] = [
     0x5846_5342: "xfs", 0x9123_683E: "btrfs", 0xEF53: "ext4", 0x0102_1994: "tmpfs",
     0x6969: "nfs", 0x794C_7630: "overlay", 0x2FC1_2FC1: "zfs", 0x6573_5546: "fuse",
-    0xFF53_4D42: "cifs", 0x0102_1997: "9p", 0xF2F5_2010: "f2fs", 0x5346_544E: "ntfs",
+    0xFF53_4D42: "cifs", 0xFE53_4D42: "smb2", 0x0102_1997: "9p", 0xF2F5_2010: "f2fs",
+    0x5346_544E: "ntfs",
     0x4D44: "vfat", 0x7366_746E: "ntfs3", 0xCA45_1A4E: "bcachefs",
   ]
+
+  /// NFS.
+  public static let nfs = FilesystemKind(rawValue: 0x6969)
+  /// CIFS (SMB 1).
+  public static let cifs = FilesystemKind(rawValue: 0xFF53_4D42)
+  /// SMB 2 and 3.
+  public static let smb2 = FilesystemKind(rawValue: 0xFE53_4D42)
 
   /// A short name (`xfs`, `btrfs`, `ext4`, …) or the magic in hex.
   public var description: String {
