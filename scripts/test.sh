@@ -10,6 +10,9 @@ source scripts/testfs.sh
 
 swift build --build-tests
 swift test --skip-build
+# The benchmark target works (speed is not asserted: these machines are shared).
+"$(swift build --show-bin-path)/trove-bench" --quick ${TROVE_TEST_XFS:+--xfs "$TROVE_TEST_XFS"} \
+  --json .build/benchmarks/quick.json >/dev/null
 swift format lint --strict --recursive Package.swift Sources Tests Benchmarks
 scripts/docs.sh >/dev/null
 echo "trove: all checks passed" >&2

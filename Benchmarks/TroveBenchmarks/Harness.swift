@@ -126,15 +126,25 @@ final class Bench {
   }
 
   /// Times `body` `repetitions` times after `setup` (untimed) each time.
-  func time(setup: () throws -> Void = {}, _ body: () throws -> Void) throws -> Series {
-    var samples: [Double] = []
-    for _ in 0..<repetitions {
-      try setup()
-      let start = now()
-      try body()
-      samples.append(now() - start)
+  func time(_ body: () throws -> Void, setup: () throws -> Void = {}) throws -> Series {
+    try withoutActuallyEscaping(body) { try time([$0], setup: setup)[0] }
+  }
+
+  /// Times several closures in turn, interleaved (a, b, a, b, …) so that a
+  /// noisy neighbour hits them alike; `setup` runs untimed before each.
+  func time(
+    _ bodies: [() throws -> Void], setup: () throws -> Void = {}, repetitions: Int? = nil
+  ) throws -> [Series] {
+    var samples = [[Double]](repeating: [], count: bodies.count)
+    for _ in 0..<(repetitions ?? self.repetitions) {
+      for (i, body) in bodies.enumerated() {
+        try setup()
+        let start = now()
+        try body()
+        samples[i].append(now() - start)
+      }
     }
-    return Series(samples: samples)
+    return samples.map { Series(samples: $0) }
   }
 
   /// Times a command `repetitions` times after `setup` (untimed) each time.

@@ -138,10 +138,12 @@ func getSuite(_ b: Bench) throws {
     let library = try Store(StoreConfiguration(root: store))
     let parsed = try Digest(parsing: digest)
     let objectPath = try library.path(for: parsed)
-    let call = try b.time(setup: { remove(out) }) {
-      try library.materialize(parsed, at: out, mode: .clone)
-    }
-    let floor = try b.time(setup: { remove(out) }) { try bareClone(objectPath, out) }
+    let timed = try b.time(
+      [
+        { try library.materialize(parsed, at: out, mode: .clone) },
+        { try bareClone(objectPath, out) },
+      ], setup: { remove(out) })
+    let (call, floor) = (timed[0], timed[1])
     b.add(
       Result(
         suite: "get", name: "library get \(sizeName(size)) by clone", parameters: params,
@@ -181,6 +183,13 @@ func memorySuite(_ b: Bench) throws {
     remove(out)
   }
   let mib = { (bytes: Int64) in Series(samples: [Double(bytes) / 1_048_576]) }
+  let baseline = try Spawn.peakResidentBytes([b.trove, "--version"])
+  b.add(
+    Result(
+      suite: "memory", name: "peak RSS, trove --version (baseline)", parameters: [:],
+      unit: .mebibytes, trove: mib(baseline), referenceName: "xxhsum --version",
+      reference: mib(try Spawn.peakResidentBytes(["xxhsum", "--version"])),
+      note: "the Swift runtime and Foundation, before any work"))
   let put = try Spawn.peakResidentBytes([b.trove, "--store", store, "put", source])
   let xxhsum = try Spawn.peakResidentBytes(["xxhsum", "-H2", source])
   b.add(
