@@ -6,7 +6,7 @@ import Testing
 /// Clones proved from the kernel (FIEMAP shared extents) on a loop-mounted
 /// XFS made with reflink=1 by scripts/testfs.sh.
 @Suite(
-  "Reflinks on XFS",
+  "Reflinks on XFS", .serialized,  // free-space readings must not see another test's writes
   .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing))
 struct ReflinkTests {
   let scratch: Scratch
@@ -49,8 +49,10 @@ struct ReflinkTests {
     let second = try store.put(file: secondPath)
     let after = try freeBytes(scratch.path)
     #expect(second.isDuplicate && second.digest == first.digest)
-    // 16 MiB of content; allow a few blocks of metadata (index, log).
-    #expect(before - after < 256 * 1024, "free space fell by \(before - after) bytes")
+    // 16 MiB of content: a copy would take all of it. Allow metadata (the
+    // index's WAL, XFS's speculative preallocation being trimmed) but far
+    // less than the content.
+    #expect(before - after < 2 * 1024 * 1024, "free space fell by \(before - after) bytes")
     #expect(scratch.list("store/tmp").isEmpty)
     #expect(try store.entries().count == 1)
   }

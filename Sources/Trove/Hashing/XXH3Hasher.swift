@@ -58,12 +58,8 @@ extension XXH3Hasher {
     }
     defer { fd.close() }
     fd.adviseSequential()
-    do throws(Transfer.PumpError) {
-      _ = try Transfer.pump(from: fd, to: nil, hasher: &hasher)
-    } catch {
-      switch error {
-      case .reading(let e), .writing(let e): throw TroveError.system(e, "read", path: path)
-      }
+    _ = try attempt("read", path) { () throws(SystemCallError) in
+      try Transfer.hash(from: fd, into: &hasher)
     }
     return hasher.finalize()
   }

@@ -109,13 +109,8 @@ extension Store {
   {
     source.adviseSequential()
     var hasher = XXH3Hasher()
-    let size: Int64
-    do throws(Transfer.PumpError) {
-      size = try Transfer.pump(from: source, to: nil, hasher: &hasher)
-    } catch {
-      switch error {
-      case .reading(let e), .writing(let e): throw TroveError.system(e, "read", path: path)
-      }
+    let size = try attempt("read", path) { () throws(SystemCallError) in
+      try Transfer.hash(from: source, into: &hasher)
     }
     let digest = hasher.finalize()
     if try contains(digest) {
@@ -252,13 +247,7 @@ public final class BlobWriter {
       let reader = try FileDescriptor.open(name, in: store.tmpDirectory)
       defer { reader.close() }
       reader.adviseSequential()
-      do throws(Transfer.PumpError) {
-        size = try Transfer.pump(from: reader, to: nil, hasher: &hasher)
-      } catch {
-        switch error {
-        case .reading(let e), .writing(let e): throw e
-        }
-      }
+      size = try Transfer.hash(from: reader, into: &hasher)
     } catch {
       cancel()
       throw TroveError.system(error, "read", path: path)

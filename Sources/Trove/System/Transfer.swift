@@ -43,6 +43,20 @@ enum Transfer {
     }
   }
 
+  /// Reads `source` to its end, feeding every byte to `hasher` only.
+  /// Returns the bytes read.
+  static func hash(from source: FileDescriptor, into hasher: inout XXH3Hasher)
+    throws(SystemCallError) -> Int64
+  {
+    do throws(PumpError) {
+      return try pump(from: source, to: nil, hasher: &hasher)
+    } catch {
+      switch error {
+      case .reading(let e), .writing(let e): throw e
+      }
+    }
+  }
+
   /// Which side of a pump failed.
   enum PumpError: Error {
     case reading(SystemCallError)
