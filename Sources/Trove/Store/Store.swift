@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -93,6 +94,13 @@ public final class Store: Sendable {
       for fd in opened { fd.close() }
       throw error
     }
+    #if os(macOS)
+      // Time Machine skips the store, as CACHEDIR.TAG makes tar, borg and restic do.
+      var url = URL(fileURLWithPath: root, isDirectory: true)
+      var values = URLResourceValues()
+      values.isExcludedFromBackup = true
+      try? url.setResourceValues(values)
+    #endif
   }
 
   /// The index, opened on first use. A new index beside existing objects
