@@ -10,6 +10,7 @@ enum ExitStatus {
   static let unavailable: Int32 = 69  // EX_UNAVAILABLE
   static let cannotCreate: Int32 = 73  // EX_CANTCREAT
   static let ioError: Int32 = 74  // EX_IOERR
+  static let tryAgain: Int32 = 75  // EX_TEMPFAIL
   static let permission: Int32 = 77  // EX_NOPERM
 
   /// The status for a library error.
@@ -22,6 +23,7 @@ enum ExitStatus {
     case .permissionDenied: return permission
     case .cloneUnsupported, .linkUnsupported: return unavailable
     case .corruptObject, .unsupportedFormat: return dataError
+    case .busy, .lowOnSpace: return tryAgain
     case .storeUnavailable:
       switch error.cause?.errno {
       case .permissionDenied?, .notPermitted?, .readOnlyFileSystem?: return permission

@@ -44,6 +44,10 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     public static let indexFailure = Code(rawValue: "index-failure")
     /// Reading or writing failed.
     public static let ioError = Code(rawValue: "io-error")
+    /// Another process is sweeping the store.
+    public static let busy = Code(rawValue: "busy")
+    /// An opportunistic put was skipped: the volume is low on free space.
+    public static let lowOnSpace = Code(rawValue: "low-on-space")
   }
 
   /// What kind of failure this is.

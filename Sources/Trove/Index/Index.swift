@@ -21,6 +21,25 @@ struct IndexTotals: Sendable {
   var allocatedBytes: Int64 = 0
   var dedupHits: Int64 = 0
   var dedupBytes: Int64 = 0
+  var lastSweepTime: Int64 = 0
+  var lastSweepRemoved: Int64 = 0
+  var lastSweepBytes: Int64 = 0
+  var lastSweepNanoseconds: Int64 = 0
+}
+
+/// A pin: `name` keeps `digest` from being swept, until `expires` if set.
+public struct Pin: Sendable, Hashable, Codable {
+  /// The pinned object.
+  public var digest: Digest
+  /// Who holds the pin (a tool, a CI job); pins with other names are theirs.
+  public var name: String
+  /// When the pin lapses, nanoseconds since 1970; nil for never.
+  public var expires: Int64?
+  /// When it was made, nanoseconds since 1970.
+  public var created: Int64
+
+  /// Whether the pin still holds at `now` (nanoseconds since 1970).
+  public func isActive(at now: Int64) -> Bool { expires.map { $0 > now } ?? true }
 }
 
 /// The SQLite index beside the objects: one row per object, named keys,
@@ -32,8 +51,10 @@ struct IndexTotals: Sendable {
 /// WAL mode lets readers proceed while one process writes; every write
 /// takes the write lock up front (`BEGIN IMMEDIATE`).
 final class Index: Sendable {
-  /// Format version of the schema (`PRAGMA user_version`).
-  static let schemaVersion: Int64 = 1
+  /// Format version of the schema (`PRAGMA user_version`). Version 2 added
+  /// pins and the last sweep's record; every statement of the schema is
+  /// idempotent, so running it upgrades a version 1 index.
+  static let schemaVersion: Int64 = 2
 
   private let connection: Mutex<SQLiteConnection>
   let path: String
@@ -62,6 +83,16 @@ final class Index: Sendable {
     INSERT OR IGNORE INTO counters(name, value) VALUES
       ('entries', 0), ('logical_bytes', 0), ('allocated_bytes', 0),
       ('dedup_hits', 0), ('dedup_bytes', 0);
+    CREATE TABLE IF NOT EXISTS pins(
+      digest TEXT NOT NULL,
+      name TEXT NOT NULL,
+      expires INTEGER,
+      created INTEGER NOT NULL,
+      PRIMARY KEY(digest, name)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO counters(name, value) VALUES
+      ('last_sweep_time', 0), ('last_sweep_removed', 0), ('last_sweep_bytes', 0),
+      ('last_sweep_nanoseconds', 0);
     CREATE TRIGGER IF NOT EXISTS objects_added AFTER INSERT ON objects BEGIN
       UPDATE counters SET value = value + 1 WHERE name = 'entries';
       UPDATE counters SET value = value + NEW.size WHERE name = 'logical_bytes';
@@ -87,11 +118,14 @@ final class Index: Sendable {
       try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
       var version: Int64 = 0
       try db.query("PRAGMA user_version") { row in version = row.integer(0) }
-      if version == 0 {
-        // Create the schema under the write lock; another process may win.
+      var created = false
+      if version < Self.schemaVersion {
+        // Create or upgrade the schema under the write lock; another
+        // process may do it first.
         try db.transaction { () throws(SQLiteConnection.Failure) in
           try db.query("PRAGMA user_version") { row in version = row.integer(0) }
-          if version == 0 {
+          if version < Self.schemaVersion {
+            created = version == 0
             try db.execute(Self.schema)
             try db.execute("PRAGMA user_version = \(Self.schemaVersion)")
           }
@@ -103,7 +137,7 @@ final class Index: Sendable {
           "index '\(path)' has schema version \(version); this trove understands up to \(Self.schemaVersion)",
           path: path)
       }
-      isFresh = version == 0
+      isFresh = created
       connection = Mutex(db)
     } catch let error as SQLiteConnection.Failure {
       throw Self.error(error, "open index", path)
@@ -181,12 +215,152 @@ final class Index: Sendable {
     }
   }
 
-  /// Removes the row for `digest`; whether there was one.
+  /// Removes the row for `digest` and its pins; whether there was a row.
   @discardableResult
   func remove(_ digest: Digest) throws(TroveError) -> Bool {
     try run("remove \(digest)") { db throws(SQLiteConnection.Failure) in
-      try db.query("DELETE FROM objects WHERE digest = ?", [.text(digest.hex)])
+      try db.transaction { () throws(SQLiteConnection.Failure) in
+        try db.query("DELETE FROM objects WHERE digest = ?", [.text(digest.hex)])
+        let removed = db.changes > 0
+        try db.query("DELETE FROM pins WHERE digest = ?", [.text(digest.hex)])
+        return removed
+      }
+    }
+  }
+
+  // MARK: Access and eviction
+
+  /// Records a read of `digest` at `now` unless the recorded access is
+  /// less than `resolution` nanoseconds old. The check is a read; only a
+  /// stale record takes the write lock. Returns whether it wrote.
+  @discardableResult
+  func touch(_ digest: Digest, now: Int64, resolution: Int64) throws(TroveError) -> Bool {
+    try run("record access to \(digest)") { db throws(SQLiteConnection.Failure) in
+      var recorded: Int64?
+      try db.query("SELECT last_access FROM objects WHERE digest = ?", [.text(digest.hex)]) {
+        row in recorded = row.integer(0)
+      }
+      guard let recorded, now - recorded >= resolution, now > recorded else { return false }
+      try db.query(
+        "UPDATE objects SET last_access = ? WHERE digest = ? AND last_access < ?",
+        [.integer(now), .text(digest.hex), .integer(now)])
       return db.changes > 0
+    }
+  }
+
+  /// SQL true for rows of `objects` (aliased `o`) that an unexpired pin holds.
+  private static let pinned =
+    "EXISTS (SELECT 1 FROM pins p WHERE p.digest = o.digest AND (p.expires IS NULL OR p.expires > ?))"
+
+  /// Up to `limit` unpinned entries in least-recently-used order, after
+  /// `cursor` (last access, digest) and, if given, last accessed before
+  /// `cutoff`. O(limit · log n) through the access index.
+  func leastRecentlyUsed(
+    after cursor: (Int64, String), before cutoff: Int64?, now: Int64, limit: Int
+  ) throws(TroveError) -> [Entry] {
+    try run("list eviction candidates") { db throws(SQLiteConnection.Failure) in
+      var found: [Entry] = []
+      try db.query(
+        """
+        SELECT digest, size, allocated, created, last_access FROM objects o
+        WHERE (last_access, digest) > (?, ?) AND last_access < ? AND NOT \(Self.pinned)
+        ORDER BY last_access, digest LIMIT ?
+        """,
+        [
+          .integer(cursor.0), .text(cursor.1), .integer(cutoff ?? .max), .integer(now),
+          .integer(Int64(limit)),
+        ]
+      ) { row in if let e = Self.entry(row) { found.append(e) } }
+      return found
+    }
+  }
+
+  /// Deletes `entry`'s row if it is still as it was chosen — not read or
+  /// stored again since (same last access) and not pinned — and returns
+  /// whether it did. The caller removes the file only then.
+  func evict(_ entry: Entry, now: Int64) throws(TroveError) -> Bool {
+    try run("evict \(entry.digest)") { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "DELETE FROM objects AS o WHERE digest = ? AND last_access = ? AND NOT \(Self.pinned)",
+        [.text(entry.digest.hex), .integer(entry.lastAccess), .integer(now)])
+      return db.changes > 0
+    }
+  }
+
+  // MARK: Pins
+
+  /// Pins `digest` under `name` until `expires` (nanoseconds since 1970;
+  /// nil for no expiry), replacing that name's earlier pin of it.
+  func pin(_ digest: Digest, name: String, expires: Int64?, now: Int64) throws(TroveError) {
+    try run("pin \(digest)") { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "INSERT OR REPLACE INTO pins(digest, name, expires, created) VALUES (?,?,?,?)",
+        [.text(digest.hex), .text(name), expires.map { .integer($0) } ?? .null, .integer(now)])
+    }
+  }
+
+  /// Removes `name`'s pin of `digest`; whether there was one.
+  func unpin(_ digest: Digest, name: String) throws(TroveError) -> Bool {
+    try run("unpin \(digest)") { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "DELETE FROM pins WHERE digest = ? AND name = ?", [.text(digest.hex), .text(name)])
+      return db.changes > 0
+    }
+  }
+
+  /// Every pin, expired ones included, ordered by digest and name.
+  func pins() throws(TroveError) -> [Pin] {
+    try run("list pins") { db throws(SQLiteConnection.Failure) in
+      var all: [Pin] = []
+      try db.query("SELECT digest, name, expires, created FROM pins ORDER BY digest, name") {
+        row in
+        guard let digest = Digest(hex: Substring(row.text(0))) else { return }
+        all.append(
+          Pin(
+            digest: digest, name: row.text(1), expires: row.isNull(2) ? nil : row.integer(2),
+            created: row.integer(3)))
+      }
+      return all
+    }
+  }
+
+  /// Removes pins whose lease ran out; returns how many.
+  func removeExpiredPins(now: Int64) throws(TroveError) -> Int {
+    try run("remove expired pins") { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "DELETE FROM pins WHERE expires IS NOT NULL AND expires <= ?", [.integer(now)])
+      return db.changes
+    }
+  }
+
+  /// Entries held by an unexpired pin and the bytes they take.
+  func pinnedTotals(now: Int64) throws(TroveError) -> (entries: Int64, bytes: Int64) {
+    try run("count pinned entries") { db throws(SQLiteConnection.Failure) in
+      var totals: (Int64, Int64) = (0, 0)
+      try db.query(
+        "SELECT COUNT(*), COALESCE(SUM(allocated), 0) FROM objects o WHERE \(Self.pinned)",
+        [.integer(now)]
+      ) { row in totals = (row.integer(0), row.integer(1)) }
+      return totals
+    }
+  }
+
+  // MARK: Sweeps
+
+  /// Records what the last sweep did.
+  func recordSweep(at time: Int64, removed: Int64, bytes: Int64, nanoseconds: Int64)
+    throws(TroveError)
+  {
+    try run("record sweep") { db throws(SQLiteConnection.Failure) in
+      try db.transaction { () throws(SQLiteConnection.Failure) in
+        for (name, value) in [
+          ("last_sweep_time", time), ("last_sweep_removed", removed),
+          ("last_sweep_bytes", bytes), ("last_sweep_nanoseconds", nanoseconds),
+        ] {
+          try db.query(
+            "UPDATE counters SET value = ? WHERE name = ?", [.integer(value), .text(name)])
+        }
+      }
     }
   }
 
@@ -237,6 +411,10 @@ final class Index: Sendable {
         case "allocated_bytes": totals.allocatedBytes = value
         case "dedup_hits": totals.dedupHits = value
         case "dedup_bytes": totals.dedupBytes = value
+        case "last_sweep_time": totals.lastSweepTime = value
+        case "last_sweep_removed": totals.lastSweepRemoved = value
+        case "last_sweep_bytes": totals.lastSweepBytes = value
+        case "last_sweep_nanoseconds": totals.lastSweepNanoseconds = value
         default: break
         }
       }

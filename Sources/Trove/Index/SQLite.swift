@@ -99,6 +99,7 @@ final class SQLiteConnection: @unchecked Sendable {
   struct Row {
     let statement: OpaquePointer
     func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
     func text(_ column: Int32) -> String {
       guard let p = sqlite3_column_text(statement, column) else { return "" }
       return String(cString: p)

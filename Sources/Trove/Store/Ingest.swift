@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// How a put brought bytes into the store.
 public enum IngestMethod: String, Sendable, Codable {
   /// The source was cloned into `tmp/` (FICLONE), then the clone was hashed:
@@ -40,7 +44,9 @@ extension Store {
   /// - Throws: `.sourceMissing`, `.sourceNotFile` (a directory),
   ///   `.permissionDenied`, `.noSpace`, `.ioError`; nothing is left in
   ///   the store when it throws.
-  public func put(file path: String) throws(TroveError) -> PutResult {
+  public func put(file path: String, priority: PutPriority = .important) throws(TroveError)
+    -> PutResult
+  {
     let source: FileDescriptor
     do throws(SystemCallError) {
       source = try FileDescriptor.open(path)
@@ -50,19 +56,23 @@ extension Store {
       throw TroveError.system(error, "read", path: path)
     }
     defer { source.close() }
-    return try ingest(source, path: path)
+    return try ingest(source, path: path, priority: priority)
   }
 
   /// Stores everything `handle` yields until its end (standard input, a
   /// pipe, a socket): one pass, bounded memory. A regular file (`< FILE`)
   /// is stored the way ``put(file:)`` stores it, from its current offset.
-  public func put(reading handle: FileHandle) throws(TroveError) -> PutResult {
-    try ingest(FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>")
+  public func put(reading handle: FileHandle, priority: PutPriority = .important)
+    throws(TroveError) -> PutResult
+  {
+    try ingest(FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", priority: priority)
   }
 
   /// Brings the bytes of `source`, from its current offset to its end, into
   /// the store by the cheapest exact way the filesystems allow.
-  private func ingest(_ source: FileDescriptor, path: String) throws(TroveError) -> PutResult {
+  private func ingest(_ source: FileDescriptor, path: String, priority: PutPriority)
+    throws(TroveError) -> PutResult
+  {
     let status = try attempt("read", path) { () throws(SystemCallError) in try source.status() }
     if status.isDirectory {
       throw TroveError(.sourceNotFile, "cannot put '\(path)': it is a directory", path: path)
@@ -76,8 +86,12 @@ extension Store {
     {
       return known
     }
-    let writer = try makeWriter()
-    if isWholeFile && status.device == device {
+    let size = status.isRegular ? status.size - start : nil
+    let canClone = isWholeFile && status.device == device
+    // A clone takes no data blocks; a copy takes `size`.
+    try admit(size: canClone ? 0 : size, priority: priority)
+    let writer = try BlobWriter(store: self, expectedSize: size)
+    if canClone {
       var cloned = false
       do throws(SystemCallError) {
         try writer.file.cloneContents(from: source)
@@ -93,6 +107,7 @@ extension Store {
         return try writer.commit(method: .clone)
       }
     }
+    if canClone { try admit(size: size, priority: priority) }
     // One pass through user space: read, hash, write. (An in-kernel
     // copy_file_range and a re-read measured 7× slower on ext4 here.)
     source.adviseSequential()
@@ -113,7 +128,7 @@ extension Store {
       try Transfer.hash(from: source, into: &hasher)
     }
     let digest = hasher.finalize()
-    if try contains(digest) {
+    if try objectStatus(digest) != nil {
       try recordDuplicate(digest, size: size)
       return PutResult(digest: digest, size: size, isDuplicate: true, method: .existing)
     }
@@ -122,16 +137,27 @@ extension Store {
   }
 
   /// Stores `bytes`.
-  public func put(bytes: some ContiguousBytes) throws(TroveError) -> PutResult {
-    let writer = try makeWriter()
+  public func put(bytes: some ContiguousBytes, priority: PutPriority = .important)
+    throws(TroveError) -> PutResult
+  {
+    let count = bytes.withUnsafeBytes { Int64($0.count) }
+    let writer = try makeWriter(expectedSize: count, priority: priority)
     try writer.write(bytes)
     return try writer.commit(method: .stream)
   }
 
   /// A writer for bytes that arrive in pieces (a download body): write
   /// them, then ``BlobWriter/commit()``. Until then they are invisible.
-  public func makeWriter() throws(TroveError) -> BlobWriter {
-    try BlobWriter(store: self)
+  ///
+  /// Give `expectedSize` when it is known (a Content-Length): room is made
+  /// for it before the first byte, and a full disk is met by freeing that
+  /// much. An `.opportunistic` writer is refused (`.lowOnSpace`) when the
+  /// volume is below the policy's minimum free space.
+  public func makeWriter(expectedSize: Int64? = nil, priority: PutPriority = .important)
+    throws(TroveError) -> BlobWriter
+  {
+    try admit(size: expectedSize, priority: priority)
+    return try BlobWriter(store: self, expectedSize: expectedSize)
   }
 
   /// Publishes the synced-or-not temp file `name` as `digest`'s object
@@ -149,7 +175,7 @@ extension Store {
       return true
     }
     // Known content: drop the copy before paying for a sync.
-    if try contains(digest) { return try duplicate() }
+    if try objectStatus(digest) != nil { return try duplicate() }
     try attempt("store", objectPath) { () throws(SystemCallError) in
       try file.setPermissions(StoreLayout.objectPermissions)
       try file.sync()
@@ -183,15 +209,24 @@ extension Store {
 /// dropped without committing).
 ///
 /// One writer belongs to one task at a time.
+///
+/// A full filesystem (ENOSPC, EDQUOT) while writing is met once by evicting
+/// least recently used entries — enough for the expected size when it is
+/// known, all that can go when it is not — and retrying the failed write
+/// from where it stopped; bytes already written are kept. If it fails
+/// again, the writer is discarded and the error says so.
 public final class BlobWriter {
   let store: Store
   let name: String
   let file: FileDescriptor
+  /// The total the caller expects, if known (a file's size, Content-Length).
+  let expectedSize: Int64?
   private var hasher = XXH3Hasher()
   private var size: Int64 = 0
   private var isOpen = true
+  private var triedToMakeRoom = false
 
-  init(store: Store) throws(TroveError) {
+  init(store: Store, expectedSize: Int64?) throws(TroveError) {
     let name = StoreLayout.temporaryName("put")
     file = try attempt("create temporary file in", store.tmpPath) { () throws(SystemCallError) in
       try FileDescriptor.open(
@@ -199,6 +234,7 @@ public final class BlobWriter {
     }
     self.store = store
     self.name = name
+    self.expectedSize = expectedSize
   }
 
   deinit { if isOpen { cancel() } }
@@ -209,11 +245,22 @@ public final class BlobWriter {
   public func write(_ bytes: UnsafeRawBufferPointer) throws(TroveError) {
     precondition(isOpen, "write after commit or cancel")
     hasher.update(bytes)
-    do throws(SystemCallError) {
-      try file.writeAll(bytes)
-    } catch {
-      cancel()
-      throw TroveError.system(error, "write", path: path)
+    var offset = 0
+    while offset < bytes.count {
+      do throws(SystemCallError) {
+        offset += try Sys.call("write") {
+          Glibc.write(file.rawValue, bytes.baseAddress! + offset, bytes.count - offset)
+        }
+      } catch {
+        if (error.errno == .noSpace || error.errno == .diskQuotaExceeded) && !triedToMakeRoom {
+          triedToMakeRoom = true
+          let missing = expectedSize.map { $0 - size - Int64(offset) } ?? .max / 2
+          let freed = (try? store.makeRoom(available: missing + (1 << 20))) ?? 0
+          if freed > 0 { continue }
+        }
+        cancel()
+        throw TroveError.system(error, "write", path: path)
+      }
     }
     size += Int64(bytes.count)
   }
@@ -227,16 +274,22 @@ public final class BlobWriter {
     if let failure { throw failure }
   }
 
-  /// Reads `source` to its end into this writer.
+  /// Reads `source` to its end into this writer: one 1 MiB buffer.
   func absorb(from source: FileDescriptor, path sourcePath: String) throws(TroveError) {
-    do throws(Transfer.PumpError) {
-      size += try Transfer.pump(from: source, to: file, hasher: &hasher)
-    } catch {
-      cancel()
-      switch error {
-      case .reading(let e): throw TroveError.system(e, "read", path: sourcePath)
-      case .writing(let e): throw TroveError.system(e, "write", path: path)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: Transfer.bufferSize, alignment: 4096)
+    defer { buffer.deallocate() }
+    while true {
+      let n: Int
+      do throws(SystemCallError) {
+        n = try source.readFully(into: buffer)
+      } catch {
+        cancel()
+        throw TroveError.system(error, "read", path: sourcePath)
       }
+      if n == 0 { return }
+      try write(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+      if n < buffer.count { return }
     }
   }
 
@@ -272,6 +325,11 @@ public final class BlobWriter {
     } catch {
       try? store.tmpDirectory.removeFile(name)
       throw error
+    }
+    if !duplicate {
+      // The bytes are stored; a failing auto-sweep must not fail the put.
+      // `trove sweep` reports whatever it was.
+      try? store.sweepIfOverBudget(protecting: digest)
     }
     return PutResult(digest: digest, size: size, isDuplicate: duplicate, method: method)
   }

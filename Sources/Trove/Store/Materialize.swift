@@ -109,6 +109,7 @@ extension Store {
       }
       throw error
     }
+    recordRead(digest)
     return Materialization(
       digest: digest, destination: destination, method: method, size: size,
       fallbackReason: reason)
@@ -123,9 +124,11 @@ extension Store {
     let object = try openObject(digest)
     defer { object.close() }
     object.adviseSequential()
-    return try verifiedCopy(
+    let count = try verifiedCopy(
       from: object, to: FileDescriptor(rawValue: handle.fileDescriptor), digest: digest,
       destination: "<output>")
+    recordRead(digest)
+    return count
   }
 
   /// `digest`'s bytes in memory, verified. For small objects; use
@@ -140,6 +143,7 @@ extension Store {
     }
     let actual = XXH3Hasher.digest(bytes)
     guard bytes.count == size, actual == digest else { throw corrupt(digest, actual: actual) }
+    recordRead(digest)
     return bytes
   }
 

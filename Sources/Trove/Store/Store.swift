@@ -29,7 +29,12 @@ public final class Store: Sendable {
   let device: UInt64
   /// The index, opened on first use: lookups by digest never need it.
   private let openedIndex = Mutex<Index?>(nil)
-  let settings: StoreSettings
+  /// The settings last read from `config.json`, with the file's identity:
+  /// re-read when another process replaced it.
+  private let cachedSettings: Mutex<(identity: [Int64], settings: StoreSettings)>
+  /// Reads this process recorded lately: digest → when (nanoseconds), so a
+  /// hot object is not looked up in the index on every read.
+  let recentReads = Mutex<[Digest: Int64]>([:])
   let cloneProbe = CloneProbe()
 
   var objectsPath: String { root + "/" + StoreLayout.objects }
@@ -89,7 +94,8 @@ public final class Store: Sendable {
       try Self.publishIfMissing(
         StoreLayout.settings, StoreSettings.initial.encoded(),
         root: root, rootFD: rootFD, tmpFD: tmpFD)
-      settings = try Self.readSettings(root: root, rootFD: rootFD)
+      let (identity, settings) = try Self.readSettings(root: root, rootFD: rootFD)
+      cachedSettings = Mutex((identity, settings))
     } catch {
       for fd in opened { fd.close() }
       throw error
@@ -164,16 +170,68 @@ public final class Store: Sendable {
   }
 
   private static func readSettings(root: String, rootFD: FileDescriptor) throws(TroveError)
-    -> StoreSettings
+    -> (identity: [Int64], settings: StoreSettings)
   {
     let path = root + "/" + StoreLayout.settings
-    let bytes = try attempt("read", path, code: .storeUnavailable) {
-      () throws(SystemCallError) -> [UInt8] in
+    let (identity, bytes) = try attempt("read", path, code: .storeUnavailable) {
+      () throws(SystemCallError) -> ([Int64], [UInt8]) in
       let fd = try FileDescriptor.open(StoreLayout.settings, in: rootFD)
       defer { fd.close() }
-      return try fd.readAll(limit: 64 * 1024)
+      return (try fd.status().identity, try fd.readAll(limit: 64 * 1024))
     }
-    return try StoreSettings.decode(bytes, path: path)
+    return (identity, try StoreSettings.decode(bytes, path: path))
+  }
+
+  /// The store's settings as `config.json` now has them: one `fstatat`
+  /// when no process changed them since they were last read.
+  func currentSettings() throws(TroveError) -> StoreSettings {
+    let identity = try? rootDirectory.status(of: StoreLayout.settings).identity
+    if let identity, let cached = cachedSettings.withLock({ $0.identity == identity ? $0.settings : nil }) {
+      return cached
+    }
+    let fresh = try Self.readSettings(root: root, rootFD: rootDirectory)
+    cachedSettings.withLock { $0 = fresh }
+    return fresh.settings
+  }
+
+  /// What the store keeps and for how long, as `config.json` now says.
+  public func policy() throws(TroveError) -> CachePolicy {
+    try currentSettings().policy
+  }
+
+  /// Changes the persisted policy: reads the latest, applies `change`, and
+  /// replaces `config.json` atomically (temp file, fsync, rename). Two
+  /// processes changing it at once are serialized by a lock on the store's
+  /// root; where locks are ignored, the later change wins whole — the file
+  /// is never torn.
+  /// - Returns: the policy now in force.
+  @discardableResult
+  public func updatePolicy(_ change: (inout CachePolicy) throws(TroveError) -> Void)
+    throws(TroveError) -> CachePolicy
+  {
+    let path = root + "/" + StoreLayout.settings
+    _ = try? rootDirectory.lock()
+    defer { rootDirectory.unlock() }
+    var settings = try Self.readSettings(root: root, rootFD: rootDirectory).settings
+    try change(&settings.policy)
+    let bytes = settings.encoded()
+    let temp = StoreLayout.temporaryName("meta")
+    try attempt("write", path) { () throws(SystemCallError) in
+      let fd = try FileDescriptor.open(
+        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
+      defer { fd.close() }
+      do throws(SystemCallError) {
+        try fd.writeAll(bytes)
+        try fd.sync()
+        try tmpDirectory.rename(temp, to: StoreLayout.settings, in: rootDirectory)
+        try rootDirectory.sync()
+      } catch {
+        try? tmpDirectory.removeFile(temp)
+        throw error
+      }
+    }
+    _ = try currentSettings()
+    return settings.policy
   }
 
   // MARK: Looking up
@@ -186,7 +244,29 @@ public final class Store: Sendable {
   /// Whether the store holds `digest`. One `fstatat`; the objects folder is
   /// the truth, not the index.
   public func contains(_ digest: Digest) throws(TroveError) -> Bool {
-    try objectStatus(digest)?.isRegular ?? false
+    guard try objectStatus(digest)?.isRegular ?? false else { return false }
+    recordRead(digest)
+    return true
+  }
+
+  /// Records a read of `digest` for LRU, coarsely: not when this process
+  /// or the index saw one within the policy's access resolution, so most
+  /// reads write nothing. A failure to record (a read-only store) never
+  /// fails the read itself.
+  func recordRead(_ digest: Digest) {
+    let now = currentTimeNanoseconds()
+    guard let policy = try? currentSettings().policy else { return }
+    let resolution = policy.accessResolution * 1_000_000_000
+    if resolution > 0,
+      let last = recentReads.withLock({ $0[digest] }), now - last < resolution
+    {
+      return
+    }
+    guard (try? index().touch(digest, now: now, resolution: resolution)) != nil else { return }
+    recentReads.withLock { reads in
+      if reads.count > 4096 { reads.removeAll(keepingCapacity: true) }
+      reads[digest] = now
+    }
   }
 
   /// The status of `digest`'s object file, or nil when there is none.
@@ -215,7 +295,7 @@ public final class Store: Sendable {
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func path(for digest: Digest) throws(TroveError) -> String {
-    guard try contains(digest) else { throw notFound(digest) }
+    guard try contains(digest) else { throw notFound(digest) }  // records the read
     return objectFilePath(digest)
   }
 
@@ -229,7 +309,7 @@ public final class Store: Sendable {
 
   /// The index's record of `digest`, or nil if the store does not hold it.
   public func entry(for digest: Digest) throws(TroveError) -> Entry? {
-    guard try contains(digest) else { return nil }
+    guard try objectStatus(digest) != nil else { return nil }
     return try index().entry(for: digest)
   }
 
@@ -264,13 +344,15 @@ public final class Store: Sendable {
   /// Points `key` (a URL, a package id, any text) at `digest`, replacing
   /// what it pointed at. The store must hold `digest`.
   public func bind(key: String, to digest: Digest) throws(TroveError) {
-    guard try contains(digest) else { throw notFound(digest) }
+    guard try objectStatus(digest) != nil else { throw notFound(digest) }
     try index().bind(key: key, to: digest, at: currentTimeNanoseconds())
   }
 
   /// The digest `key` points at, if it is bound and its object is present.
   public func digest(forKey key: String) throws(TroveError) -> Digest? {
-    guard let digest = try index().digest(forKey: key), try contains(digest) else { return nil }
+    guard let digest = try index().digest(forKey: key), try objectStatus(digest) != nil else {
+      return nil
+    }
     return digest
   }
 

@@ -7,6 +7,7 @@
 /// ```
 /// ROOT/
 ///   CACHEDIR.TAG        backup tools skip the store
+///   sweep.lock          held by the sweeping process
 ///   config.json         format version and settings
 ///   index.sqlite        the index (WAL: -wal, -shm beside it)
 ///   objects/ab/<hex>    one read-only file per digest, fanned out by its first two hex digits
@@ -18,6 +19,8 @@ enum StoreLayout {
   static let index = "index.sqlite"
   static let settings = "config.json"
   static let cacheDirTag = "CACHEDIR.TAG"
+  /// Held (flock) by the process sweeping the store, which writes its pid in it.
+  static let sweepLock = "sweep.lock"
 
   /// The Cache Directory Tagging Specification's tag: the first 43 bytes
   /// are the signature that GNU tar `--exclude-caches`, borg and restic look for.

@@ -5,11 +5,26 @@ import Foundation
 struct StoreSettings: Codable, Sendable, Equatable {
   /// The on-disk format this store was written in.
   var format: Int
+  /// What the store keeps and for how long.
+  var policy: CachePolicy
 
   /// The format this build writes and the newest it reads.
   static let currentFormat = 1
 
-  static let initial = StoreSettings(format: currentFormat)
+  static let initial = StoreSettings(format: currentFormat, policy: .default)
+
+  init(format: Int, policy: CachePolicy) {
+    self.format = format
+    self.policy = policy
+  }
+
+  enum CodingKeys: String, CodingKey { case format, policy }
+
+  init(from decoder: any Decoder) throws {
+    let c = try decoder.container(keyedBy: CodingKeys.self)
+    format = try c.decode(Int.self, forKey: .format)
+    policy = try c.decodeIfPresent(CachePolicy.self, forKey: .policy) ?? .default
+  }
 
   func encoded() -> [UInt8] {
     let encoder = JSONEncoder()
@@ -24,8 +39,7 @@ struct StoreSettings: Codable, Sendable, Equatable {
       settings = try JSONDecoder().decode(StoreSettings.self, from: Data(bytes))
     } catch {
       throw TroveError(
-        .unsupportedFormat, "cannot read store settings '\(path)': not valid JSON settings",
-        path: path)
+        .unsupportedFormat, "cannot read store settings '\(path)': \(error)", path: path)
     }
     guard settings.format <= currentFormat, settings.format >= 1 else {
       throw TroveError(
@@ -34,5 +48,48 @@ struct StoreSettings: Codable, Sendable, Equatable {
         path: path)
     }
     return settings
+  }
+}
+
+extension CachePolicy {
+  /// The keys of `config.json`'s `policy` object: the `trove config` names.
+  enum CodingKeys: String, CodingKey {
+    case budget, maxAge = "max-age", lowWater = "low-water",
+      accessResolution = "access-resolution", minimumFree = "min-free",
+      temporaryMaxAge = "tmp-max-age"
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let c = try decoder.container(keyedBy: CodingKeys.self)
+    let d = CachePolicy.default
+    budget = try c.decodeIfPresent(Int64.self, forKey: .budget)
+    maxAge = try c.decodeIfPresent(Int64.self, forKey: .maxAge)
+    lowWater = try c.decodeIfPresent(Double.self, forKey: .lowWater) ?? d.lowWater
+    accessResolution =
+      try c.decodeIfPresent(Int64.self, forKey: .accessResolution) ?? d.accessResolution
+    temporaryMaxAge =
+      try c.decodeIfPresent(Int64.self, forKey: .temporaryMaxAge) ?? d.temporaryMaxAge
+    if let text = try? c.decodeIfPresent(String.self, forKey: .minimumFree) {
+      var policy = d
+      try PolicyKey.minimumFree.set(text, in: &policy)
+      minimumFree = policy.minimumFree
+    } else if let bytes = try c.decodeIfPresent(Int64.self, forKey: .minimumFree) {
+      minimumFree = .bytes(bytes)
+    } else {
+      minimumFree = d.minimumFree
+    }
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(budget, forKey: .budget)
+    try c.encode(maxAge, forKey: .maxAge)
+    try c.encode(lowWater, forKey: .lowWater)
+    try c.encode(accessResolution, forKey: .accessResolution)
+    switch minimumFree {
+    case .percent: try c.encode(minimumFree.description, forKey: .minimumFree)
+    case .bytes(let n): try c.encode(n, forKey: .minimumFree)
+    }
+    try c.encode(temporaryMaxAge, forKey: .temporaryMaxAge)
   }
 }

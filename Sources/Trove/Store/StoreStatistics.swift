@@ -21,6 +21,30 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   public var availableBytes: Int64
   /// The store filesystem's size.
   public var totalBytes: Int64
+  /// Free space the policy keeps on the volume (`min-free`), in bytes.
+  public var minimumFreeBytes: Int64
+  /// The byte budget (allocated bytes), if any.
+  public var budget: Int64?
+  /// The maximum age in seconds, if any.
+  public var maxAge: Int64?
+  /// Entries held by an unexpired pin.
+  public var pinnedEntries: Int64
+  /// Bytes (allocated) those entries take.
+  public var pinnedBytes: Int64
+  /// The last sweep, if the store was ever swept.
+  public var lastSweep: LastSweep?
+
+  /// What the last sweep did.
+  public struct LastSweep: Sendable, Hashable, Codable {
+    /// When it ran, nanoseconds since 1970.
+    public var time: Int64
+    /// Entries it removed.
+    public var removedEntries: Int64
+    /// Bytes (allocated) they took.
+    public var removedBytes: Int64
+    /// How long it took, in seconds.
+    public var seconds: Double
+  }
 }
 
 /// The answer of a clone probe between the store and a folder.
@@ -39,17 +63,26 @@ extension Store {
   /// Totals from the index (O(1)), the store filesystem's kind and free
   /// space, and whether it can clone.
   public func statistics() throws(TroveError) -> StoreStatistics {
-    let totals = try index().totals()
-    let space = try attempt("inspect", root) { () throws(SystemCallError) in
-      try Sys.spaceAvailable(at: root)
-    }
+    let index = try index()
+    let totals = try index.totals()
+    let pinned = try index.pinnedTotals(now: currentTimeNanoseconds())
+    let space = try freeSpace()
+    let policy = try currentSettings().policy
     let clones = try cloneSupport()
+    let lastSweep =
+      totals.lastSweepTime == 0
+      ? nil
+      : StoreStatistics.LastSweep(
+        time: totals.lastSweepTime, removedEntries: totals.lastSweepRemoved,
+        removedBytes: totals.lastSweepBytes, seconds: Double(totals.lastSweepNanoseconds) / 1e9)
     return StoreStatistics(
       root: root, entries: totals.entries, logicalBytes: totals.logicalBytes,
       allocatedBytes: totals.allocatedBytes, dedupHits: totals.dedupHits,
       dedupSavedBytes: totals.dedupBytes, filesystem: clones.storeFilesystem,
       cloneSupported: clones.isSupported, availableBytes: space.available,
-      totalBytes: space.total)
+      totalBytes: space.total, minimumFreeBytes: space.threshold, budget: policy.budget,
+      maxAge: policy.maxAge, pinnedEntries: pinned.entries, pinnedBytes: pinned.bytes,
+      lastSweep: lastSweep)
   }
 
   /// Probes whether objects can be cloned into `folder` (the store's own

@@ -268,3 +268,25 @@ extension FileDescriptor {
     Int64(try Sys.call("lseek") { lseek(rawValue, 0, SEEK_CUR) })
   }
 }
+
+extension FileDescriptor {
+  /// Takes an advisory whole-file lock: exclusive or shared; when `wait` is
+  /// false, returns false at once if another holds it. `flock(2)`.
+  ///
+  /// Locks are advisory and some network filesystems grant them silently to
+  /// everyone: Trove uses them to save work, never for correctness.
+  func lock(exclusive: Bool = true, wait: Bool = true) throws(SystemCallError) -> Bool {
+    let operation = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB)
+    do {
+      _ = try Sys.call("flock") { flock(rawValue, operation) }
+      return true
+    } catch where error.errno == Errno(rawValue: EWOULDBLOCK) {
+      return false
+    }
+  }
+
+  /// Releases a lock taken with `lock`. `flock(2)` with LOCK_UN.
+  func unlock() {
+    _ = flock(rawValue, LOCK_UN)
+  }
+}

@@ -32,7 +32,15 @@ struct FileStatus: Sendable, Equatable {
     inode = UInt64(s.st_ino)
     linkCount = UInt64(s.st_nlink)
     modificationTime = Int64(s.st_mtim.tv_sec)
+    changeTime = Int64(s.st_ctim.tv_sec) * 1_000_000_000 + Int64(s.st_ctim.tv_nsec)
   }
+
+  /// `st_ctime` in nanoseconds: changes whenever the file does.
+  var changeTime: Int64
+
+  /// Identifies this version of a file: a replaced or rewritten file
+  /// differs in one of inode, size, or change time.
+  var identity: [Int64] { [Int64(bitPattern: inode), size, changeTime, modificationTime] }
 
   /// The file type bits of `mode`.
   private var type: UInt32 { mode & UInt32(S_IFMT) }

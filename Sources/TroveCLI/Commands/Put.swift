@@ -4,9 +4,17 @@ import Trove
 let putCommand = CommandSpec(
   name: "put",
   abstract: "Store files (or standard input) and print their digests.",
-  usage: "[--json] [-v] <file>...",
+  usage: "[--optional] [--key <key>] [--json] [-v] <file>...",
   arguments: [("file", "A file to store, or '-' for standard input.")],
-  options: [jsonOption, verboseOption],
+  options: [
+    OptionSpec(
+      names: ["--optional"], valueName: nil,
+      help: "Skip the put (exit 75) when the volume is below the store's min-free."),
+    OptionSpec(
+      names: ["--key"], valueName: "key",
+      help: "Bind a name (a URL, a package id) to the digest; one file only."),
+    jsonOption, verboseOption,
+  ],
   discussion: """
     Prints 'DIGEST  NAME' per input, as xxhsum -H2 does. A file on the store's
     filesystem is cloned in (no data copied) where the filesystem can clone;
@@ -17,6 +25,11 @@ let putCommand = CommandSpec(
     guard !invocation.positionals.isEmpty else {
       throw invocation.usageError("Missing expected argument '<file>'")
     }
+    let key = invocation.value("--key")
+    if key != nil && invocation.positionals.count != 1 {
+      throw invocation.usageError("--key names one file; \(invocation.positionals.count) given")
+    }
+    let priority: PutPriority = invocation.flag("--optional") ? .opportunistic : .important
     let store = try invocation.openStore()
     let verbose = invocation.flag("--verbose")
     var status = ExitStatus.success
@@ -25,7 +38,9 @@ let putCommand = CommandSpec(
       do throws(TroveError) {
         let result =
           name == "-"
-          ? try store.put(reading: FileHandle.standardInput) : try store.put(file: name)
+          ? try store.put(reading: FileHandle.standardInput, priority: priority)
+          : try store.put(file: name, priority: priority)
+        if let key { try store.bind(key: key, to: result.digest) }
         if invocation.flag("--json") {
           results.append(PutRecord(name: name, result: result))
         } else {

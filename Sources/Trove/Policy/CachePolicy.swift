@@ -1,0 +1,153 @@
+/// What a store keeps and for how long: the byte budget, expiry, the
+/// low-water mark sweeps trim to, how coarsely reads are recorded, and how
+/// much free space the volume must keep. Persisted in the store's
+/// `config.json`, so every process that uses the store follows the same
+/// policy; change it with ``Store/updatePolicy(_:)`` or `trove config set`.
+public struct CachePolicy: Sendable, Hashable, Codable {
+  /// The most bytes (allocated on disk) unpinned and pinned entries may
+  /// take together before a sweep evicts; nil for no limit. Pinned entries
+  /// are never evicted, so they can hold a store above its budget.
+  public var budget: Int64?
+  /// Entries not read or stored again for this many seconds are removed by
+  /// a sweep; nil for no expiry.
+  public var maxAge: Int64?
+  /// A sweep that evicts for the budget stops at this fraction of it, so
+  /// sweeps do not run after every put. In (0, 1].
+  public var lowWater: Double
+  /// Reads refresh an entry's last access only when the recorded one is at
+  /// least this many seconds old: reads rarely write. 0 records every read.
+  public var accessResolution: Int64
+  /// Below this much free space on the store's volume, opportunistic puts
+  /// are skipped and every put sweeps first.
+  public var minimumFree: FreeSpaceThreshold
+  /// Files in `tmp/` untouched for this many seconds are leftovers of dead
+  /// writers, removed by every sweep.
+  public var temporaryMaxAge: Int64
+
+  /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
+  /// the volume kept free, leftovers removed after an hour.
+  public static let `default` = CachePolicy(
+    budget: nil, maxAge: nil, lowWater: 0.9, accessResolution: 60,
+    minimumFree: .percent(10), temporaryMaxAge: 3600)
+
+  /// Makes a policy.
+  public init(
+    budget: Int64?, maxAge: Int64?, lowWater: Double, accessResolution: Int64,
+    minimumFree: FreeSpaceThreshold, temporaryMaxAge: Int64
+  ) {
+    self.budget = budget
+    self.maxAge = maxAge
+    self.lowWater = lowWater
+    self.accessResolution = accessResolution
+    self.minimumFree = minimumFree
+    self.temporaryMaxAge = temporaryMaxAge
+  }
+}
+
+/// Free space a volume must keep: bytes, or a percentage of its size.
+public enum FreeSpaceThreshold: Sendable, Hashable, Codable, CustomStringConvertible {
+  /// An absolute amount.
+  case bytes(Int64)
+  /// A percentage of the volume's size, 0 to 100.
+  case percent(Double)
+
+  /// The threshold in bytes on a volume of `total` bytes.
+  public func bytes(ofVolume total: Int64) -> Int64 {
+    switch self {
+    case .bytes(let n): return n
+    case .percent(let p): return Int64(Double(total) * p / 100)
+    }
+  }
+
+  /// `10%` or a size such as `1.0 GiB`.
+  public var description: String {
+    switch self {
+    case .bytes(let n): return Quantities.formatSize(n)
+    case .percent(let p):
+      return p == p.rounded() ? "\(Int(p))%" : "\(p)%"
+    }
+  }
+}
+
+/// The settings `trove config` knows, with their parsers and the forms
+/// they accept.
+public enum PolicyKey: String, CaseIterable, Sendable {
+  case budget
+  case maxAge = "max-age"
+  case lowWater = "low-water"
+  case accessResolution = "access-resolution"
+  case minimumFree = "min-free"
+  case temporaryMaxAge = "tmp-max-age"
+
+  /// What the setting means, for `trove config`.
+  public var summary: String {
+    switch self {
+    case .budget: return "bytes the store may use before sweeps evict (none: no limit)"
+    case .maxAge: return "entries unused this long are removed by sweeps (none: never)"
+    case .lowWater: return "fraction of the budget a sweep trims to"
+    case .accessResolution: return "reads record access only when the last is older than this"
+    case .minimumFree: return "free space the volume keeps; below it optional puts are skipped"
+    case .temporaryMaxAge: return "in-flight files idle this long are removed by sweeps"
+    }
+  }
+
+  /// The forms the setting accepts, for error messages.
+  public var acceptedForms: String {
+    switch self {
+    case .budget: return "a size such as 500M, 10G, 1.5GiB or 0, or 'none'"
+    case .maxAge: return "a duration such as 30d, 12h, 90m or 45s, or 'none'"
+    case .lowWater: return "a ratio above 0 and at most 1, such as 0.9"
+    case .accessResolution: return "a duration such as 60s, 5m or 0"
+    case .minimumFree: return "a percentage such as 10% or a size such as 1G"
+    case .temporaryMaxAge: return "a duration such as 1h or 30m"
+    }
+  }
+
+  /// The setting's value in `policy`, as `trove config` prints it.
+  public func value(in policy: CachePolicy) -> String {
+    switch self {
+    case .budget: return policy.budget.map { Quantities.formatSize($0) } ?? "none"
+    case .maxAge: return policy.maxAge.map(Quantities.formatDuration) ?? "none"
+    case .lowWater: return "\(policy.lowWater)"
+    case .accessResolution: return Quantities.formatDuration(policy.accessResolution)
+    case .minimumFree: return policy.minimumFree.description
+    case .temporaryMaxAge: return Quantities.formatDuration(policy.temporaryMaxAge)
+    }
+  }
+
+  /// Sets the setting in `policy` from `text`.
+  ///
+  /// - Throws: `.invalidArgument` quoting `text` and listing the accepted forms.
+  public func set(_ text: String, in policy: inout CachePolicy) throws(TroveError) {
+    let invalid = TroveError(
+      .invalidArgument, "invalid \(rawValue) '\(text)': expected \(acceptedForms)", value: text)
+    let none = text.lowercased() == "none"
+    switch self {
+    case .budget:
+      if none { policy.budget = nil; return }
+      guard let size = Quantities.parseSize(text) else { throw invalid }
+      policy.budget = size
+    case .maxAge:
+      if none { policy.maxAge = nil; return }
+      guard let seconds = Quantities.parseDuration(text) else { throw invalid }
+      policy.maxAge = seconds
+    case .lowWater:
+      guard let ratio = Double(text), ratio > 0, ratio <= 1 else { throw invalid }
+      policy.lowWater = ratio
+    case .accessResolution:
+      guard let seconds = Quantities.parseDuration(text) else { throw invalid }
+      policy.accessResolution = seconds
+    case .minimumFree:
+      if text.hasSuffix("%") {
+        guard let p = Double(text.dropLast()), p >= 0, p <= 100 else { throw invalid }
+        policy.minimumFree = .percent(p)
+      } else {
+        guard let size = Quantities.parseSize(text) else { throw invalid }
+        policy.minimumFree = .bytes(size)
+      }
+    case .temporaryMaxAge:
+      guard let seconds = Quantities.parseDuration(text), seconds > 0 else { throw invalid }
+      policy.temporaryMaxAge = seconds
+    }
+  }
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+/// Sizes and durations as people write them in settings and on the command
+/// line: `500M`, `10G`, `1.5GiB`, `30d`, `12h`.
+public enum Quantities {
+  /// Parses a size: a number with an optional unit. `K`, `M`, `G`, `T` (and
+  /// `KB`, `MB`, …) are powers of 1000, as in ccache and SI; `Ki`, `Mi`,
+  /// `Gi`, `Ti` (and `KiB`, `MiB`, …) are powers of 1024; `B` or no unit
+  /// means bytes. Case is ignored for the letter; fractions are allowed
+  /// (`1.5GiB`). Returns nil for anything else or a negative size.
+  public static func parseSize(_ text: String) -> Int64? {
+    let (number, unit) = split(text)
+    guard let value = Double(number), value >= 0, value.isFinite else { return nil }
+    let multipliers: [String: Double] = [
+      "": 1, "b": 1,
+      "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+      "ki": 1024, "kib": 1024, "mi": 1_048_576, "mib": 1_048_576,
+      "gi": 1_073_741_824, "gib": 1_073_741_824, "ti": 1_099_511_627_776,
+      "tib": 1_099_511_627_776,
+    ]
+    guard let multiplier = multipliers[unit.lowercased()] else { return nil }
+    let bytes = (value * multiplier).rounded()
+    guard bytes < 9.2e18 else { return nil }
+    return Int64(bytes)
+  }
+
+  /// Parses a duration: a number and a unit, `s`, `m`, `h`, `d` or `w`
+  /// (`0` alone is allowed). Returns seconds, or nil.
+  public static func parseDuration(_ text: String) -> Int64? {
+    if text == "0" { return 0 }
+    let (number, unit) = split(text)
+    guard let value = Double(number), value >= 0, value.isFinite else { return nil }
+    let multipliers: [String: Double] = [
+      "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604_800,
+    ]
+    guard let multiplier = multipliers[unit.lowercased()] else { return nil }
+    let seconds = (value * multiplier).rounded()
+    guard seconds < 9.2e18 else { return nil }
+    return Int64(seconds)
+  }
+
+  /// A size for people, in binary units: `512 B`, `1.5 KiB`, `3.2 GiB`.
+  public static func formatSize(_ bytes: Int64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    var value = Double(bytes)
+    var unit = 0
+    while abs(value) >= 1024 && unit < units.count - 1 {
+      value /= 1024
+      unit += 1
+    }
+    return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+  }
+
+  /// A duration for people: the largest whole unit, e.g. `30d`, `12h`,
+  /// `90s`.
+  public static func formatDuration(_ seconds: Int64) -> String {
+    for (unit, size) in [("w", Int64(604_800)), ("d", 86400), ("h", 3600), ("m", 60)]
+    where seconds >= size && seconds % size == 0 {
+      return "\(seconds / size)\(unit)"
+    }
+    return "\(seconds)s"
+  }
+
+  private static func split(_ text: String) -> (Substring, Substring) {
+    let trimmed = Substring(text.trimmingCharacters(in: .whitespaces))
+    let end =
+      trimmed.firstIndex { !($0.isNumber || $0 == ".") } ?? trimmed.endIndex
+    return (trimmed[..<end], trimmed[end...].drop { $0 == " " })
+  }
+}

@@ -1,0 +1,74 @@
+/// How much a put matters when the volume runs low on space (the seeds'
+/// important and opportunistic capacity).
+public enum PutPriority: String, Sendable, Hashable, Codable {
+  /// Work the user asked for: stored if there is any way to make room.
+  case important
+  /// Optional work (prefetch, warming): skipped with `.lowOnSpace` when
+  /// the volume is below the policy's minimum free space, even after a sweep.
+  case opportunistic
+}
+
+/// The store volume's free space beside the policy's threshold.
+public struct FreeSpace: Sendable, Hashable, Codable {
+  /// Bytes available to unprivileged users (statvfs `f_bavail`).
+  public var available: Int64
+  /// The volume's size.
+  public var total: Int64
+  /// The free space the policy wants kept (`min-free`), in bytes.
+  public var threshold: Int64
+
+  /// Whether the volume is below the threshold.
+  public var isLow: Bool { available < threshold }
+}
+
+extension Store {
+  /// Free space on the store's volume (statvfs) and the policy's threshold.
+  public func freeSpace() throws(TroveError) -> FreeSpace {
+    let space = try attempt("inspect", root) { () throws(SystemCallError) in
+      try Sys.spaceAvailable(at: root)
+    }
+    let threshold = try currentSettings().policy.minimumFree.bytes(ofVolume: space.total)
+    return FreeSpace(available: space.available, total: space.total, threshold: threshold)
+  }
+
+  /// Before a put of `size` bytes (nil when unknown): if the volume would
+  /// fall below the policy's minimum free space, sweep least recently used
+  /// entries to make room first. An opportunistic put that still would not
+  /// fit above the threshold is refused with `.lowOnSpace`. One statvfs
+  /// when there is room.
+  func admit(size: Int64?, priority: PutPriority) throws(TroveError) {
+    var space = try freeSpace()
+    let needed = space.threshold + (size ?? 0)
+    guard space.available < needed else { return }
+    _ = try makeRoom(available: needed)
+    space = try freeSpace()
+    if priority == .opportunistic && space.available < needed {
+      throw TroveError(
+        .lowOnSpace,
+        "skipped an optional put into '\(root)': \(Quantities.formatSize(space.available)) free, below the \(Quantities.formatSize(space.threshold)) the store keeps free (min-free)",
+        path: root)
+    }
+  }
+
+  /// Removes unpinned entries, least recently used first, until `needed`
+  /// bytes are available on the volume or nothing more can go. Returns the
+  /// bytes (allocated) removed. Takes the sweep lock, waiting for it.
+  func makeRoom(available needed: Int64, protecting protected: Set<Digest> = []) throws(TroveError)
+    -> Int64
+  {
+    try withSweepLock(wait: true) { () throws(TroveError) in
+      var planned = Set<Digest>()
+      var checked = 0
+      let removal = try removeLeastRecentlyUsed(
+        before: nil, now: currentTimeNanoseconds(), dryRun: false, protected: protected,
+        planned: &planned
+      ) { _ in
+        // statvfs is cheap, but not free: look every few removals.
+        checked += 1
+        if checked % 8 != 1 { return true }
+        return ((try? Sys.spaceAvailable(at: root).available) ?? 0) < needed
+      }
+      return removal.bytes
+    }
+  }
+}

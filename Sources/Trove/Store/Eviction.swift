@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The mechanism of eviction: removing one chosen entry safely, clearing
+/// dead writers' leftovers, and the lock that keeps sweeps from competing.
+/// What to remove is decided in Policy/Sweeper.swift.
+extension Store {
+  /// Removes `entry` if it is still as it was chosen (not read, stored
+  /// again or pinned since): the index row first, then the file. A crash
+  /// between the two leaves an orphan file, which `reindex` adopts — never
+  /// a row that points at nothing. A reader that already opened the object
+  /// keeps reading correct bytes. Returns whether it was removed.
+  func evict(_ entry: Entry, now: Int64) throws(TroveError) -> Bool {
+    guard try index().evict(entry, now: now) else { return false }
+    recentReads.withLock { _ = $0.removeValue(forKey: entry.digest) }
+    do throws(SystemCallError) {
+      try objectsDirectory.removeFile(StoreLayout.objectPath(entry.digest))
+    } catch where error.errno == .noSuchFileOrDirectory {
+      // Already gone (another sweep on a filesystem whose locks lie).
+    } catch {
+      throw TroveError.system(error, "remove", path: objectFilePath(entry.digest))
+    }
+    return true
+  }
+
+  /// Removes files in `tmp/` not modified for `seconds`: leftovers of
+  /// writers that died. A live writer touches its file as it writes; one
+  /// idle that long and then removed fails its publish cleanly (ENOENT),
+  /// never publishing wrong bytes. O(files in tmp/).
+  func removeStaleTemporaries(olderThan seconds: Int64, dryRun: Bool) throws(TroveError)
+    -> (count: Int, bytes: Int64)
+  {
+    let names = try attempt("list", tmpPath) { () throws(SystemCallError) in
+      try tmpDirectory.entries()
+    }
+    let cutoff = currentTimeNanoseconds() / 1_000_000_000 - seconds
+    var removed = (count: 0, bytes: Int64(0))
+    for name in names {
+      guard let status = try? tmpDirectory.status(of: name, followSymlinks: false),
+        status.modificationTime < cutoff
+      else { continue }
+      if !dryRun {
+        do throws(SystemCallError) {
+          try tmpDirectory.removeFile(name)
+        } catch where error.errno == .noSuchFileOrDirectory {
+          continue
+        } catch {
+          throw TroveError.system(error, "remove", path: tmpPath + "/" + name)
+        }
+      }
+      removed.count += 1
+      removed.bytes += status.allocatedBytes
+    }
+    return removed
+  }
+
+  /// Runs `body` holding the sweep lock (`sweep.lock`, with this process's
+  /// id written in it). When another process holds it: waits if `wait`,
+  /// else throws `.busy` naming the holder. The lock saves work; a
+  /// filesystem that ignores it costs work, not correctness — every
+  /// eviction re-checks its entry in the index.
+  func withSweepLock<T>(wait: Bool, _ body: () throws(TroveError) -> T) throws(TroveError) -> T {
+    let path = root + "/" + StoreLayout.sweepLock
+    let fd = try attempt("open", path) { () throws(SystemCallError) in
+      try FileDescriptor.open(
+        StoreLayout.sweepLock, in: rootDirectory, [.readWrite, .create], permissions: 0o644)
+    }
+    defer { fd.close() }
+    let locked = try attempt("lock", path) { () throws(SystemCallError) in
+      try fd.lock(exclusive: true, wait: wait)
+    }
+    guard locked else {
+      let holder = (try? fd.readAll(limit: 32)).map { String(decoding: $0, as: UTF8.self) }
+      let pid = holder?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+      throw TroveError(
+        .busy,
+        "a sweep of store '\(root)' is already running\(pid.isEmpty ? "" : " (process \(pid))")",
+        path: path)
+    }
+    defer { fd.unlock() }
+    try? fd.truncate(to: 0)
+    try? fd.writeAll(Array("\(getpid())\n".utf8))
+    return try body()
+  }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Trove
+
+let pinNameOption = OptionSpec(
+  names: ["--name"], valueName: "name",
+  help: "Whose pin this is (default: 'default'); other names' pins are untouched.")
+
+let pinCommand = CommandSpec(
+  name: "pin",
+  abstract: "Keep objects from being swept, for good or for a while.",
+  usage: "[--name <name>] [--for <duration>] <digest-or-key>...",
+  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  options: [
+    pinNameOption,
+    OptionSpec(
+      names: ["--for"], valueName: "duration",
+      help: "A lease: the pin lapses after this long (2h, 1d), even if its holder crashed."),
+  ],
+  discussion: """
+    A pinned object survives any budget and any maximum age. Pins carry a name, so
+    several tools sharing a store keep their own; pinning again under the same
+    name replaces that pin (and its lease).
+    """,
+  run: { invocation in
+    guard !invocation.positionals.isEmpty else {
+      throw invocation.usageError("Missing expected argument '<digest-or-key>'")
+    }
+    let duration = try invocation.duration("--for")
+    let name = invocation.value("--name") ?? "default"
+    let store = try invocation.openStore()
+    for text in invocation.positionals {
+      try store.pin(try invocation.digestOrKey(text, in: store), name: name, duration: duration)
+    }
+    return ExitStatus.success
+  })
+
+let unpinCommand = CommandSpec(
+  name: "unpin",
+  abstract: "Remove your pins of objects.",
+  usage: "[--name <name>] <digest-or-key>...",
+  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  options: [pinNameOption],
+  discussion: "Exit 1 if one had no pin under that name; pins under other names stay.",
+  run: { invocation in
+    guard !invocation.positionals.isEmpty else {
+      throw invocation.usageError("Missing expected argument '<digest-or-key>'")
+    }
+    let name = invocation.value("--name") ?? "default"
+    let store = try invocation.openStore()
+    var status = ExitStatus.success
+    for text in invocation.positionals {
+      let digest = try invocation.digestOrKey(text, in: store)
+      if try !store.unpin(digest, name: name) {
+        Output.error("Error: \(digest) has no pin named '\(name)' in store '\(store.root)'")
+        status = ExitStatus.failure
+      }
+    }
+    return status
+  })
+
+let pinsCommand = CommandSpec(
+  name: "pins",
+  abstract: "List the pins.",
+  usage: "[--json]",
+  arguments: [],
+  options: [jsonOption],
+  discussion: "One line per pin: digest, name, and when its lease lapses (or 'never').",
+  run: { invocation in
+    try invocation.requirePositionals([])
+    let pins = try invocation.openStore().pins()
+    if invocation.flag("--json") {
+      Output.json(pins.map(PinRecord.init))
+    } else {
+      for pin in pins {
+        Output.line("\(pin.digest)  \(pin.name)  \(pin.expires.map(Output.time) ?? "never")")
+      }
+    }
+    return ExitStatus.success
+  })
+
+/// One pin in `pins --json`.
+struct PinRecord: Encodable {
+  var digest: String
+  var name: String
+  var expires: String?
+  var created: String
+
+  init(_ pin: Pin) {
+    digest = pin.digest.description
+    name = pin.name
+    expires = pin.expires.map(Output.time)
+    created = Output.time(pin.created)
+  }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Trove
+
+let sweepCommand = CommandSpec(
+  name: "sweep",
+  abstract: "Trim the store to its budget and maximum age.",
+  usage: "[--budget <size>] [--max-age <duration>] [--dry-run] [--no-wait] [--json]",
+  arguments: [],
+  options: [
+    OptionSpec(
+      names: ["--budget"], valueName: "size",
+      help: "Use this budget instead of the store's (500M, 10G, 1.5GiB, 0)."),
+    OptionSpec(
+      names: ["--max-age"], valueName: "duration",
+      help: "Remove entries unused this long (30d, 12h) instead of the store's max-age."),
+    OptionSpec(names: ["--dry-run"], valueName: nil, help: "Say what would go; remove nothing."),
+    OptionSpec(
+      names: ["--no-wait"], valueName: nil,
+      help: "Fail (exit 75) instead of waiting when another sweep runs."),
+    jsonOption,
+  ],
+  discussion: """
+    Removes leftovers of dead writers in tmp/, then entries not used within the
+    maximum age, then least recently used entries while the store is over its
+    budget, down to the low-water mark (low-water × budget). Pinned entries are
+    never removed. Set the store's own budget with 'trove config set budget 10G'.
+    """,
+  run: { invocation in
+    try invocation.requirePositionals([])
+    let options = SweepOptions(
+      budget: try invocation.size("--budget"), maxAge: try invocation.duration("--max-age"),
+      dryRun: invocation.flag("--dry-run"), wait: !invocation.flag("--no-wait"))
+    let report = try invocation.openStore().sweep(options)
+    if invocation.flag("--json") {
+      Output.json(SweepRecord(report))
+      return ExitStatus.success
+    }
+    let verb = report.dryRun ? "would remove" : "removed"
+    var line =
+      "\(verb) \(report.removedEntries) entries (\(Output.size(report.removedBytes)))"
+    if report.expiredEntries > 0 { line += ": \(report.expiredEntries) expired" }
+    if report.evictedEntries > 0 {
+      line += report.expiredEntries > 0 ? "," : ":"
+      line += " \(report.evictedEntries) least recently used"
+    }
+    line += "; \(report.temporaryFiles) leftover temporary files"
+    line += "; \(Output.size(report.bytesAfter)) in use"
+    if let budget = report.budget { line += " of a \(Output.size(budget)) budget" }
+    line += String(format: "; took %.3f s", report.seconds)
+    Output.line(line)
+    return ExitStatus.success
+  })
+
+/// `sweep --json`.
+struct SweepRecord: Encodable {
+  var dryRun: Bool
+  var removedEntries: Int
+  var expiredEntries: Int
+  var evictedEntries: Int
+  var removedBytes: Int64
+  var skippedEntries: Int
+  var temporaryFiles: Int
+  var temporaryBytes: Int64
+  var bytesAfter: Int64
+  var budget: Int64?
+  var seconds: Double
+
+  init(_ r: SweepReport) {
+    dryRun = r.dryRun
+    removedEntries = r.removedEntries
+    expiredEntries = r.expiredEntries
+    evictedEntries = r.evictedEntries
+    removedBytes = r.removedBytes
+    skippedEntries = r.skippedEntries
+    temporaryFiles = r.temporaryFiles
+    temporaryBytes = r.temporaryBytes
+    bytesAfter = r.bytesAfter
+    budget = r.budget
+    seconds = r.seconds
+  }
+}
