@@ -213,6 +213,116 @@ struct CLITests {
     #expect(try contents(scratch["exists"]) == [1, 2, 3])
   }
 
+  @Test("config lists, gets and sets settings; bad values exit 64 with the accepted forms")
+  func config() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let list = try CLI.run(["--store", store, "config"])
+    #expect(list.status == 0)
+    #expect(
+      list.out.split(separator: "\n").map { $0.split(separator: " ").first ?? "" } == [
+        "budget", "max-age", "low-water", "access-resolution", "min-free", "tmp-max-age",
+      ])
+    #expect(try CLI.run(["--store", store, "config", "set", "budget", "1.5GiB"]).status == 0)
+    #expect(try CLI.run(["--store", store, "config", "get", "budget"]).out == "1.5 GiB\n")
+    #expect(try CLI.run(["--store", store, "config", "set", "max-age", "30d"]).status == 0)
+    #expect(try CLI.run(["--store", store, "config", "get", "max-age"]).out == "30d\n")
+    let bad = try CLI.run(["--store", store, "config", "set", "budget", "lots"])
+    #expect(bad.status == 64)
+    #expect(
+      bad.errorLines.first
+        == "Error: invalid budget 'lots': expected a size such as 500M, 10G, 1.5GiB or 0, or 'none'"
+    )
+    let unknown = try CLI.run(["--store", store, "config", "get", "colour"])
+    #expect(
+      unknown.status == 64 && unknown.errorLines.first?.contains("unknown setting 'colour'") == true
+    )
+    let json = try JSONSerialization.jsonObject(
+      with: Data(try contents(scratch["store/config.json"])))
+    let policy = (json as? [String: Any])?["policy"] as? [String: Any]
+    #expect(policy?["budget"] as? Int == 1_610_612_736)
+  }
+
+  @Test("sweep, pin by key, pins and unpin through the command line")
+  func sweepAndPins() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    var digests: [String] = []
+    for i in 0..<5 {
+      let file = try scratch.write("f\(i)", Bytes.random(20_000, seed: UInt64(50 + i)))
+      let key = i == 0 ? ["--key", "https://example.org/f0"] : []
+      let put = try CLI.run(["--store", store, "put"] + key + [file])
+      digests.append(String(put.out.split(separator: " ")[0]))
+    }
+    #expect(
+      try CLI.run([
+        "--store", store, "pin", "--name", "ci", "--for", "2h", "https://example.org/f0",
+      ]).status == 0)
+    let pins = try CLI.run(["--store", store, "pins"])
+    #expect(pins.out.hasPrefix("\(digests[0])  ci  "))
+    let plan = try CLI.run(["--store", store, "sweep", "--budget", "0", "--dry-run"])
+    #expect(plan.out.hasPrefix("would remove 4 entries"))
+    #expect(try CLI.run(["--store", store, "ls"]).out.split(separator: "\n").count == 5)
+    let sweep = try CLI.run(["--store", store, "sweep", "--budget", "0", "--json"])
+    let report = try #require(
+      try JSONSerialization.jsonObject(with: Data(sweep.stdout)) as? [String: Any])
+    #expect(report["evictedEntries"] as? Int == 4)
+    #expect(try CLI.run(["--store", store, "ls"]).out.hasPrefix(digests[0]))
+    #expect(try CLI.run(["--store", store, "unpin", "--name", "ci", digests[0]]).status == 0)
+    let again = try CLI.run(["--store", store, "unpin", "--name", "ci", digests[0]])
+    #expect(
+      again.status == 1
+        && again.errorLines == ["Error: \(digests[0]) has no pin named 'ci' in store '\(store)'"])
+    let missingKey = try CLI.run(["--store", store, "pin", "nosuchkey"])
+    #expect(
+      missingKey.status == 1
+        && missingKey.errorLines == ["Error: no key 'nosuchkey' in store '\(store)'"])
+    let badAge = try CLI.run(["--store", store, "sweep", "--max-age", "soon"])
+    #expect(badAge.status == 64)
+    let stats = try CLI.run(["--store", store, "stats", "--json"])
+    let s = try #require(
+      try JSONSerialization.jsonObject(with: Data(stats.stdout)) as? [String: Any])
+    #expect((s["lastSweep"] as? [String: Any])?["removedEntries"] as? Int == 4)
+  }
+
+  @Test("processes putting and sweeping at once leave totals that match the objects on disk")
+  func concurrentSweeps() async throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    _ = try CLI.run(["--store", store, "config", "set", "budget", "300K"])
+    var files: [String] = []
+    for i in 0..<40 {
+      files.append(try scratch.write("f\(i)", Bytes.random(10_000 + i, seed: UInt64(200 + i))))
+    }
+    let commands: [[String]] = [
+      ["--store", store, "put"] + Array(files[0..<20]),
+      ["--store", store, "put"] + Array(files[20..<40]),
+      ["--store", store, "put"] + Array(files[10..<30]),
+      ["--store", store, "sweep", "--budget", "100K"],
+      ["--store", store, "sweep", "--max-age", "1s"],
+      ["--store", store, "sweep"],
+    ]
+    let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
+      for command in commands { group.addTask { try CLI.run(command).status } }
+      return try await group.reduce(into: []) { $0.append($1) }
+    }
+    // Sweeps may find another sweep running (exit 75); nothing else may fail.
+    #expect(statuses.allSatisfy { $0 == 0 || $0 == 75 })
+    let onDisk = scratch.list("store/objects").flatMap { fanout in
+      scratch.list("store/objects/\(fanout)").map { fanout + "/" + $0 }
+    }
+    let stats = try #require(
+      try JSONSerialization.jsonObject(
+        with: Data(try CLI.run(["--store", store, "stats", "--json"]).stdout))
+        as? [String: Any])
+    #expect(stats["entries"] as? Int == onDisk.count)
+    let bytes = try onDisk.map { try fileStatus(scratch["store/objects/" + $0]).size }.reduce(0, +)
+    #expect(stats["logicalBytes"] as? Int == Int(bytes))
+    let reindex = try CLI.run(["--store", store, "reindex"])
+    #expect(reindex.errorLines == ["trove: index rebuilt: 0 added, 0 dropped"])
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
   @Test("four processes putting the same file at once store it once")
   func concurrentProcesses() async throws {
     let scratch = try Scratch()

@@ -70,6 +70,82 @@ struct FaultTests {
   }
 
   @Test(
+    "ENOSPC while streaming: least recently used entries are evicted and the write retried",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
+  func streamMakesRoom() throws {
+    let small = try Scratch(under: TestFilesystems.small!)
+    let store = try small.store()
+    try store.updatePolicy { $0.minimumFree = .bytes(0) }
+    var kept: [Digest] = []
+    for i in 0..<6 {
+      kept.append(try store.put(bytes: Bytes.random(1 << 20, seed: UInt64(60 + i))).digest)
+    }
+    try store.pin(kept[5])
+    // Unknown length: written until the disk is full, then room is made.
+    let data = Bytes.random(3 << 20, seed: 70)
+    let writer = try store.makeWriter()
+    for start in stride(from: 0, to: data.count, by: 256 << 10) {
+      try writer.write(Array(data[start..<min(start + (256 << 10), data.count)]))
+    }
+    let result = try writer.commit()
+    #expect(try store.bytes(for: result.digest) == data)
+    #expect(try store.contains(kept[5]))  // pinned: never evicted
+    #expect(try store.contains(kept[0]) == false)  // the least recently used went first
+    #expect(small.list("store/tmp").isEmpty)
+  }
+
+  @Test(
+    "a put that cannot fit even after eviction fails cleanly; the store stays usable",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
+  func putTooLargeAfterEviction() throws {
+    let scratch = try Scratch()
+    let small = try Scratch(under: TestFilesystems.small!)
+    let store = try small.store()
+    let pinned = try store.put(bytes: Bytes.random(1 << 20, seed: 71)).digest
+    try store.pin(pinned)
+    _ = try store.put(bytes: Bytes.random(1 << 20, seed: 72))
+    let big = try scratch.write("big.bin", Bytes.random(12 << 20, seed: 73))
+    #expect {
+      try store.put(file: big)
+    } throws: { ($0 as? TroveError)?.code == .noSpace && "\($0)".contains("No space left") }
+    #expect(small.list("store/tmp").isEmpty)
+    #expect(try store.entries().map(\.digest) == [pinned])
+    #expect(try store.bytes(for: pinned).count == 1 << 20)
+    let after = try store.put(bytes: Bytes.random(100_000, seed: 74))
+    #expect(try store.contains(after.digest))
+    let stats = try store.statistics()
+    #expect(stats.entries == 2 && stats.pinnedEntries == 1)
+  }
+
+  @Test(
+    "below min-free an optional put is skipped (exit 75) and an important one proceeds",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
+  func opportunisticPuts() throws {
+    let scratch = try Scratch()
+    let small = try Scratch(under: TestFilesystems.small!)
+    let store = try small.store()
+    try store.updatePolicy { $0.minimumFree = .percent(50) }
+    for i in 0..<5 {
+      try store.pin(try store.put(bytes: Bytes.random(1 << 20, seed: UInt64(80 + i))).digest)
+    }
+    #expect(try store.freeSpace().isLow)
+    #expect {
+      try store.put(bytes: Bytes.random(100_000, seed: 90), priority: .opportunistic)
+    } throws: { error in
+      (error as? TroveError)?.code == .lowOnSpace && "\(error)".contains("min-free")
+    }
+    #expect(small.list("store/tmp").isEmpty)
+    #expect(try store.entries().count == 5)
+    let file = try scratch.write("f.bin", Bytes.random(100_000, seed: 91))
+    let cli = try CLI.run(["--store", small["store"], "put", "--optional", file])
+    #expect(cli.status == 75)
+    #expect(
+      cli.errorLines.count == 1 && cli.errorLines[0].hasPrefix("Error: skipped an optional put"))
+    let important = try store.put(bytes: Bytes.random(100_000, seed: 92))
+    #expect(try store.contains(important.digest))
+  }
+
+  @Test(
     "an unreadable file and an unwritable store are refused with exit 77 and the path",
     .enabled(
       if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable,

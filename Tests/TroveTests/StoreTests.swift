@@ -18,9 +18,11 @@ struct StoreTests {
     #expect(!scratch.list("a/b/store").contains("index.sqlite"))  // opened on first need
     _ = try store.statistics()
     let names = Set(scratch.list("a/b/store"))
-    #expect(
-      names.isSuperset(of: ["CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp"]))
-    #expect(names.subtracting(["index.sqlite-wal", "index.sqlite-shm"]).count == 5)
+    let expected: Set = [
+      "CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp", "reserve",
+    ]
+    #expect(names.subtracting(["index.sqlite-wal", "index.sqlite-shm"]) == expected)
+    #expect(try fileStatus(root + "/reserve").allocatedBytes >= 1 << 20)
     #expect(try fileStatus(root).mode & 0o777 == 0o700)
     let tag = try contents(root + "/CACHEDIR.TAG")
     #expect(

@@ -124,11 +124,17 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     let none = text.lowercased() == "none"
     switch self {
     case .budget:
-      if none { policy.budget = nil; return }
+      if none {
+        policy.budget = nil
+        return
+      }
       guard let size = Quantities.parseSize(text) else { throw invalid }
       policy.budget = size
     case .maxAge:
-      if none { policy.maxAge = nil; return }
+      if none {
+        policy.maxAge = nil
+        return
+      }
       guard let seconds = Quantities.parseDuration(text) else { throw invalid }
       policy.maxAge = seconds
     case .lowWater:

@@ -57,6 +57,15 @@ extension Store {
     -> Int64
   {
     try withSweepLock(wait: true) { () throws(TroveError) in
+      // A full volume leaves the index no room to record deletions: give
+      // back the ballast first, and take it again once there is room.
+      let space = try? Sys.spaceAvailable(at: root)
+      if (space?.available ?? 0) < 4 * StoreLayout.reserveSize { _ = releaseReserve() }
+      defer {
+        if ((try? Sys.spaceAvailable(at: root).available) ?? 0) > 8 * StoreLayout.reserveSize {
+          ensureReserve()
+        }
+      }
       var planned = Set<Digest>()
       var checked = 0
       let removal = try removeLeastRecentlyUsed(

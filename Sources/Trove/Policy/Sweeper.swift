@@ -177,7 +177,7 @@ extension Store {
     else { return }
     do throws(TroveError) {
       try sweep(SweepOptions(wait: false, protected: [protected]))
-    } catch where error.code == .busy {
+    } catch  where error.code == .busy {
       // The running sweep will bring the store down.
     }
   }

@@ -16,7 +16,7 @@ extension Store {
     recentReads.withLock { _ = $0.removeValue(forKey: entry.digest) }
     do throws(SystemCallError) {
       try objectsDirectory.removeFile(StoreLayout.objectPath(entry.digest))
-    } catch where error.errno == .noSuchFileOrDirectory {
+    } catch  where error.errno == .noSuchFileOrDirectory {
       // Already gone (another sweep on a filesystem whose locks lie).
     } catch {
       throw TroveError.system(error, "remove", path: objectFilePath(entry.digest))
@@ -43,7 +43,7 @@ extension Store {
       if !dryRun {
         do throws(SystemCallError) {
           try tmpDirectory.removeFile(name)
-        } catch where error.errno == .noSuchFileOrDirectory {
+        } catch  where error.errno == .noSuchFileOrDirectory {
           continue
         } catch {
           throw TroveError.system(error, "remove", path: tmpPath + "/" + name)
@@ -82,5 +82,29 @@ extension Store {
     try? fd.truncate(to: 0)
     try? fd.writeAll(Array("\(getpid())\n".utf8))
     return try body()
+  }
+
+  /// Makes sure the ballast file exists: 1 MiB the store can give back
+  /// when the volume fills, so that the index (which needs room to record
+  /// deletions) can evict. Best effort: on a full volume it stays absent.
+  func ensureReserve() {
+    if (try? rootDirectory.status(of: StoreLayout.reserve))?.size == StoreLayout.reserveSize {
+      return
+    }
+    let temp = StoreLayout.temporaryName("reserve")
+    do throws(SystemCallError) {
+      let fd = try FileDescriptor.open(
+        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o600)
+      defer { fd.close() }
+      try fd.allocate(StoreLayout.reserveSize)
+      try tmpDirectory.rename(temp, to: StoreLayout.reserve, in: rootDirectory)
+    } catch {
+      try? tmpDirectory.removeFile(temp)
+    }
+  }
+
+  /// Gives the ballast back to the volume; whether there was any.
+  func releaseReserve() -> Bool {
+    (try? rootDirectory.removeFile(StoreLayout.reserve)) != nil
   }
 }

@@ -65,7 +65,8 @@ extension Store {
   public func put(reading handle: FileHandle, priority: PutPriority = .important)
     throws(TroveError) -> PutResult
   {
-    try ingest(FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", priority: priority)
+    try ingest(
+      FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", priority: priority)
   }
 
   /// Brings the bytes of `source`, from its current offset to its end, into

@@ -100,6 +100,7 @@ public final class Store: Sendable {
       for fd in opened { fd.close() }
       throw error
     }
+    if configuration.createIfMissing { ensureReserve() }
     #if os(macOS)
       // Time Machine skips the store, as CACHEDIR.TAG makes tar, borg and restic do.
       var url = URL(fileURLWithPath: root, isDirectory: true)
@@ -186,7 +187,9 @@ public final class Store: Sendable {
   /// when no process changed them since they were last read.
   func currentSettings() throws(TroveError) -> StoreSettings {
     let identity = try? rootDirectory.status(of: StoreLayout.settings).identity
-    if let identity, let cached = cachedSettings.withLock({ $0.identity == identity ? $0.settings : nil }) {
+    if let identity,
+      let cached = cachedSettings.withLock({ $0.identity == identity ? $0.settings : nil })
+    {
       return cached
     }
     let fresh = try Self.readSettings(root: root, rootFD: rootDirectory)

@@ -8,6 +8,7 @@
 /// ROOT/
 ///   CACHEDIR.TAG        backup tools skip the store
 ///   sweep.lock          held by the sweeping process
+///   reserve             1 MiB of ballast, released on a full disk
 ///   config.json         format version and settings
 ///   index.sqlite        the index (WAL: -wal, -shm beside it)
 ///   objects/ab/<hex>    one read-only file per digest, fanned out by its first two hex digits
@@ -21,6 +22,10 @@ enum StoreLayout {
   static let cacheDirTag = "CACHEDIR.TAG"
   /// Held (flock) by the process sweeping the store, which writes its pid in it.
   static let sweepLock = "sweep.lock"
+  /// Ballast: disk space released when the volume is full, so the index
+  /// can record evictions (SQLite needs room to delete rows).
+  static let reserve = "reserve"
+  static let reserveSize: Int64 = 1 << 20
 
   /// The Cache Directory Tagging Specification's tag: the first 43 bytes
   /// are the signature that GNU tar `--exclude-caches`, borg and restic look for.

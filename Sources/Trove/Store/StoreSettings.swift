@@ -54,8 +54,13 @@ struct StoreSettings: Codable, Sendable, Equatable {
 extension CachePolicy {
   /// The keys of `config.json`'s `policy` object: the `trove config` names.
   enum CodingKeys: String, CodingKey {
-    case budget, maxAge = "max-age", lowWater = "low-water",
-      accessResolution = "access-resolution", minimumFree = "min-free",
+    case budget
+    case maxAge = "max-age"
+    case lowWater = "low-water"
+    case
+      accessResolution = "access-resolution"
+    case minimumFree = "min-free"
+    case
       temporaryMaxAge = "tmp-max-age"
   }
 

@@ -280,7 +280,7 @@ extension FileDescriptor {
     do {
       _ = try Sys.call("flock") { flock(rawValue, operation) }
       return true
-    } catch where error.errno == Errno(rawValue: EWOULDBLOCK) {
+    } catch  where error.errno == Errno(rawValue: EWOULDBLOCK) {
       return false
     }
   }
@@ -288,5 +288,17 @@ extension FileDescriptor {
   /// Releases a lock taken with `lock`. `flock(2)` with LOCK_UN.
   func unlock() {
     _ = flock(rawValue, LOCK_UN)
+  }
+}
+
+extension FileDescriptor {
+  /// Allocates `length` bytes of disk for the file, as zeros.
+  /// `posix_fallocate(3)`; where the filesystem cannot, writes zeros.
+  func allocate(_ length: Int64) throws(SystemCallError) {
+    let rc = posix_fallocate(rawValue, 0, off_t(length))
+    if rc == 0 { return }
+    let error = Errno(rawValue: rc)
+    guard error.meansUnsupported else { throw SystemCallError("posix_fallocate", error) }
+    try writeAll([UInt8](repeating: 0, count: Int(length)))
   }
 }

@@ -49,7 +49,8 @@ extension Invocation {
   func duration(_ option: String) throws(UsageError) -> Int64? {
     guard let text = value(option) else { return nil }
     guard let seconds = Quantities.parseDuration(text) else {
-      throw usageError("invalid \(option) '\(text)': expected a duration such as 30d, 12h, 90m or 45s")
+      throw usageError(
+        "invalid \(option) '\(text)': expected a duration such as 30d, 12h, 90m or 45s")
     }
     return seconds
   }

@@ -64,11 +64,22 @@ let statsCommand = CommandSpec(
       ("dedup hits", "\(s.dedupHits) (saved \(Output.size(s.dedupSavedBytes)))"),
       ("filesystem", s.filesystem),
       ("clones", s.cloneSupported ? "supported" : "not supported (gets are copies)"),
-      ("free space", "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes)) (keeps \(Output.size(s.minimumFreeBytes)) free)"),
-      ("budget", (s.budget.map { Output.size($0) } ?? "none") + ", \(Output.size(s.allocatedBytes)) used"),
+      (
+        "free space",
+        "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes)) (keeps \(Output.size(s.minimumFreeBytes)) free)"
+      ),
+      (
+        "budget",
+        (s.budget.map { Output.size($0) } ?? "none") + ", \(Output.size(s.allocatedBytes)) used"
+      ),
       ("max age", s.maxAge.map(Quantities.formatDuration) ?? "none"),
       ("pinned", "\(s.pinnedEntries) entries, \(Output.size(s.pinnedBytes))"),
-      ("last sweep", s.lastSweep.map { "\(Output.time($0.time)): removed \($0.removedEntries) entries, \(Output.size($0.removedBytes)), in \(String(format: "%.3f", $0.seconds)) s" } ?? "never"),
+      (
+        "last sweep",
+        s.lastSweep.map {
+          "\(Output.time($0.time)): removed \($0.removedEntries) entries, \(Output.size($0.removedBytes)), in \(String(format: "%.3f", $0.seconds)) s"
+        } ?? "never"
+      ),
     ]
     for (name, value) in rows {
       Output.line(name + String(repeating: " ", count: 12 - name.count) + value)

@@ -1,0 +1,236 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Budgets, expiry, pins and sweeps on the root filesystem, through the library.
+@Suite("Eviction: LRU budget, max age, pins, sweeps")
+struct EvictionTests {
+  /// A store with every read recorded (access resolution 0) and `count`
+  /// entries of distinct bytes, put in order.
+  func populated(_ scratch: Scratch, count: Int, size: Int = 10_000) throws -> (Store, [Digest]) {
+    let store = try scratch.store()
+    try store.updatePolicy { $0.accessResolution = 0 }
+    var digests: [Digest] = []
+    for i in 0..<count {
+      digests.append(try store.put(bytes: Bytes.random(size, seed: UInt64(100 + i))).digest)
+    }
+    return (store, digests)
+  }
+
+  func allocated(_ store: Store) throws -> [Digest: Int64] {
+    Dictionary(uniqueKeysWithValues: try store.entries().map { ($0.digest, $0.allocatedBytes) })
+  }
+
+  @Test("the survivors of a budget sweep are exactly the most recently used that fit")
+  func lruOrder() throws {
+    let scratch = try Scratch()
+    let (store, digests) = try populated(scratch, count: 10)
+    // Read in a scrambled order: the last five read are the most recent.
+    let order = [3, 7, 0, 9, 5, 1, 8, 2, 6, 4]
+    for i in order { _ = try store.contains(digests[i]) }
+    let sizes = try allocated(store)
+    let keep = order.suffix(4).map { digests[$0] }
+    let budget = keep.map { sizes[$0]! }.reduce(0, +)
+    try store.updatePolicy { $0.lowWater = 1 }
+    let report = try store.sweep(SweepOptions(budget: budget))
+    #expect(report.evictedEntries == 6)
+    #expect(Set(try store.entries().map(\.digest)) == Set(keep))
+    for d in digests { #expect((try store.objectStatus(d) != nil) == keep.contains(d)) }
+    #expect(report.bytesAfter == budget)
+    #expect(try store.statistics().allocatedBytes == budget)
+  }
+
+  @Test("a sweep stops at the low-water mark, not at the budget")
+  func lowWater() throws {
+    let scratch = try Scratch()
+    let (store, _) = try populated(scratch, count: 20)
+    let total = try store.statistics().allocatedBytes
+    let budget = total * 3 / 4
+    try store.updatePolicy {
+      $0.budget = budget
+      $0.lowWater = 0.5
+    }
+    let report = try store.sweep()
+    let after = try store.statistics().allocatedBytes
+    #expect(after <= budget / 2)
+    #expect(after > budget / 2 - 12_288)  // it stopped as soon as it got there
+    #expect(report.bytesAfter == after)
+    // Under the budget now: the next sweep has nothing to do.
+    #expect(try store.sweep().removedEntries == 0)
+  }
+
+  @Test("pinned entries survive any budget; names are independent; leases lapse")
+  func pins() throws {
+    let scratch = try Scratch()
+    let (store, digests) = try populated(scratch, count: 6)
+    try store.pin(digests[0])
+    try store.pin(digests[1], name: "ci-job", duration: 3600)
+    try store.pin(digests[2], name: "bench", duration: 0)  // lapsed already
+    try store.pin(digests[3], name: "a")
+    try store.pin(digests[3], name: "b")
+    #expect(try store.unpin(digests[3], name: "a"))
+    #expect(try store.unpin(digests[3], name: "a") == false)
+    let stats = try store.statistics()
+    #expect(stats.pinnedEntries == 3)
+    try store.sweep(SweepOptions(budget: 0))
+    #expect(Set(try store.entries().map(\.digest)) == Set([digests[0], digests[1], digests[3]]))
+    // The lapsed lease was cleared by the sweep.
+    #expect(try store.pins().map(\.name).sorted() == ["b", "ci-job", "default"])
+    #expect(throws: TroveError.self) { try store.pin(XXH3Hasher.digest([1, 2])) }
+  }
+
+  @Test("entries unused for longer than the maximum age are removed; recently read ones stay")
+  func maxAge() throws {
+    let scratch = try Scratch()
+    let (store, digests) = try populated(scratch, count: 4)
+    Thread.sleep(forTimeInterval: 1.2)
+    _ = try store.contains(digests[1])
+    try store.materialize(digests[2], at: scratch["out"])
+    let report = try store.sweep(SweepOptions(maxAge: 1))
+    #expect(report.expiredEntries == 2)
+    #expect(Set(try store.entries().map(\.digest)) == Set([digests[1], digests[2]]))
+  }
+
+  @Test("reads are recorded coarsely: within the resolution they write nothing")
+  func accessResolution() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digest = try store.put(bytes: Bytes.random(1000, seed: 1)).digest
+    let first = try #require(try store.entry(for: digest)).lastAccess
+    _ = try store.contains(digest)  // default resolution 60 s: not recorded
+    #expect(try store.entry(for: digest)?.lastAccess == first)
+    try store.updatePolicy { $0.accessResolution = 0 }
+    _ = try store.contains(digest)
+    #expect(try #require(try store.entry(for: digest)).lastAccess > first)
+  }
+
+  @Test("a dry run reports the plan of a real sweep and removes nothing")
+  func dryRun() throws {
+    let scratch = try Scratch()
+    let (store, _) = try populated(scratch, count: 12)
+    let before = try store.entries()
+    let budget = try store.statistics().allocatedBytes / 2
+    let plan = try store.sweep(SweepOptions(budget: budget, dryRun: true))
+    #expect(plan.dryRun && plan.evictedEntries > 0)
+    #expect(try store.entries() == before)
+    #expect(try store.statistics().lastSweep == nil)
+    let real = try store.sweep(SweepOptions(budget: budget))
+    #expect(real.evictedEntries == plan.evictedEntries)
+    #expect(real.removedBytes == plan.removedBytes)
+    #expect(try store.statistics().lastSweep?.removedEntries == Int64(real.removedEntries))
+  }
+
+  @Test("a put that takes the store over budget sweeps, and keeps what it just stored")
+  func autoSweep() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    try store.updatePolicy {
+      $0.budget = 50_000
+      $0.lowWater = 0.8
+    }
+    var last: Digest?
+    for i in 0..<12 {
+      last = try store.put(bytes: Bytes.random(10_000, seed: UInt64(i))).digest
+      #expect(try store.statistics().allocatedBytes <= 50_000)
+    }
+    #expect(try store.contains(last!))
+    #expect(try store.statistics().lastSweep != nil)
+  }
+
+  @Test("an entry read after it was chosen is not evicted")
+  func recheck() throws {
+    let scratch = try Scratch()
+    let (store, digests) = try populated(scratch, count: 2)
+    let chosen = try #require(try store.entry(for: digests[0]))
+    _ = try store.contains(digests[0])  // read after being chosen
+    #expect(try store.evict(chosen, now: currentTimeNanoseconds()) == false)
+    #expect(try store.contains(digests[0]))
+    try store.pin(digests[1])
+    let pinned = try #require(try store.entry(for: digests[1]))
+    #expect(try store.evict(pinned, now: currentTimeNanoseconds()) == false)
+  }
+
+  @Test("a reader that opened an object before it was evicted reads correct bytes")
+  func readerDuringEviction() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let data = Bytes.random(3_000_000, seed: 9)
+    let digest = try store.put(bytes: data).digest
+    let handle = try #require(FileHandle(forReadingAtPath: try store.path(for: digest)))
+    let head = try handle.read(upToCount: 1000) ?? Data()
+    try store.sweep(SweepOptions(budget: 0))
+    #expect(try store.contains(digest) == false)
+    let rest = try handle.readToEnd() ?? Data()
+    try handle.close()
+    #expect(Array(head + rest) == data)
+  }
+
+  @Test("one sweep at a time: a second fails with .busy naming the holder, or waits")
+  func sweepLock() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let fd = open(scratch["store/sweep.lock"], O_RDWR | O_CREAT, 0o644)
+    defer { close(fd) }
+    #expect(flock(fd, LOCK_EX) == 0)
+    _ = "4242\n".withCString { write(fd, $0, 5) }
+    #expect {
+      try store.sweep(SweepOptions(wait: false))
+    } throws: { error in
+      (error as? TroveError)?.code == .busy && "\(error)".contains("already running (process 4242)")
+    }
+    flock(fd, LOCK_UN)
+    #expect(try store.sweep(SweepOptions(wait: false)).removedEntries == 0)
+  }
+
+  @Test("a sweep removes dead writers' leftovers in tmp/ and keeps fresh ones")
+  func leftovers() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    try scratch.write("store/tmp/put-1-dead.tmp", [UInt8](repeating: 1, count: 5000))
+    try scratch.write("store/tmp/put-2-alive.tmp", [2])
+    var old = [
+      timespec(tv_sec: time(nil) - 7200, tv_nsec: 0),
+      timespec(tv_sec: time(nil) - 7200, tv_nsec: 0),
+    ]
+    #expect(utimensat(AT_FDCWD, scratch["store/tmp/put-1-dead.tmp"], &old, 0) == 0)
+    let plan = try store.sweep(SweepOptions(dryRun: true))
+    #expect(plan.temporaryFiles == 1)
+    #expect(scratch.list("store/tmp").count == 2)
+    let report = try store.sweep()
+    #expect(report.temporaryFiles == 1 && report.temporaryBytes >= 5000)
+    #expect(scratch.list("store/tmp") == ["put-2-alive.tmp"])
+  }
+
+  @Test("settings persist in config.json for every process; bad values are refused")
+  func policyPersists() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    try store.updatePolicy {
+      $0.budget = 10_000_000_000
+      $0.maxAge = 30 * 86400
+    }
+    let other = try scratch.store()
+    #expect(try other.policy().budget == 10_000_000_000)
+    #expect(try other.policy().maxAge == 30 * 86400)
+    var policy = CachePolicy.default
+    for (key, text) in [
+      (PolicyKey.budget, "12X"), (.maxAge, "30"), (.lowWater, "1.5"), (.minimumFree, "120%"),
+    ] {
+      #expect {
+        try key.set(text, in: &policy)
+      } throws: { error in
+        (error as? TroveError)?.code == .invalidArgument && "\(error)".contains("'\(text)'")
+          && "\(error)".contains("expected")
+      }
+    }
+    #expect(Quantities.parseSize("1.5GiB") == 1_610_612_736)
+    #expect(Quantities.parseSize("500M") == 500_000_000)
+    #expect(Quantities.parseSize("0") == 0)
+    #expect(Quantities.parseDuration("12h") == 43200)
+  }
+}
