@@ -7,7 +7,8 @@ import Foundation
 ///               [--work DIR] [--xfs DIR] [--trove PATH]
 
 let suites: [(String, (Bench) throws -> Void)] = [
-  ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("memory", memorySuite),
+  ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("sweep", sweepSuite),
+  ("memory", memorySuite),
 ]
 
 @MainActor func usage() -> Never {

@@ -94,14 +94,14 @@ final class Index: Sendable {
       ('last_sweep_time', 0), ('last_sweep_removed', 0), ('last_sweep_bytes', 0),
       ('last_sweep_nanoseconds', 0);
     CREATE TRIGGER IF NOT EXISTS objects_added AFTER INSERT ON objects BEGIN
-      UPDATE counters SET value = value + 1 WHERE name = 'entries';
-      UPDATE counters SET value = value + NEW.size WHERE name = 'logical_bytes';
-      UPDATE counters SET value = value + NEW.allocated WHERE name = 'allocated_bytes';
+      UPDATE counters SET value = value + CASE name WHEN 'entries' THEN 1
+        WHEN 'logical_bytes' THEN NEW.size ELSE NEW.allocated END
+      WHERE name IN ('entries', 'logical_bytes', 'allocated_bytes');
     END;
     CREATE TRIGGER IF NOT EXISTS objects_removed AFTER DELETE ON objects BEGIN
-      UPDATE counters SET value = value - 1 WHERE name = 'entries';
-      UPDATE counters SET value = value - OLD.size WHERE name = 'logical_bytes';
-      UPDATE counters SET value = value - OLD.allocated WHERE name = 'allocated_bytes';
+      UPDATE counters SET value = value - CASE name WHEN 'entries' THEN 1
+        WHEN 'logical_bytes' THEN OLD.size ELSE OLD.allocated END
+      WHERE name IN ('entries', 'logical_bytes', 'allocated_bytes');
     END;
     CREATE TRIGGER IF NOT EXISTS objects_resized AFTER UPDATE OF size, allocated ON objects BEGIN
       UPDATE counters SET value = value + NEW.size - OLD.size WHERE name = 'logical_bytes';
@@ -275,15 +275,19 @@ final class Index: Sendable {
     }
   }
 
-  /// Deletes `entry`'s row if it is still as it was chosen — not read or
-  /// stored again since (same last access) and not pinned — and returns
-  /// whether it did. The caller removes the file only then.
-  func evict(_ entry: Entry, now: Int64) throws(TroveError) -> Bool {
-    try run("evict \(entry.digest)") { db throws(SQLiteConnection.Failure) in
-      try db.query(
-        "DELETE FROM objects AS o WHERE digest = ? AND last_access = ? AND NOT \(Self.pinned)",
-        [.text(entry.digest.hex), .integer(entry.lastAccess), .integer(now)])
-      return db.changes > 0
+  /// Deletes each entry's row if it is still as it was chosen — not read
+  /// or stored again since (same last access) and not pinned — in one
+  /// transaction, and returns which it deleted. The caller removes those
+  /// files only then, after the commit.
+  func evict(_ entries: [Entry], now: Int64) throws(TroveError) -> [Bool] {
+    guard !entries.isEmpty else { return [] }
+    return try run("evict \(entries.count) entries") { db throws(SQLiteConnection.Failure) in
+      try db.transaction { () throws(SQLiteConnection.Failure) in
+        try db.repeated(
+          "DELETE FROM objects AS o WHERE digest = ? AND last_access = ? AND NOT \(Self.pinned)",
+          entries.map { [.text($0.digest.hex), .integer($0.lastAccess), .integer(now)] }
+        ).map { $0 > 0 }
+      }
     }
   }
 
@@ -327,6 +331,12 @@ final class Index: Sendable {
   /// Removes pins whose lease ran out; returns how many.
   func removeExpiredPins(now: Int64) throws(TroveError) -> Int {
     try run("remove expired pins") { db throws(SQLiteConnection.Failure) in
+      // Look first: a DELETE takes the write lock even when nothing matches.
+      var any = false
+      try db.query(
+        "SELECT 1 FROM pins WHERE expires IS NOT NULL AND expires <= ? LIMIT 1", [.integer(now)]
+      ) { _ in any = true }
+      guard any else { return 0 }
       try db.query(
         "DELETE FROM pins WHERE expires IS NOT NULL AND expires <= ?", [.integer(now)])
       return db.changes

@@ -80,6 +80,34 @@ final class SQLiteConnection: @unchecked Sendable {
     }
   }
 
+  /// Prepares `sql` once and runs it for each set of `rows` of values,
+  /// returning the rows each run changed. For batches inside a transaction.
+  func repeated(_ sql: String, _ rows: [[SQLiteValue]]) throws(Failure) -> [Int] {
+    var statement: OpaquePointer?
+    var rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+    guard rc == SQLITE_OK, let statement else { throw failure(rc) }
+    defer { sqlite3_finalize(statement) }
+    var changed: [Int] = []
+    changed.reserveCapacity(rows.count)
+    for values in rows {
+      sqlite3_reset(statement)
+      sqlite3_clear_bindings(statement)
+      for (i, value) in values.enumerated() {
+        let index = Int32(i + 1)
+        switch value {
+        case .integer(let v): rc = sqlite3_bind_int64(statement, index, v)
+        case .text(let v): rc = sqlite3_bind_text(statement, index, v, -1, trove_sqlite_transient())
+        case .null: rc = sqlite3_bind_null(statement, index)
+        }
+        guard rc == SQLITE_OK else { throw failure(rc) }
+      }
+      rc = sqlite3_step(statement)
+      guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw failure(rc) }
+      changed.append(Int(sqlite3_changes(handle)))
+    }
+    return changed
+  }
+
   /// Runs `body` in a `BEGIN IMMEDIATE` transaction (the write lock is
   /// taken up front, so two writers never deadlock upgrading), committing
   /// if it returns and rolling back if it throws.

@@ -67,16 +67,11 @@ extension Store {
         }
       }
       var planned = Set<Digest>()
-      var checked = 0
+      let available = (try? Sys.spaceAvailable(at: root).available) ?? 0
       let removal = try removeLeastRecentlyUsed(
         before: nil, now: currentTimeNanoseconds(), dryRun: false, protected: protected,
         planned: &planned
-      ) { _ in
-        // statvfs is cheap, but not free: look every few removals.
-        checked += 1
-        if checked % 8 != 1 { return true }
-        return ((try? Sys.spaceAvailable(at: root).available) ?? 0) < needed
-      }
+      ) { removed in available + removed >= needed }
       return removal.bytes
     }
   }

@@ -102,20 +102,16 @@ extension Store {
       let removal = try removeLeastRecentlyUsed(
         before: now - maxAge * 1_000_000_000, now: now, dryRun: options.dryRun,
         protected: options.protected, planned: &planned
-      ) { _ in true }
+      ) { _ in false }
       report.expiredEntries = tally(removal)
     }
     if let budget, total > budget {
       let target = Int64(Double(budget) * policy.lowWater)
-      var remaining = total
+      let over = total
       let removal = try removeLeastRecentlyUsed(
         before: nil, now: now, dryRun: options.dryRun, protected: options.protected,
         planned: &planned
-      ) { entry in
-        guard remaining > target else { return false }
-        remaining -= entry.allocatedBytes
-        return true
-      }
+      ) { removed in over - removed <= target }
       report.evictedEntries = tally(removal)
     }
     report.bytesAfter = total
@@ -138,34 +134,46 @@ extension Store {
   }
 
   /// Removes unpinned entries in least-recently-used order (last accessed
-  /// before `cutoff`, if given) while `wanted` accepts the next one. In a
-  /// dry run, adds them to `planned` instead. Entries in `protected` or
-  /// already `planned` are passed over; one that changed since it was
-  /// chosen is skipped (and `wanted` is asked again for the next).
-  /// O(removed · log n): pages of 256 through the index's access order.
+  /// before `cutoff`, if given) until `done` says the bytes removed so far
+  /// are enough. In a dry run, adds them to `planned` instead. Entries in
+  /// `protected` or already `planned` are passed over; one that changed
+  /// since it was chosen is skipped and the walk goes on. Removals are
+  /// batched, one index transaction per page of up to 256 entries;
+  /// O(removed · log n) through the index's access order.
   func removeLeastRecentlyUsed(
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<Digest>,
-    planned: inout Set<Digest>, while wanted: (Entry) -> Bool
+    planned: inout Set<Digest>, until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Removal {
     let index = try index()
     var removal = Removal()
     var cursor: (Int64, String) = (.min, "")
-    while true {
+    while !done(removal.bytes) {
       let page = try index.leastRecentlyUsed(after: cursor, before: cutoff, now: now, limit: 256)
       guard let last = page.last else { return removal }
       cursor = (last.lastAccess, last.digest.hex)
+      var batch: [Entry] = []
+      var batchBytes: Int64 = 0
       for entry in page where !protected.contains(entry.digest) && !planned.contains(entry.digest) {
-        guard wanted(entry) else { return removal }
-        if dryRun {
-          planned.insert(entry.digest)
-        } else if try !evict(entry, now: now) {
+        if done(removal.bytes + batchBytes) { break }
+        batch.append(entry)
+        batchBytes += entry.allocatedBytes
+      }
+      if dryRun {
+        planned.formUnion(batch.map(\.digest))
+        removal.entries += batch.count
+        removal.bytes += batchBytes
+        continue
+      }
+      for (entry, removed) in zip(batch, try evict(batch, now: now)) {
+        if removed {
+          removal.entries += 1
+          removal.bytes += entry.allocatedBytes
+        } else {
           removal.skipped += 1
-          continue
         }
-        removal.entries += 1
-        removal.bytes += entry.allocatedBytes
       }
     }
+    return removal
   }
 
   /// After a put: if the store is over its budget (an O(1) read of the

@@ -6,22 +6,34 @@
 /// dead writers' leftovers, and the lock that keeps sweeps from competing.
 /// What to remove is decided in Policy/Sweeper.swift.
 extension Store {
-  /// Removes `entry` if it is still as it was chosen (not read, stored
-  /// again or pinned since): the index row first, then the file. A crash
-  /// between the two leaves an orphan file, which `reindex` adopts — never
-  /// a row that points at nothing. A reader that already opened the object
-  /// keeps reading correct bytes. Returns whether it was removed.
-  func evict(_ entry: Entry, now: Int64) throws(TroveError) -> Bool {
-    guard try index().evict(entry, now: now) else { return false }
-    recentReads.withLock { _ = $0.removeValue(forKey: entry.digest) }
-    do throws(SystemCallError) {
-      try objectsDirectory.removeFile(StoreLayout.objectPath(entry.digest))
-    } catch  where error.errno == .noSuchFileOrDirectory {
-      // Already gone (another sweep on a filesystem whose locks lie).
-    } catch {
-      throw TroveError.system(error, "remove", path: objectFilePath(entry.digest))
+  /// Removes those of `entries` still as they were chosen (not read,
+  /// stored again or pinned since): their index rows first, in one
+  /// transaction, then their files. A crash between the two leaves orphan
+  /// files, which `reindex` adopts — never a row that points at nothing.
+  /// A reader that already opened an object keeps reading correct bytes.
+  /// Returns which were removed.
+  func evict(_ entries: [Entry], now: Int64) throws(TroveError) -> [Bool] {
+    let removed = try index().evict(entries, now: now)
+    recentReads.withLock { reads in
+      for (entry, gone) in zip(entries, removed) where gone {
+        reads.removeValue(forKey: entry.digest)
+      }
     }
-    return true
+    for (entry, gone) in zip(entries, removed) where gone {
+      do throws(SystemCallError) {
+        try objectsDirectory.removeFile(StoreLayout.objectPath(entry.digest))
+      } catch  where error.errno == .noSuchFileOrDirectory {
+        // Already gone (another sweep on a filesystem whose locks lie).
+      } catch {
+        throw TroveError.system(error, "remove", path: objectFilePath(entry.digest))
+      }
+    }
+    return removed
+  }
+
+  /// Removes `entry` if it is still as it was chosen; whether it was.
+  func evict(_ entry: Entry, now: Int64) throws(TroveError) -> Bool {
+    try evict([entry], now: now)[0]
   }
 
   /// Removes files in `tmp/` not modified for `seconds`: leftovers of

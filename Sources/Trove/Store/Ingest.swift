@@ -61,7 +61,7 @@ extension Store {
 
   /// Stores everything `handle` yields until its end (standard input, a
   /// pipe, a socket): one pass, bounded memory. A regular file (`< FILE`)
-  /// is stored the way ``put(file:)`` stores it, from its current offset.
+  /// is stored the way ``put(file:priority:)`` stores it, from its current offset.
   public func put(reading handle: FileHandle, priority: PutPriority = .important)
     throws(TroveError) -> PutResult
   {

@@ -1,0 +1,166 @@
+import Foundation
+import Trove
+
+/// Sweeps of stores of many small entries: deciding there is nothing to
+/// evict, and evicting 10%, beside a plain unlink loop over the same files
+/// and the seeds' CacheJanitor (enumerate, stat every file, sort by date,
+/// delete the oldest until under budget).
+func sweepSuite(_ b: Bench) throws {
+  print("sweep")
+  let sizes = b.quick ? [1_000] : [10_000, 100_000]
+  for count in sizes {
+    let root = b.work + "/sweep-\(count)"
+    let params = ["entries": "\(count)", "entry size": "200"]
+    let repetitions = b.quick ? 1 : (count >= 100_000 ? 2 : 3)
+    var sweepIdle: [Double] = []
+    var janitorIdle: [Double] = []
+    var sweepEvict: [Double] = []
+    var unlinkEvict: [Double] = []
+    var rmEvict: [Double] = []
+    var janitorEvict: [Double] = []
+    var evicted = 0
+    for _ in 0..<repetitions {
+      // A store of `count` entries, written straight into objects/ and
+      // indexed the way a lost index is rebuilt (untimed).
+      remove(root)
+      var files = try populate(root, count: count)
+      let store = try Store(StoreConfiguration(root: root))
+      try store.rebuildIndex()
+      let total = try store.statistics().allocatedBytes
+      try store.updatePolicy {
+        $0.lowWater = 1
+        $0.budget = total
+      }
+
+      var start = now()
+      let idle = try store.sweep()
+      sweepIdle.append(now() - start)
+      precondition(idle.removedEntries == 0)
+      start = now()
+      let nothing = try cacheJanitor(root + "/objects", budget: total)
+      janitorIdle.append(now() - start)
+      precondition(nothing == 0)
+
+      let before = Set(try store.entries().map(\.digest))
+      start = now()
+      let report = try store.sweep(SweepOptions(budget: total * 9 / 10))
+      sweepEvict.append(now() - start)
+      evicted = report.removedEntries
+      let gone = before.subtracting(try store.entries().map(\.digest))
+      let paths = gone.map { root + "/objects/\($0.hex.prefix(2))/\($0.hex)" }
+
+      // The same files again, removed by a loop of unlink.
+      try restore(paths, from: &files)
+      start = now()
+      for path in paths { unlink(path) }
+      unlinkEvict.append(now() - start)
+
+      // And by `rm` given their paths.
+      try restore(paths, from: &files)
+      rmEvict.append(try Spawn.check(["rm", "-f"] + paths).seconds)
+
+      // And by the CacheJanitor algorithm, which must find them itself.
+      try restore(paths, from: &files)
+      start = now()
+      let removed = try cacheJanitor(root + "/objects", budget: total * 9 / 10)
+      janitorEvict.append(now() - start)
+      precondition(abs(removed - paths.count) <= paths.count / 10 + 1)
+      remove(root)
+    }
+    let idleName = "sweep \(count), nothing to evict"
+    let evictName = "sweep \(count), evict 10% (\(evicted))"
+    b.add(
+      Result(
+        suite: "sweep", name: idleName, parameters: params, unit: .seconds,
+        trove: Series(samples: sweepIdle), referenceName: "CacheJanitor (walk+sort)",
+        reference: Series(samples: janitorIdle),
+        note: "Trove reads its running total; the janitor stats every file"))
+    for (reference, samples) in [
+      ("unlink loop, same files", unlinkEvict), ("rm -f, same files", rmEvict),
+      ("CacheJanitor (walk+sort)", janitorEvict),
+    ] {
+      b.add(
+        Result(
+          suite: "sweep", name: evictName, parameters: params, unit: .seconds,
+          trove: Series(samples: sweepEvict), referenceName: reference,
+          reference: Series(samples: samples),
+          note: "Trove also re-checks and deletes each entry's index row"))
+    }
+  }
+}
+
+/// Writes `count` distinct 200-byte objects into `root/objects/xx/<hex>`;
+/// returns their contents by path.
+private func populate(_ root: String, count: Int) throws -> [String: [UInt8]] {
+  var files: [String: [UInt8]] = [:]
+  files.reserveCapacity(count)
+  let objects = root + "/objects"
+  try FileManager.default.createDirectory(atPath: objects, withIntermediateDirectories: true)
+  for i in 0..<count {
+    var bytes = [UInt8](repeating: 0, count: 200)
+    withUnsafeBytes(of: UInt64(i).littleEndian) { raw in
+      for (j, byte) in raw.enumerated() { bytes[j] = byte }
+    }
+    let digest = XXH3Hasher.digest(bytes)
+    let folder = objects + "/" + digest.hex.prefix(2)
+    if i < 256 || !FileManager.default.fileExists(atPath: folder) {
+      mkdir(folder, 0o700)
+    }
+    let path = folder + "/" + digest.hex
+    try write(bytes, to: path)
+    files[path] = bytes
+  }
+  return files
+}
+
+private func restore(_ paths: [String], from files: inout [String: [UInt8]]) throws {
+  for path in paths { try write(files[path]!, to: path) }
+}
+
+private func write(_ bytes: [UInt8], to path: String) throws {
+  let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o444)
+  guard fd >= 0 else {
+    throw Spawn.Failure(command: ["open", path], detail: String(cString: strerror(errno)))
+  }
+  _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+  close(fd)
+}
+
+/// The seeds' CacheJanitor: enumerate the folder, stat every file, sort by
+/// modification date, delete the oldest until the total is within
+/// `budget`. Returns how many it deleted.
+func cacheJanitor(_ folder: String, budget: Int64) throws -> Int {
+  var files: [(path: String, date: Int64, size: Int64)] = []
+  var total: Int64 = 0
+  guard let fanouts = opendir(folder) else { return 0 }
+  defer { closedir(fanouts) }
+  while let entry = readdir(fanouts) {
+    let name = withUnsafeBytes(of: entry.pointee.d_name) {
+      String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+    }
+    if name.hasPrefix(".") { continue }
+    let sub = folder + "/" + name
+    guard let dir = opendir(sub) else { continue }
+    while let file = readdir(dir) {
+      let fileName = withUnsafeBytes(of: file.pointee.d_name) {
+        String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+      }
+      if fileName.hasPrefix(".") { continue }
+      let path = sub + "/" + fileName
+      var s = stat()
+      guard stat(path, &s) == 0 else { continue }
+      let size = Int64(s.st_blocks) * 512
+      files.append((path, Int64(s.st_mtim.tv_sec) * 1_000_000_000 + Int64(s.st_mtim.tv_nsec), size))
+      total += size
+    }
+    closedir(dir)
+  }
+  files.sort { $0.date < $1.date }
+  var removed = 0
+  for file in files where total > budget {
+    unlink(file.path)
+    total -= file.size
+    removed += 1
+  }
+  return removed
+}
