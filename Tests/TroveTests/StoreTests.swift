@@ -272,6 +272,41 @@ struct StoreTests {
     #expect(try store.rebuildIndex() == (added: 0, dropped: 0))
   }
 
+  @Test("verify finds corrupt objects, orphan files and dangling rows; --repair fixes them")
+  func verify() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let good = try store.put(bytes: Bytes.random(10_000, seed: 20)).digest
+    let bad = try store.put(bytes: Bytes.random(10_000, seed: 21)).digest
+    let orphan = try store.put(bytes: Bytes.random(10_000, seed: 22)).digest
+    let dangling = try store.put(bytes: Bytes.random(10_000, seed: 23)).digest
+    let badPath = try store.path(for: bad)
+    chmod(badPath, 0o644)
+    let handle = try #require(FileHandle(forWritingAtPath: badPath))
+    handle.write(Data([0, 1, 2]))
+    try handle.close()
+    try store.index().remove(orphan)
+    try FileManager.default.removeItem(atPath: try store.path(for: dangling))
+    try scratch.write("store/objects/zz-junk", [1])
+
+    let found = try store.verify()
+    #expect(found.checkedObjects == 3)
+    #expect(found.corrupt == [bad])
+    #expect(found.orphanFiles == 1 && found.danglingRows == 1)
+    #expect(found.unexpectedFiles == [scratch["store/objects/zz-junk"]])
+    #expect(!found.isClean)
+    let cli = try CLI.run(["--store", scratch["store"], "verify"])
+    #expect(cli.status == 65)
+    #expect(cli.out.contains("corrupt: \(bad)"))
+
+    let fixed = try store.verify(repair: true)
+    #expect(fixed.repaired && fixed.corrupt == [bad])
+    #expect(Set(try store.entries().map(\.digest)) == [good, orphan])
+    let again = try store.verify()
+    #expect(again.isClean && again.checkedObjects == 2)
+    #expect(try CLI.run(["--store", scratch["store"], "verify"]).status == 0)
+  }
+
   @Test("named keys point at digests")
   func keys() throws {
     let scratch = try Scratch()

@@ -1,0 +1,63 @@
+import Trove
+
+let verifyCommand = CommandSpec(
+  name: "verify",
+  abstract: "Check every object's bytes and the index; --repair fixes what it finds.",
+  usage: "[--repair] [--json]",
+  arguments: [],
+  options: [
+    OptionSpec(
+      names: ["--repair"], valueName: nil,
+      help: "Remove corrupt objects, adopt orphan files, drop rows whose file is gone."),
+    jsonOption,
+  ],
+  discussion: """
+    Hashes every object (it reads the whole store) and compares the index with the
+    objects folder. Exit 0 when the store is clean or was repaired, 65 when problems
+    were found and not repaired.
+    """,
+  run: { invocation in
+    try invocation.requirePositionals([])
+    let report = try invocation.openStore().verify(repair: invocation.flag("--repair"))
+    if invocation.flag("--json") {
+      Output.json(VerifyRecord(report))
+    } else {
+      let fix = report.repaired
+      for digest in report.corrupt {
+        Output.line("corrupt: \(digest)\(fix ? " (removed)" : "")")
+      }
+      for path in report.unexpectedFiles { Output.line("unexpected: \(path) (left alone)") }
+      Output.line(
+        "checked \(report.checkedObjects) objects (\(Output.size(report.checkedBytes))) in "
+          + String(format: "%.3f s", report.seconds) + ": \(report.corrupt.count) corrupt, "
+          + "\(report.orphanFiles) orphan files\(fix && report.orphanFiles > 0 ? " (adopted)" : ""), "
+          + "\(report.danglingRows) rows without a file\(fix && report.danglingRows > 0 ? " (dropped)" : "")"
+      )
+    }
+    return report.isClean || report.repaired ? ExitStatus.success : ExitStatus.dataError
+  })
+
+/// `verify --json`.
+struct VerifyRecord: Encodable {
+  var checkedObjects: Int
+  var checkedBytes: Int64
+  var corrupt: [String]
+  var orphanFiles: Int
+  var danglingRows: Int
+  var unexpectedFiles: [String]
+  var repaired: Bool
+  var clean: Bool
+  var seconds: Double
+
+  init(_ r: VerifyReport) {
+    checkedObjects = r.checkedObjects
+    checkedBytes = r.checkedBytes
+    corrupt = r.corrupt.map(\.description)
+    orphanFiles = r.orphanFiles
+    danglingRows = r.danglingRows
+    unexpectedFiles = r.unexpectedFiles
+    repaired = r.repaired
+    clean = r.isClean
+    seconds = r.seconds
+  }
+}
