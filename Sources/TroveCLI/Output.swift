@@ -44,16 +44,7 @@ enum Output {
   }
 
   /// A byte count for people: `512 B`, `1.5 KiB`, `3.2 GiB`.
-  static func size(_ bytes: Int64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
-    var value = Double(bytes)
-    var unit = 0
-    while abs(value) >= 1024 && unit < units.count - 1 {
-      value /= 1024
-      unit += 1
-    }
-    return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
-  }
+  static func size(_ bytes: Int64) -> String { Quantities.formatSize(bytes) }
 
   /// An index time (nanoseconds since 1970) as ISO 8601 in UTC.
   static func time(_ nanoseconds: Int64) -> String {

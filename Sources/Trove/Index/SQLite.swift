@@ -63,15 +63,7 @@ final class SQLiteConnection: @unchecked Sendable {
     var rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
     guard rc == SQLITE_OK, let statement else { throw failure(rc) }
     defer { sqlite3_finalize(statement) }
-    for (i, value) in values.enumerated() {
-      let index = Int32(i + 1)
-      switch value {
-      case .integer(let v): rc = sqlite3_bind_int64(statement, index, v)
-      case .text(let v): rc = sqlite3_bind_text(statement, index, v, -1, trove_sqlite_transient())
-      case .null: rc = sqlite3_bind_null(statement, index)
-      }
-      guard rc == SQLITE_OK else { throw failure(rc) }
-    }
+    try bind(values, to: statement)
     while true {
       rc = sqlite3_step(statement)
       if rc == SQLITE_DONE { return }
@@ -92,20 +84,26 @@ final class SQLiteConnection: @unchecked Sendable {
     for values in rows {
       sqlite3_reset(statement)
       sqlite3_clear_bindings(statement)
-      for (i, value) in values.enumerated() {
-        let index = Int32(i + 1)
-        switch value {
-        case .integer(let v): rc = sqlite3_bind_int64(statement, index, v)
-        case .text(let v): rc = sqlite3_bind_text(statement, index, v, -1, trove_sqlite_transient())
-        case .null: rc = sqlite3_bind_null(statement, index)
-        }
-        guard rc == SQLITE_OK else { throw failure(rc) }
-      }
+      try bind(values, to: statement)
       rc = sqlite3_step(statement)
       guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw failure(rc) }
       changed.append(Int(sqlite3_changes(handle)))
     }
     return changed
+  }
+
+  /// Binds `values` to a prepared statement's parameters, in order.
+  private func bind(_ values: [SQLiteValue], to statement: OpaquePointer) throws(Failure) {
+    for (i, value) in values.enumerated() {
+      let index = Int32(i + 1)
+      let rc: Int32
+      switch value {
+      case .integer(let v): rc = sqlite3_bind_int64(statement, index, v)
+      case .text(let v): rc = sqlite3_bind_text(statement, index, v, -1, trove_sqlite_transient())
+      case .null: rc = sqlite3_bind_null(statement, index)
+      }
+      guard rc == SQLITE_OK else { throw failure(rc) }
+    }
   }
 
   /// Runs `body` in a `BEGIN IMMEDIATE` transaction (the write lock is

@@ -26,7 +26,7 @@ public struct SweepOptions: Sendable, Hashable {
 }
 
 /// What a sweep removed (or, in a dry run, would remove).
-public struct SweepReport: Sendable, Hashable, Codable {
+public struct SweepReport: Sendable, Hashable, Encodable {
   /// Whether nothing was removed because this was a plan.
   public var dryRun: Bool
   /// Entries removed for not being used within the maximum age.
@@ -52,6 +52,26 @@ public struct SweepReport: Sendable, Hashable, Codable {
 
   /// Entries removed, for any reason.
   public var removedEntries: Int { expiredEntries + evictedEntries }
+
+  private enum CodingKeys: String, CodingKey {
+    case dryRun, expiredEntries, evictedEntries, removedBytes, skippedEntries, temporaryFiles
+    case temporaryBytes, bytesAfter, budget, seconds, removedEntries
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(dryRun, forKey: .dryRun)
+    try c.encode(removedEntries, forKey: .removedEntries)
+    try c.encode(expiredEntries, forKey: .expiredEntries)
+    try c.encode(evictedEntries, forKey: .evictedEntries)
+    try c.encode(removedBytes, forKey: .removedBytes)
+    try c.encode(skippedEntries, forKey: .skippedEntries)
+    try c.encode(temporaryFiles, forKey: .temporaryFiles)
+    try c.encode(temporaryBytes, forKey: .temporaryBytes)
+    try c.encode(bytesAfter, forKey: .bytesAfter)
+    try c.encode(budget, forKey: .budget)
+    try c.encode(seconds, forKey: .seconds)
+  }
 }
 
 extension Store {

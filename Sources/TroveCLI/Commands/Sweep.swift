@@ -32,7 +32,7 @@ let sweepCommand = CommandSpec(
       dryRun: invocation.flag("--dry-run"), wait: !invocation.flag("--no-wait"))
     let report = try invocation.openStore().sweep(options)
     if invocation.flag("--json") {
-      Output.json(SweepRecord(report))
+      Output.json(report)
       return ExitStatus.success
     }
     let verb = report.dryRun ? "would remove" : "removed"
@@ -50,32 +50,3 @@ let sweepCommand = CommandSpec(
     Output.line(line)
     return ExitStatus.success
   })
-
-/// `sweep --json`.
-struct SweepRecord: Encodable {
-  var dryRun: Bool
-  var removedEntries: Int
-  var expiredEntries: Int
-  var evictedEntries: Int
-  var removedBytes: Int64
-  var skippedEntries: Int
-  var temporaryFiles: Int
-  var temporaryBytes: Int64
-  var bytesAfter: Int64
-  var budget: Int64?
-  var seconds: Double
-
-  init(_ r: SweepReport) {
-    dryRun = r.dryRun
-    removedEntries = r.removedEntries
-    expiredEntries = r.expiredEntries
-    evictedEntries = r.evictedEntries
-    removedBytes = r.removedBytes
-    skippedEntries = r.skippedEntries
-    temporaryFiles = r.temporaryFiles
-    temporaryBytes = r.temporaryBytes
-    bytesAfter = r.bytesAfter
-    budget = r.budget
-    seconds = r.seconds
-  }
-}

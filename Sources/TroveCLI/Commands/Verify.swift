@@ -20,7 +20,7 @@ let verifyCommand = CommandSpec(
     try invocation.requirePositionals([])
     let report = try invocation.openStore().verify(repair: invocation.flag("--repair"))
     if invocation.flag("--json") {
-      Output.json(VerifyRecord(report))
+      Output.json(report)
     } else {
       let fix = report.repaired
       for digest in report.corrupt {
@@ -36,28 +36,3 @@ let verifyCommand = CommandSpec(
     }
     return report.isClean || report.repaired ? ExitStatus.success : ExitStatus.dataError
   })
-
-/// `verify --json`.
-struct VerifyRecord: Encodable {
-  var checkedObjects: Int
-  var checkedBytes: Int64
-  var corrupt: [String]
-  var orphanFiles: Int
-  var danglingRows: Int
-  var unexpectedFiles: [String]
-  var repaired: Bool
-  var clean: Bool
-  var seconds: Double
-
-  init(_ r: VerifyReport) {
-    checkedObjects = r.checkedObjects
-    checkedBytes = r.checkedBytes
-    corrupt = r.corrupt.map(\.description)
-    orphanFiles = r.orphanFiles
-    danglingRows = r.danglingRows
-    unexpectedFiles = r.unexpectedFiles
-    repaired = r.repaired
-    clean = r.isClean
-    seconds = r.seconds
-  }
-}
