@@ -14,11 +14,13 @@ let package = Package(
       name: "CXXHash", pkgConfig: "libxxhash", providers: [.apt(["libxxhash-dev"])]),
     .systemLibrary(
       name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(
+      name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
     .systemLibrary(name: "CLinux"),
 
     .target(
       name: "Trove",
-      dependencies: ["CXXHash", "CSQLite", "CLinux"],
+      dependencies: ["CXXHash", "CSQLite", "CZstd", "CLinux"],
       swiftSettings: [.swiftLanguageMode(.v6)]),
     .executableTarget(
       name: "TroveCLI",

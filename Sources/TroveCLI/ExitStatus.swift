@@ -21,7 +21,7 @@ enum ExitStatus {
     case .sourceMissing, .sourceNotFile: return noInput
     case .destinationExists, .destinationDirectoryMissing: return cannotCreate
     case .permissionDenied: return permission
-    case .cloneUnsupported, .linkUnsupported: return unavailable
+    case .cloneUnsupported, .linkUnsupported, .storedCompressed: return unavailable
     case .corruptObject, .unsupportedFormat: return dataError
     case .busy, .lowOnSpace: return tryAgain
     case .storeUnavailable:

@@ -46,6 +46,9 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     public static let ioError = Code(rawValue: "io-error")
     /// Another process is sweeping the store.
     public static let busy = Code(rawValue: "busy")
+    /// The object is stored compressed: there is no file to clone, link
+    /// or read in place.
+    public static let storedCompressed = Code(rawValue: "stored-compressed")
     /// An opportunistic put was skipped: the volume is low on free space.
     public static let lowOnSpace = Code(rawValue: "low-on-space")
   }

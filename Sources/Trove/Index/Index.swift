@@ -12,6 +12,24 @@ public struct Entry: Sendable, Hashable, Codable {
   public var created: Int64
   /// When it was last stored again or read, nanoseconds since 1970.
   public var lastAccess: Int64
+  /// Whether the object is stored as a zstd frame.
+  public var isCompressed: Bool = false
+  /// The object file's length: `size` when raw, the frame's when compressed.
+  public var storedBytes: Int64
+
+  /// Makes an entry; a raw one unless said otherwise.
+  public init(
+    digest: Digest, size: Int64, allocatedBytes: Int64, created: Int64, lastAccess: Int64,
+    isCompressed: Bool = false, storedBytes: Int64? = nil
+  ) {
+    self.digest = digest
+    self.size = size
+    self.allocatedBytes = allocatedBytes
+    self.created = created
+    self.lastAccess = lastAccess
+    self.isCompressed = isCompressed
+    self.storedBytes = storedBytes ?? size
+  }
 }
 
 /// Running totals kept by the index, read in O(1).
@@ -25,6 +43,18 @@ struct IndexTotals: Sendable {
   var lastSweepRemoved: Int64 = 0
   var lastSweepBytes: Int64 = 0
   var lastSweepNanoseconds: Int64 = 0
+  var storedBytes: Int64 = 0
+  var compressedEntries: Int64 = 0
+  var skippedIncompressible: Int64 = 0
+  var skippedSmall: Int64 = 0
+}
+
+/// Why an object was stored raw although compression was on.
+enum CompressionSkip: String {
+  /// Its leading sample did not shrink by the margin (already compressed).
+  case incompressible = "skipped_incompressible"
+  /// It was below `compression-min-size`.
+  case small = "skipped_small"
 }
 
 /// A pin: `name` keeps `digest` from being swept, until `expires` if set.
@@ -52,9 +82,9 @@ public struct Pin: Sendable, Hashable, Codable {
 /// takes the write lock up front (`BEGIN IMMEDIATE`).
 final class Index: Sendable {
   /// Format version of the schema (`PRAGMA user_version`). Version 2 added
-  /// pins and the last sweep's record; every statement of the schema is
-  /// idempotent, so running it upgrades a version 1 index.
-  static let schemaVersion: Int64 = 2
+  /// pins and the last sweep's record; version 3 the compression columns
+  /// and counters. Opening an older index upgrades it in one transaction.
+  static let schemaVersion: Int64 = 3
 
   private let connection: Mutex<SQLiteConnection>
   let path: String
@@ -67,7 +97,9 @@ final class Index: Sendable {
       size INTEGER NOT NULL,
       allocated INTEGER NOT NULL,
       created INTEGER NOT NULL,
-      last_access INTEGER NOT NULL
+      last_access INTEGER NOT NULL,
+      compressed INTEGER NOT NULL DEFAULT 0,
+      stored INTEGER
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS objects_by_access ON objects(last_access);
     CREATE INDEX IF NOT EXISTS objects_by_size ON objects(size);
@@ -93,20 +125,33 @@ final class Index: Sendable {
     INSERT OR IGNORE INTO counters(name, value) VALUES
       ('last_sweep_time', 0), ('last_sweep_removed', 0), ('last_sweep_bytes', 0),
       ('last_sweep_nanoseconds', 0);
-    CREATE TRIGGER IF NOT EXISTS objects_added AFTER INSERT ON objects BEGIN
+    INSERT OR IGNORE INTO counters(name, value) VALUES
+      ('stored_bytes', (SELECT COALESCE(SUM(COALESCE(stored, size)), 0) FROM objects)),
+      ('compressed_entries', (SELECT COUNT(*) FROM objects WHERE compressed = 1)),
+      ('skipped_incompressible', 0), ('skipped_small', 0);
+    DROP TRIGGER IF EXISTS objects_added;
+    DROP TRIGGER IF EXISTS objects_removed;
+    DROP TRIGGER IF EXISTS objects_resized;
+    CREATE TRIGGER objects_added AFTER INSERT ON objects BEGIN
       UPDATE counters SET value = value + CASE name WHEN 'entries' THEN 1
-        WHEN 'logical_bytes' THEN NEW.size ELSE NEW.allocated END
-      WHERE name IN ('entries', 'logical_bytes', 'allocated_bytes');
+        WHEN 'logical_bytes' THEN NEW.size WHEN 'allocated_bytes' THEN NEW.allocated
+        WHEN 'stored_bytes' THEN COALESCE(NEW.stored, NEW.size) ELSE NEW.compressed END
+      WHERE name IN
+        ('entries', 'logical_bytes', 'allocated_bytes', 'stored_bytes', 'compressed_entries');
     END;
-    CREATE TRIGGER IF NOT EXISTS objects_removed AFTER DELETE ON objects BEGIN
+    CREATE TRIGGER objects_removed AFTER DELETE ON objects BEGIN
       UPDATE counters SET value = value - CASE name WHEN 'entries' THEN 1
-        WHEN 'logical_bytes' THEN OLD.size ELSE OLD.allocated END
-      WHERE name IN ('entries', 'logical_bytes', 'allocated_bytes');
+        WHEN 'logical_bytes' THEN OLD.size WHEN 'allocated_bytes' THEN OLD.allocated
+        WHEN 'stored_bytes' THEN COALESCE(OLD.stored, OLD.size) ELSE OLD.compressed END
+      WHERE name IN
+        ('entries', 'logical_bytes', 'allocated_bytes', 'stored_bytes', 'compressed_entries');
     END;
-    CREATE TRIGGER IF NOT EXISTS objects_resized AFTER UPDATE OF size, allocated ON objects BEGIN
-      UPDATE counters SET value = value + NEW.size - OLD.size WHERE name = 'logical_bytes';
-      UPDATE counters SET value = value + NEW.allocated - OLD.allocated
-        WHERE name = 'allocated_bytes';
+    CREATE TRIGGER objects_restored AFTER UPDATE OF allocated, compressed, stored ON objects BEGIN
+      UPDATE counters SET value = value + CASE name
+        WHEN 'allocated_bytes' THEN NEW.allocated - OLD.allocated
+        WHEN 'stored_bytes' THEN COALESCE(NEW.stored, NEW.size) - COALESCE(OLD.stored, OLD.size)
+        ELSE NEW.compressed - OLD.compressed END
+      WHERE name IN ('allocated_bytes', 'stored_bytes', 'compressed_entries');
     END;
     """
 
@@ -126,6 +171,11 @@ final class Index: Sendable {
           try db.query("PRAGMA user_version") { row in version = row.integer(0) }
           if version < Self.schemaVersion {
             created = version == 0
+            if (1...2).contains(version) {
+              try db.execute(
+                "ALTER TABLE objects ADD COLUMN compressed INTEGER NOT NULL DEFAULT 0; ALTER TABLE objects ADD COLUMN stored INTEGER;"
+              )
+            }
             try db.execute(Self.schema)
             try db.execute("PRAGMA user_version = \(Self.schemaVersion)")
           }
@@ -172,21 +222,53 @@ final class Index: Sendable {
     }
   }
 
+  /// The columns `entry(_:)` reads, in order.
+  private static let columns =
+    "digest, size, allocated, created, last_access, compressed, COALESCE(stored, size)"
+
   private static func entry(_ row: SQLiteConnection.Row) -> Entry? {
     guard let digest = Digest(hex: Substring(row.text(0))) else { return nil }
     return Entry(
       digest: digest, size: row.integer(1), allocatedBytes: row.integer(2),
-      created: row.integer(3), lastAccess: row.integer(4))
+      created: row.integer(3), lastAccess: row.integer(4), isCompressed: row.integer(5) != 0,
+      storedBytes: row.integer(6))
   }
 
-  /// Records a newly published object (or one the index had lost).
-  func recordNew(_ entry: Entry) throws(TroveError) {
+  private static func values(_ entry: Entry) -> [SQLiteValue] {
+    [
+      .text(entry.digest.hex), .integer(entry.size), .integer(entry.allocatedBytes),
+      .integer(entry.created), .integer(entry.lastAccess), .integer(entry.isCompressed ? 1 : 0),
+      entry.isCompressed ? .integer(entry.storedBytes) : .null,
+    ]
+  }
+
+  private static let insert =
+    "INSERT OR IGNORE INTO objects(digest, size, allocated, created, last_access, compressed, stored) VALUES (?,?,?,?,?,?,?)"
+
+  /// Records a newly published object (or one the index had lost), and
+  /// counts why it was stored raw if compression was on but skipped.
+  func recordNew(_ entry: Entry, skipped: CompressionSkip? = nil) throws(TroveError) {
     try run("record \(entry.digest)") { db throws(SQLiteConnection.Failure) in
+      try db.transaction { () throws(SQLiteConnection.Failure) in
+        try db.query(Self.insert, Self.values(entry))
+        if let skipped {
+          try db.query(
+            "UPDATE counters SET value = value + 1 WHERE name = ?", [.text(skipped.rawValue)])
+        }
+      }
+    }
+  }
+
+  /// Records that `entry`'s object is now stored as `entry` says
+  /// (compressed or raw, its file's length and allocation).
+  func recordStorage(_ entry: Entry) throws(TroveError) {
+    try run("record storage of \(entry.digest)") { db throws(SQLiteConnection.Failure) in
       try db.query(
-        "INSERT OR IGNORE INTO objects(digest, size, allocated, created, last_access) VALUES (?,?,?,?,?)",
+        "UPDATE objects SET compressed = ?, stored = ?, allocated = ? WHERE digest = ?",
         [
-          .text(entry.digest.hex), .integer(entry.size), .integer(entry.allocatedBytes),
-          .integer(entry.created), .integer(entry.lastAccess),
+          .integer(entry.isCompressed ? 1 : 0),
+          entry.isCompressed ? .integer(entry.storedBytes) : .null,
+          .integer(entry.allocatedBytes), .text(entry.digest.hex),
         ])
     }
   }
@@ -203,14 +285,7 @@ final class Index: Sendable {
         try db.query(
           "UPDATE objects SET last_access = max(last_access, ?) WHERE digest = ?",
           [.integer(entry.lastAccess), .text(entry.digest.hex)])
-        if db.changes == 0 {
-          try db.query(
-            "INSERT OR IGNORE INTO objects(digest, size, allocated, created, last_access) VALUES (?,?,?,?,?)",
-            [
-              .text(entry.digest.hex), .integer(entry.size), .integer(entry.allocatedBytes),
-              .integer(entry.created), .integer(entry.lastAccess),
-            ])
-        }
+        if db.changes == 0 { try db.query(Self.insert, Self.values(entry)) }
       }
     }
   }
@@ -262,7 +337,7 @@ final class Index: Sendable {
       var found: [Entry] = []
       try db.query(
         """
-        SELECT digest, size, allocated, created, last_access FROM objects o
+        SELECT \(Self.columns) FROM objects o
         WHERE (last_access, digest) > (?, ?) AND last_access < ? AND NOT \(Self.pinned)
         ORDER BY last_access, digest LIMIT ?
         """,
@@ -379,7 +454,7 @@ final class Index: Sendable {
     try run("look up \(digest)") { db throws(SQLiteConnection.Failure) in
       var found: Entry?
       try db.query(
-        "SELECT digest, size, allocated, created, last_access FROM objects WHERE digest = ?",
+        "SELECT \(Self.columns) FROM objects WHERE digest = ?",
         [.text(digest.hex)]
       ) { row in found = Self.entry(row) }
       return found
@@ -403,7 +478,7 @@ final class Index: Sendable {
     try run("list entries") { db throws(SQLiteConnection.Failure) in
       var all: [Entry] = []
       try db.query(
-        "SELECT digest, size, allocated, created, last_access FROM objects ORDER BY digest"
+        "SELECT \(Self.columns) FROM objects ORDER BY digest"
       ) { row in if let e = Self.entry(row) { all.append(e) } }
       return all
     }
@@ -425,6 +500,10 @@ final class Index: Sendable {
         case "last_sweep_removed": totals.lastSweepRemoved = value
         case "last_sweep_bytes": totals.lastSweepBytes = value
         case "last_sweep_nanoseconds": totals.lastSweepNanoseconds = value
+        case "stored_bytes": totals.storedBytes = value
+        case "compressed_entries": totals.compressedEntries = value
+        case "skipped_incompressible": totals.skippedIncompressible = value
+        case "skipped_small": totals.skippedSmall = value
         default: break
         }
       }
@@ -445,12 +524,7 @@ final class Index: Sendable {
         for entry in found {
           try db.query(
             "INSERT OR IGNORE INTO present(digest) VALUES (?)", [.text(entry.digest.hex)])
-          try db.query(
-            "INSERT OR IGNORE INTO objects(digest, size, allocated, created, last_access) VALUES (?,?,?,?,?)",
-            [
-              .text(entry.digest.hex), .integer(entry.size), .integer(entry.allocatedBytes),
-              .integer(entry.created), .integer(entry.lastAccess),
-            ])
+          try db.query(Self.insert, Self.values(entry))
           added += db.changes
         }
         try db.execute("DELETE FROM objects WHERE digest NOT IN (SELECT digest FROM present)")

@@ -23,9 +23,18 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// Files in `tmp/` untouched for this many seconds are leftovers of dead
   /// writers, removed by every sweep.
   public var temporaryMaxAge: Int64
+  /// How new objects are stored: raw (the default, clonable) or zstd.
+  public var compression: Compression
+  /// zstd worker threads for large objects (zstd's nbWorkers); 0 compresses
+  /// in the calling thread.
+  public var compressionWorkers: Int32
+  /// Objects smaller than this are stored raw even when compression is on:
+  /// the saving would not pay for the CPU.
+  public var compressionMinimumSize: Int64
 
   /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
   /// the volume kept free, leftovers removed after an hour.
+  /// No compression.
   public static let `default` = CachePolicy(
     budget: nil, maxAge: nil, lowWater: 0.9, accessResolution: 60,
     minimumFree: .percent(10), temporaryMaxAge: 3600)
@@ -33,7 +42,8 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// Makes a policy.
   public init(
     budget: Int64?, maxAge: Int64?, lowWater: Double, accessResolution: Int64,
-    minimumFree: FreeSpaceThreshold, temporaryMaxAge: Int64
+    minimumFree: FreeSpaceThreshold, temporaryMaxAge: Int64, compression: Compression = .none,
+    compressionWorkers: Int32 = 0, compressionMinimumSize: Int64 = 64 * 1024
   ) {
     self.budget = budget
     self.maxAge = maxAge
@@ -41,6 +51,45 @@ public struct CachePolicy: Sendable, Hashable, Codable {
     self.accessResolution = accessResolution
     self.minimumFree = minimumFree
     self.temporaryMaxAge = temporaryMaxAge
+    self.compression = compression
+    self.compressionWorkers = compressionWorkers
+    self.compressionMinimumSize = compressionMinimumSize
+  }
+}
+
+/// How objects are stored on disk.
+public enum Compression: Sendable, Hashable, CustomStringConvertible {
+  /// Raw bytes: gets are clones where the filesystem allows.
+  case none
+  /// A standard zstd frame (content size and checksum set) at this level:
+  /// 1 to 19, or zstd's negative fast levels. Gets decompress; no clones.
+  case zstd(level: Int32)
+
+  /// `none`, or `zstd:LEVEL`.
+  public var description: String {
+    switch self {
+    case .none: return "none"
+    case .zstd(let level): return "zstd:\(level)"
+    }
+  }
+
+  /// Parses `none`, `zstd` (level 3) or `zstd:LEVEL`.
+  public init?(_ text: String) {
+    let lower = text.lowercased()
+    if lower == "none" {
+      self = .none
+      return
+    }
+    guard lower.hasPrefix("zstd") else { return nil }
+    let rest = lower.dropFirst(4)
+    if rest.isEmpty {
+      self = .zstd(level: 3)
+      return
+    }
+    guard rest.first == ":", let level = Int32(rest.dropFirst()), level != 0,
+      Zstd.levels.contains(level)
+    else { return nil }
+    self = .zstd(level: level)
   }
 }
 
@@ -78,6 +127,9 @@ public enum PolicyKey: String, CaseIterable, Sendable {
   case accessResolution = "access-resolution"
   case minimumFree = "min-free"
   case temporaryMaxAge = "tmp-max-age"
+  case compression
+  case compressionWorkers = "compression-workers"
+  case compressionMinimumSize = "compression-min-size"
 
   /// What the setting means, for `trove config`.
   public var summary: String {
@@ -88,6 +140,9 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .accessResolution: return "reads record access only when the last is older than this"
     case .minimumFree: return "free space the volume keeps; below it optional puts are skipped"
     case .temporaryMaxAge: return "in-flight files idle this long are removed by sweeps"
+    case .compression: return "how new objects are stored (recompress rewrites old ones)"
+    case .compressionWorkers: return "zstd threads for large objects (0: none)"
+    case .compressionMinimumSize: return "smaller objects are stored raw"
     }
   }
 
@@ -100,6 +155,11 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .accessResolution: return "a duration such as 60s, 5m or 0"
     case .minimumFree: return "a percentage such as 10% or a size such as 1G"
     case .temporaryMaxAge: return "a duration such as 1h or 30m"
+    case .compression:
+      return
+        "none, zstd, or zstd:LEVEL with LEVEL from \(Zstd.levels.lowerBound) to \(Zstd.levels.upperBound), not 0"
+    case .compressionWorkers: return "a whole number from 0 to 64"
+    case .compressionMinimumSize: return "a size such as 64K or 1M"
     }
   }
 
@@ -112,6 +172,9 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .accessResolution: return Quantities.formatDuration(policy.accessResolution)
     case .minimumFree: return policy.minimumFree.description
     case .temporaryMaxAge: return Quantities.formatDuration(policy.temporaryMaxAge)
+    case .compression: return policy.compression.description
+    case .compressionWorkers: return "\(policy.compressionWorkers)"
+    case .compressionMinimumSize: return Quantities.formatSize(policy.compressionMinimumSize)
     }
   }
 
@@ -154,6 +217,15 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .temporaryMaxAge:
       guard let seconds = Quantities.parseDuration(text), seconds > 0 else { throw invalid }
       policy.temporaryMaxAge = seconds
+    case .compression:
+      guard let compression = Compression(text) else { throw invalid }
+      policy.compression = compression
+    case .compressionWorkers:
+      guard let workers = Int32(text), (0...64).contains(workers) else { throw invalid }
+      policy.compressionWorkers = workers
+    case .compressionMinimumSize:
+      guard let size = Quantities.parseSize(text) else { throw invalid }
+      policy.compressionMinimumSize = size
     }
   }
 }

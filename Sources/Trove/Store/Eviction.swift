@@ -20,13 +20,8 @@ extension Store {
       }
     }
     for (entry, gone) in zip(entries, removed) where gone {
-      do throws(SystemCallError) {
-        try objectsDirectory.removeFile(StoreLayout.objectPath(entry.digest))
-      } catch  where error.errno == .noSuchFileOrDirectory {
-        // Already gone (another sweep on a filesystem whose locks lie).
-      } catch {
-        throw TroveError.system(error, "remove", path: objectFilePath(entry.digest))
-      }
+      // Already gone is fine (another sweep on a filesystem whose locks lie).
+      _ = try removeObjectFiles(entry.digest)
     }
     return removed
   }

@@ -163,24 +163,54 @@ extension Store {
 
   /// Publishes the synced-or-not temp file `name` as `digest`'s object
   /// without ever replacing one. Returns whether it was a duplicate.
-  func publish(temporary name: String, file: FileDescriptor, digest: Digest, size: Int64)
+  func publish(temporary rawName: String, file rawFile: FileDescriptor, digest: Digest, size: Int64)
     throws(TroveError) -> Bool
   {
-    let relative = StoreLayout.objectPath(digest)
-    let objectPath = objectFilePath(digest)
     let now = currentTimeNanoseconds()
-    var entry = Entry(digest: digest, size: size, allocatedBytes: 0, created: now, lastAccess: now)
     func duplicate() throws(TroveError) -> Bool {
-      try? tmpDirectory.removeFile(name)
+      try? tmpDirectory.removeFile(rawName)
       try recordDuplicate(digest, size: size)
       return true
     }
     // Known content: drop the copy before paying for a sync.
-    if try objectStatus(digest) != nil { return try duplicate() }
-    try attempt("store", objectPath) { () throws(SystemCallError) in
+    if try storedObject(digest) != nil { return try duplicate() }
+
+    // The policy decides the form; the raw temp file is the input either way.
+    let policy = try currentSettings().policy
+    let sample = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: CachePolicy.sampleSize, alignment: 4096)
+    defer { sample.deallocate() }
+    let decision = policy.storage(size: size) {
+      guard let n = try? rawFile.read(into: sample, at: 0) else { return nil }
+      return UnsafeRawBufferPointer(rebasing: sample[..<n])
+    }
+    var name = rawName
+    var file = rawFile
+    var skipped: CompressionSkip?
+    var entry = Entry(digest: digest, size: size, allocatedBytes: 0, created: now, lastAccess: now)
+    var compressedFile: FileDescriptor?
+    defer { compressedFile?.close() }
+    switch decision {
+    case .raw(let skip):
+      skipped = skip
+    case .zstd(let level, let workers):
+      let temp = try compressToTemporary(
+        rawFile, size: size, level: level, workers: workers, path: tmpPath + "/" + rawName)
+      try? tmpDirectory.removeFile(rawName)
+      (name, file, compressedFile) = (temp.name, temp.file, temp.file)
+      entry.isCompressed = true
+      entry.storedBytes = temp.storedBytes
+    }
+
+    let relative = StoreLayout.objectPath(digest, compressed: entry.isCompressed)
+    let objectPath = objectFilePath(digest, compressed: entry.isCompressed)
+    do throws(SystemCallError) {
       try file.setPermissions(StoreLayout.objectPermissions)
       try file.sync()
       entry.allocatedBytes = try file.status().allocatedBytes
+    } catch {
+      try? tmpDirectory.removeFile(name)
+      throw TroveError.system(error, "store", path: objectPath)
     }
     let fanout = StoreLayout.fanout(digest)
     do throws(SystemCallError) {
@@ -194,14 +224,16 @@ extension Store {
       try dir.sync()
     } catch  where error.errno == .fileExists {
       // Another writer published the same bytes first.
+      try? tmpDirectory.removeFile(name)
       return try duplicate()
     } catch {
       try? tmpDirectory.removeFile(name)
       throw TroveError.system(error, "store", path: objectPath)
     }
-    try index().recordNew(entry)
+    try index().recordNew(entry, skipped: skipped)
     return false
   }
+
 }
 
 /// Bytes on their way into a store: written to a private temp file in

@@ -27,6 +27,8 @@ public enum MaterializeMethod: String, Sendable, Codable {
   case copy
   /// A hard link to the object.
   case hardlink
+  /// Decompressed from a zstd object, verified against the digest.
+  case decompress
 }
 
 /// What a materialization did.

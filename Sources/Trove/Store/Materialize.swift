@@ -30,10 +30,16 @@ extension Store {
     _ digest: Digest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
     durable: Bool = false
   ) throws(TroveError) -> Materialization {
-    let object = try openObject(digest)
+    let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
-    let size = try attempt("read", objectFilePath(digest)) { () throws(SystemCallError) in
-      try object.status().size
+    var size = try attempt("read", objectFilePath(digest, compressed: isCompressed)) {
+      () throws(SystemCallError) in try object.status().size
+    }
+    if isCompressed && (mode == .clone || mode == .hardlink) {
+      throw TroveError(
+        mode == .clone ? .cloneUnsupported : .linkUnsupported,
+        "cannot \(mode == .clone ? "clone" : "hard-link") '\(destination)': object \(digest) is stored compressed (zstd); get it with mode auto or copy, or store it raw (recompress)",
+        path: destination, value: digest.description)
     }
 
     let (parentPath, name) = Self.split(destination)
@@ -87,8 +93,13 @@ extension Store {
             temp, in: parent, [.writeOnly, .create, .exclusive], permissions: 0o666)
         }
         defer { out.close() }
-        (method, reason) = try fill(
-          out, from: object, digest: digest, size: size, mode: mode, destination: destination)
+        if isCompressed {
+          size = try decompressVerified(object, to: out, digest: digest, destination: destination)
+          method = .decompress
+        } else {
+          (method, reason) = try fill(
+            out, from: object, digest: digest, size: size, mode: mode, destination: destination)
+        }
         if durable {
           try attempt("write", destination) { () throws(SystemCallError) in try out.sync() }
         }
@@ -121,12 +132,14 @@ extension Store {
   /// written, so a reader must check the outcome (the CLI exits non-zero).
   @discardableResult
   public func write(_ digest: Digest, to handle: FileHandle) throws(TroveError) -> Int64 {
-    let object = try openObject(digest)
+    let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
     object.adviseSequential()
-    let count = try verifiedCopy(
-      from: object, to: FileDescriptor(rawValue: handle.fileDescriptor), digest: digest,
-      destination: "<output>")
+    let output = FileDescriptor(rawValue: handle.fileDescriptor)
+    let count =
+      isCompressed
+      ? try decompressVerified(object, to: output, digest: digest, destination: "<output>")
+      : try verifiedCopy(from: object, to: output, digest: digest, destination: "<output>")
     recordRead(digest)
     return count
   }
@@ -134,29 +147,48 @@ extension Store {
   /// `digest`'s bytes in memory, verified. For small objects; use
   /// ``materialize(_:at:mode:replacing:durable:)`` or ``path(for:)`` for large ones.
   public func bytes(for digest: Digest) throws(TroveError) -> [UInt8] {
-    let object = try openObject(digest)
+    let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
-    let path = objectFilePath(digest)
-    let size = try attempt("read", path) { () throws(SystemCallError) in try object.status().size }
-    let bytes = try attempt("read", path) { () throws(SystemCallError) in
-      try object.readAll(limit: Int(size) + 1)
+    let path = objectFilePath(digest, compressed: isCompressed)
+    var bytes: [UInt8]
+    if isCompressed {
+      var out: [UInt8] = []
+      _ = try decompressVerified(object, digest: digest, destination: "<memory>") {
+        (chunk) throws(SystemCallError) in out.append(contentsOf: chunk)
+      }
+      bytes = out
+    } else {
+      let size = try attempt("read", path) { () throws(SystemCallError) in
+        try object.status().size
+      }
+      bytes = try attempt("read", path) { () throws(SystemCallError) in
+        try object.readAll(limit: Int(size) + 1)
+      }
+      guard bytes.count == size else { throw corrupt(digest, actual: XXH3Hasher.digest(bytes)) }
     }
     let actual = XXH3Hasher.digest(bytes)
-    guard bytes.count == size, actual == digest else { throw corrupt(digest, actual: actual) }
+    guard actual == digest else { throw corrupt(digest, actual: actual) }
     recordRead(digest)
     return bytes
   }
 
   // MARK: Pieces
 
-  func openObject(_ digest: Digest) throws(TroveError) -> FileDescriptor {
-    do throws(SystemCallError) {
-      return try FileDescriptor.open(StoreLayout.objectPath(digest), in: objectsDirectory)
-    } catch  where error.errno == .noSuchFileOrDirectory {
-      throw notFound(digest)
-    } catch {
-      throw TroveError.system(error, "read", path: objectFilePath(digest))
+  /// Opens `digest`'s object, raw if there is one (it can be cloned),
+  /// else compressed; says which.
+  func openObject(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
+    for compressed in [false, true] {
+      do throws(SystemCallError) {
+        let fd = try FileDescriptor.open(
+          StoreLayout.objectPath(digest, compressed: compressed), in: objectsDirectory)
+        return (fd, compressed)
+      } catch  where error.errno == .noSuchFileOrDirectory {
+        continue
+      } catch {
+        throw TroveError.system(error, "read", path: objectFilePath(digest, compressed: compressed))
+      }
     }
+    throw notFound(digest)
   }
 
   func corrupt(_ digest: Digest, actual: Digest) -> TroveError {

@@ -19,16 +19,41 @@ extension Store {
         return try dir.entries()
       }
       for file in files {
-        guard let digest = Digest(hex: Substring(file)), file.hasPrefix(fanout),
+        let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
+        let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
+        guard let digest = Digest(hex: Substring(hex)), hex == digest.hex, hex.hasPrefix(fanout),
           let status = try? objectsDirectory.status(of: fanout + "/" + file), status.isRegular
         else { continue }
+        // A digest present in both forms (a crash mid-recompress) is
+        // recorded once, as the raw file readers prefer.
+        if compressed && (try? objectsDirectory.status(of: fanout + "/" + hex)) != nil { continue }
+        var size = status.size
+        if compressed {
+          guard let content = contentSize(ofCompressed: digest) else { continue }
+          size = content
+        }
         let time = status.modificationTime * 1_000_000_000
         found.append(
           Entry(
-            digest: digest, size: status.size, allocatedBytes: status.allocatedBytes,
-            created: time, lastAccess: time))
+            digest: digest, size: size, allocatedBytes: status.allocatedBytes,
+            created: time, lastAccess: time, isCompressed: compressed,
+            storedBytes: status.size))
       }
     }
     return try index().reconcile(with: found)
+  }
+
+  /// The content size in a compressed object's frame header, or nil when
+  /// the file does not start a zstd frame with a known size.
+  func contentSize(ofCompressed digest: Digest) -> Int64? {
+    guard
+      let fd = try? FileDescriptor.open(
+        StoreLayout.objectPath(digest, compressed: true), in: objectsDirectory)
+    else { return nil }
+    defer { fd.close() }
+    let header = UnsafeMutableRawBufferPointer.allocate(byteCount: 18, alignment: 8)
+    defer { header.deallocate() }
+    guard let n = try? fd.read(into: header, at: 0) else { return nil }
+    return Zstd.contentSize(ofFrameStart: UnsafeRawBufferPointer(rebasing: header[..<n]))
   }
 }

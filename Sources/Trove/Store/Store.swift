@@ -240,8 +240,33 @@ public final class Store: Sendable {
   // MARK: Looking up
 
   /// The absolute path of `digest`'s object file (whether or not it exists).
-  func objectFilePath(_ digest: Digest) -> String {
-    objectsPath + "/" + StoreLayout.objectPath(digest)
+  func objectFilePath(_ digest: Digest, compressed: Bool = false) -> String {
+    objectsPath + "/" + StoreLayout.objectPath(digest, compressed: compressed)
+  }
+
+  /// An object file found on disk.
+  struct StoredObject {
+    var status: FileStatus
+    var isCompressed: Bool
+  }
+
+  /// `digest`'s object file, raw (preferred: it can be cloned) or
+  /// compressed, or nil when there is neither. One `fstatat` for a raw
+  /// object, two for a compressed one or a miss.
+  func storedObject(_ digest: Digest) throws(TroveError) -> StoredObject? {
+    for compressed in [false, true] {
+      do throws(SystemCallError) {
+        let status = try objectsDirectory.status(
+          of: StoreLayout.objectPath(digest, compressed: compressed))
+        return StoredObject(status: status, isCompressed: compressed)
+      } catch  where error.errno == .noSuchFileOrDirectory {
+        continue
+      } catch {
+        throw TroveError.system(
+          error, "look up", path: objectFilePath(digest, compressed: compressed))
+      }
+    }
+    return nil
   }
 
   /// Whether the store holds `digest`. One `fstatat`; the objects folder is
@@ -274,31 +299,45 @@ public final class Store: Sendable {
 
   /// The status of `digest`'s object file, or nil when there is none.
   func objectStatus(_ digest: Digest) throws(TroveError) -> FileStatus? {
-    do throws(SystemCallError) {
-      return try objectsDirectory.status(of: StoreLayout.objectPath(digest))
-    } catch  where error.errno == .noSuchFileOrDirectory {
-      return nil
-    } catch {
-      throw TroveError.system(error, "look up", path: objectFilePath(digest))
-    }
+    try storedObject(digest)?.status
   }
 
   /// Counts a put of bytes the store already holds (and re-adds the row if
   /// the index had lost it).
   func recordDuplicate(_ digest: Digest, size: Int64) throws(TroveError) {
     let now = currentTimeNanoseconds()
-    let allocated = try objectStatus(digest)?.allocatedBytes ?? 0
+    let object = try storedObject(digest)
     try index().recordDuplicate(
-      Entry(digest: digest, size: size, allocatedBytes: allocated, created: now, lastAccess: now))
+      Entry(
+        digest: digest, size: size, allocatedBytes: object?.status.allocatedBytes ?? 0,
+        created: now, lastAccess: now, isCompressed: object?.isCompressed ?? false,
+        storedBytes: object?.status.size))
   }
 
   /// The path of `digest`'s object, for callers that only read it: zero
   /// copies. The file is read-only (0444) and must never be modified: it is
   /// the store's only copy of those bytes.
   ///
+  /// An object stored compressed has no such file: this throws
+  /// `.storedCompressed`, unless `decompressing` is true, in which case
+  /// the object is rewritten raw in the store first (as `recompress` would
+  /// with compression off) and its path returned.
+  ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
-  public func path(for digest: Digest) throws(TroveError) -> String {
-    guard try contains(digest) else { throw notFound(digest) }  // records the read
+  public func path(for digest: Digest, decompressing: Bool = false) throws(TroveError) -> String {
+    guard let object = try storedObject(digest), object.status.isRegular else {
+      throw notFound(digest)
+    }
+    recordRead(digest)
+    if object.isCompressed {
+      guard decompressing else {
+        throw TroveError(
+          .storedCompressed,
+          "object \(digest) is stored compressed (zstd) in '\(root)': it has no file to read in place; decompress it in the store, or get a copy",
+          path: objectFilePath(digest, compressed: true), value: digest.description)
+      }
+      try restore(digest, compressed: false)
+    }
     return objectFilePath(digest)
   }
 
@@ -332,14 +371,24 @@ public final class Store: Sendable {
   @discardableResult
   public func remove(_ digest: Digest) throws(TroveError) -> Bool {
     let hadRow = try index().remove(digest)
-    do throws(SystemCallError) {
-      try objectsDirectory.removeFile(StoreLayout.objectPath(digest))
-      return true
-    } catch  where error.errno == .noSuchFileOrDirectory {
-      return hadRow
-    } catch {
-      throw TroveError.system(error, "remove", path: objectFilePath(digest))
+    return try removeObjectFiles(digest) || hadRow
+  }
+
+  /// Unlinks `digest`'s object files, raw and compressed; whether there was one.
+  func removeObjectFiles(_ digest: Digest) throws(TroveError) -> Bool {
+    var removed = false
+    for compressed in [false, true] {
+      do throws(SystemCallError) {
+        try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
+        removed = true
+      } catch  where error.errno == .noSuchFileOrDirectory {
+        continue
+      } catch {
+        throw TroveError.system(
+          error, "remove", path: objectFilePath(digest, compressed: compressed))
+      }
     }
+    return removed
   }
 
   // MARK: Named keys

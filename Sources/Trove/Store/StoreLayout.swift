@@ -12,6 +12,7 @@
 ///   config.json         format version and settings
 ///   index.sqlite        the index (WAL: -wal, -shm beside it)
 ///   objects/ab/<hex>    one read-only file per digest, fanned out by its first two hex digits
+///   objects/ab/<hex>.zst  the same, stored as a zstd frame
 ///   tmp/                in-flight data, on the store's filesystem
 /// ```
 enum StoreLayout {
@@ -44,8 +45,14 @@ enum StoreLayout {
   /// The fan-out folder of `digest` inside `objects/`: its first two hex digits.
   static func fanout(_ digest: Digest) -> String { String(digest.hex.prefix(2)) }
 
-  /// The path of `digest`'s object relative to `objects/`.
-  static func objectPath(_ digest: Digest) -> String { fanout(digest) + "/" + digest.hex }
+  /// The suffix of an object stored as a zstd frame.
+  static let compressedSuffix = ".zst"
+
+  /// The path of `digest`'s object relative to `objects/`: `ab/<hex>`, or
+  /// `ab/<hex>.zst` when it is stored compressed.
+  static func objectPath(_ digest: Digest, compressed: Bool = false) -> String {
+    fanout(digest) + "/" + digest.hex + (compressed ? compressedSuffix : "")
+  }
 
   /// A name no other writer will pick: the purpose, the process id and 64
   /// random bits. Each writer has its own temp file; none relies on a lock.

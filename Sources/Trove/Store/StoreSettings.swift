@@ -62,6 +62,10 @@ extension CachePolicy {
     case minimumFree = "min-free"
     case
       temporaryMaxAge = "tmp-max-age"
+    case compression
+    case compressionWorkers = "compression-workers"
+    case
+      compressionMinimumSize = "compression-min-size"
   }
 
   public init(from decoder: any Decoder) throws {
@@ -83,6 +87,17 @@ extension CachePolicy {
     } else {
       minimumFree = d.minimumFree
     }
+    let compressionText = try c.decodeIfPresent(String.self, forKey: .compression) ?? "none"
+    guard let compression = Compression(compressionText) else {
+      throw DecodingError.dataCorruptedError(
+        forKey: .compression, in: c, debugDescription: "unknown compression '\(compressionText)'")
+    }
+    self.compression = compression
+    compressionWorkers =
+      try c.decodeIfPresent(Int32.self, forKey: .compressionWorkers) ?? d.compressionWorkers
+    compressionMinimumSize =
+      try c.decodeIfPresent(Int64.self, forKey: .compressionMinimumSize)
+      ?? d.compressionMinimumSize
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -96,5 +111,8 @@ extension CachePolicy {
     case .bytes(let n): try c.encode(n, forKey: .minimumFree)
     }
     try c.encode(temporaryMaxAge, forKey: .temporaryMaxAge)
+    try c.encode(compression.description, forKey: .compression)
+    try c.encode(compressionWorkers, forKey: .compressionWorkers)
+    try c.encode(compressionMinimumSize, forKey: .compressionMinimumSize)
   }
 }

@@ -33,6 +33,23 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   public var pinnedBytes: Int64
   /// The last sweep, if the store was ever swept.
   public var lastSweep: LastSweep?
+  /// The compression policy for new objects (`none` or `zstd:LEVEL`).
+  public var compression: String
+  /// Bytes the object files hold: logical bytes for raw objects, frame
+  /// lengths for compressed ones.
+  public var storedBytes: Int64
+  /// Objects stored compressed.
+  public var compressedEntries: Int64
+  /// Objects stored raw with compression on because their sample did not
+  /// shrink enough (already-compressed downloads).
+  public var skippedIncompressible: Int64
+  /// Objects stored raw with compression on because they were small.
+  public var skippedSmall: Int64
+
+  /// Logical ÷ stored bytes: 1 without compression.
+  public var compressionRatio: Double {
+    storedBytes > 0 ? Double(logicalBytes) / Double(storedBytes) : 1
+  }
 
   /// What the last sweep did.
   public struct LastSweep: Sendable, Hashable, Codable {
@@ -82,7 +99,9 @@ extension Store {
       cloneSupported: clones.isSupported, availableBytes: space.available,
       totalBytes: space.total, minimumFreeBytes: space.threshold, budget: policy.budget,
       maxAge: policy.maxAge, pinnedEntries: pinned.entries, pinnedBytes: pinned.bytes,
-      lastSweep: lastSweep)
+      lastSweep: lastSweep, compression: policy.compression.description,
+      storedBytes: totals.storedBytes, compressedEntries: totals.compressedEntries,
+      skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall)
   }
 
   /// Probes whether objects can be cloned into `folder` (the store's own

@@ -49,35 +49,59 @@ extension Store {
         return try dir.entries()
       }
       for name in names.sorted() {
-        guard let digest = Digest(hex: Substring(name)), name.hasPrefix(fanout), name == digest.hex
+        let compressed = name.hasSuffix(StoreLayout.compressedSuffix)
+        let hex = compressed ? String(name.dropLast(StoreLayout.compressedSuffix.count)) : name
+        guard let digest = Digest(hex: Substring(hex)), hex.hasPrefix(fanout), hex == digest.hex
         else {
           report.unexpectedFiles.append(folder + "/" + name)
           continue
         }
-        let path = objectFilePath(digest)
-        var hasher = XXH3Hasher()
-        let size = try attempt("read", path) { () throws(SystemCallError) -> Int64 in
-          let fd = try FileDescriptor.open(StoreLayout.objectPath(digest), in: objectsDirectory)
-          defer { fd.close() }
-          fd.adviseSequential()
-          return try Transfer.hash(from: fd, into: &hasher)
+        let path = objectFilePath(digest, compressed: compressed)
+        let fd = try attempt("read", path) { () throws(SystemCallError) in
+          try FileDescriptor.open(
+            StoreLayout.objectPath(digest, compressed: compressed), in: objectsDirectory)
+        }
+        defer { fd.close() }
+        fd.adviseSequential()
+        var intact = true
+        if compressed {
+          do throws(TroveError) {
+            report.checkedBytes += try decompressVerified(
+              fd, to: nil, digest: digest, destination: path)
+          } catch  where error.code == .corruptObject {
+            intact = false
+          }
+        } else {
+          var hasher = XXH3Hasher()
+          report.checkedBytes += try attempt("read", path) { () throws(SystemCallError) in
+            try Transfer.hash(from: fd, into: &hasher)
+          }
+          intact = hasher.finalize() == digest
         }
         report.checkedObjects += 1
-        report.checkedBytes += size
-        if hasher.finalize() == digest {
+        if intact {
           onDisk.insert(digest)
         } else {
           report.corrupt.append(digest)
-          if repair { _ = try remove(digest) }
+          if repair {
+            // Only the damaged form goes; a good twin in the other form stays.
+            try attempt("remove", path) { () throws(SystemCallError) in
+              try objectsDirectory.removeFile(
+                StoreLayout.objectPath(digest, compressed: compressed))
+            }
+          }
         }
       }
     }
     let rows = Set(try index().entries().map(\.digest))
-    let corrupt = Set(report.corrupt)
+    let corrupt = Set(report.corrupt).subtracting(onDisk)
     report.orphanFiles = onDisk.subtracting(rows).count
     report.danglingRows = rows.subtracting(onDisk).subtracting(corrupt).count
-    if repair && (report.orphanFiles > 0 || report.danglingRows > 0) {
-      _ = try rebuildIndex()
+    if repair {
+      for digest in corrupt { _ = try index().remove(digest) }
+      if report.orphanFiles > 0 || report.danglingRows > 0 || !report.corrupt.isEmpty {
+        _ = try rebuildIndex()
+      }
     }
     let elapsed = clock.now - start
     report.seconds =

@@ -302,3 +302,23 @@ extension FileDescriptor {
     try writeAll([UInt8](repeating: 0, count: Int(length)))
   }
 }
+
+extension FileDescriptor {
+  /// Reads up to `buffer.count` bytes at `offset` without moving the file
+  /// offset; fewer only at the end of the file. `pread(2)`.
+  func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemCallError)
+    -> Int
+  {
+    var filled = 0
+    while filled < buffer.count {
+      let n = try Sys.call("pread") {
+        pread(
+          rawValue, buffer.baseAddress! + filled, buffer.count - filled,
+          off_t(offset) + off_t(filled))
+      }
+      if n == 0 { break }
+      filled += n
+    }
+    return filled
+  }
+}

@@ -3,8 +3,8 @@ import Trove
 /// The commands `trove` knows, in the order `help` lists them.
 let allCommands: [CommandSpec] = [
   putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand, statsCommand,
-  sweepCommand, pinCommand, unpinCommand, pinsCommand, configCommand, verifyCommand,
-  reindexCommand,
+  sweepCommand, pinCommand, unpinCommand, pinsCommand, configCommand, recompressCommand,
+  verifyCommand, reindexCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")

@@ -20,17 +20,24 @@ let hasCommand = CommandSpec(
 let pathCommand = CommandSpec(
   name: "path",
   abstract: "Print the path of an object's file, for reading in place.",
-  usage: "<digest>",
+  usage: "[--decompress] <digest>",
   arguments: [("digest", "The object's digest.")],
-  options: [],
+  options: [
+    OptionSpec(
+      names: ["--decompress"], valueName: nil,
+      help: "If the object is stored compressed, store it raw first (else: exit 69).")
+  ],
   discussion: """
     The file is the store's own copy, read-only: read it, never write it. Zero
-    copies; it can disappear when the object is removed.
+    copies; it can disappear when the object is removed. A compressed object has no
+    such file: 'get' decompresses a copy, '--decompress' stores it raw.
     """,
   run: { invocation in
     try invocation.requirePositionals(["digest"])
     let digest = try invocation.digest(invocation.positionals[0])
-    Output.line(try invocation.openStore().path(for: digest))
+    Output.line(
+      try invocation.openStore().path(
+        for: digest, decompressing: invocation.flag("--decompress")))
     return ExitStatus.success
   })
 

@@ -75,6 +75,10 @@ let statsCommand = CommandSpec(
       ("max age", s.maxAge.map(Quantities.formatDuration) ?? "none"),
       ("pinned", "\(s.pinnedEntries) entries, \(Output.size(s.pinnedBytes))"),
       (
+        "compression",
+        "\(s.compression); \(s.compressedEntries) compressed, stored \(Output.size(s.storedBytes)) (ratio \(String(format: "%.2f", s.compressionRatio)), saved \(Output.size(s.logicalBytes - s.storedBytes))); skipped \(s.skippedIncompressible) incompressible, \(s.skippedSmall) small"
+      ),
+      (
         "last sweep",
         s.lastSweep.map {
           "\(Output.time($0.time)): removed \($0.removedEntries) entries, \(Output.size($0.removedBytes)), in \(String(format: "%.3f", $0.seconds)) s"
@@ -82,7 +86,7 @@ let statsCommand = CommandSpec(
       ),
     ]
     for (name, value) in rows {
-      Output.line(name + String(repeating: " ", count: 12 - name.count) + value)
+      Output.line(name + String(repeating: " ", count: max(1, 12 - name.count)) + value)
     }
     return ExitStatus.success
   })

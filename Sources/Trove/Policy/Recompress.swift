@@ -1,0 +1,86 @@
+/// What ``Store/recompress()`` rewrote.
+public struct RecompressReport: Sendable, Hashable, Codable {
+  /// Raw objects now stored compressed.
+  public var compressed: Int
+  /// Compressed objects now stored raw.
+  public var decompressed: Int
+  /// Objects left as they were (already in the policy's form, too small,
+  /// or not worth compressing).
+  public var unchanged: Int
+  /// Stray second copies (both forms of one digest, left by a crash) removed.
+  public var twinsRemoved: Int
+  /// Bytes the object files took before and after.
+  public var storedBytesBefore: Int64
+  /// Bytes the object files take now.
+  public var storedBytesAfter: Int64
+  /// How long it took, in seconds.
+  public var seconds: Double
+}
+
+extension Store {
+  /// Rewrites existing objects to the current compression policy, in both
+  /// directions, one object at a time and crash-safe (as `ccache -X`
+  /// does): with compression off, compressed objects are stored raw again;
+  /// with it on, raw objects that qualify (size, a compressible sample)
+  /// are compressed. Objects already compressed keep their level.
+  /// O(stored bytes of the objects rewritten).
+  public func recompress() throws(TroveError) -> RecompressReport {
+    let clock = ContinuousClock()
+    let start = clock.now
+    let policy = try currentSettings().policy
+    var report = RecompressReport(
+      compressed: 0, decompressed: 0, unchanged: 0, twinsRemoved: 0, storedBytesBefore: 0,
+      storedBytesAfter: 0, seconds: 0)
+    let sample = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: CachePolicy.sampleSize, alignment: 4096)
+    defer { sample.deallocate() }
+    for entry in try index().entries() {
+      guard let object = try storedObject(entry.digest) else { continue }
+      report.storedBytesBefore += object.status.size
+      let decision: StorageDecision
+      if object.isCompressed {
+        decision =
+          policy.compression == .none
+          ? .raw(skip: nil) : .zstd(level: 0, workers: policy.compressionWorkers)
+      } else {
+        decision = policy.storage(size: object.status.size) {
+          guard
+            let fd = try? FileDescriptor.open(
+              StoreLayout.objectPath(entry.digest), in: objectsDirectory)
+          else { return nil }
+          defer { fd.close() }
+          guard let n = try? fd.read(into: sample, at: 0) else { return nil }
+          return UnsafeRawBufferPointer(rebasing: sample[..<n])
+        }
+      }
+      let rewritten: Entry?
+      switch decision {
+      case .raw:
+        rewritten = try restore(entry.digest, compressed: false)
+        if rewritten != nil { report.decompressed += 1 }
+      case .zstd(let level, let workers):
+        rewritten =
+          object.isCompressed
+          ? nil : try restore(entry.digest, compressed: true, level: level, workers: workers)
+        if rewritten != nil { report.compressed += 1 }
+      }
+      if rewritten == nil { report.unchanged += 1 }
+      let kept = rewritten?.isCompressed ?? object.isCompressed
+      // A twin in the other form (a crash between publish and removal).
+      if (try? objectsDirectory.status(of: StoreLayout.objectPath(entry.digest, compressed: !kept)))
+        != nil
+      {
+        try attempt("remove", objectFilePath(entry.digest, compressed: !kept)) {
+          () throws(SystemCallError) in
+          try objectsDirectory.removeFile(StoreLayout.objectPath(entry.digest, compressed: !kept))
+        }
+        report.twinsRemoved += 1
+      }
+      report.storedBytesAfter += rewritten?.storedBytes ?? object.status.size
+    }
+    let elapsed = clock.now - start
+    report.seconds =
+      Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return report
+  }
+}

@@ -1,0 +1,175 @@
+import CZstd
+
+/// zstd streams over file descriptors, with bounded memory: one input and
+/// one output buffer of zstd's recommended sizes, whatever the object size.
+///
+/// Frames carry the content size and a checksum, so `zstd -d` on an object
+/// file gives back the original bytes and detects damage on its own.
+enum Zstd {
+  /// A zstd failure: the function and zstd's name for the error.
+  struct Failure: Error, CustomStringConvertible {
+    let function: String
+    let name: String
+    var description: String { "zstd: \(name) (\(function))" }
+  }
+
+  /// Which side failed during a stream.
+  enum StreamError: Error {
+    case reading(SystemCallError)
+    case writing(SystemCallError)
+    case codec(Failure)
+  }
+
+  private static func check(_ code: Int, _ function: String) throws(StreamError) -> Int {
+    if ZSTD_isError(code) != 0 {
+      throw .codec(Failure(function: function, name: String(cString: ZSTD_getErrorName(code))))
+    }
+    return code
+  }
+
+  /// The levels zstd accepts: its negative fast levels up to the maximum.
+  static var levels: ClosedRange<Int32> { Int32(ZSTD_minCLevel())...Int32(ZSTD_maxCLevel()) }
+
+  /// How well the first bytes compress: compressed size ÷ size, at level 1.
+  /// A cheap test (a few hundred µs for 256 KiB) of whether a whole object
+  /// is worth compressing.
+  static func sampleRatio(_ sample: UnsafeRawBufferPointer) -> Double {
+    guard sample.count > 0 else { return 1 }
+    let bound = ZSTD_compressBound(sample.count)
+    let out = UnsafeMutableRawPointer.allocate(byteCount: bound, alignment: 16)
+    defer { out.deallocate() }
+    let n = ZSTD_compress(out, bound, sample.baseAddress, sample.count, 1)
+    guard ZSTD_isError(n) == 0 else { return 1 }
+    return Double(n) / Double(sample.count)
+  }
+
+  /// The content size recorded in a frame header, or nil if the bytes do
+  /// not start a zstd frame with a known size.
+  static func contentSize(ofFrameStart header: UnsafeRawBufferPointer) -> Int64? {
+    let size = ZSTD_getFrameContentSize(header.baseAddress, header.count)
+    if size == trove_zstd_contentsize_unknown() || size == trove_zstd_contentsize_error() {
+      return nil
+    }
+    return Int64(size)
+  }
+
+  /// Compresses all of `source` (from its current offset, `size` bytes
+  /// pledged) into `destination` at `level`, with `workers` threads (0:
+  /// in this thread). Returns the compressed size.
+  static func compress(
+    from source: FileDescriptor, to destination: FileDescriptor, size: Int64, level: Int32,
+    workers: Int32
+  ) throws(StreamError) -> Int64 {
+    guard let context = ZSTD_createCCtx() else {
+      throw .codec(Failure(function: "ZSTD_createCCtx", name: "out of memory"))
+    }
+    defer { ZSTD_freeCCtx(context) }
+    _ = try check(ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level), "level")
+    _ = try check(ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1), "checksum")
+    _ = try check(ZSTD_CCtx_setParameter(context, ZSTD_c_contentSizeFlag, 1), "content size")
+    if workers > 0 {
+      _ = try check(ZSTD_CCtx_setParameter(context, ZSTD_c_nbWorkers, workers), "workers")
+    }
+    _ = try check(ZSTD_CCtx_setPledgedSrcSize(context, UInt64(size)), "pledged size")
+    let inSize = ZSTD_CStreamInSize()
+    let outSize = ZSTD_CStreamOutSize()
+    let input = UnsafeMutableRawBufferPointer.allocate(byteCount: inSize, alignment: 4096)
+    let output = UnsafeMutableRawBufferPointer.allocate(byteCount: outSize, alignment: 4096)
+    defer {
+      input.deallocate()
+      output.deallocate()
+    }
+    var written: Int64 = 0
+    var finished = false
+    while !finished {
+      let n: Int
+      do throws(SystemCallError) {
+        n = try source.readFully(into: input)
+      } catch {
+        throw .reading(error)
+      }
+      let last = n < inSize
+      var inBuffer = ZSTD_inBuffer(src: input.baseAddress, size: n, pos: 0)
+      var done = false
+      while !done {
+        var outBuffer = ZSTD_outBuffer(dst: output.baseAddress, size: outSize, pos: 0)
+        let remaining = try check(
+          ZSTD_compressStream2(
+            context, &outBuffer, &inBuffer, last ? ZSTD_e_end : ZSTD_e_continue),
+          "ZSTD_compressStream2")
+        if outBuffer.pos > 0 {
+          do throws(SystemCallError) {
+            try destination.writeAll(UnsafeRawBufferPointer(rebasing: output[..<outBuffer.pos]))
+          } catch {
+            throw .writing(error)
+          }
+          written += Int64(outBuffer.pos)
+        }
+        done = last ? remaining == 0 : inBuffer.pos == inBuffer.size
+      }
+      finished = last
+    }
+    return written
+  }
+
+  /// Decompresses the frame in `source`, handing each decompressed chunk to
+  /// `sink`. Fails on a damaged frame, a checksum mismatch, or trailing
+  /// bytes after the frame.
+  static func decompress(
+    from source: FileDescriptor, into sink: (UnsafeRawBufferPointer) throws(StreamError) -> Void
+  ) throws(StreamError) {
+    guard let context = ZSTD_createDCtx() else {
+      throw .codec(Failure(function: "ZSTD_createDCtx", name: "out of memory"))
+    }
+    defer { ZSTD_freeDCtx(context) }
+    let inSize = ZSTD_DStreamInSize()
+    let outSize = ZSTD_DStreamOutSize()
+    let input = UnsafeMutableRawBufferPointer.allocate(byteCount: inSize, alignment: 4096)
+    let output = UnsafeMutableRawBufferPointer.allocate(byteCount: outSize, alignment: 4096)
+    defer {
+      input.deallocate()
+      output.deallocate()
+    }
+    var frameEnded = false
+    while true {
+      let n: Int
+      do throws(SystemCallError) {
+        n = try source.read(into: input)
+      } catch {
+        throw .reading(error)
+      }
+      if n == 0 { break }
+      if frameEnded {
+        throw .codec(Failure(function: "ZSTD_decompressStream", name: "bytes after the frame"))
+      }
+      var inBuffer = ZSTD_inBuffer(src: input.baseAddress, size: n, pos: 0)
+      while inBuffer.pos < inBuffer.size {
+        var outBuffer = ZSTD_outBuffer(dst: output.baseAddress, size: outSize, pos: 0)
+        let hint = try check(
+          ZSTD_decompressStream(context, &outBuffer, &inBuffer), "ZSTD_decompressStream")
+        if outBuffer.pos > 0 {
+          try sink(UnsafeRawBufferPointer(rebasing: output[..<outBuffer.pos]))
+        }
+        if hint == 0 {
+          frameEnded = true
+          if inBuffer.pos < inBuffer.size {
+            throw .codec(Failure(function: "ZSTD_decompressStream", name: "bytes after the frame"))
+          }
+        }
+      }
+    }
+    // Flush what the decoder still holds.
+    while !frameEnded {
+      var inBuffer = ZSTD_inBuffer(src: input.baseAddress, size: 0, pos: 0)
+      var outBuffer = ZSTD_outBuffer(dst: output.baseAddress, size: outSize, pos: 0)
+      let hint = try check(
+        ZSTD_decompressStream(context, &outBuffer, &inBuffer), "ZSTD_decompressStream")
+      if outBuffer.pos > 0 { try sink(UnsafeRawBufferPointer(rebasing: output[..<outBuffer.pos])) }
+      if hint == 0 {
+        frameEnded = true
+      } else if outBuffer.pos == 0 {
+        throw .codec(Failure(function: "ZSTD_decompressStream", name: "truncated frame"))
+      }
+    }
+  }
+}

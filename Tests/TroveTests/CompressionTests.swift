@@ -1,0 +1,216 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// zstd objects: round trips, interop with the zstd command, skips,
+/// mixed stores, recompress, corruption.
+@Suite("Compression (zstd)")
+struct CompressionTests {
+  /// Text-like bytes that compress well (about 3× at level 3).
+  static func text(_ count: Int, seed: UInt64) -> [UInt8] {
+    let words = ["trove", "cache", "digest", "clone", "zstd", "budget", "sweep", "entry", "\n"]
+    var state = seed
+    var out: [UInt8] = []
+    out.reserveCapacity(count + 16)
+    while out.count < count {
+      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+      out.append(contentsOf: words[Int(state >> 33) % words.count].utf8)
+      out.append(UInt8(ascii: " "))
+    }
+    return Array(out.prefix(count))
+  }
+
+  func store(_ scratch: Scratch, _ compression: String, minimum: Int64 = 64 * 1024) throws -> Store
+  {
+    let store = try scratch.store()
+    try store.updatePolicy { (policy) throws(TroveError) in
+      try PolicyKey.compression.set(compression, in: &policy)
+      policy.compressionMinimumSize = minimum
+    }
+    return store
+  }
+
+  @Test(
+    "round trips at several levels and sizes",
+    arguments: [("zstd:1", 1), ("zstd:3", 3), ("zstd:19", 19), ("zstd:-5", -5)])
+  func roundTrip(setting: String, level: Int) throws {
+    let scratch = try Scratch()
+    let store = try store(scratch, setting, minimum: 1000)
+    for size in [0, 1, 999, 1000, 70_000, 3 << 20] {
+      let data = Self.text(size, seed: UInt64(size))
+      let put = try store.put(bytes: data)
+      #expect(put.digest == XXH3Hasher.digest(data))
+      let object = try #require(try store.storedObject(put.digest))
+      #expect(object.isCompressed == (size >= 1000), "size \(size)")
+      #expect(try store.bytes(for: put.digest) == data)
+      let got = try store.materialize(put.digest, at: scratch["out-\(size)"])
+      #expect(got.method == (size >= 1000 ? .decompress : got.method))
+      #expect(try contents(scratch["out-\(size)"]) == data)
+    }
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
+  @Test(
+    "a compressed object is a standard zstd frame: zstd -d gives the bytes back",
+    .enabled(
+      if: FileManager.default.isExecutableFile(atPath: "/usr/bin/zstd"),
+      "the zstd command is not installed"))
+  func interop() throws {
+    let scratch = try Scratch()
+    let store = try store(scratch, "zstd:3")
+    let data = Self.text(2 << 20, seed: 7)
+    let digest = try store.put(bytes: data).digest
+    let object = scratch["store/objects/\(digest.hex.prefix(2))/\(digest.hex).zst"]
+    #expect(try contents(object).prefix(4) == [0x28, 0xB5, 0x2F, 0xFD])
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/zstd")
+    process.arguments = ["-d", "-q", "-c", object]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let out = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0)
+    #expect(Array(out) == data)
+    // The frame records the content size and a checksum.
+    let header = Process()
+    header.executableURL = URL(fileURLWithPath: "/usr/bin/zstd")
+    header.arguments = ["-lv", object]
+    let info = Pipe()
+    header.standardOutput = info
+    try header.run()
+    let text = String(decoding: info.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    header.waitUntilExit()
+    #expect(text.contains("Check: XXH64"))
+    #expect(text.contains("2097152 B") || text.contains("2.00 MiB"))
+  }
+
+  @Test("incompressible and small objects are stored raw (and clonable), and counted")
+  func skips() throws {
+    let scratch = try Scratch()
+    let store = try store(scratch, "zstd:3")
+    let random = try store.put(bytes: Bytes.random(1 << 20, seed: 8)).digest
+    let small = try store.put(bytes: Self.text(10_000, seed: 9)).digest
+    let text = try store.put(bytes: Self.text(1 << 20, seed: 10)).digest
+    #expect(try store.storedObject(random)?.isCompressed == false)
+    #expect(try store.storedObject(small)?.isCompressed == false)
+    #expect(try store.storedObject(text)?.isCompressed == true)
+    let stats = try store.statistics()
+    #expect(stats.skippedIncompressible == 1 && stats.skippedSmall == 1)
+    #expect(stats.compressedEntries == 1)
+    #expect(stats.storedBytes < stats.logicalBytes)
+    #expect(stats.compressionRatio > 1.2)
+    #expect(try store.path(for: random).hasSuffix(random.hex))
+  }
+
+  @Test("a compressed object cannot be cloned, linked or read in place; --decompress stores it raw")
+  func inPlace() throws {
+    let scratch = try Scratch()
+    let store = try store(scratch, "zstd:3")
+    let data = Self.text(500_000, seed: 11)
+    let digest = try store.put(bytes: data).digest
+    #expect {
+      try store.path(for: digest)
+    } throws: {
+      ($0 as? TroveError)?.code == .storedCompressed && "\($0)".contains("compressed (zstd)")
+    }
+    #expect {
+      try store.materialize(digest, at: scratch["c"], mode: .clone)
+    } throws: { ($0 as? TroveError)?.code == .cloneUnsupported }
+    #expect {
+      try store.materialize(digest, at: scratch["h"], mode: .hardlink)
+    } throws: { ($0 as? TroveError)?.code == .linkUnsupported }
+    #expect(scratch.list("").sorted() == ["store"])
+    let cli = try CLI.run(["--store", scratch["store"], "path", digest.description])
+    #expect(cli.status == 69 && cli.errorLines.count == 1)
+    let path = try store.path(for: digest, decompressing: true)
+    #expect(try contents(path) == data)
+    #expect(try store.storedObject(digest)?.isCompressed == false)
+    #expect(scratch.list("store/objects/\(digest.hex.prefix(2))") == [digest.hex])
+    #expect(try store.statistics().compressedEntries == 0)
+  }
+
+  @Test("a mixed store works after the policy changes, and recompress converts both ways")
+  func mixedAndRecompress() throws {
+    let scratch = try Scratch()
+    let store = try store(scratch, "none")
+    let a = Self.text(300_000, seed: 12)
+    let b = Self.text(400_000, seed: 13)
+    let da = try store.put(bytes: a).digest
+    try store.updatePolicy { $0.compression = .zstd(level: 3) }
+    let db = try store.put(bytes: b).digest
+    #expect(try store.storedObject(da)?.isCompressed == false)
+    #expect(try store.storedObject(db)?.isCompressed == true)
+    #expect(try store.bytes(for: da) == a && store.bytes(for: db) == b)
+
+    let up = try store.recompress()
+    #expect(up.compressed == 1 && up.decompressed == 0)
+    #expect(try store.storedObject(da)?.isCompressed == true)
+    #expect(up.storedBytesAfter < up.storedBytesBefore)
+    #expect(try store.statistics().compressedEntries == 2)
+
+    try store.updatePolicy { $0.compression = .none }
+    let down = try store.recompress()
+    #expect(down.decompressed == 2)
+    #expect(try store.storedObject(da)?.isCompressed == false)
+    #expect(try store.storedObject(db)?.isCompressed == false)
+    let stats = try store.statistics()
+    #expect(stats.compressedEntries == 0 && stats.storedBytes == stats.logicalBytes)
+    #expect(try store.bytes(for: db) == b)
+    #expect(try store.verify().isClean)
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
+  @Test("a damaged frame or a wrong payload is an error, never wrong bytes at the destination")
+  func corruption() throws {
+    let scratch = try Scratch()
+    let store = try store(scratch, "zstd:3")
+    let data = Self.text(1 << 20, seed: 14)
+    let digest = try store.put(bytes: data).digest
+    let object = scratch["store/objects/\(digest.hex.prefix(2))/\(digest.hex).zst"]
+    chmod(object, 0o644)
+    var bytes = try contents(object)
+    bytes[bytes.count / 2] ^= 0xFF
+    try Data(bytes).write(to: URL(fileURLWithPath: object))
+    #expect {
+      try store.materialize(digest, at: scratch["out"])
+    } throws: { ($0 as? TroveError)?.code == .corruptObject && "\($0)".contains("zstd") }
+    #expect(!FileManager.default.fileExists(atPath: scratch["out"]))
+    #expect(scratch.list("").sorted() == ["store"])
+    #expect(throws: TroveError.self) { try store.bytes(for: digest) }
+    let cli = try CLI.run(["--store", scratch["store"], "get", digest.description, scratch["cli"]])
+    #expect(cli.status == 65 && cli.errorLines.count == 1)
+    // A valid frame of other bytes under this name: caught by the digest.
+    let other = try store.put(bytes: Self.text(1 << 20, seed: 15)).digest
+    try FileManager.default.removeItem(atPath: object)
+    try FileManager.default.copyItem(
+      atPath: scratch["store/objects/\(other.hex.prefix(2))/\(other.hex).zst"], toPath: object)
+    #expect {
+      try store.materialize(digest, at: scratch["out"])
+    } throws: {
+      ($0 as? TroveError)?.code == .corruptObject && "\($0)".contains("hash to \(other)")
+    }
+    let report = try store.verify(repair: true)
+    #expect(report.corrupt == [digest])
+    #expect(try store.contains(digest) == false)
+  }
+
+  @Test("compression settings are validated with the accepted forms")
+  func settings() throws {
+    var policy = CachePolicy.default
+    for good in ["none", "zstd", "zstd:1", "zstd:19", "zstd:-3"] {
+      try PolicyKey.compression.set(good, in: &policy)
+    }
+    #expect(policy.compression == .zstd(level: -3))
+    for bad in ["gzip", "zstd:0", "zstd:23", "zstd:x", "zstd3"] {
+      #expect {
+        try PolicyKey.compression.set(bad, in: &policy)
+      } throws: { "\($0)".contains("'\(bad)'") && "\($0)".contains("zstd:LEVEL") }
+    }
+  }
+}
