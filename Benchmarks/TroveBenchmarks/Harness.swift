@@ -38,8 +38,9 @@ enum Unit: String, Encodable {
   case seconds = "s"
   case gigabytesPerSecond = "GB/s"
   case mebibytes = "MiB"
+  case ratio = "×"
 
-  var higherIsBetter: Bool { self == .gigabytesPerSecond }
+  var higherIsBetter: Bool { self == .gigabytesPerSecond || self == .ratio }
 
   func format(_ value: Double) -> String {
     switch self {
@@ -49,6 +50,7 @@ enum Unit: String, Encodable {
       return String(format: "%.3f s", value)
     case .gigabytesPerSecond: return String(format: "%.2f GB/s", value)
     case .mebibytes: return String(format: "%.1f MiB", value)
+    case .ratio: return String(format: "%.2f", value)
     }
   }
 }

@@ -8,7 +8,7 @@ import Foundation
 
 let suites: [(String, (Bench) throws -> Void)] = [
   ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("sweep", sweepSuite),
-  ("memory", memorySuite),
+  ("compression", compressionSuite), ("memory", memorySuite),
 ]
 
 @MainActor func usage() -> Never {

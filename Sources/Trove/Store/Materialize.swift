@@ -145,7 +145,7 @@ extension Store {
   }
 
   /// `digest`'s bytes in memory, verified. For small objects; use
-  /// ``materialize(_:at:mode:replacing:durable:)`` or ``path(for:)`` for large ones.
+  /// ``materialize(_:at:mode:replacing:durable:)`` or ``path(for:decompressing:)`` for large ones.
   public func bytes(for digest: Digest) throws(TroveError) -> [UInt8] {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
