@@ -90,6 +90,31 @@ struct CompressionTests {
     #expect(text.contains("2097152 B") || text.contains("2.00 MiB"))
   }
 
+  @Test("a file is hashed and compressed in one pass; a re-put of it is a dedup hit")
+  func filePut() throws {
+    let scratch = try Scratch()
+    let store = try store(scratch, "zstd:3")
+    let data = Self.text(3 << 20, seed: 16)
+    let file = try scratch.write("in.txt", data)
+    let put = try store.put(file: file)
+    #expect(put.digest == XXH3Hasher.digest(data) && !put.isDuplicate)
+    #expect(try store.storedObject(put.digest)?.isCompressed == true)
+    #expect(scratch.list("store/tmp").isEmpty)
+    let again = try store.put(file: try scratch.write("again.txt", data))
+    #expect(again.isDuplicate && again.digest == put.digest)
+    let stats = try store.statistics()
+    #expect(stats.entries == 1 && stats.compressedEntries == 1 && stats.dedupHits == 1)
+    #expect(
+      stats.storedBytes
+        == Int64(
+          try fileStatus(scratch["store/objects/\(put.digest.hex.prefix(2))/\(put.digest.hex).zst"])
+            .size))
+    let piped = try CLI.run(["--store", scratch["store"], "put", "-"], stdin: data)
+    #expect(piped.out == "\(put.digest)  -\n")
+    try store.materialize(put.digest, at: scratch["out.txt"])
+    #expect(try contents(scratch["out.txt"]) == data)
+  }
+
   @Test("incompressible and small objects are stored raw (and clonable), and counted")
   func skips() throws {
     let scratch = try Scratch()

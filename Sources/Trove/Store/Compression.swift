@@ -7,7 +7,8 @@ extension Store {
   /// file in `tmp/`; returns its name, descriptor (open, not yet synced) and
   /// length. Nothing is left in `tmp/` when it throws.
   func compressToTemporary(
-    _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String
+    _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
+    rewind: Bool = true, tap: (UnsafeRawBufferPointer) -> Void = { _ in }
   ) throws(TroveError) -> (name: String, file: FileDescriptor, storedBytes: Int64) {
     let name = StoreLayout.temporaryName("zst")
     let tempPath = tmpPath + "/" + name
@@ -16,10 +17,12 @@ extension Store {
         name, in: tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
     }
     do throws(TroveError) {
-      try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
+      if rewind {
+        try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
+      }
       do throws(Zstd.StreamError) {
         let stored = try Zstd.compress(
-          from: source, to: file, size: size, level: level, workers: workers)
+          from: source, to: file, size: size, level: level, workers: workers, tap: tap)
         return (name, file, stored)
       } catch {
         switch error {

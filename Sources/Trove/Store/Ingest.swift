@@ -88,6 +88,13 @@ extension Store {
       return known
     }
     let size = status.isRegular ? status.size - start : nil
+    if let size, case .zstd(let level, let workers) = try compressionPlan(source, size, start) {
+      // Compressed anyway: read once, hashing and compressing; no clone.
+      try admit(size: size, priority: priority)
+      source.adviseSequential()
+      return try ingestCompressed(
+        source, size: size, level: level, workers: workers, path: path)
+    }
     let canClone = isWholeFile && status.device == device
     // A clone takes no data blocks; a copy takes `size`.
     try admit(size: canClone ? 0 : size, priority: priority)
@@ -114,6 +121,21 @@ extension Store {
     source.adviseSequential()
     try writer.absorb(from: source, path: path)
     return try writer.commit(method: status.isRegular ? .copy : .stream)
+  }
+
+  /// The policy's decision for a regular file of `size` bytes from
+  /// `start`, judged from a sample read without moving the file offset.
+  private func compressionPlan(_ source: FileDescriptor, _ size: Int64, _ start: Int64)
+    throws(TroveError) -> StorageDecision
+  {
+    let policy = try currentSettings().policy
+    let sample = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: CachePolicy.sampleSize, alignment: 4096)
+    defer { sample.deallocate() }
+    return policy.storage(size: size) {
+      guard let n = try? source.read(into: sample, at: start) else { return nil }
+      return UnsafeRawBufferPointer(rebasing: sample[..<n])
+    }
   }
 
   /// Hashes `source` where it lies and, if the store already holds those
@@ -184,24 +206,35 @@ extension Store {
       guard let n = try? rawFile.read(into: sample, at: 0) else { return nil }
       return UnsafeRawBufferPointer(rebasing: sample[..<n])
     }
-    var name = rawName
-    var file = rawFile
-    var skipped: CompressionSkip?
     var entry = Entry(digest: digest, size: size, allocatedBytes: 0, created: now, lastAccess: now)
-    var compressedFile: FileDescriptor?
-    defer { compressedFile?.close() }
     switch decision {
     case .raw(let skip):
-      skipped = skip
+      return try install(temporary: rawName, file: rawFile, as: entry, skipped: skip)
     case .zstd(let level, let workers):
       let temp = try compressToTemporary(
         rawFile, size: size, level: level, workers: workers, path: tmpPath + "/" + rawName)
+      defer { temp.file.close() }
       try? tmpDirectory.removeFile(rawName)
-      (name, file, compressedFile) = (temp.name, temp.file, temp.file)
       entry.isCompressed = true
       entry.storedBytes = temp.storedBytes
+      return try install(temporary: temp.name, file: temp.file, as: entry, skipped: nil)
     }
+  }
 
+  /// Publishes the finished temp file `name` as `entry`'s object (raw or
+  /// compressed, as `entry` says) without ever replacing one: syncs it,
+  /// renames it into `objects/`, syncs the folder, records the row.
+  /// Returns whether another writer had published the bytes first.
+  func install(
+    temporary name: String, file: FileDescriptor, as entry: Entry, skipped: CompressionSkip?
+  ) throws(TroveError) -> Bool {
+    var entry = entry
+    let digest = entry.digest
+    func duplicate() throws(TroveError) -> Bool {
+      try? tmpDirectory.removeFile(name)
+      try recordDuplicate(digest, size: entry.size)
+      return true
+    }
     let relative = StoreLayout.objectPath(digest, compressed: entry.isCompressed)
     let objectPath = objectFilePath(digest, compressed: entry.isCompressed)
     do throws(SystemCallError) {
@@ -224,7 +257,6 @@ extension Store {
       try dir.sync()
     } catch  where error.errno == .fileExists {
       // Another writer published the same bytes first.
-      try? tmpDirectory.removeFile(name)
       return try duplicate()
     } catch {
       try? tmpDirectory.removeFile(name)
@@ -232,6 +264,32 @@ extension Store {
     }
     try index().recordNew(entry, skipped: skipped)
     return false
+  }
+
+  /// Stores `size` bytes of the regular file `source` (from its current
+  /// offset) as a zstd frame in one pass: each block read is hashed and
+  /// compressed, so no raw copy is written.
+  func ingestCompressed(
+    _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String
+  ) throws(TroveError) -> PutResult {
+    var hasher = XXH3Hasher()
+    let temp = try compressToTemporary(
+      source, size: size, level: level, workers: workers, path: path, rewind: false
+    ) { hasher.update($0) }
+    defer { temp.file.close() }
+    let now = currentTimeNanoseconds()
+    let entry = Entry(
+      digest: hasher.finalize(), size: size, allocatedBytes: 0, created: now, lastAccess: now,
+      isCompressed: true, storedBytes: temp.storedBytes)
+    if try storedObject(entry.digest) != nil {
+      try? tmpDirectory.removeFile(temp.name)
+      try recordDuplicate(entry.digest, size: size)
+      return PutResult(digest: entry.digest, size: size, isDuplicate: true, method: .copy)
+    }
+    let duplicate = try install(temporary: temp.name, file: temp.file, as: entry, skipped: nil)
+    // The bytes are stored; a failing auto-sweep must not fail the put.
+    if !duplicate { try? sweepIfOverBudget(protecting: entry.digest) }
+    return PutResult(digest: entry.digest, size: size, isDuplicate: duplicate, method: .copy)
   }
 
 }

@@ -55,10 +55,11 @@ enum Zstd {
 
   /// Compresses all of `source` (from its current offset, `size` bytes
   /// pledged) into `destination` at `level`, with `workers` threads (0:
-  /// in this thread). Returns the compressed size.
+  /// in this thread), showing every input chunk to `tap` (to hash it in
+  /// the same pass). Returns the compressed size.
   static func compress(
     from source: FileDescriptor, to destination: FileDescriptor, size: Int64, level: Int32,
-    workers: Int32
+    workers: Int32, tap: (UnsafeRawBufferPointer) -> Void = { _ in }
   ) throws(StreamError) -> Int64 {
     guard let context = ZSTD_createCCtx() else {
       throw .codec(Failure(function: "ZSTD_createCCtx", name: "out of memory"))
@@ -89,6 +90,7 @@ enum Zstd {
         throw .reading(error)
       }
       let last = n < inSize
+      tap(UnsafeRawBufferPointer(rebasing: input[..<n]))
       var inBuffer = ZSTD_inBuffer(src: input.baseAddress, size: n, pos: 0)
       var done = false
       while !done {
