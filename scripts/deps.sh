@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
-  packages+=(xxhash zstd xfsprogs util-linux e2fsprogs time gnuplot-nox)
+  packages+=(xxhash zstd xfsprogs util-linux e2fsprogs time)
 fi
 
 missing=()
