@@ -78,9 +78,7 @@ extension Store {
       }
       report.storedBytesAfter += rewritten?.storedBytes ?? object.status.size
     }
-    let elapsed = clock.now - start
-    report.seconds =
-      Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    report.seconds = (clock.now - start).seconds
     return report
   }
 }

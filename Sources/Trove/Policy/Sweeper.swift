@@ -135,9 +135,7 @@ extension Store {
       report.evictedEntries = tally(removal)
     }
     report.bytesAfter = total
-    let elapsed = clock.now - start
-    report.seconds =
-      Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    report.seconds = (clock.now - start).seconds
     if !options.dryRun {
       try index.recordSweep(
         at: now, removed: Int64(report.removedEntries), bytes: report.removedBytes,

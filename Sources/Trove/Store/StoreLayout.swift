@@ -68,3 +68,10 @@ func currentTimeNanoseconds() -> Int64 {
   clock_gettime(CLOCK_REALTIME, &ts)
   return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
+
+extension Duration {
+  /// The duration in seconds, as a `Double`.
+  var seconds: Double {
+    Double(components.seconds) + Double(components.attoseconds) / 1e18
+  }
+}

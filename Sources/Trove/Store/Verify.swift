@@ -103,9 +103,7 @@ extension Store {
         _ = try rebuildIndex()
       }
     }
-    let elapsed = clock.now - start
-    report.seconds =
-      Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    report.seconds = (clock.now - start).seconds
     return report
   }
 }
