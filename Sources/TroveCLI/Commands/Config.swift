@@ -6,7 +6,7 @@ let configCommand = CommandSpec(
   usage: "[get <key> | set <key> <value>]",
   arguments: [
     ("key", PolicyKey.allCases.map(\.rawValue).joined(separator: ", ")),
-    ("value", "The new value; see the keys' forms below."),
+    ("value", "The new value, in one of the forms listed above."),
   ],
   options: [],
   discussion: """
