@@ -138,11 +138,11 @@ final class Bench {
     _ bodies: [() throws -> Void], setup: () throws -> Void = {}, repetitions: Int? = nil
   ) throws -> [Series] {
     var samples = [[Double]](repeating: [], count: bodies.count)
-    for _ in 0..<(repetitions ?? self.repetitions) {
-      for (i, body) in bodies.enumerated() {
+    for round in 0..<(repetitions ?? self.repetitions) {
+      for i in Self.order(bodies.count, round: round) {
         try setup()
         let start = now()
-        try body()
+        try bodies[i]()
         samples[i].append(now() - start)
       }
     }
@@ -164,14 +164,24 @@ final class Bench {
     _ commands: [[String]], input: String? = nil, setup: () throws -> Void = {}
   ) throws -> [Series] {
     var samples = [[Double]](repeating: [], count: commands.count)
-    for _ in 0..<repetitions {
-      for (i, command) in commands.enumerated() {
+    for round in 0..<repetitions {
+      for i in Self.order(commands.count, round: round) {
         try setup()
         sync()
-        samples[i].append(try Spawn.check(command, input: input).seconds)
+        samples[i].append(try Spawn.check(commands[i], input: input).seconds)
       }
     }
     return samples.map { Series(samples: $0) }
+  }
+
+  /// The order of `count` contenders in a round: forwards in even rounds,
+  /// backwards in odd ones. Costs that fall on whoever runs at a given
+  /// position — on these VMs, the host re-backing guest memory that free
+  /// page reporting returned to it, paid by the first process to write into
+  /// it (0.16 s for 512 MiB right after a free, 1.7–2.5 s after a pause) —
+  /// then fall on every contender alike.
+  static func order(_ count: Int, round: Int) -> [Int] {
+    round % 2 == 0 ? Array(0..<count) : Array((0..<count).reversed())
   }
 }
 

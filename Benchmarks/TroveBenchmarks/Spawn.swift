@@ -17,7 +17,10 @@ enum Spawn {
   struct Failure: Error, CustomStringConvertible {
     let command: [String]
     let detail: String
-    var description: String { "'\(command.joined(separator: " "))' \(detail)" }
+    var description: String {
+      let shown = command.prefix(6).joined(separator: " ") + (command.count > 6 ? " …" : "")
+      return "'\(shown)' \(detail)"
+    }
   }
 
   /// Runs `command` (a path or a name on PATH) with stdin from `input` and
