@@ -99,6 +99,8 @@ final class Bench {
   let xfs: String?
   let xfsMissing: String
   let trove: String
+  /// Store sizes for the sweep suite, when given on the command line.
+  var sweepEntries: [Int]?
   private(set) var results: [Result] = []
   private(set) var skipped: [String] = []
 

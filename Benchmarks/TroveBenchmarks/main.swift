@@ -16,8 +16,10 @@ let suites: [(String, (Bench) throws -> Void)] = [
     Data(
       """
       usage: trove-bench [--quick] [--suite NAME]... [--json PATH] [--work DIR] [--xfs DIR] [--trove PATH]
+                         [--sweep-entries N[,N...]]
         suites: \(suites.map(\.0).joined(separator: ", "))
         --xfs DIR   a folder on a reflink filesystem (default: $TROVE_BENCH_XFS) for the clone figures
+        --sweep-entries  store sizes for the sweep suite (default 10000,100000; quick 1000)
 
       """.utf8))
   exit(64)
@@ -28,6 +30,7 @@ var chosen: [String] = []
 var jsonPath = ".build/benchmarks/latest.json"
 var work: String?
 var xfs = ProcessInfo.processInfo.environment["TROVE_BENCH_XFS"]
+var sweepEntries: [Int]?
 var trovePath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
   .appendingPathComponent("trove").path
 var args = CommandLine.arguments.dropFirst()
@@ -43,6 +46,15 @@ while let arg = args.popFirst() {
   case "--work": work = value()
   case "--xfs": xfs = value()
   case "--trove": trovePath = value()
+  case "--sweep-entries":
+    let text = value()
+    guard let counts = Optional(text.split(separator: ",").compactMap { Int($0) }),
+      !counts.isEmpty, counts.count == text.split(separator: ",").count
+    else {
+      FileHandle.standardError.write(Data("trove-bench: invalid --sweep-entries '\(text)'\n".utf8))
+      usage()
+    }
+    sweepEntries = counts
   case "-h", "--help": usage()
   default:
     FileHandle.standardError.write(Data("trove-bench: unknown argument '\(arg)'\n".utf8))
@@ -71,6 +83,7 @@ let bench = Bench(
   xfsMissing:
     "no reflink filesystem given (--xfs DIR or TROVE_BENCH_XFS; scripts/bench.sh mounts one)",
   trove: trovePath)
+bench.sweepEntries = sweepEntries
 
 let cpu =
   (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?

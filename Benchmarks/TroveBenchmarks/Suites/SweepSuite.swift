@@ -7,7 +7,7 @@ import Trove
 /// delete the oldest until under budget).
 func sweepSuite(_ b: Bench) throws {
   print("sweep")
-  let sizes = b.quick ? [1_000] : [10_000, 100_000]
+  let sizes = b.sweepEntries ?? (b.quick ? [1_000] : [10_000, 100_000])
   for count in sizes {
     let root = b.work + "/sweep-\(count)"
     let params = ["entries": "\(count)", "entry size": "200"]
