@@ -21,7 +21,7 @@ extension Store {
     }
     for (entry, gone) in zip(entries, removed) where gone {
       // Already gone is fine (another sweep on a filesystem whose locks lie).
-      _ = try removeObjectFiles(entry.digest)
+      _ = try removeObjectFiles(entry.digest, recorded: entry.isCompressed)
     }
     return removed
   }

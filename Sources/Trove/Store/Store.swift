@@ -375,9 +375,14 @@ public final class Store: Sendable {
   }
 
   /// Unlinks `digest`'s object files, raw and compressed; whether there was one.
-  func removeObjectFiles(_ digest: Digest) throws(TroveError) -> Bool {
+  /// With `recorded` (the form the index knows), that form is unlinked and
+  /// the other is looked for only if it was missing: one `unlink` per
+  /// object on the eviction path.
+  func removeObjectFiles(_ digest: Digest, recorded: Bool? = nil) throws(TroveError) -> Bool {
     var removed = false
-    for compressed in [false, true] {
+    let forms = recorded.map { [$0, !$0] } ?? [false, true]
+    for compressed in forms {
+      if removed && recorded != nil { break }
       do throws(SystemCallError) {
         try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
         removed = true
