@@ -150,23 +150,23 @@ extension Store {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
     let path = objectFilePath(digest, compressed: isCompressed)
-    var bytes: [UInt8]
     if isCompressed {
+      // Decompression hashes and checks the bytes as they pass.
       var out: [UInt8] = []
       _ = try decompressVerified(object, digest: digest, destination: "<memory>") {
         (chunk) throws(SystemCallError) in out.append(contentsOf: chunk)
       }
-      bytes = out
-    } else {
-      let size = try attempt("read", path) { () throws(SystemCallError) in
-        try object.status().size
-      }
-      bytes = try attempt("read", path) { () throws(SystemCallError) in
-        try object.readAll(limit: Int(size) + 1)
-      }
-      guard bytes.count == size else { throw corrupt(digest, actual: XXH3Hasher.digest(bytes)) }
+      recordRead(digest)
+      return out
+    }
+    let size = try attempt("read", path) { () throws(SystemCallError) in
+      try object.status().size
+    }
+    let bytes = try attempt("read", path) { () throws(SystemCallError) in
+      try object.readAll(limit: Int(size) + 1)
     }
     let actual = XXH3Hasher.digest(bytes)
+    guard bytes.count == size else { throw corrupt(digest, actual: actual) }
     guard actual == digest else { throw corrupt(digest, actual: actual) }
     recordRead(digest)
     return bytes
