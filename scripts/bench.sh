@@ -9,6 +9,25 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh test
 export TROVE_TESTFS_XFS_SIZE=${TROVE_TESTFS_XFS_SIZE:-8G}
 source scripts/testfs.sh
+
+# This kind of VM returns free guest memory to its host (virtio-balloon free
+# page reporting), and the next process to write into it pays the host's
+# re-backing: writing 512 MiB takes 0.2 s normally, 0.6-1.8 s then. That
+# measures the host, not the program, and falls on whichever contender comes
+# next. For the run, pages must stay free 5 minutes (the most it accepts) before
+# they are reported, and trove-bench warms memory before each series;
+# the setting is put back on exit. (A kernel without the knob is left alone;
+# trove-bench prints what it found.)
+reporting=/sys/module/page_reporting/parameters/min_free_ms
+if [ -w "$reporting" ]; then
+  saved_min_free_ms=$(cat "$reporting")
+  trove_bench_cleanup() {
+    echo "$saved_min_free_ms" >"$reporting"
+    trove_testfs_cleanup
+  }
+  trap trove_bench_cleanup EXIT
+  echo 300000 >"$reporting" 2>/dev/null || true
+fi
 swift build -c release --static-swift-stdlib --product trove >&2
 swift build -c release --static-swift-stdlib --product trove-bench >&2
 bin=$(swift build -c release --show-bin-path)

@@ -101,6 +101,9 @@ final class Bench {
   let trove: String
   /// Store sizes for the sweep suite, when given on the command line.
   var sweepEntries: [Int]?
+  /// How much backed free memory to provide before a series of timings
+  /// (see ``HostMemory``): more than any one command writes.
+  var warmBytes: Int
   private(set) var results: [Result] = []
   private(set) var skipped: [String] = []
 
@@ -111,6 +114,7 @@ final class Bench {
     self.xfs = xfs
     self.xfsMissing = xfsMissing
     self.trove = trove
+    warmBytes = quick ? 0 : 2 << 30
   }
 
   /// A size scaled down in quick mode.
@@ -140,6 +144,7 @@ final class Bench {
     _ bodies: [() throws -> Void], setup: () throws -> Void = {}, repetitions: Int? = nil
   ) throws -> [Series] {
     var samples = [[Double]](repeating: [], count: bodies.count)
+    HostMemory.warm(warmBytes)
     for round in 0..<(repetitions ?? self.repetitions) {
       for i in Self.order(bodies.count, round: round) {
         try setup()
@@ -166,6 +171,7 @@ final class Bench {
     _ commands: [[String]], input: String? = nil, setup: () throws -> Void = {}
   ) throws -> [Series] {
     var samples = [[Double]](repeating: [], count: commands.count)
+    HostMemory.warm(warmBytes)
     for round in 0..<repetitions {
       for i in Self.order(commands.count, round: round) {
         try setup()

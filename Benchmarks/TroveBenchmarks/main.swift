@@ -3,8 +3,9 @@ import Foundation
 /// trove-bench: how fast Trove is beside the tools users would otherwise use.
 /// Every figure is printed beside a reference measured in the same run.
 ///
-///   trove-bench [--quick] [--suite hash|put|get|memory]... [--json PATH]
-///               [--work DIR] [--xfs DIR] [--trove PATH]
+///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory]...
+///               [--json PATH] [--work DIR] [--xfs DIR] [--trove PATH]
+///               [--sweep-entries N[,N...]]
 
 let suites: [(String, (Bench) throws -> Void)] = [
   ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("sweep", sweepSuite),
@@ -99,6 +100,8 @@ print(
   "trove-bench \(quick ? "(quick) " : "")— \(date), \(cpu), \(ProcessInfo.processInfo.activeProcessorCount) cores, Linux \(kernel)"
 )
 print("  work folder: \(workDir); reflink folder: \(xfsDir ?? "none")")
+let memory = HostMemory.reporting
+print("  memory: \(memory)")
 printRow("benchmark", "trove", "reference", "reference is", "ratio")
 
 var failed = false
@@ -118,6 +121,7 @@ struct Report: Encodable {
   var cpu: String
   var cores: Int
   var kernel: String
+  var memory: String
   var quick: Bool
   var repetitions: Int
   var results: [Result]
@@ -125,7 +129,7 @@ struct Report: Encodable {
 }
 let report = Report(
   date: date, cpu: cpu, cores: ProcessInfo.processInfo.activeProcessorCount, kernel: kernel,
-  quick: quick, repetitions: bench.repetitions, results: bench.results, skipped: bench.skipped)
+  memory: memory, quick: quick, repetitions: bench.repetitions, results: bench.results, skipped: bench.skipped)
 let encoder = JSONEncoder()
 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
 if let data = try? encoder.encode(report) {
