@@ -129,7 +129,8 @@ struct Report: Encodable {
 }
 let report = Report(
   date: date, cpu: cpu, cores: ProcessInfo.processInfo.activeProcessorCount, kernel: kernel,
-  memory: memory, quick: quick, repetitions: bench.repetitions, results: bench.results, skipped: bench.skipped)
+  memory: memory, quick: quick, repetitions: bench.repetitions, results: bench.results,
+  skipped: bench.skipped)
 let encoder = JSONEncoder()
 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
 if let data = try? encoder.encode(report) {
