@@ -248,3 +248,24 @@ func sizeName(_ bytes: Int) -> String {
   if bytes >= 1 << 10 && bytes % (1 << 10) == 0 { return "\(bytes >> 10) KiB" }
   return "\(bytes) B"
 }
+
+/// The results as the Markdown table of Docs/Benchmarks.md: one row per
+/// figure, Trove's median and spread beside the reference's median.
+func markdownTable(_ results: [Result]) -> String {
+  var lines = [
+    "| suite | benchmark | Trove (median) | spread | reference | reference (median) | ratio |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for r in results {
+    let spread =
+      r.trove.samples.count > 1
+      ? "\(r.unit.format(r.trove.min)) – \(r.unit.format(r.trove.max))" : "—"
+    let columns = [
+      r.suite, r.name, r.unit.format(r.trove.median), spread, r.referenceName ?? "—",
+      r.reference.map { r.unit.format($0.median) } ?? "—",
+      r.ratio.map { String(format: "%.2f×", $0) } ?? "—",
+    ]
+    lines.append("| " + columns.joined(separator: " | ") + " |")
+  }
+  return lines.joined(separator: "\n") + "\n"
+}

@@ -4,8 +4,8 @@ import Foundation
 /// Every figure is printed beside a reference measured in the same run.
 ///
 ///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory]...
-///               [--json PATH] [--work DIR] [--xfs DIR] [--trove PATH]
-///               [--sweep-entries N[,N...]]
+///               [--json PATH] [--markdown PATH] [--work DIR] [--xfs DIR]
+///               [--trove PATH] [--sweep-entries N[,N...]]
 
 let suites: [(String, (Bench) throws -> Void)] = [
   ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("sweep", sweepSuite),
@@ -16,11 +16,12 @@ let suites: [(String, (Bench) throws -> Void)] = [
   FileHandle.standardError.write(
     Data(
       """
-      usage: trove-bench [--quick] [--suite NAME]... [--json PATH] [--work DIR] [--xfs DIR] [--trove PATH]
-                         [--sweep-entries N[,N...]]
+      usage: trove-bench [--quick] [--suite NAME]... [--json PATH] [--markdown PATH] [--work DIR]
+                         [--xfs DIR] [--trove PATH] [--sweep-entries N[,N...]]
         suites: \(suites.map(\.0).joined(separator: ", "))
         --xfs DIR   a folder on a reflink filesystem (default: $TROVE_BENCH_XFS) for the clone figures
         --sweep-entries  store sizes for the sweep suite (default 10000,100000; quick 1000)
+        --markdown PATH  also write the results as a Markdown table (as in Docs/Benchmarks.md)
 
       """.utf8))
   exit(64)
@@ -29,6 +30,7 @@ let suites: [(String, (Bench) throws -> Void)] = [
 var quick = false
 var chosen: [String] = []
 var jsonPath = ".build/benchmarks/latest.json"
+var markdownPath: String?
 var work: String?
 var xfs = ProcessInfo.processInfo.environment["TROVE_BENCH_XFS"]
 var sweepEntries: [Int]?
@@ -44,6 +46,7 @@ while let arg = args.popFirst() {
   case "--quick": quick = true
   case "--suite": chosen.append(value())
   case "--json": jsonPath = value()
+  case "--markdown": markdownPath = value()
   case "--work": work = value()
   case "--xfs": xfs = value()
   case "--trove": trovePath = value()
@@ -139,6 +142,16 @@ if let data = try? encoder.encode(report) {
     withIntermediateDirectories: true)
   if FileManager.default.createFile(atPath: jsonPath, contents: data) {
     print("results: \(jsonPath)")
+  }
+}
+if let markdownPath {
+  if FileManager.default.createFile(
+    atPath: markdownPath, contents: Data(markdownTable(bench.results).utf8))
+  {
+    print("table: \(markdownPath)")
+  } else {
+    FileHandle.standardError.write(Data("trove-bench: cannot write '\(markdownPath)'\n".utf8))
+    failed = true
   }
 }
 print("ratio: above 1 means Trove is faster (or smaller) than the reference")

@@ -31,6 +31,10 @@ func sweepSuite(_ b: Bench) throws {
         $0.lowWater = 1
         $0.budget = total
       }
+      // Every timing starts with nothing dirty: the files just written
+      // would otherwise be written back while the next step runs, and an
+      // unlink of an inode under writeback waits for it.
+      sync()
 
       var start = now()
       let idle = try store.sweep()
@@ -51,12 +55,14 @@ func sweepSuite(_ b: Bench) throws {
 
       // The same files again, removed by a loop of unlink.
       try restore(paths, from: &files)
+      sync()
       start = now()
       for path in paths { unlink(path) }
       unlinkEvict.append(now() - start)
 
       // And by `rm` given their paths (through xargs: 100k paths exceed ARG_MAX).
       try restore(paths, from: &files)
+      sync()
       let list = b.work + "/sweep-paths"
       try Data(paths.joined(separator: "\0").utf8).write(to: URL(fileURLWithPath: list))
       rmEvict.append(try Spawn.check(["xargs", "-0", "rm", "-f"], input: list).seconds)
@@ -64,6 +70,7 @@ func sweepSuite(_ b: Bench) throws {
 
       // And by the CacheJanitor algorithm, which must find them itself.
       try restore(paths, from: &files)
+      sync()
       start = now()
       let removed = try cacheJanitor(root + "/objects", budget: total * 9 / 10)
       janitorEvict.append(now() - start)
