@@ -95,6 +95,35 @@ struct FaultTests {
   }
 
   @Test(
+    "ENOSPC while compressing a file: room is made as for raw bytes and the write retried",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
+  func compressedPutMakesRoom() throws {
+    let scratch = try Scratch()
+    let small = try Scratch(under: TestFilesystems.small!)
+    let store = try small.store()
+    try store.updatePolicy {
+      $0.minimumFree = .bytes(0)
+      $0.compression = .zstd(level: 1)
+    }
+    var kept: [Digest] = []
+    for i in 0..<6 {
+      // Random bytes: sampled as incompressible, stored raw.
+      kept.append(try store.put(bytes: Bytes.random(1 << 20, seed: UInt64(100 + i))).digest)
+    }
+    try store.pin(kept[5])
+    // Zeros first, so the sample promises a tiny frame and no room is made
+    // up front; the random rest fills the disk halfway through.
+    let data = [UInt8](repeating: 0, count: 256 << 10) + Bytes.random(2 << 20, seed: 110)
+    let file = try scratch.write("mixed.bin", data)
+    let result = try store.put(file: file)
+    #expect(try store.bytes(for: result.digest) == data)
+    #expect(try store.entries().first { $0.digest == result.digest }?.isCompressed == true)
+    #expect(try store.contains(kept[5]))  // pinned: never evicted
+    #expect(try store.contains(kept[0]) == false)  // the least recently used went first
+    #expect(small.list("store/tmp").isEmpty)
+  }
+
+  @Test(
     "a put that cannot fit even after eviction fails cleanly; the store stays usable",
     .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
   func putTooLargeAfterEviction() throws {

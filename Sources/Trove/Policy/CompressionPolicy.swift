@@ -3,8 +3,10 @@
 enum StorageDecision: Equatable {
   /// Store the bytes as they are; `skip` says why when compression was on.
   case raw(skip: CompressionSkip?)
-  /// Store a zstd frame at `level` with `workers` threads.
-  case zstd(level: Int32, workers: Int32)
+  /// Store a zstd frame at `level` with `workers` threads; `sampleRatio`
+  /// is how far the sample shrank (compressed ÷ raw), to estimate the
+  /// room the frame will take.
+  case zstd(level: Int32, workers: Int32, sampleRatio: Double = 1)
 }
 
 extension CachePolicy {
@@ -20,9 +22,18 @@ extension CachePolicy {
   func storage(size: Int64, sample: () -> UnsafeRawBufferPointer?) -> StorageDecision {
     guard case .zstd(let level) = compression else { return .raw(skip: nil) }
     guard size >= compressionMinimumSize else { return .raw(skip: .small) }
-    guard let bytes = sample(), Zstd.sampleRatio(bytes) <= Self.requiredSampleRatio else {
-      return .raw(skip: .incompressible)
-    }
-    return .zstd(level: level, workers: compressionWorkers)
+    guard let bytes = sample() else { return .raw(skip: .incompressible) }
+    let ratio = Zstd.sampleRatio(bytes)
+    guard ratio <= Self.requiredSampleRatio else { return .raw(skip: .incompressible) }
+    return .zstd(level: level, workers: compressionWorkers, sampleRatio: ratio)
+  }
+
+  /// The room a frame of `size` bytes judged by `sampleRatio` is expected
+  /// to take: the sample's ratio with a quarter more for the rest being
+  /// less regular, never more than the raw size. Only an estimate — a
+  /// full disk later in the write still gets its room made
+  /// (``PressuredWrites``).
+  static func expectedStoredSize(_ size: Int64, sampleRatio: Double) -> Int64 {
+    min(size, Int64((Double(size) * sampleRatio * 1.25).rounded(.up)) + Int64(Zstd.blockSize))
   }
 }

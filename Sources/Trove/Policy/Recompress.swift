@@ -58,7 +58,7 @@ extension Store {
       case .raw:
         rewritten = try restore(entry.digest, compressed: false)
         if rewritten != nil { report.decompressed += 1 }
-      case .zstd(let level, let workers):
+      case .zstd(let level, let workers, _):
         rewritten =
           object.isCompressed
           ? nil : try restore(entry.digest, compressed: true, level: level, workers: workers)

@@ -76,3 +76,35 @@ extension Store {
     }
   }
 }
+
+/// Writes into a temp file of `tmp/` under storage pressure: a full
+/// filesystem (ENOSPC, EDQUOT) is met once by evicting least recently used
+/// entries — enough for the bytes still to come when that is known, all that
+/// can go when it is not — and the failed write is retried from where it
+/// stopped; bytes already written are kept. A second failure is thrown.
+struct PressuredWrites {
+  let store: Store
+  private var triedToMakeRoom = false
+
+  init(store: Store) { self.store = store }
+
+  /// Writes all of `bytes` to `file`; `remaining` is what is still to be
+  /// written counting `bytes`, or nil when unknown.
+  mutating func writeAll(
+    _ bytes: UnsafeRawBufferPointer, to file: FileDescriptor, remaining: Int64?
+  ) throws(SystemCallError) {
+    var offset = 0
+    while offset < bytes.count {
+      do throws(SystemCallError) {
+        offset += try file.write(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+      } catch {
+        guard error.errno == .noSpace || error.errno == .diskQuotaExceeded, !triedToMakeRoom
+        else { throw error }
+        triedToMakeRoom = true
+        let missing = remaining.map { $0 - Int64(offset) } ?? .max / 2
+        let freed = (try? store.makeRoom(available: missing + (1 << 20))) ?? 0
+        if freed == 0 { throw error }
+      }
+    }
+  }
+}

@@ -5,7 +5,8 @@
 extension Store {
   /// Compresses `source` (read from offset 0, `size` bytes) into a new temp
   /// file in `tmp/`; returns its name, descriptor (open, not yet synced) and
-  /// length. Nothing is left in `tmp/` when it throws.
+  /// length. A full disk on the way is met as a raw put meets it
+  /// (``PressuredWrites``). Nothing is left in `tmp/` when it throws.
   func compressToTemporary(
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
     rewind: Bool = true, tap: (UnsafeRawBufferPointer) -> Void = { _ in }
@@ -20,9 +21,15 @@ extension Store {
       if rewind {
         try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
       }
+      var writes = PressuredWrites(store: self)
       do throws(Zstd.StreamError) {
+        // The frame still to come is taken as at most the input still to
+        // come, plus a block: room enough if the disk fills on the way.
         let stored = try Zstd.compress(
-          from: source, to: file, size: size, level: level, workers: workers, tap: tap)
+          from: source, size: size, level: level, workers: workers, tap: tap
+        ) { (bytes, inputLeft) throws(SystemCallError) in
+          try writes.writeAll(bytes, to: file, remaining: Int64(bytes.count) + inputLeft)
+        }
         return (name, file, stored)
       } catch {
         switch error {

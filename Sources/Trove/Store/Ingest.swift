@@ -88,9 +88,14 @@ extension Store {
       return known
     }
     let size = status.isRegular ? status.size - start : nil
-    if let size, case .zstd(let level, let workers) = try compressionPlan(source, size, start) {
+    if let size,
+      case .zstd(let level, let workers, let ratio) = try compressionPlan(
+        source, size, start)
+    {
       // Compressed anyway: read once, hashing and compressing; no clone.
-      try admit(size: size, priority: priority)
+      // Room for the frame the sample predicts, not for the raw bytes.
+      try admit(
+        size: CachePolicy.expectedStoredSize(size, sampleRatio: ratio), priority: priority)
       source.adviseSequential()
       return try ingestCompressed(
         source, size: size, level: level, workers: workers, path: path)
@@ -210,7 +215,7 @@ extension Store {
     switch decision {
     case .raw(let skip):
       return try install(temporary: rawName, file: rawFile, as: entry, skipped: skip)
-    case .zstd(let level, let workers):
+    case .zstd(let level, let workers, _):
       let temp = try compressToTemporary(
         rawFile, size: size, level: level, workers: workers, path: tmpPath + "/" + rawName)
       defer { temp.file.close() }
@@ -315,7 +320,7 @@ public final class BlobWriter {
   private var hasher = XXH3Hasher()
   private var size: Int64 = 0
   private var isOpen = true
-  private var triedToMakeRoom = false
+  private var writes: PressuredWrites
 
   init(store: Store, expectedSize: Int64?) throws(TroveError) {
     let name = StoreLayout.temporaryName("put")
@@ -326,6 +331,7 @@ public final class BlobWriter {
     self.store = store
     self.name = name
     self.expectedSize = expectedSize
+    writes = PressuredWrites(store: store)
   }
 
   deinit { if isOpen { cancel() } }
@@ -336,22 +342,11 @@ public final class BlobWriter {
   public func write(_ bytes: UnsafeRawBufferPointer) throws(TroveError) {
     precondition(isOpen, "write after commit or cancel")
     hasher.update(bytes)
-    var offset = 0
-    while offset < bytes.count {
-      do throws(SystemCallError) {
-        offset += try Sys.call("write") {
-          Glibc.write(file.rawValue, bytes.baseAddress! + offset, bytes.count - offset)
-        }
-      } catch {
-        if (error.errno == .noSpace || error.errno == .diskQuotaExceeded) && !triedToMakeRoom {
-          triedToMakeRoom = true
-          let missing = expectedSize.map { $0 - size - Int64(offset) } ?? .max / 2
-          let freed = (try? store.makeRoom(available: missing + (1 << 20))) ?? 0
-          if freed > 0 { continue }
-        }
-        cancel()
-        throw TroveError.system(error, "write", path: path)
-      }
+    do throws(SystemCallError) {
+      try writes.writeAll(bytes, to: file, remaining: expectedSize.map { $0 - size })
+    } catch {
+      cancel()
+      throw TroveError.system(error, "write", path: path)
     }
     size += Int64(bytes.count)
   }

@@ -64,14 +64,17 @@ struct FileDescriptor: Sendable, Hashable {
     return filled
   }
 
+  /// Writes some of `buffer`; returns how much (a short write is not an
+  /// error). `write(2)`.
+  func write(_ buffer: UnsafeRawBufferPointer) throws(SystemCallError) -> Int {
+    try Sys.call("write") { Glibc.write(rawValue, buffer.baseAddress, buffer.count) }
+  }
+
   /// Writes all of `buffer`, continuing after short writes. `write(2)`.
   func writeAll(_ buffer: UnsafeRawBufferPointer) throws(SystemCallError) {
     var offset = 0
     while offset < buffer.count {
-      let n = try Sys.call("write") {
-        Glibc.write(rawValue, buffer.baseAddress! + offset, buffer.count - offset)
-      }
-      offset += n
+      offset += try write(UnsafeRawBufferPointer(rebasing: buffer[offset...]))
     }
   }
 

@@ -27,6 +27,10 @@ enum Zstd {
     return code
   }
 
+  /// zstd's largest block: the most a frame can exceed a ratio estimate by
+  /// at its start.
+  static var blockSize: Int { ZSTD_CStreamOutSize() }
+
   /// The levels zstd accepts: its negative fast levels up to the maximum.
   static var levels: ClosedRange<Int32> { Int32(ZSTD_minCLevel())...Int32(ZSTD_maxCLevel()) }
 
@@ -54,12 +58,14 @@ enum Zstd {
   }
 
   /// Compresses all of `source` (from its current offset, `size` bytes
-  /// pledged) into `destination` at `level`, with `workers` threads (0:
-  /// in this thread), showing every input chunk to `tap` (to hash it in
-  /// the same pass). Returns the compressed size.
+  /// pledged) at `level`, with `workers` threads (0: in this thread),
+  /// showing every input chunk to `tap` (to hash it in the same pass) and
+  /// handing the frame's bytes to `sink` with how much input is still to
+  /// come. Returns the compressed size.
   static func compress(
-    from source: FileDescriptor, to destination: FileDescriptor, size: Int64, level: Int32,
-    workers: Int32, tap: (UnsafeRawBufferPointer) -> Void = { _ in }
+    from source: FileDescriptor, size: Int64, level: Int32, workers: Int32,
+    tap: (UnsafeRawBufferPointer) -> Void = { _ in },
+    into sink: (UnsafeRawBufferPointer, _ inputLeft: Int64) throws(SystemCallError) -> Void
   ) throws(StreamError) -> Int64 {
     guard let context = ZSTD_createCCtx() else {
       throw .codec(Failure(function: "ZSTD_createCCtx", name: "out of memory"))
@@ -81,6 +87,7 @@ enum Zstd {
       output.deallocate()
     }
     var written: Int64 = 0
+    var consumed: Int64 = 0
     var finished = false
     while !finished {
       let n: Int
@@ -90,6 +97,7 @@ enum Zstd {
         throw .reading(error)
       }
       let last = n < inSize
+      consumed += Int64(n)
       tap(UnsafeRawBufferPointer(rebasing: input[..<n]))
       var inBuffer = ZSTD_inBuffer(src: input.baseAddress, size: n, pos: 0)
       var done = false
@@ -101,7 +109,9 @@ enum Zstd {
           "ZSTD_compressStream2")
         if outBuffer.pos > 0 {
           do throws(SystemCallError) {
-            try destination.writeAll(UnsafeRawBufferPointer(rebasing: output[..<outBuffer.pos]))
+            try sink(
+              UnsafeRawBufferPointer(rebasing: output[..<outBuffer.pos]),
+              max(0, size - consumed) + Int64(inBuffer.size - inBuffer.pos))
           } catch {
             throw .writing(error)
           }
