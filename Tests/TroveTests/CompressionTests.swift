@@ -115,6 +115,87 @@ struct CompressionTests {
     #expect(try contents(scratch["out.txt"]) == data)
   }
 
+  @Test(
+    "a stream is compressed as it arrives: no raw copy, zstd reads it, a lost index recovers its size",
+    .enabled(
+      if: FileManager.default.isExecutableFile(atPath: "/usr/bin/zstd"),
+      "the zstd command is not installed"))
+  func streamPut() throws {
+    let scratch = try Scratch()
+    let data = Self.text(4 << 20, seed: 17)
+    var digest: Digest
+    do {
+      let store = try store(scratch, "zstd:3")
+      // Unknown length, arriving in 64 KiB pieces.
+      let writer = try store.makeWriter()
+      for start in stride(from: 0, to: 3 << 20, by: 64 << 10) {
+        try writer.write(Array(data[start..<start + (64 << 10)]))
+      }
+      // Mid-stream, the temp file holds a frame, not 3 MiB of raw bytes.
+      let temps = scratch.list("store/tmp")
+      #expect(temps.count == 1)
+      let tempSize = try fileStatus(scratch["store/tmp/" + temps[0]]).size
+      #expect(tempSize > 0 && tempSize < 2 << 20, "temp file of \(tempSize) bytes")
+      try writer.write(Array(data[(3 << 20)...]))
+      let put = try writer.commit()
+      digest = put.digest
+      #expect(put.digest == XXH3Hasher.digest(data) && put.size == Int64(data.count))
+      #expect(try store.storedObject(put.digest)?.isCompressed == true)
+      #expect(scratch.list("store/tmp").isEmpty)
+      #expect(try store.bytes(for: put.digest) == data)
+      let stats = try store.statistics()
+      #expect(stats.logicalBytes == Int64(data.count) && stats.storedBytes < Int64(data.count) / 2)
+      // The same bytes from a file: a dedup hit on the stream's object.
+      #expect(try store.put(file: try scratch.write("same.txt", data)).isDuplicate)
+    }
+    let object = scratch["store/objects/\(digest.hex.prefix(2))/\(digest.hex).zst"]
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/zstd")
+    process.arguments = ["-d", "-q", "-c", object]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let out = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0 && Array(out) == data)
+    // The frame has no content size (the length was not known when it
+    // began); a rebuilt index counts it by decompressing.
+    for suffix in ["", "-wal", "-shm"] {
+      try? FileManager.default.removeItem(atPath: scratch["store/index.sqlite" + suffix])
+    }
+    let reopened = try scratch.store()
+    let entry = try #require(try reopened.entries().first { $0.digest == digest })
+    #expect(entry.size == Int64(data.count) && entry.isCompressed)
+  }
+
+  @Test("streams that do not compress, or end within the sample, are judged like files")
+  func streamSkips() throws {
+    let scratch = try Scratch()
+    let store = try store(scratch, "zstd:3")
+    func stream(_ data: [UInt8], expected: Int64? = nil) throws -> Digest {
+      let writer = try store.makeWriter(expectedSize: expected)
+      for start in stride(from: 0, to: data.count, by: 100_000) {
+        try writer.write(Array(data[start..<min(start + 100_000, data.count)]))
+      }
+      return try writer.commit().digest
+    }
+    let random = try stream(Bytes.random(1 << 20, seed: 18))
+    let short = try stream(Self.text(150_000, seed: 19))  // within the 256 KiB sample
+    let tiny = try stream(Self.text(10_000, seed: 20))  // below compression-min-size
+    // A wrong Content-Length is only a hint: the bytes are stored as they came.
+    let hinted = Self.text(1 << 20, seed: 21)
+    let wrong = try stream(hinted, expected: 3 << 20)
+    #expect(try store.storedObject(random)?.isCompressed == false)
+    #expect(try store.storedObject(short)?.isCompressed == true)
+    #expect(try store.storedObject(tiny)?.isCompressed == false)
+    #expect(try store.storedObject(wrong)?.isCompressed == true)
+    #expect(try store.bytes(for: wrong) == hinted)
+    let stats = try store.statistics()
+    #expect(stats.skippedIncompressible == 1 && stats.skippedSmall == 1)
+    #expect(stats.compressedEntries == 2)
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
   @Test("incompressible and small objects are stored raw (and clonable), and counted")
   func skips() throws {
     let scratch = try Scratch()

@@ -103,7 +103,9 @@ extension Store {
     let canClone = isWholeFile && status.device == device
     // A clone takes no data blocks; a copy takes `size`.
     try admit(size: canClone ? 0 : size, priority: priority)
-    let writer = try BlobWriter(store: self, expectedSize: size)
+    // A file's form was settled above (raw); a stream's is settled by the
+    // writer from its first bytes.
+    let writer = try BlobWriter(store: self, expectedSize: size, mayCompress: !status.isRegular)
     if canClone {
       var cloned = false
       do throws(SystemCallError) {
@@ -169,7 +171,9 @@ extension Store {
     throws(TroveError) -> PutResult
   {
     let count = bytes.withUnsafeBytes { Int64($0.count) }
-    let writer = try makeWriter(expectedSize: count, priority: priority)
+    try admit(size: count, priority: priority)
+    let writer = try BlobWriter(
+      store: self, expectedSize: count, sizeIsExact: true, mayCompress: true)
     try writer.write(bytes)
     return try writer.commit(method: .stream)
   }
@@ -185,7 +189,7 @@ extension Store {
     throws(TroveError) -> BlobWriter
   {
     try admit(size: expectedSize, priority: priority)
-    return try BlobWriter(store: self, expectedSize: expectedSize)
+    return try BlobWriter(store: self, expectedSize: expectedSize, mayCompress: true)
   }
 
   /// Publishes the synced-or-not temp file `name` as `digest`'s object
@@ -282,21 +286,34 @@ extension Store {
       source, size: size, level: level, workers: workers, path: path, rewind: false
     ) { hasher.update($0) }
     defer { temp.file.close() }
-    let now = currentTimeNanoseconds()
-    let entry = Entry(
-      digest: hasher.finalize(), size: size, allocatedBytes: 0, created: now, lastAccess: now,
-      isCompressed: true, storedBytes: temp.storedBytes)
-    if try storedObject(entry.digest) != nil {
-      try? tmpDirectory.removeFile(temp.name)
-      try recordDuplicate(entry.digest, size: size)
-      return PutResult(digest: entry.digest, size: size, isDuplicate: true, method: .copy)
-    }
-    let duplicate = try install(temporary: temp.name, file: temp.file, as: entry, skipped: nil)
+    let digest = hasher.finalize()
+    let duplicate = try publishCompressed(
+      temporary: temp.name, file: temp.file, digest: digest, size: size,
+      storedBytes: temp.storedBytes)
     // The bytes are stored; a failing auto-sweep must not fail the put.
-    if !duplicate { try? sweepIfOverBudget(protecting: entry.digest) }
-    return PutResult(digest: entry.digest, size: size, isDuplicate: duplicate, method: .copy)
+    if !duplicate { try? sweepIfOverBudget(protecting: digest) }
+    return PutResult(digest: digest, size: size, isDuplicate: duplicate, method: .copy)
   }
 
+  /// Publishes the finished zstd frame in the temp file `name` (of
+  /// `storedBytes`, holding `size` bytes hashing to `digest`), or counts a
+  /// dedup hit and drops it when the store already holds those bytes.
+  /// Returns whether it was a duplicate.
+  func publishCompressed(
+    temporary name: String, file: FileDescriptor, digest: Digest, size: Int64,
+    storedBytes: Int64
+  ) throws(TroveError) -> Bool {
+    if try storedObject(digest) != nil {
+      try? tmpDirectory.removeFile(name)
+      try recordDuplicate(digest, size: size)
+      return true
+    }
+    let now = currentTimeNanoseconds()
+    let entry = Entry(
+      digest: digest, size: size, allocatedBytes: 0, created: now, lastAccess: now,
+      isCompressed: true, storedBytes: storedBytes)
+    return try install(temporary: name, file: file, as: entry, skipped: nil)
+  }
 }
 
 /// Bytes on their way into a store: written to a private temp file in
@@ -305,6 +322,11 @@ extension Store {
 /// dropped without committing).
 ///
 /// One writer belongs to one task at a time.
+///
+/// With compression on, the first 256 KiB are held back and sampled: bytes
+/// that compress go into a zstd frame as they arrive (one pass, no raw
+/// copy); others are written raw. A stream of unknown length gets a frame
+/// without a content size, as `zstd` gives a pipe.
 ///
 /// A full filesystem (ENOSPC, EDQUOT) while writing is met once by evicting
 /// least recently used entries — enough for the expected size when it is
@@ -317,12 +339,27 @@ public final class BlobWriter {
   let file: FileDescriptor
   /// The total the caller expects, if known (a file's size, Content-Length).
   let expectedSize: Int64?
+  /// Whether `expectedSize` is certain (bytes in memory), so a frame may
+  /// record it as its content size.
+  private let sizeIsExact: Bool
   private var hasher = XXH3Hasher()
+  /// Bytes written by the caller.
   private var size: Int64 = 0
+  /// Of those, how many went on to the temp file (raw or into the frame).
+  private var passedOn: Int64 = 0
   private var isOpen = true
   private var writes: PressuredWrites
+  /// The first bytes, held back until there are enough to judge them;
+  /// nil once the form is settled (or when compression is off).
+  private var sample: UnsafeMutableRawBufferPointer?
+  private var sampled = 0
+  /// The frame being written, once the sample said to compress.
+  private var compressor: Zstd.Compressor?
+  private var storedBytes: Int64 = 0
 
-  init(store: Store, expectedSize: Int64?) throws(TroveError) {
+  init(store: Store, expectedSize: Int64?, sizeIsExact: Bool = false, mayCompress: Bool = false)
+    throws(TroveError)
+  {
     let name = StoreLayout.temporaryName("put")
     file = try attempt("create temporary file in", store.tmpPath) { () throws(SystemCallError) in
       try FileDescriptor.open(
@@ -331,10 +368,18 @@ public final class BlobWriter {
     self.store = store
     self.name = name
     self.expectedSize = expectedSize
+    self.sizeIsExact = sizeIsExact && expectedSize != nil
     writes = PressuredWrites(store: store)
+    if mayCompress, let policy = try? store.currentSettings().policy, policy.compression != .none {
+      sample = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: CachePolicy.sampleSize, alignment: 4096)
+    }
   }
 
-  deinit { if isOpen { cancel() } }
+  deinit {
+    if isOpen { cancel() }
+    sample?.deallocate()
+  }
 
   private var path: String { store.tmpPath + "/" + name }
 
@@ -342,13 +387,25 @@ public final class BlobWriter {
   public func write(_ bytes: UnsafeRawBufferPointer) throws(TroveError) {
     precondition(isOpen, "write after commit or cancel")
     hasher.update(bytes)
-    do throws(SystemCallError) {
-      try writes.writeAll(bytes, to: file, remaining: expectedSize.map { $0 - size })
+    size += Int64(bytes.count)
+    do throws(TroveError) {
+      var rest = bytes
+      if let held = sample {
+        let n = min(rest.count, held.count - sampled)
+        if n > 0 {
+          UnsafeMutableRawBufferPointer(rebasing: held[sampled..<(sampled + n)])
+            .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+        }
+        sampled += n
+        rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+        if sampled < held.count { return }
+        try settle(compressing: true)
+      }
+      try passOn(rest, end: false)
     } catch {
       cancel()
-      throw TroveError.system(error, "write", path: path)
+      throw error
     }
-    size += Int64(bytes.count)
   }
 
   /// Appends `bytes`.
@@ -358,6 +415,61 @@ public final class BlobWriter {
       do throws(TroveError) { try write(raw) } catch { failure = error }
     }
     if let failure { throw failure }
+  }
+
+  /// Decides the form from the held-back sample — compressed when the
+  /// policy says so and `compressing` allows — and passes the sample on.
+  private func settle(compressing: Bool) throws(TroveError) {
+    guard let held = sample else { return }
+    sample = nil
+    defer { held.deallocate() }
+    let bytes = UnsafeRawBufferPointer(rebasing: held[..<sampled])
+    let policy = try store.currentSettings().policy
+    // Unknown length: judged on what is known; a stream too short for the
+    // policy's minimum is written raw and judged again when it ends.
+    let decision = policy.storage(size: expectedSize ?? Int64(sampled)) { bytes }
+    if compressing, case .zstd(let level, let workers, _) = decision {
+      do throws(Zstd.StreamError) {
+        compressor = try Zstd.Compressor(
+          level: level, workers: workers, pledgedSize: sizeIsExact ? expectedSize : nil)
+      } catch {
+        throw streamError(error)
+      }
+    }
+    try passOn(bytes, end: false)
+  }
+
+  /// Writes `bytes` to the temp file, raw or into the frame; `end`
+  /// finishes the frame.
+  private func passOn(_ bytes: UnsafeRawBufferPointer, end: Bool) throws(TroveError) {
+    // What is still to come, as far as the caller told: room to make if
+    // the disk fills. (A frame takes no more than its input, roughly.)
+    let remaining = expectedSize.map { max(0, $0 - passedOn) }
+    if let compressor {
+      do throws(Zstd.StreamError) {
+        storedBytes += try compressor.compress(bytes, end: end) {
+          (frame) throws(SystemCallError) in
+          try writes.writeAll(frame, to: file, remaining: remaining.map { $0 + Int64(frame.count) })
+        }
+      } catch {
+        throw streamError(error)
+      }
+    } else if !bytes.isEmpty {
+      do throws(SystemCallError) {
+        try writes.writeAll(bytes, to: file, remaining: remaining)
+      } catch {
+        throw TroveError.system(error, "write", path: path)
+      }
+    }
+    passedOn += Int64(bytes.count)
+  }
+
+  private func streamError(_ error: Zstd.StreamError) -> TroveError {
+    switch error {
+    case .reading(let e), .writing(let e): return TroveError.system(e, "write", path: path)
+    case .codec(let e):
+      return TroveError(.ioError, "cannot compress into '\(path)': \(e)", path: path)
+    }
   }
 
   /// Reads `source` to its end into this writer: one 1 MiB buffer.
@@ -382,11 +494,13 @@ public final class BlobWriter {
   /// Hashes what the kernel put into the temp file (a clone or an
   /// in-kernel copy): the bytes hashed are the bytes that will be stored.
   func absorbWritten() throws(TroveError) {
+    precondition(sample == nil && compressor == nil, "a clone is stored raw")
     do throws(SystemCallError) {
       let reader = try FileDescriptor.open(name, in: store.tmpDirectory)
       defer { reader.close() }
       reader.adviseSequential()
       size = try Transfer.hash(from: reader, into: &hasher)
+      passedOn = size
     } catch {
       cancel()
       throw TroveError.system(error, "read", path: path)
@@ -402,12 +516,25 @@ public final class BlobWriter {
 
   func commit(method: IngestMethod) throws(TroveError) -> PutResult {
     precondition(isOpen, "commit after commit or cancel")
+    do throws(TroveError) {
+      // A stream that ended within the sample is written raw and judged
+      // below with its real length.
+      try settle(compressing: false)
+      if compressor != nil { try passOn(UnsafeRawBufferPointer(start: nil, count: 0), end: true) }
+    } catch {
+      cancel()
+      throw error
+    }
     isOpen = false
     defer { file.close() }
     let digest = hasher.finalize()
     let duplicate: Bool
     do throws(TroveError) {
-      duplicate = try store.publish(temporary: name, file: file, digest: digest, size: size)
+      duplicate =
+        compressor != nil
+        ? try store.publishCompressed(
+          temporary: name, file: file, digest: digest, size: size, storedBytes: storedBytes)
+        : try store.publish(temporary: name, file: file, digest: digest, size: size)
     } catch {
       try? store.tmpDirectory.removeFile(name)
       throw error

@@ -29,7 +29,9 @@ extension Store {
         if compressed && (try? objectsDirectory.status(of: fanout + "/" + hex)) != nil { continue }
         var size = status.size
         if compressed {
-          guard let content = contentSize(ofCompressed: digest) else { continue }
+          // A stream's frame may not record its length: count it.
+          guard let content = contentSize(ofCompressed: digest) ?? decompressedSize(of: digest)
+          else { continue }
           size = content
         }
         let time = status.modificationTime * 1_000_000_000
@@ -41,6 +43,17 @@ extension Store {
       }
     }
     return try index().reconcile(with: found)
+  }
+
+  /// The length of a compressed object's bytes, by decompressing (and
+  /// verifying) it; nil when it cannot be read or is corrupt.
+  func decompressedSize(of digest: Digest) -> Int64? {
+    guard
+      let fd = try? FileDescriptor.open(
+        StoreLayout.objectPath(digest, compressed: true), in: objectsDirectory)
+    else { return nil }
+    defer { fd.close() }
+    return try? decompressVerified(fd, digest: digest, destination: "<count>") { _ in }
   }
 
   /// The content size in a compressed object's frame header, or nil when

@@ -67,29 +67,13 @@ enum Zstd {
     tap: (UnsafeRawBufferPointer) -> Void = { _ in },
     into sink: (UnsafeRawBufferPointer, _ inputLeft: Int64) throws(SystemCallError) -> Void
   ) throws(StreamError) -> Int64 {
-    guard let context = ZSTD_createCCtx() else {
-      throw .codec(Failure(function: "ZSTD_createCCtx", name: "out of memory"))
-    }
-    defer { ZSTD_freeCCtx(context) }
-    _ = try check(ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level), "level")
-    _ = try check(ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1), "checksum")
-    _ = try check(ZSTD_CCtx_setParameter(context, ZSTD_c_contentSizeFlag, 1), "content size")
-    if workers > 0 {
-      _ = try check(ZSTD_CCtx_setParameter(context, ZSTD_c_nbWorkers, workers), "workers")
-    }
-    _ = try check(ZSTD_CCtx_setPledgedSrcSize(context, UInt64(size)), "pledged size")
+    let compressor = try Compressor(level: level, workers: workers, pledgedSize: size)
     let inSize = ZSTD_CStreamInSize()
-    let outSize = ZSTD_CStreamOutSize()
     let input = UnsafeMutableRawBufferPointer.allocate(byteCount: inSize, alignment: 4096)
-    let output = UnsafeMutableRawBufferPointer.allocate(byteCount: outSize, alignment: 4096)
-    defer {
-      input.deallocate()
-      output.deallocate()
-    }
+    defer { input.deallocate() }
     var written: Int64 = 0
     var consumed: Int64 = 0
-    var finished = false
-    while !finished {
+    while true {
       let n: Int
       do throws(SystemCallError) {
         n = try source.readFully(into: input)
@@ -97,31 +81,80 @@ enum Zstd {
         throw .reading(error)
       }
       let last = n < inSize
+      let chunk = UnsafeRawBufferPointer(rebasing: input[..<n])
+      tap(chunk)
+      let left = max(0, size - consumed)
       consumed += Int64(n)
-      tap(UnsafeRawBufferPointer(rebasing: input[..<n]))
-      var inBuffer = ZSTD_inBuffer(src: input.baseAddress, size: n, pos: 0)
-      var done = false
-      while !done {
-        var outBuffer = ZSTD_outBuffer(dst: output.baseAddress, size: outSize, pos: 0)
-        let remaining = try check(
-          ZSTD_compressStream2(
-            context, &outBuffer, &inBuffer, last ? ZSTD_e_end : ZSTD_e_continue),
+      written += try compressor.compress(chunk, end: last) { (bytes) throws(SystemCallError) in
+        try sink(bytes, left)
+      }
+      if last { return written }
+    }
+  }
+
+  /// One zstd frame compressed from input handed in piece by piece — a
+  /// stream whose length may be unknown. The frame carries a checksum, and
+  /// its content size when `pledgedSize` is given (which the input must
+  /// then match exactly). Memory: the context and one output buffer.
+  final class Compressor {
+    private let context: OpaquePointer
+    private let output: UnsafeMutableRawBufferPointer
+
+    init(level: Int32, workers: Int32, pledgedSize: Int64?) throws(StreamError) {
+      guard let context = ZSTD_createCCtx() else {
+        throw .codec(Failure(function: "ZSTD_createCCtx", name: "out of memory"))
+      }
+      do throws(StreamError) {
+        _ = try Zstd.check(ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level), "level")
+        _ = try Zstd.check(ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1), "checksum")
+        _ = try Zstd.check(
+          ZSTD_CCtx_setParameter(context, ZSTD_c_contentSizeFlag, 1), "content size")
+        if workers > 0 {
+          _ = try Zstd.check(ZSTD_CCtx_setParameter(context, ZSTD_c_nbWorkers, workers), "workers")
+        }
+        if let pledgedSize {
+          _ = try Zstd.check(
+            ZSTD_CCtx_setPledgedSrcSize(context, UInt64(pledgedSize)), "pledged size")
+        }
+      } catch {
+        ZSTD_freeCCtx(context)
+        throw error
+      }
+      self.context = context
+      output = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: ZSTD_CStreamOutSize(), alignment: 4096)
+    }
+
+    deinit {
+      ZSTD_freeCCtx(context)
+      output.deallocate()
+    }
+
+    /// Compresses `input`, handing whatever the frame gains to `sink`;
+    /// `end` finishes the frame (its last block and checksum). Returns how
+    /// many bytes went to `sink`.
+    func compress(
+      _ input: UnsafeRawBufferPointer, end: Bool,
+      into sink: (UnsafeRawBufferPointer) throws(SystemCallError) -> Void
+    ) throws(StreamError) -> Int64 {
+      var inBuffer = ZSTD_inBuffer(src: input.baseAddress, size: input.count, pos: 0)
+      var produced: Int64 = 0
+      while true {
+        var outBuffer = ZSTD_outBuffer(dst: output.baseAddress, size: output.count, pos: 0)
+        let remaining = try Zstd.check(
+          ZSTD_compressStream2(context, &outBuffer, &inBuffer, end ? ZSTD_e_end : ZSTD_e_continue),
           "ZSTD_compressStream2")
         if outBuffer.pos > 0 {
           do throws(SystemCallError) {
-            try sink(
-              UnsafeRawBufferPointer(rebasing: output[..<outBuffer.pos]),
-              max(0, size - consumed) + Int64(inBuffer.size - inBuffer.pos))
+            try sink(UnsafeRawBufferPointer(rebasing: output[..<outBuffer.pos]))
           } catch {
             throw .writing(error)
           }
-          written += Int64(outBuffer.pos)
+          produced += Int64(outBuffer.pos)
         }
-        done = last ? remaining == 0 : inBuffer.pos == inBuffer.size
+        if end ? remaining == 0 : inBuffer.pos == inBuffer.size { return produced }
       }
-      finished = last
     }
-    return written
   }
 
   /// Decompresses the frame in `source`, handing each decompressed chunk to
