@@ -204,7 +204,7 @@ func printRow(_ name: String, _ trove: String, _ reference: String, _ what: Stri
     String(repeating: " ", count: max(0, w - s.count)) + s
   }
   print(
-    "  " + left(name, 40) + right(trove, 12) + right(reference, 12) + "  " + left(what, 26)
+    "  " + left(name, 48) + right(trove, 12) + right(reference, 12) + "  " + left(what, 26)
       + right(ratio, 8))
   fflush(nil)
 }

@@ -6,6 +6,7 @@
 #define TROVE_CLINUX_SHIM_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,10 @@
 #define RENAME_NOREPLACE (1 << 0)
 #endif
 
+#ifndef F_SETPIPE_SZ
+#define F_SETPIPE_SZ 1031
+#endif
+
 /// FICLONE: make `dst` share all of `src`'s extents (copy-on-write).
 static inline int trove_ficlone(int dst, int src) {
   return ioctl(dst, FICLONE, src);
@@ -31,6 +36,11 @@ static inline int trove_rename_noreplace(int olddirfd, const char *oldpath,
                                          int newdirfd, const char *newpath) {
   return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath,
                       RENAME_NOREPLACE);
+}
+
+/// fcntl(F_SETPIPE_SZ): resize a pipe's buffer; returns the size granted.
+static inline int trove_set_pipe_size(int fd, int size) {
+  return fcntl(fd, F_SETPIPE_SZ, size);
 }
 
 /// copy_file_range(2) at the files' current offsets.

@@ -53,6 +53,26 @@ func compressionSuite(_ b: Bench) throws {
           trove: rate(puts[0], Double(size)), referenceName: "zstd -T1 -\(level) && sync",
           reference: rate(puts[2], Double(size)), note: "the same durability as trove"))
 
+      // The same bytes through a pipe: sampled, then compressed as they
+      // arrive (or written raw), in one pass.
+      let piped = try b.timeCommands([
+        ["sh", "-c", "cat \"$0\" | \"$1\" --store \"$2\" put -", input, b.trove, store],
+        [
+          "sh", "-c", "cat \"$0\" | zstd -T1 -\(level) -q -f -o \"$1\" && sync \"$1\"", input,
+          out,
+        ],
+      ]) {
+        try configure()
+        remove(out)
+      }
+      b.add(
+        Result(
+          suite: "compression", name: "put \(sizeName(size)) \(label) from a pipe, zstd:\(level)",
+          parameters: params, unit: .gigabytesPerSecond, trove: rate(piped[0], Double(size)),
+          referenceName: "cat | zstd -T1 -\(level) && sync",
+          reference: rate(piped[1], Double(size)),
+          note: "the length is unknown: the first 256 KiB decide the form"))
+
       // Get: decompress (or copy, for raw) the stored object.
       try configure()
       let digest =

@@ -126,6 +126,12 @@ extension Store {
     // One pass through user space: read, hash, write. (An in-kernel
     // copy_file_range and a re-read measured 7× slower on ext4 here.)
     source.adviseSequential()
+    if status.isFIFO {
+      // A 1 MiB pipe instead of 64 KiB: 16× fewer sleeps and wake-ups
+      // between the writer and us (`cat | trove put -` and zstd spent half
+      // their kernel time there). Best effort: the limit may be lower.
+      _ = try? source.setPipeBuffer(Int32(Transfer.bufferSize))
+    }
     try writer.absorb(from: source, path: path)
     return try writer.commit(method: status.isRegular ? .copy : .stream)
   }

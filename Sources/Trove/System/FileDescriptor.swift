@@ -110,6 +110,15 @@ struct FileDescriptor: Sendable, Hashable {
     _ = posix_fadvise(rawValue, 0, 0, POSIX_FADV_SEQUENTIAL)
   }
 
+  /// Asks for a pipe buffer of `bytes` (the default is 64 KiB); returns
+  /// the size granted. `fcntl(F_SETPIPE_SZ)`; EPERM above
+  /// /proc/sys/fs/pipe-max-size for unprivileged users, EBADF on
+  /// anything but a pipe.
+  @discardableResult
+  func setPipeBuffer(_ bytes: Int32) throws(SystemCallError) -> Int32 {
+    try Sys.call("fcntl(F_SETPIPE_SZ)") { trove_set_pipe_size(rawValue, bytes) }
+  }
+
   /// Makes this file share all of `source`'s extents, copy-on-write.
   /// `ioctl(FICLONE)`; EOPNOTSUPP, EXDEV or EINVAL where the filesystem
   /// cannot clone.

@@ -48,4 +48,6 @@ struct FileStatus: Sendable, Equatable {
   var isRegular: Bool { type == UInt32(S_IFREG) }
   /// A directory.
   var isDirectory: Bool { type == UInt32(S_IFDIR) }
+  /// A pipe (or FIFO).
+  var isFIFO: Bool { type == UInt32(S_IFIFO) }
 }

@@ -28,11 +28,13 @@ let configCommand = CommandSpec(
     switch args.first {
     case nil:
       let policy = try invocation.openStore().policy()
-      for key in PolicyKey.allCases {
-        let name = key.rawValue + String(repeating: " ", count: max(1, 19 - key.rawValue.count))
-        let value = key.value(in: policy)
+      let rows = PolicyKey.allCases.map { ($0.rawValue, $0.value(in: policy), $0.summary) }
+      let nameWidth = rows.map(\.0.count).max()! + 2
+      let valueWidth = rows.map(\.1.count).max()! + 2
+      for (name, value, summary) in rows {
         Output.line(
-          name + value + String(repeating: " ", count: max(1, 10 - value.count)) + key.summary)
+          name + String(repeating: " ", count: nameWidth - name.count) + value
+            + String(repeating: " ", count: valueWidth - value.count) + summary)
       }
     case "get":
       try invocation.requirePositionals(["get", "key"])
