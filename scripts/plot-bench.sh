@@ -31,7 +31,7 @@ set output "$png"
 set title "$title\nratio to the reference measured in the same run (log scale; > 1: Trove faster or smaller)"
 set style fill solid 0.8 border -1
 set logscale x 10
-set xrange [0.005:1000]
+set xrange [0.005:10000]
 set grid xtics
 set ytics nomirror
 set yrange [-1:$rows]

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Trove
@@ -43,6 +44,38 @@ struct EvictionTests {
     for d in digests { #expect((try store.objectStatus(d) != nil) == keep.contains(d)) }
     #expect(report.bytesAfter == budget)
     #expect(try store.statistics().allocatedBytes == budget)
+  }
+
+  @Test("a large eviction, unlinked from several threads, removes exactly its entries' files")
+  func parallelUnlinks() throws {
+    let scratch = try Scratch()
+    let (store, digests) = try populated(scratch, count: 300, size: 100)
+    for d in digests.suffix(100) { _ = try store.contains(d) }  // the most recent
+    let sizes = try allocated(store)
+    let budget = digests.suffix(100).map { sizes[$0]! }.reduce(0, +)
+    try store.updatePolicy { $0.lowWater = 1 }
+    let report = try store.sweep(SweepOptions(budget: budget))
+    #expect(report.evictedEntries == 200)
+    let kept = Set(digests.suffix(100))
+    #expect(Set(try store.entries().map(\.digest)) == kept)
+    let onDisk = Set(
+      scratch.list("store/objects").flatMap { fanout in
+        scratch.list("store/objects/" + fanout).map { Substring($0) }
+      }.compactMap { Digest(hex: $0) })
+    #expect(onDisk == kept)
+  }
+
+  @Test("parallel work visits every index once and reports the first failure")
+  func parallelForEach() throws {
+    struct Odd: Error { let index: Int }
+    let seen = Mutex<[Int]>([])
+    #expect {
+      try Parallel.forEach(1000, width: 8) { (i) throws(Odd) in
+        seen.withLock { $0.append(i) }
+        if i % 2 == 1 { throw Odd(index: i) }
+      }
+    } throws: { $0 is Odd }
+    #expect(seen.withLock { $0.sorted() } == Array(0..<1000))
   }
 
   @Test("a sweep stops at the low-water mark, not at the budget")

@@ -19,12 +19,21 @@ extension Store {
         reads.removeValue(forKey: entry.digest)
       }
     }
-    for (entry, gone) in zip(entries, removed) where gone {
-      // Already gone is fine (another sweep on a filesystem whose locks lie).
-      _ = try removeObjectFiles(entry.digest, recorded: entry.isCompressed)
+    let victims = zip(entries, removed).filter(\.1).map(\.0)
+    // An unlink that frees blocks can wait on the device (a `discard`
+    // mount, a network filesystem: about 100 µs each on this VM's root);
+    // several at once overlap the waits (8000 files: 0.81 s one by one,
+    // 0.32 s from 8 at once). Already gone is fine (another sweep on a
+    // filesystem whose locks lie).
+    try Parallel.forEach(victims.count, width: victims.count < 16 ? 1 : Self.unlinkWidth) {
+      [self] (i) throws(TroveError) in
+      _ = try removeObjectFiles(victims[i].digest, recorded: victims[i].isCompressed)
     }
     return removed
   }
+
+  /// How many unlinks an eviction has in flight at once.
+  static let unlinkWidth = 8
 
   /// Removes `entry` if it is still as it was chosen; whether it was.
   func evict(_ entry: Entry, now: Int64) throws(TroveError) -> Bool {

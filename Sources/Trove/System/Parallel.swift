@@ -1,0 +1,46 @@
+import Foundation
+import Synchronization
+
+/// Work that mostly waits on the kernel, spread over a few threads so the
+/// waits overlap: more threads than cores is the point. (Dispatch's pool
+/// stays near the core count on Linux, as it cannot see a thread blocked
+/// in a system call.)
+enum Parallel {
+  /// Runs `body` for every index in `0..<count`, on up to `width` threads
+  /// (the calling one included), each taking the next index as it
+  /// finishes one. Returns when all are done; throws the first error any
+  /// of them threw (the others still ran).
+  static func forEach<Failure: Error & Sendable>(
+    _ count: Int, width: Int, _ body: @escaping @Sendable (Int) throws(Failure) -> Void
+  ) throws(Failure) {
+    let state = State<Failure>()
+    let work: @Sendable () -> Void = {
+      while true {
+        let i = state.next.add(1, ordering: .relaxed).oldValue
+        if i >= count { return }
+        do throws(Failure) {
+          try body(i)
+        } catch {
+          state.failure.withLock { if $0 == nil { $0 = error } }
+        }
+      }
+    }
+    let helpers = max(0, min(width, count) - 1)
+    let group = DispatchGroup()
+    for _ in 0..<helpers {
+      group.enter()
+      Thread {
+        work()
+        group.leave()
+      }.start()
+    }
+    work()
+    group.wait()
+    if let error = state.failure.withLock({ $0 }) { throw error }
+  }
+
+  private final class State<Failure: Error & Sendable>: Sendable {
+    let next = Atomic<Int>(0)
+    let failure = Mutex<Failure?>(nil)
+  }
+}
