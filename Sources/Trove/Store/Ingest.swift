@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-  import Glibc
-#endif
-
 /// How a put brought bytes into the store.
 public enum IngestMethod: String, Sendable, Codable {
   /// The source was cloned into `tmp/` (FICLONE), then the clone was hashed:

@@ -29,9 +29,7 @@ extension Store {
         if compressed && (try? objectsDirectory.status(of: fanout + "/" + hex)) != nil { continue }
         var size = status.size
         if compressed {
-          // A stream's frame may not record its length: count it.
-          guard let content = contentSize(ofCompressed: digest) ?? decompressedSize(of: digest)
-          else { continue }
+          guard let content = logicalSize(ofCompressed: digest) else { continue }
           size = content
         }
         let time = status.modificationTime * 1_000_000_000
@@ -45,20 +43,10 @@ extension Store {
     return try index().reconcile(with: found)
   }
 
-  /// The length of a compressed object's bytes, by decompressing (and
-  /// verifying) it; nil when it cannot be read or is corrupt.
-  func decompressedSize(of digest: Digest) -> Int64? {
-    guard
-      let fd = try? FileDescriptor.open(
-        StoreLayout.objectPath(digest, compressed: true), in: objectsDirectory)
-    else { return nil }
-    defer { fd.close() }
-    return try? decompressVerified(fd, digest: digest, destination: "<count>") { _ in }
-  }
-
-  /// The content size in a compressed object's frame header, or nil when
-  /// the file does not start a zstd frame with a known size.
-  func contentSize(ofCompressed digest: Digest) -> Int64? {
+  /// The length of a compressed object's bytes: from its frame header,
+  /// or — a stream's frame does not record it — by decompressing (and
+  /// verifying) it. Nil when it cannot be read or is corrupt.
+  func logicalSize(ofCompressed digest: Digest) -> Int64? {
     guard
       let fd = try? FileDescriptor.open(
         StoreLayout.objectPath(digest, compressed: true), in: objectsDirectory)
@@ -67,6 +55,9 @@ extension Store {
     let header = UnsafeMutableRawBufferPointer.allocate(byteCount: 18, alignment: 8)
     defer { header.deallocate() }
     guard let n = try? fd.read(into: header, at: 0) else { return nil }
-    return Zstd.contentSize(ofFrameStart: UnsafeRawBufferPointer(rebasing: header[..<n]))
+    if let size = Zstd.contentSize(ofFrameStart: UnsafeRawBufferPointer(rebasing: header[..<n])) {
+      return size
+    }
+    return try? decompressVerified(fd, digest: digest, destination: "<count>") { _ in }
   }
 }
