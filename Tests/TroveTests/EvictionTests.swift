@@ -41,7 +41,7 @@ struct EvictionTests {
     let report = try store.sweep(SweepOptions(budget: budget))
     #expect(report.evictedEntries == 6)
     #expect(Set(try store.entries().map(\.digest)) == Set(keep))
-    for d in digests { #expect((try store.objectStatus(d) != nil) == keep.contains(d)) }
+    for d in digests { #expect((try store.objects.locate(d)?.status != nil) == keep.contains(d)) }
     #expect(report.bytesAfter == budget)
     #expect(try store.statistics().allocatedBytes == budget)
   }
@@ -181,11 +181,11 @@ struct EvictionTests {
     let (store, digests) = try populated(scratch, count: 2)
     let chosen = try #require(try store.entry(for: digests[0]))
     _ = try store.contains(digests[0])  // read after being chosen
-    #expect(try store.evict(chosen, now: currentTimeNanoseconds()) == false)
+    #expect(try store.objects.evict([chosen], now: currentTimeNanoseconds()) == [false])
     #expect(try store.contains(digests[0]))
     try store.pin(digests[1])
     let pinned = try #require(try store.entry(for: digests[1]))
-    #expect(try store.evict(pinned, now: currentTimeNanoseconds()) == false)
+    #expect(try store.objects.evict([pinned], now: currentTimeNanoseconds()) == [false])
   }
 
   @Test("a reader that opened an object before it was evicted reads correct bytes")

@@ -19,16 +19,26 @@ struct FaultTests {
     let small = try Scratch(under: TestFilesystems.small!)
     let store = try small.store()
     let big = try scratch.write("big.bin", Bytes.random(16 * 1024 * 1024, seed: 30))
+    // Known sizes that cannot fit fail before a byte is written, naming the input.
     #expect {
       try store.put(file: big)
+    } throws: { error in
+      guard let error = error as? TroveError else { return false }
+      return error.code == .noSpace && "\(error)".contains("cannot put '\(big)': it needs 16.0 MiB")
+    }
+    #expect {
+      try store.put(bytes: Bytes.random(16 * 1024 * 1024, seed: 31))
+    } throws: { ($0 as? TroveError)?.code == .noSpace }
+    // A stream of unknown length finds out by writing.
+    let writer = try store.makeWriter()
+    #expect {
+      for i in 0..<16 { try writer.write(Bytes.random(1 << 20, seed: UInt64(200 + i))) }
     } throws: { error in
       guard let error = error as? TroveError else { return false }
       return error.code == .noSpace && error.cause?.errno == .noSpace
         && "\(error)".contains("No space left on device")
     }
-    #expect {
-      try store.put(bytes: Bytes.random(16 * 1024 * 1024, seed: 31))
-    } throws: { ($0 as? TroveError)?.code == .noSpace }
+    #expect(throws: TroveError.self) { try writer.commit() }
     #expect(small.list("store/tmp").isEmpty)
     #expect(small.list("store/objects").isEmpty)
     #expect(try store.entries().isEmpty)
@@ -65,7 +75,7 @@ struct FaultTests {
     #expect(put.status == 74)
     #expect(put.errorLines.count == 1)
     #expect(put.errorLines.first?.hasPrefix("Error: cannot ") == true)
-    #expect(put.errorLines.first?.contains("No space left on device") == true)
+    #expect(put.errorLines.first?.contains("cannot put '\(big)': it needs 16.0 MiB") == true)
     #expect(small.list("store/tmp").isEmpty && small.list("store/objects").isEmpty)
   }
 
@@ -124,7 +134,7 @@ struct FaultTests {
   }
 
   @Test(
-    "a put that cannot fit even after eviction fails cleanly; the store stays usable",
+    "a put that cannot fit even if everything went fails at once, evicting nothing",
     .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
   func putTooLargeAfterEviction() throws {
     let scratch = try Scratch()
@@ -132,18 +142,22 @@ struct FaultTests {
     let store = try small.store()
     let pinned = try store.put(bytes: Bytes.random(1 << 20, seed: 71)).digest
     try store.pin(pinned)
-    _ = try store.put(bytes: Bytes.random(1 << 20, seed: 72))
+    let other = try store.put(bytes: Bytes.random(1 << 20, seed: 72)).digest
     let big = try scratch.write("big.bin", Bytes.random(12 << 20, seed: 73))
     #expect {
       try store.put(file: big)
-    } throws: { ($0 as? TroveError)?.code == .noSpace && "\($0)".contains("No space left") }
+    } throws: { error in
+      (error as? TroveError)?.code == .noSpace
+        && "\(error)".contains("cannot put '\(big)': it needs 12.0 MiB")
+        && "\(error)".contains("1.0 MiB more if every unpinned entry were evicted")
+    }
     #expect(small.list("store/tmp").isEmpty)
-    #expect(try store.entries().map(\.digest) == [pinned])
+    #expect(Set(try store.entries().map(\.digest)) == [pinned, other])
     #expect(try store.bytes(for: pinned).count == 1 << 20)
     let after = try store.put(bytes: Bytes.random(100_000, seed: 74))
     #expect(try store.contains(after.digest))
     let stats = try store.statistics()
-    #expect(stats.entries == 2 && stats.pinnedEntries == 1)
+    #expect(stats.entries == 3 && stats.pinnedEntries == 1)
   }
 
   @Test(

@@ -150,11 +150,11 @@ public enum PolicyKey: String, CaseIterable, Sendable {
   public var acceptedForms: String {
     switch self {
     case .budget: return "a size such as 500M, 10G, 1.5GiB or 0, or 'none'"
-    case .maxAge: return "a duration such as 30d, 12h, 90m or 45s, or 'none'"
+    case .maxAge: return "a duration up to 36500d such as 30d, 12h, 90m or 45s, or 'none'"
     case .lowWater: return "a ratio above 0 and at most 1, such as 0.9"
-    case .accessResolution: return "a duration such as 60s, 5m or 0"
+    case .accessResolution: return "a duration up to 36500d such as 60s, 5m or 0"
     case .minimumFree: return "a percentage such as 10% or a size such as 1G"
-    case .temporaryMaxAge: return "a duration such as 1h or 30m"
+    case .temporaryMaxAge: return "a duration from 1s to 36500d such as 1h or 30m"
     case .compression:
       return
         "none, zstd, or zstd:LEVEL with LEVEL from \(Zstd.levels.lowerBound) to \(Zstd.levels.upperBound), not 0"

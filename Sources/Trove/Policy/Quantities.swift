@@ -24,8 +24,14 @@ public enum Quantities {
     return Int64(bytes)
   }
 
+  /// The longest duration a setting or option accepts: 100 years
+  /// (`36500d`). Longer means "forever", which every duration setting
+  /// spells `none`.
+  public static let maximumDuration: Int64 = 36500 * 86400
+
   /// Parses a duration: a number and a unit, `s`, `m`, `h`, `d` or `w`
-  /// (`0` alone is allowed). Returns seconds, or nil.
+  /// (`0` alone is allowed), at most ``maximumDuration``. Returns seconds,
+  /// or nil.
   public static func parseDuration(_ text: String) -> Int64? {
     if text == "0" { return 0 }
     let (number, unit) = split(text)
@@ -35,7 +41,7 @@ public enum Quantities {
     ]
     guard let multiplier = multipliers[unit.lowercased()] else { return nil }
     let seconds = (value * multiplier).rounded()
-    guard seconds < 9.2e18 else { return nil }
+    guard seconds <= Double(maximumDuration) else { return nil }
     return Int64(seconds)
   }
 

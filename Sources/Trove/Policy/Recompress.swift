@@ -34,8 +34,14 @@ extension Store {
     let sample = UnsafeMutableRawBufferPointer.allocate(
       byteCount: CachePolicy.sampleSize, alignment: 4096)
     defer { sample.deallocate() }
-    for entry in try index().entries() {
-      guard let object = try storedObject(entry.digest) else { continue }
+    let entries = try index().read("list entries") { (tx) throws(TroveError) in try tx.entries() }
+    for entry in entries {
+      // A twin in the other form (a crash between publish and removal) is
+      // tidied, and the row made to match, by reconciling the digest.
+      report.twinsRemoved += try objects.reconcile(entry.digest).twins
+      guard let object = try objects.locate(entry.digest), object.status.isRegular else {
+        continue  // evicted or removed meanwhile
+      }
       report.storedBytesBefore += object.status.size
       let decision: StorageDecision
       if object.isCompressed {
@@ -44,38 +50,28 @@ extension Store {
           ? .raw(skip: nil) : .zstd(level: 0, workers: policy.compressionWorkers)
       } else {
         decision = policy.storage(size: object.status.size) {
-          guard
-            let fd = try? FileDescriptor.open(
-              StoreLayout.objectPath(entry.digest), in: objectsDirectory)
-          else { return nil }
+          guard let fd = try? objects.open(entry.digest, compressed: false) else { return nil }
           defer { fd.close() }
           guard let n = try? fd.read(into: sample, at: 0) else { return nil }
           return UnsafeRawBufferPointer(rebasing: sample[..<n])
         }
       }
-      let rewritten: Entry?
-      switch decision {
-      case .raw:
-        rewritten = try restore(entry.digest, compressed: false)
-        if rewritten != nil { report.decompressed += 1 }
-      case .zstd(let level, let workers, _):
-        rewritten =
-          object.isCompressed
-          ? nil : try restore(entry.digest, compressed: true, level: level, workers: workers)
-        if rewritten != nil { report.compressed += 1 }
+      var rewritten: Entry?
+      do throws(TroveError) {
+        switch decision {
+        case .raw:
+          rewritten = try convert(entry.digest, compressed: false)
+          if rewritten != nil { report.decompressed += 1 }
+        case .zstd(let level, let workers, _):
+          rewritten =
+            object.isCompressed
+            ? nil : try convert(entry.digest, compressed: true, level: level, workers: workers)
+          if rewritten != nil { report.compressed += 1 }
+        }
+      } catch  where error.code == .notFound {
+        continue  // evicted or removed meanwhile
       }
       if rewritten == nil { report.unchanged += 1 }
-      let kept = rewritten?.isCompressed ?? object.isCompressed
-      // A twin in the other form (a crash between publish and removal).
-      if (try? objectsDirectory.status(of: StoreLayout.objectPath(entry.digest, compressed: !kept)))
-        != nil
-      {
-        try attempt("remove", objectFilePath(entry.digest, compressed: !kept)) {
-          () throws(SystemCallError) in
-          try objectsDirectory.removeFile(StoreLayout.objectPath(entry.digest, compressed: !kept))
-        }
-        report.twinsRemoved += 1
-      }
       report.storedBytesAfter += rewritten?.storedBytes ?? object.status.size
     }
     report.seconds = (clock.now - start).seconds

@@ -1,10 +1,14 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// How much a put matters when the volume runs low on space (the seeds'
 /// important and opportunistic capacity).
 public enum PutPriority: String, Sendable, Hashable, Codable {
   /// Work the user asked for: stored if there is any way to make room.
   case important
   /// Optional work (prefetch, warming): skipped with `.lowOnSpace` when
-  /// the volume is below the policy's minimum free space, even after a sweep.
+  /// the volume is below the policy's minimum free space, evicting nothing.
   case opportunistic
 }
 
@@ -21,72 +25,218 @@ public struct FreeSpace: Sendable, Hashable, Codable {
   public var isLow: Bool { available < threshold }
 }
 
+/// The janitor's rules for a volume running out of space — a cache that
+/// stops growing, not one that purges itself because other data filled
+/// the disk:
+///
+/// - Above `min-free` (plus the put's own size), a put costs one `statvfs`.
+/// - Below it, an optional put is skipped and evicts nothing.
+/// - An important put first runs the normal sweep (expiry, then LRU down
+///   to the budget's low-water mark when there is a budget). If the volume
+///   is still short, it evicts least recently used entries worth about its
+///   own size (plus a margin), so the store does not grow by it — never
+///   more, whatever else fills the volume.
+/// - A put that could not fit even if every unpinned entry went fails at
+///   once, before writing, naming its input, what it needs and what is free.
+/// - A write that finds the volume full evicts what is still to be written
+///   (one batch when that is unknown), measures, and retries, a bounded
+///   number of times.
+/// - Evictions for space go batch by batch, each followed by a `statvfs`,
+///   and stop as soon as a batch freed nothing measurable: objects whose
+///   blocks are shared with clones handed out earlier free nothing, and
+///   removing more of them would empty the cache for nothing.
+///
+/// Every such eviction is recorded in the sweep log with its reason and
+/// returned to the put that caused it.
+enum PressurePolicy {
+  /// Room made beyond a put's own size: 1 MiB, or 1/16 of the size.
+  static func margin(for size: Int64) -> Int64 { max(1 << 20, size / 16) }
+  /// What a write into a full volume evicts per round when it does not know
+  /// how much is still to come.
+  static let unknownSizeBatch: Int64 = 64 << 20
+  /// How many times a write into a full volume evicts and retries.
+  static let fullDiskRounds = 16
+  /// Entries evicted between two measurements of free space.
+  static let batchSize = 16
+  /// How long a measurement waits for freed blocks to show.
+  static let settleTime = Duration.milliseconds(100)
+  /// A batch that freed less than this (or less than 1/64 of what its
+  /// entries recorded) freed nothing measurable.
+  static func freedAnything(_ freed: Int64, of recorded: Int64) -> Bool {
+    freed >= max(4096, recorded / 64)
+  }
+}
+
 extension Store {
   /// Free space on the store's volume (statvfs) and the policy's threshold.
   public func freeSpace() throws(TroveError) -> FreeSpace {
-    let space = try attempt("inspect", root) { () throws(SystemCallError) in
-      try Sys.spaceAvailable(at: root)
-    }
+    let space = try volumeSpace()
     let threshold = try currentSettings().policy.minimumFree.bytes(ofVolume: space.total)
     return FreeSpace(available: space.available, total: space.total, threshold: threshold)
   }
 
-  /// Before a put of `size` bytes (nil when unknown): if the volume would
-  /// fall below the policy's minimum free space, sweep least recently used
-  /// entries to make room first. An opportunistic put that still would not
-  /// fit above the threshold is refused with `.lowOnSpace`. One statvfs
-  /// when there is room.
-  func admit(size: Int64?, priority: PutPriority) throws(TroveError) {
-    var space = try freeSpace()
-    let needed = space.threshold + (size ?? 0)
-    guard space.available < needed else { return }
-    _ = try makeRoom(available: needed)
-    space = try freeSpace()
-    if priority == .opportunistic && space.available < needed {
-      throw TroveError(
-        .lowOnSpace,
-        "skipped an optional put into '\(root)': \(Quantities.formatSize(space.available)) free, below the \(Quantities.formatSize(space.threshold)) the store keeps free (min-free)",
-        path: root)
+  private func volumeSpace() throws(TroveError) -> (available: Int64, total: Int64) {
+    try attempt("inspect", root) { () throws(SystemCallError) in
+      try Sys.spaceAvailable(at: root)
     }
   }
 
-  /// Removes unpinned entries, least recently used first, until `needed`
-  /// bytes are available on the volume or nothing more can go. Returns the
-  /// bytes (allocated) removed. Takes the sweep lock, waiting for it.
-  func makeRoom(available needed: Int64, protecting protected: Set<Digest> = []) throws(TroveError)
+  /// Before a put of `size` bytes of data (nil when unknown; 0 for a
+  /// clone, which takes no data blocks) from `input`: one `statvfs` when
+  /// there is room; else the rules of ``PressurePolicy``. Returns the
+  /// evictions it made (recorded in the sweep log).
+  ///
+  /// - Throws: `.lowOnSpace` for an opportunistic put below `min-free`;
+  ///   `.noSpace` naming `input` when the put cannot fit at all.
+  func admit(size: Int64?, priority: PutPriority, input: String) throws(TroveError)
+    -> [SweepReport]
+  {
+    let space = try freeSpace()
+    let needed = space.threshold.addingSaturated(size ?? 0)
+    guard space.available < needed else { return [] }
+    guard priority == .important else {
+      throw TroveError(
+        .lowOnSpace,
+        "skipped an optional put of '\(input)' into '\(root)': \(Quantities.formatSize(space.available)) free, below the \(Quantities.formatSize(space.threshold)) the store keeps free (min-free)",
+        path: input)
+    }
+    if let size, size > space.available {
+      let now = currentTimeNanoseconds()
+      let (stored, pinned) = try index().read("read totals") {
+        (tx) throws(TroveError) -> (Int64, Int64) in
+        (try tx.totals().allocatedBytes, try tx.pinnedTotals(now: now).bytes)
+      }
+      let evictable = max(0, stored - pinned)
+      if size > space.available.addingSaturated(evictable) {
+        throw TroveError(
+          .noSpace,
+          "cannot put '\(input)': it needs \(Quantities.formatSize(size)) and the store's volume has \(Quantities.formatSize(space.available)) free, \(Quantities.formatSize(evictable)) more if every unpinned entry were evicted",
+          path: input)
+      }
+    }
+    return try withSweepLock(wait: true) { () throws(TroveError) -> [SweepReport] in
+      let clock = ContinuousClock()
+      let start = clock.now
+      let before = try volumeSpace().available
+      // The janitor's normal pass first.
+      var report = try sweepLocked(SweepOptions(), reason: .lowSpace, recording: false)
+      var available = try volumeSpace().available
+      if let size, size > 0, available < needed {
+        // Still short: stop growing. Evict about the put's own size.
+        let relief = try evictForSpace(
+          worth: size + PressurePolicy.margin(for: size), until: needed, batches: .max,
+          sizedToNeed: true)
+        report.evictedEntries += relief.entries
+        report.removedBytes += relief.bytes
+        report.skippedEntries += relief.skipped
+        report.bytesAfter -= relief.bytes
+        available = try volumeSpace().available
+      }
+      report.freedBytes = available - before
+      report.seconds = (clock.now - start).seconds
+      // Recorded even when nothing could go: `stats` and `put -v` say so.
+      try record(report, at: currentTimeNanoseconds())
+      return [report]
+    }
+  }
+
+  /// Evicts least recently used unpinned entries, batch by batch, each
+  /// followed by a `statvfs`, until they recorded `worth` bytes, the volume
+  /// has `until` bytes available, `batches` batches were evicted, or a
+  /// batch freed nothing measurable. With `sizedToNeed`, entries larger
+  /// than `worth` are passed over: a small put never costs a large object.
+  /// Hold the sweep lock.
+  private func evictForSpace(
+    worth: Int64, until: Int64?, batches: Int, sizedToNeed: Bool
+  ) throws(TroveError) -> Removal {
+    var planned = Set<Digest>()
+    var available = try volumeSpace().available
+    var left = batches
+    return try removeLeastRecentlyUsed(
+      before: nil, now: currentTimeNanoseconds(), dryRun: false, protected: [],
+      planned: &planned, pageSize: PressurePolicy.batchSize,
+      eligible: { !sizedToNeed || $0.allocatedBytes <= worth },
+      afterBatch: { (batch) throws(TroveError) -> Bool in
+        let now = try settledSpace(after: available, freeing: batch.bytes)
+        defer { available = now }
+        left -= 1
+        if left <= 0 { return false }
+        if let until, now >= until { return false }
+        return PressurePolicy.freedAnything(now - available, of: batch.bytes)
+      },
+      until: { removed in removed >= worth })
+  }
+
+  /// The volume's available bytes after an eviction that recorded
+  /// `recorded` bytes, from `before`: some filesystems (XFS) free the
+  /// blocks of unlinked files in the background, a millisecond or two
+  /// later, so this looks again for up to ``PressurePolicy/settleTime``
+  /// until the space shows.
+  private func settledSpace(after before: Int64, freeing recorded: Int64) throws(TroveError)
     -> Int64
   {
-    try withSweepLock(wait: true) { () throws(TroveError) in
-      // A full volume leaves the index no room to record deletions: give
-      // back the ballast first, and take it again once there is room.
-      let space = try? Sys.spaceAvailable(at: root)
-      if (space?.available ?? 0) < 4 * StoreLayout.reserveSize { _ = releaseReserve() }
+    let clock = ContinuousClock()
+    let deadline = clock.now + PressurePolicy.settleTime
+    var now = try volumeSpace().available
+    while !PressurePolicy.freedAnything(now - before, of: recorded) && clock.now < deadline {
+      usleep(2000)
+      now = try volumeSpace().available
+    }
+    return now
+  }
+
+  /// After a write found the volume full: gives back the ballast when the
+  /// volume is nearly full (so the index can record deletions), evicts
+  /// least recently used entries worth `needed` bytes (one batch when
+  /// unknown), and records it. Returns the report; its `freedBytes` says
+  /// whether retrying can help.
+  func relieveFullDisk(needed: Int64?) throws(TroveError) -> SweepReport {
+    try withSweepLock(wait: true) { () throws(TroveError) -> SweepReport in
+      let clock = ContinuousClock()
+      let start = clock.now
+      let before = try volumeSpace().available
+      if before < 4 * StoreLayout.reserveSize { _ = releaseReserve() }
+      let released = try volumeSpace().available
       defer {
-        if ((try? Sys.spaceAvailable(at: root).available) ?? 0) > 8 * StoreLayout.reserveSize {
+        if ((try? volumeSpace().available) ?? 0) > 8 * StoreLayout.reserveSize {
           ensureReserve()
         }
       }
-      var planned = Set<Digest>()
-      let available = (try? Sys.spaceAvailable(at: root).available) ?? 0
-      let removal = try removeLeastRecentlyUsed(
-        before: nil, now: currentTimeNanoseconds(), dryRun: false, protected: protected,
-        planned: &planned
-      ) { removed in available + removed >= needed }
-      return removal.bytes
+      let relief = try evictForSpace(
+        worth: needed.map { $0 + PressurePolicy.margin(for: $0) }
+          ?? PressurePolicy.unknownSizeBatch,
+        until: nil, batches: needed == nil ? 1 : .max, sizedToNeed: false)
+      var report = SweepReport(reason: .diskFull)
+      report.evictedEntries = relief.entries
+      report.removedBytes = relief.bytes
+      report.skippedEntries = relief.skipped
+      report.freedBytes = try volumeSpace().available - released
+      report.bytesAfter = try index().read("read totals") { (tx) throws(TroveError) in
+        try tx.totals().allocatedBytes
+      }
+      report.seconds = (clock.now - start).seconds
+      if relief.entries > 0 { try record(report, at: currentTimeNanoseconds()) }
+      return report
     }
   }
 }
 
 /// Writes into a temp file of `tmp/` under storage pressure: a full
-/// filesystem (ENOSPC, EDQUOT) is met once by evicting least recently used
-/// entries — enough for the bytes still to come when that is known, all that
-/// can go when it is not — and the failed write is retried from where it
-/// stopped; bytes already written are kept. A second failure is thrown.
+/// filesystem (ENOSPC, EDQUOT) is met by ``Store/relieveFullDisk(needed:)``
+/// — evicting what is still to be written, or one batch when that is
+/// unknown — and the failed write is retried from where it stopped; bytes
+/// already written are kept. It gives up, throwing the write's error, when
+/// an eviction freed nothing or after ``PressurePolicy/fullDiskRounds``.
 struct PressuredWrites {
   let store: Store
-  private var triedToMakeRoom = false
+  private var rounds = 0
+  /// The evictions made so far.
+  private(set) var reliefs: [SweepReport] = []
 
   init(store: Store) { self.store = store }
+
+  /// Adds an eviction made by another writer on this put's behalf.
+  mutating func record(_ relief: SweepReport) { reliefs.append(relief) }
 
   /// Writes all of `bytes` to `file`; `remaining` is what is still to be
   /// written counting `bytes`, or nil when unknown.
@@ -98,12 +248,16 @@ struct PressuredWrites {
       do throws(SystemCallError) {
         offset += try file.write(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
-        guard error.errno == .noSpace || error.errno == .diskQuotaExceeded, !triedToMakeRoom
+        guard error.errno == .noSpace || error.errno == .diskQuotaExceeded,
+          rounds < PressurePolicy.fullDiskRounds
         else { throw error }
-        triedToMakeRoom = true
-        let missing = remaining.map { $0 - Int64(offset) } ?? .max / 2
-        let freed = (try? store.makeRoom(available: missing + (1 << 20))) ?? 0
-        if freed == 0 { throw error }
+        rounds += 1
+        guard
+          let relief = try? store.relieveFullDisk(
+            needed: remaining.map { $0 - Int64(offset) })
+        else { throw error }
+        if relief.removedEntries > 0 { reliefs.append(relief) }
+        guard let freed = relief.freedBytes, freed > 0 else { throw error }
       }
     }
   }

@@ -25,17 +25,35 @@ public struct SweepOptions: Sendable, Hashable {
   }
 }
 
+/// Why entries were removed.
+public enum SweepReason: String, Sendable, Hashable, Codable {
+  /// A sweep someone asked for (`trove sweep`, ``Store/sweep(_:)``).
+  case requested = "sweep"
+  /// A put took the store over its budget.
+  case overBudget = "over-budget"
+  /// The volume was below `min-free` before an important put.
+  case lowSpace = "low-space"
+  /// A write found the volume full (ENOSPC, EDQUOT).
+  case diskFull = "disk-full"
+}
+
 /// What a sweep removed (or, in a dry run, would remove).
-public struct SweepReport: Sendable, Hashable, Encodable {
+public struct SweepReport: Sendable, Hashable, Codable {
+  /// Why it ran.
+  public var reason: SweepReason = .requested
   /// Whether nothing was removed because this was a plan.
   public var dryRun: Bool
   /// Entries removed for not being used within the maximum age.
   public var expiredEntries: Int
   /// Entries removed, least recently used first, to bring the store under
-  /// its budget.
+  /// its budget or to make room on the volume.
   public var evictedEntries: Int
   /// Bytes (allocated) the removed entries took.
   public var removedBytes: Int64
+  /// Free space the volume gained, measured with `statvfs`, when this
+  /// eviction was for space. Less than ``removedBytes`` when evicted
+  /// objects share their blocks with clones handed out earlier.
+  public var freedBytes: Int64?
   /// Entries chosen but skipped because they were read, stored or pinned
   /// after being chosen.
   public var skippedEntries: Int
@@ -43,8 +61,14 @@ public struct SweepReport: Sendable, Hashable, Encodable {
   public var temporaryFiles: Int
   /// Bytes those leftovers took.
   public var temporaryBytes: Int64
+  /// What reconciling one fan-out folder of the index found and fixed
+  /// (each sweep takes the next folder, so every orphan is found within
+  /// 256 sweeps).
+  public var reconciled = ReconcileReport()
   /// Bytes (allocated) the store's entries take after the sweep.
   public var bytesAfter: Int64
+  /// Of those, the bytes held by unexpired pins.
+  public var pinnedBytes: Int64 = 0
   /// The budget the sweep worked to, if any.
   public var budget: Int64?
   /// How long the sweep took, in seconds.
@@ -53,46 +77,97 @@ public struct SweepReport: Sendable, Hashable, Encodable {
   /// Entries removed, for any reason.
   public var removedEntries: Int { expiredEntries + evictedEntries }
 
+  /// Whether the store is still above its budget (pinned entries, or an
+  /// object a put just stored, can hold it there).
+  public var isOverBudget: Bool { budget.map { bytesAfter > $0 } ?? false }
+
   private enum CodingKeys: String, CodingKey {
-    case dryRun, expiredEntries, evictedEntries, removedBytes, skippedEntries, temporaryFiles
-    case temporaryBytes, bytesAfter, budget, seconds, removedEntries
+    case reason, dryRun, expiredEntries, evictedEntries, removedBytes, freedBytes
+    case skippedEntries, temporaryFiles, temporaryBytes, reconciled, bytesAfter, pinnedBytes
+    case budget, seconds, removedEntries, overBudget
+  }
+
+  init(reason: SweepReason, dryRun: Bool = false, budget: Int64? = nil) {
+    self.reason = reason
+    self.dryRun = dryRun
+    expiredEntries = 0
+    evictedEntries = 0
+    removedBytes = 0
+    skippedEntries = 0
+    temporaryFiles = 0
+    temporaryBytes = 0
+    bytesAfter = 0
+    self.budget = budget
+    seconds = 0
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let c = try decoder.container(keyedBy: CodingKeys.self)
+    reason = try c.decode(SweepReason.self, forKey: .reason)
+    dryRun = try c.decode(Bool.self, forKey: .dryRun)
+    expiredEntries = try c.decode(Int.self, forKey: .expiredEntries)
+    evictedEntries = try c.decode(Int.self, forKey: .evictedEntries)
+    removedBytes = try c.decode(Int64.self, forKey: .removedBytes)
+    freedBytes = try c.decodeIfPresent(Int64.self, forKey: .freedBytes)
+    skippedEntries = try c.decode(Int.self, forKey: .skippedEntries)
+    temporaryFiles = try c.decode(Int.self, forKey: .temporaryFiles)
+    temporaryBytes = try c.decode(Int64.self, forKey: .temporaryBytes)
+    reconciled = try c.decode(ReconcileReport.self, forKey: .reconciled)
+    bytesAfter = try c.decode(Int64.self, forKey: .bytesAfter)
+    pinnedBytes = try c.decode(Int64.self, forKey: .pinnedBytes)
+    budget = try c.decodeIfPresent(Int64.self, forKey: .budget)
+    seconds = try c.decode(Double.self, forKey: .seconds)
   }
 
   public func encode(to encoder: any Encoder) throws {
     var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(reason, forKey: .reason)
     try c.encode(dryRun, forKey: .dryRun)
     try c.encode(removedEntries, forKey: .removedEntries)
     try c.encode(expiredEntries, forKey: .expiredEntries)
     try c.encode(evictedEntries, forKey: .evictedEntries)
     try c.encode(removedBytes, forKey: .removedBytes)
+    try c.encode(freedBytes, forKey: .freedBytes)
     try c.encode(skippedEntries, forKey: .skippedEntries)
     try c.encode(temporaryFiles, forKey: .temporaryFiles)
     try c.encode(temporaryBytes, forKey: .temporaryBytes)
+    try c.encode(reconciled, forKey: .reconciled)
     try c.encode(bytesAfter, forKey: .bytesAfter)
+    try c.encode(pinnedBytes, forKey: .pinnedBytes)
     try c.encode(budget, forKey: .budget)
+    try c.encode(isOverBudget, forKey: .overBudget)
     try c.encode(seconds, forKey: .seconds)
   }
 }
 
 extension Store {
-  /// Trims the store to its policy, in three steps:
+  /// Trims the store to its policy, in four steps:
   /// 1. removes leftovers of dead writers in `tmp/`;
-  /// 2. removes entries not used within the maximum age;
-  /// 3. while the store takes more than its budget, removes least recently
+  /// 2. reconciles the index with the next fan-out folder of `objects/`
+  ///    (adopting orphans, dropping rows whose file is gone), so that every
+  ///    folder is reconciled once in 256 sweeps;
+  /// 3. removes entries not used within the maximum age;
+  /// 4. while the store takes more than its budget, removes least recently
   ///    used entries until it is at or below the low-water mark.
   ///
   /// Pinned entries are never removed. Deciding whether there is anything
   /// to evict reads the running totals (O(1)); victims come from the index
-  /// in LRU order, O(evicted · log n); each is re-checked just before it is
-  /// removed. Only one sweep runs at a time (see ``SweepOptions/wait``).
+  /// in LRU order, O(evicted · log n); each is re-checked in the index
+  /// transaction that removes it. Only one sweep runs at a time (see
+  /// ``SweepOptions/wait``). The sweep is recorded in the store's sweep
+  /// log (``StoreStatistics/lastSweep``).
   @discardableResult
   public func sweep(_ options: SweepOptions = SweepOptions()) throws(TroveError) -> SweepReport {
     try withSweepLock(wait: options.wait) { () throws(TroveError) in
-      try sweepLocked(options)
+      try sweepLocked(options, reason: .requested)
     }
   }
 
-  private func sweepLocked(_ options: SweepOptions) throws(TroveError) -> SweepReport {
+  /// A sweep, holding the sweep lock; recorded in the sweep log unless
+  /// `recording` is false (the caller records a report of its own).
+  func sweepLocked(_ options: SweepOptions, reason: SweepReason, recording: Bool = true)
+    throws(TroveError) -> SweepReport
+  {
     let clock = ContinuousClock()
     let start = clock.now
     let policy = try currentSettings().policy
@@ -100,17 +175,24 @@ extension Store {
     let maxAge = options.maxAge ?? policy.maxAge
     let now = currentTimeNanoseconds()
     let index = try index()
-    var report = SweepReport(
-      dryRun: options.dryRun, expiredEntries: 0, evictedEntries: 0, removedBytes: 0,
-      skippedEntries: 0, temporaryFiles: 0, temporaryBytes: 0, bytesAfter: 0, budget: budget,
-      seconds: 0)
+    var report = SweepReport(reason: reason, dryRun: options.dryRun, budget: budget)
 
     let leftovers = try removeStaleTemporaries(
       olderThan: policy.temporaryMaxAge, dryRun: options.dryRun)
     (report.temporaryFiles, report.temporaryBytes) = leftovers
-    if !options.dryRun { _ = try index.removeExpiredPins(now: now) }
+    if !options.dryRun {
+      _ = try index.write("remove expired pins") { (tx) throws(TroveError) in
+        try tx.deleteExpiredPins(now: now)
+      }
+      let folder = try index.write("choose a folder to reconcile") { (tx) throws(TroveError) in
+        try tx.nextReconcileFolder()
+      }
+      report.reconciled = try objects.reconcile(folder: folder, repair: true)
+    }
 
-    var total = try index.totals().allocatedBytes
+    var total = try index.read("read totals") { (tx) throws(TroveError) in
+      try tx.totals().allocatedBytes
+    }
     var planned = Set<Digest>()
     func tally(_ removal: Removal) -> Int {
       report.skippedEntries += removal.skipped
@@ -120,13 +202,24 @@ extension Store {
     }
     if let maxAge {
       let removal = try removeLeastRecentlyUsed(
-        before: now - maxAge * 1_000_000_000, now: now, dryRun: options.dryRun,
-        protected: options.protected, planned: &planned
+        before: now.subtractingSaturated(.nanoseconds(fromSeconds: maxAge)), now: now,
+        dryRun: options.dryRun, protected: options.protected, planned: &planned
       ) { _ in false }
       report.expiredEntries = tally(removal)
     }
     if let budget, total > budget {
-      let target = Int64(Double(budget) * policy.lowWater)
+      // An object the put just stored that alone exceeds the budget is
+      // kept, and only the rest is trimmed to the low-water mark: the store
+      // is never emptied to make room for one object that cannot fit.
+      let kept = try index.read("look up protected entries") { (tx) throws(TroveError) in
+        var bytes: Int64 = 0
+        for digest in options.protected {
+          bytes += try tx.entry(for: digest)?.allocatedBytes ?? 0
+        }
+        return bytes
+      }
+      let lowWater = Int64(Double(budget) * policy.lowWater)
+      let target = kept > budget ? kept + lowWater : lowWater
       let over = total
       let removal = try removeLeastRecentlyUsed(
         before: nil, now: now, dryRun: options.dryRun, protected: options.protected,
@@ -135,13 +228,23 @@ extension Store {
       report.evictedEntries = tally(removal)
     }
     report.bytesAfter = total
-    report.seconds = (clock.now - start).seconds
-    if !options.dryRun {
-      try index.recordSweep(
-        at: now, removed: Int64(report.removedEntries), bytes: report.removedBytes,
-        nanoseconds: Int64(report.seconds * 1e9))
+    report.pinnedBytes = try index.read("count pinned entries") { (tx) throws(TroveError) in
+      try tx.pinnedTotals(now: now).bytes
     }
+    report.seconds = (clock.now - start).seconds
+    if recording && !options.dryRun { try record(report, at: now) }
     return report
+  }
+
+  /// Appends `report` to the store's sweep log.
+  func record(_ report: SweepReport, at time: Int64) throws(TroveError) {
+    try index().write("record sweep") { (tx) throws(TroveError) in
+      try tx.appendSweep(
+        SweepRecord(
+          time: time, reason: report.reason, removedEntries: Int64(report.removedEntries),
+          removedBytes: report.removedBytes, freedBytes: report.freedBytes,
+          nanoseconds: Int64(report.seconds * 1e9)))
+    }
   }
 
   /// What one pass of removals did.
@@ -153,25 +256,34 @@ extension Store {
 
   /// Removes unpinned entries in least-recently-used order (last accessed
   /// before `cutoff`, if given) until `done` says the bytes removed so far
-  /// are enough. In a dry run, adds them to `planned` instead. Entries in
-  /// `protected` or already `planned` are passed over; one that changed
-  /// since it was chosen is skipped and the walk goes on. Removals are
-  /// batched, one index transaction per page of up to 256 entries;
-  /// O(removed · log n) through the index's access order.
+  /// are enough, or `batches` pages were removed. In a dry run, adds them
+  /// to `planned` instead. Entries in `protected` or already `planned` are
+  /// passed over, and so are those `eligible` refuses; one that changed
+  /// since it was chosen is skipped and the walk goes on. Each page of up to `pageSize` entries is one
+  /// ``ObjectTable/evict(_:now:)``; `afterBatch` runs after each and may
+  /// stop the walk. O(removed · log n) through the index's access order.
   func removeLeastRecentlyUsed(
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<Digest>,
-    planned: inout Set<Digest>, until done: (_ removedBytes: Int64) -> Bool
+    planned: inout Set<Digest>, pageSize: Int = 256,
+    eligible: (Entry) -> Bool = { _ in true },
+    afterBatch: (_ batch: Removal) throws(TroveError) -> Bool = { _ in true },
+    until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Removal {
     let index = try index()
     var removal = Removal()
     var cursor: (Int64, String) = (.min, "")
     while !done(removal.bytes) {
-      let page = try index.leastRecentlyUsed(after: cursor, before: cutoff, now: now, limit: 256)
+      let after = cursor
+      let page = try index.read("list eviction candidates") { (tx) throws(TroveError) in
+        try tx.leastRecentlyUsed(after: after, before: cutoff, now: now, limit: pageSize)
+      }
       guard let last = page.last else { return removal }
       cursor = (last.lastAccess, last.digest.hex)
       var batch: [Entry] = []
       var batchBytes: Int64 = 0
-      for entry in page where !protected.contains(entry.digest) && !planned.contains(entry.digest) {
+      for entry in page
+      where !protected.contains(entry.digest) && !planned.contains(entry.digest) && eligible(entry)
+      {
         if done(removal.bytes + batchBytes) { break }
         batch.append(entry)
         batchBytes += entry.allocatedBytes
@@ -182,29 +294,39 @@ extension Store {
         removal.bytes += batchBytes
         continue
       }
-      for (entry, removed) in zip(batch, try evict(batch, now: now)) {
+      var thisBatch = Removal()
+      for (entry, removed) in zip(batch, try objects.evict(batch, now: now)) {
         if removed {
-          removal.entries += 1
-          removal.bytes += entry.allocatedBytes
+          thisBatch.entries += 1
+          thisBatch.bytes += entry.allocatedBytes
         } else {
-          removal.skipped += 1
+          thisBatch.skipped += 1
         }
       }
+      removal.entries += thisBatch.entries
+      removal.bytes += thisBatch.bytes
+      removal.skipped += thisBatch.skipped
+      if !batch.isEmpty, try !afterBatch(thisBatch) { return removal }
     }
     return removal
   }
 
   /// After a put: if the store is over its budget (an O(1) read of the
   /// running totals), sweeps — unless another process already is. Never
-  /// evicts `protected`, the object the put just stored.
-  func sweepIfOverBudget(protecting protected: Digest) throws(TroveError) {
+  /// evicts `protected`, the object the put just stored. Returns the
+  /// sweep's report, if one ran.
+  func sweepIfOverBudget(protecting protected: Digest) throws(TroveError) -> SweepReport? {
     guard let budget = try currentSettings().policy.budget,
-      try index().totals().allocatedBytes > budget
-    else { return }
+      try index().read("read totals", { (tx) throws(TroveError) in try tx.totals() })
+        .allocatedBytes > budget
+    else { return nil }
     do throws(TroveError) {
-      try sweep(SweepOptions(wait: false, protected: [protected]))
+      return try withSweepLock(wait: false) { () throws(TroveError) in
+        try sweepLocked(SweepOptions(protected: [protected]), reason: .overBudget)
+      }
     } catch  where error.code == .busy {
       // The running sweep will bring the store down.
+      return nil
     }
   }
 }

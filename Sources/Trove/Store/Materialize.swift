@@ -94,7 +94,9 @@ extension Store {
         }
         defer { out.close() }
         if isCompressed {
-          size = try decompressVerified(object, to: out, digest: digest, destination: destination)
+          size = try decompressVerified(
+            object, to: out, digest: digest,
+            objectPath: objectFilePath(digest, compressed: true), destination: destination)
           method = .decompress
         } else {
           (method, reason) = try fill(
@@ -107,6 +109,10 @@ extension Store {
       try attempt("write", destination) { () throws(SystemCallError) in
         if replacing {
           try parent.rename(temp, to: name, in: parent)
+          // Renaming a hard link onto another link of the same inode (a
+          // second hardlink get of one object) does nothing and leaves
+          // the temporary name: remove it.
+          if mode == .hardlink { try? parent.removeFile(temp) }
         } else {
           try parent.renameWithoutReplacing(temp, to: name, in: parent)
         }
@@ -138,7 +144,9 @@ extension Store {
     let output = FileDescriptor(rawValue: handle.fileDescriptor)
     let count =
       isCompressed
-      ? try decompressVerified(object, to: output, digest: digest, destination: "<output>")
+      ? try decompressVerified(
+        object, to: output, digest: digest, objectPath: objectFilePath(digest, compressed: true),
+        destination: "<output>")
       : try verifiedCopy(from: object, to: output, digest: digest, destination: "<output>")
     recordRead(digest)
     return count
@@ -153,7 +161,9 @@ extension Store {
     if isCompressed {
       // Decompression hashes and checks the bytes as they pass.
       var out: [UInt8] = []
-      _ = try decompressVerified(object, digest: digest, destination: "<memory>") {
+      _ = try decompressVerified(
+        object, digest: digest, objectPath: path, destination: "<memory>"
+      ) {
         (chunk) throws(SystemCallError) in out.append(contentsOf: chunk)
       }
       recordRead(digest)
@@ -175,20 +185,10 @@ extension Store {
   // MARK: Pieces
 
   /// Opens `digest`'s object, raw if there is one (it can be cloned),
-  /// else compressed; says which.
+  /// else compressed; says which. Throws `.notFound` when there is none.
   func openObject(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
-    for compressed in [false, true] {
-      do throws(SystemCallError) {
-        let fd = try FileDescriptor.open(
-          StoreLayout.objectPath(digest, compressed: compressed), in: objectsDirectory)
-        return (fd, compressed)
-      } catch  where error.errno == .noSuchFileOrDirectory {
-        continue
-      } catch {
-        throw TroveError.system(error, "read", path: objectFilePath(digest, compressed: compressed))
-      }
-    }
-    throw notFound(digest)
+    guard let opened = try objects.open(digest) else { throw notFound(digest) }
+    return opened
   }
 
   func corrupt(_ digest: Digest, actual: Digest) -> TroveError {

@@ -6,26 +6,33 @@ extension Store {
   /// independent, so users of one store do not unpin each other's data.
   /// Pinning again under the same name replaces that pin.
   ///
+  /// The pin is written in the index transaction that confirms the object
+  /// is there: when this returns, the object is present and protected; a
+  /// sweep that chose it first has either removed it (and this throws) or
+  /// will leave it.
+  ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func pin(_ digest: Digest, name: String = "default", duration: Int64? = nil)
     throws(TroveError)
   {
-    guard try objectStatus(digest) != nil else { throw notFound(digest) }
     let now = currentTimeNanoseconds()
-    try index().pin(
-      digest, name: name, expires: duration.map { now + $0 * 1_000_000_000 }, now: now)
+    try objects.pin(
+      digest, name: name,
+      expires: duration.map { now.addingSaturated(.nanoseconds(fromSeconds: $0)) })
   }
 
   /// Removes `name`'s pin of `digest`; whether there was one. Other names'
   /// pins stay.
   @discardableResult
   public func unpin(_ digest: Digest, name: String = "default") throws(TroveError) -> Bool {
-    try index().unpin(digest, name: name)
+    try index().write("unpin \(digest)") { (tx) throws(TroveError) in
+      try tx.deletePin(digest, name: name)
+    }
   }
 
   /// Every pin, lapsed leases included (a sweep removes those), ordered by
   /// digest and name.
   public func pins() throws(TroveError) -> [Pin] {
-    try index().pins()
+    try index().read("list pins") { (tx) throws(TroveError) in try tx.pins() }
   }
 }

@@ -23,12 +23,10 @@ public final class Store: Sendable {
   public var root: String { configuration.root }
 
   let rootDirectory: FileDescriptor
-  let objectsDirectory: FileDescriptor
-  let tmpDirectory: FileDescriptor
+  /// The one owner of every change to an object's state (and of the index).
+  let objects: ObjectTable
   /// `st_dev` of `tmp/`: sources on this device can be cloned in.
   let device: UInt64
-  /// The index, opened on first use: lookups by digest never need it.
-  private let openedIndex = Mutex<Index?>(nil)
   /// The settings last read from `config.json`, with the file's identity:
   /// re-read when another process replaced it.
   private let cachedSettings: Mutex<(identity: [Int64], settings: StoreSettings)>
@@ -37,8 +35,10 @@ public final class Store: Sendable {
   let recentReads = Mutex<[Digest: Int64]>([:])
   let cloneProbe = CloneProbe()
 
-  var objectsPath: String { root + "/" + StoreLayout.objects }
-  var tmpPath: String { root + "/" + StoreLayout.tmp }
+  var objectsDirectory: FileDescriptor { objects.objectsDirectory }
+  var tmpDirectory: FileDescriptor { objects.tmpDirectory }
+  var objectsPath: String { objects.objectsPath }
+  var tmpPath: String { objects.tmpPath }
 
   /// Opens the store at `configuration.root`, creating it (mode 0700, with
   /// `objects/`, `tmp/`, `CACHEDIR.TAG`, `config.json` and the index) when
@@ -85,9 +85,12 @@ public final class Store: Sendable {
       device = try attempt("inspect store folder", root + "/tmp", code: .storeUnavailable) {
         () throws(SystemCallError) in try tmpFD.status().device
       }
+      let filesystem = try attempt("inspect store", root, code: .storeUnavailable) {
+        () throws(SystemCallError) in try rootFD.filesystemKind()
+      }
       rootDirectory = rootFD
-      objectsDirectory = objectsFD
-      tmpDirectory = tmpFD
+      objects = ObjectTable(
+        root: root, objects: objectsFD, tmp: tmpFD, filesystem: filesystem)
       try Self.publishIfMissing(
         StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8),
         root: root, rootFD: rootFD, tmpFD: tmpFD)
@@ -113,24 +116,12 @@ public final class Store: Sendable {
   /// The index, opened on first use. A new index beside existing objects
   /// (first use, or the index was deleted or lost) is rebuilt from them.
   func index() throws(TroveError) -> Index {
-    let opened: Result<(Index, Bool), TroveError> = openedIndex.withLock { slot in
-      if let index = slot { return .success((index, false)) }
-      do throws(TroveError) {
-        let index = try Index(path: root + "/" + StoreLayout.index)
-        slot = index
-        return .success((index, index.isFresh))
-      } catch {
-        return .failure(error)
-      }
-    }
-    let (index, isNew) = try opened.get()
-    if isNew { _ = try rebuildIndex() }
-    return index
+    try objects.index()
   }
 
   deinit {
-    tmpDirectory.close()
-    objectsDirectory.close()
+    objects.tmpDirectory.close()
+    objects.objectsDirectory.close()
     rootDirectory.close()
   }
 
@@ -241,82 +232,54 @@ public final class Store: Sendable {
 
   /// The absolute path of `digest`'s object file (whether or not it exists).
   func objectFilePath(_ digest: Digest, compressed: Bool = false) -> String {
-    objectsPath + "/" + StoreLayout.objectPath(digest, compressed: compressed)
+    objects.path(digest, compressed: compressed)
   }
 
-  /// An object file found on disk.
-  struct StoredObject {
-    var status: FileStatus
-    var isCompressed: Bool
-  }
-
-  /// `digest`'s object file, raw (preferred: it can be cloned) or
-  /// compressed, or nil when there is neither. One `fstatat` for a raw
-  /// object, two for a compressed one or a miss.
-  func storedObject(_ digest: Digest) throws(TroveError) -> StoredObject? {
-    for compressed in [false, true] {
-      do throws(SystemCallError) {
-        let status = try objectsDirectory.status(
-          of: StoreLayout.objectPath(digest, compressed: compressed))
-        return StoredObject(status: status, isCompressed: compressed)
-      } catch  where error.errno == .noSuchFileOrDirectory {
-        continue
-      } catch {
-        throw TroveError.system(
-          error, "look up", path: objectFilePath(digest, compressed: compressed))
-      }
-    }
-    return nil
-  }
-
-  /// Whether the store holds `digest`. One `fstatat`; the objects folder is
-  /// the truth, not the index.
+  /// Whether the store holds `digest`: one `fstatat` of `objects/`, which
+  /// is the truth, then the read is recorded for LRU (an index read; a
+  /// write only when the recorded access is older than the policy's
+  /// access resolution).
   public func contains(_ digest: Digest) throws(TroveError) -> Bool {
-    guard try objectStatus(digest)?.isRegular ?? false else { return false }
+    guard try objects.locate(digest)?.status.isRegular ?? false else { return false }
     recordRead(digest)
     return true
   }
 
   /// Records a read of `digest` for LRU, coarsely: not when this process
   /// or the index saw one within the policy's access resolution, so most
-  /// reads write nothing. A failure to record (a read-only store) never
-  /// fails the read itself.
+  /// reads write nothing. A file the index has no row for is adopted. A
+  /// failure to record (a read-only store) never fails the read itself.
   func recordRead(_ digest: Digest) {
     let now = currentTimeNanoseconds()
     guard let policy = try? currentSettings().policy else { return }
-    let resolution = policy.accessResolution * 1_000_000_000
+    let resolution = Int64.nanoseconds(fromSeconds: policy.accessResolution)
     if resolution > 0,
-      let last = recentReads.withLock({ $0[digest] }), now - last < resolution
+      let last = recentReads.withLock({ $0[digest] }), now.subtractingSaturated(last) < resolution
     {
       return
     }
-    guard (try? index().touch(digest, now: now, resolution: resolution)) != nil else { return }
+    guard let index = try? index(),
+      let record = try? index.read(
+        "record access to \(digest)",
+        { (tx) throws(TroveError) in
+          try tx.recordAccess(digest, now: now, resolution: resolution)
+        })
+    else { return }
+    if case .noRow = record {
+      // An orphan (a put that died after publishing): adopt it.
+      _ = try? objects.reconcile(digest)
+    }
     recentReads.withLock { reads in
       if reads.count > 4096 { reads.removeAll(keepingCapacity: true) }
       reads[digest] = now
     }
   }
 
-  /// The status of `digest`'s object file, or nil when there is none.
-  func objectStatus(_ digest: Digest) throws(TroveError) -> FileStatus? {
-    try storedObject(digest)?.status
-  }
-
-  /// Counts a put of bytes the store already holds (and re-adds the row if
-  /// the index had lost it).
-  func recordDuplicate(_ digest: Digest, size: Int64) throws(TroveError) {
-    let now = currentTimeNanoseconds()
-    let object = try storedObject(digest)
-    try index().recordDuplicate(
-      Entry(
-        digest: digest, size: size, allocatedBytes: object?.status.allocatedBytes ?? 0,
-        created: now, lastAccess: now, isCompressed: object?.isCompressed ?? false,
-        storedBytes: object?.status.size))
-  }
-
   /// The path of `digest`'s object, for callers that only read it: zero
   /// copies. The file is read-only (0444) and must never be modified: it is
-  /// the store's only copy of those bytes.
+  /// the store's only copy of those bytes. It can be evicted like any
+  /// object; pin it (``pin(_:name:duration:)``, a lease) for as long as you
+  /// read through the path.
   ///
   /// An object stored compressed has no such file: this throws
   /// `.storedCompressed`, unless `decompressing` is true, in which case
@@ -325,7 +288,7 @@ public final class Store: Sendable {
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func path(for digest: Digest, decompressing: Bool = false) throws(TroveError) -> String {
-    guard let object = try storedObject(digest), object.status.isRegular else {
+    guard let object = try objects.locate(digest), object.status.isRegular else {
       throw notFound(digest)
     }
     recordRead(digest)
@@ -336,78 +299,73 @@ public final class Store: Sendable {
           "object \(digest) is stored compressed (zstd) in '\(root)': it has no file to read in place; decompress it in the store, or get a copy",
           path: objectFilePath(digest, compressed: true), value: digest.description)
       }
-      try restore(digest, compressed: false)
+      try convert(digest, compressed: false)
+      guard try objects.locate(digest)?.isCompressed == false else { throw notFound(digest) }
     }
     return objectFilePath(digest)
   }
 
+  /// The error for a digest whose object is not there. A row left without
+  /// its file is dropped by ``ObjectTable/reconcile(_:)``, which confirms
+  /// the file is missing inside its transaction: a read never deletes what
+  /// a writer is publishing.
   func notFound(_ digest: Digest) -> TroveError {
-    // A row without its file is a miss; drop the row so totals stay true.
-    _ = try? index().remove(digest)
-    return TroveError(
-      .notFound, "no object \(digest) in store '\(root)'", path: objectFilePath(digest),
-      value: digest.description)
+    if let index = try? index(),
+      (try? index.read(
+        "look up \(digest)", { (tx) throws(TroveError) in try tx.entry(for: digest) }))
+        != nil
+    {
+      _ = try? objects.reconcile(digest)
+    }
+    return objects.notFound(digest)
   }
 
   /// The index's record of `digest`, or nil if the store does not hold it.
   public func entry(for digest: Digest) throws(TroveError) -> Entry? {
-    guard try objectStatus(digest) != nil else { return nil }
-    return try index().entry(for: digest)
+    guard try objects.locate(digest) != nil else { return nil }
+    return try index().read("look up \(digest)") { (tx) throws(TroveError) in
+      try tx.entry(for: digest)
+    }
   }
 
   /// Every entry the index records, ordered by digest. O(n).
   public func entries() throws(TroveError) -> [Entry] {
-    try index().entries()
+    try index().read("list entries") { (tx) throws(TroveError) in try tx.entries() }
   }
 
   // MARK: Removing
 
-  /// Removes `digest`'s object: the index row first, then the file, so a
-  /// crash between the two leaves an orphan file (which ``rebuildIndex()``
-  /// adopts), never a row that points at nothing.
+  /// Removes `digest`'s object — its row, pins and keys, and its files —
+  /// in one index transaction, whether or not it is pinned.
   ///
-  /// A reader that already opened the object keeps reading correct bytes.
+  /// A reader that already opened the object keeps reading correct bytes;
+  /// files made from it earlier (clones, copies, hard links) stay.
   /// - Returns: whether the store held it.
   @discardableResult
   public func remove(_ digest: Digest) throws(TroveError) -> Bool {
-    let hadRow = try index().remove(digest)
-    return try removeObjectFiles(digest) || hadRow
-  }
-
-  /// Unlinks `digest`'s object files, raw and compressed; whether there was one.
-  /// With `recorded` (the form the index knows), that form is unlinked and
-  /// the other is looked for only if it was missing: one `unlink` per
-  /// object on the eviction path.
-  func removeObjectFiles(_ digest: Digest, recorded: Bool? = nil) throws(TroveError) -> Bool {
-    var removed = false
-    let forms = recorded.map { [$0, !$0] } ?? [false, true]
-    for compressed in forms {
-      if removed && recorded != nil { break }
-      do throws(SystemCallError) {
-        try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
-        removed = true
-      } catch  where error.errno == .noSuchFileOrDirectory {
-        continue
-      } catch {
-        throw TroveError.system(
-          error, "remove", path: objectFilePath(digest, compressed: compressed))
-      }
-    }
-    return removed
+    try objects.drop(digest)
   }
 
   // MARK: Named keys
 
   /// Points `key` (a URL, a package id, any text) at `digest`, replacing
-  /// what it pointed at. The store must hold `digest`.
+  /// what it pointed at. The store must hold `digest`; the key goes when
+  /// the object does.
+  ///
+  /// - Throws: `.notFound` when the store does not hold `digest`.
   public func bind(key: String, to digest: Digest) throws(TroveError) {
-    guard try objectStatus(digest) != nil else { throw notFound(digest) }
-    try index().bind(key: key, to: digest, at: currentTimeNanoseconds())
+    try objects.bind(key: key, to: digest)
   }
 
   /// The digest `key` points at, if it is bound and its object is present.
   public func digest(forKey key: String) throws(TroveError) -> Digest? {
-    guard let digest = try index().digest(forKey: key), try objectStatus(digest) != nil else {
+    let bound = try index().read("look up key '\(key)'") { (tx) throws(TroveError) in
+      try tx.digest(forKey: key)
+    }
+    guard let digest = bound else { return nil }
+    guard try objects.locate(digest) != nil else {
+      // The object is gone (a crash between its removal's steps): so is the key.
+      _ = try? objects.reconcile(digest)
       return nil
     }
     return digest
@@ -416,6 +374,8 @@ public final class Store: Sendable {
   /// Removes `key`; whether it was bound. The object stays.
   @discardableResult
   public func unbind(key: String) throws(TroveError) -> Bool {
-    try index().unbind(key: key)
+    try index().write("remove key '\(key)'") { (tx) throws(TroveError) in
+      try tx.deleteKey(key)
+    }
   }
 }

@@ -61,17 +61,3 @@ enum StoreLayout {
     return "\(purpose)-\(getpid())-\(String(random, radix: 16)).tmp"
   }
 }
-
-/// Nanoseconds since 1970 (CLOCK_REALTIME): the index's time unit.
-func currentTimeNanoseconds() -> Int64 {
-  var ts = timespec()
-  clock_gettime(CLOCK_REALTIME, &ts)
-  return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-}
-
-extension Duration {
-  /// The duration in seconds, as a `Double`.
-  var seconds: Double {
-    Double(components.seconds) + Double(components.attoseconds) / 1e18
-  }
-}

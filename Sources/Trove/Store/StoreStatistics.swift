@@ -31,8 +31,16 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   public var pinnedEntries: Int64
   /// Bytes (allocated) those entries take.
   public var pinnedBytes: Int64
-  /// The last sweep, if the store was ever swept.
+  /// The last sweep or eviction of any kind, if there was one.
   public var lastSweep: LastSweep?
+  /// The last eviction for space (``SweepReason/lowSpace`` or
+  /// ``SweepReason/diskFull``), if there was one.
+  public var lastPressureEviction: LastSweep?
+  /// Whether the store takes more than its budget; ``pinnedBytes`` says how
+  /// much of it no sweep may remove.
+  public var isOverBudget: Bool { budget.map { allocatedBytes > $0 } ?? false }
+  /// Keys bound to objects.
+  public var keys: Int64
   /// The compression policy for new objects (`none` or `zstd:LEVEL`).
   public var compression: String
   /// Bytes the object files hold: logical bytes for raw objects, frame
@@ -51,16 +59,29 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
     storedBytes > 0 ? Double(logicalBytes) / Double(storedBytes) : 1
   }
 
-  /// What the last sweep did.
+  /// What a sweep did, as the store's sweep log records it.
   public struct LastSweep: Sendable, Hashable, Codable {
     /// When it ran, nanoseconds since 1970.
     public var time: Int64
+    /// Why it ran.
+    public var reason: SweepReason
     /// Entries it removed.
     public var removedEntries: Int64
     /// Bytes (allocated) they took.
     public var removedBytes: Int64
+    /// Free space the volume gained (`statvfs`), for evictions made for space.
+    public var freedBytes: Int64?
     /// How long it took, in seconds.
     public var seconds: Double
+
+    init(_ record: SweepRecord) {
+      time = record.time
+      reason = record.reason
+      removedEntries = record.removedEntries
+      removedBytes = record.removedBytes
+      freedBytes = record.freedBytes
+      seconds = Double(record.nanoseconds) / 1e9
+    }
   }
 }
 
@@ -80,18 +101,17 @@ extension Store {
   /// Totals from the index (O(1)), the store filesystem's kind and free
   /// space, and whether it can clone.
   public func statistics() throws(TroveError) -> StoreStatistics {
-    let index = try index()
-    let totals = try index.totals()
-    let pinned = try index.pinnedTotals(now: currentTimeNanoseconds())
+    let now = currentTimeNanoseconds()
+    let (totals, pinned, last, pressure, keys) = try index().read("read totals") {
+      (tx) throws(TroveError) in
+      (
+        try tx.totals(), try tx.pinnedTotals(now: now), try tx.lastSweep(),
+        try tx.lastSweep(reasons: [.lowSpace, .diskFull]), try tx.keyCount()
+      )
+    }
     let space = try freeSpace()
     let policy = try currentSettings().policy
     let clones = try cloneSupport()
-    let lastSweep =
-      totals.lastSweepTime == 0
-      ? nil
-      : StoreStatistics.LastSweep(
-        time: totals.lastSweepTime, removedEntries: totals.lastSweepRemoved,
-        removedBytes: totals.lastSweepBytes, seconds: Double(totals.lastSweepNanoseconds) / 1e9)
     return StoreStatistics(
       root: root, entries: totals.entries, logicalBytes: totals.logicalBytes,
       allocatedBytes: totals.allocatedBytes, dedupHits: totals.dedupHits,
@@ -99,7 +119,9 @@ extension Store {
       cloneSupported: clones.isSupported, availableBytes: space.available,
       totalBytes: space.total, minimumFreeBytes: space.threshold, budget: policy.budget,
       maxAge: policy.maxAge, pinnedEntries: pinned.entries, pinnedBytes: pinned.bytes,
-      lastSweep: lastSweep, compression: policy.compression.description,
+      lastSweep: last.map(StoreStatistics.LastSweep.init),
+      lastPressureEviction: pressure.map(StoreStatistics.LastSweep.init), keys: keys,
+      compression: policy.compression.description,
       storedBytes: totals.storedBytes, compressedEntries: totals.compressedEntries,
       skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall)
   }

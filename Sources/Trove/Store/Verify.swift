@@ -10,7 +10,14 @@ public struct VerifyReport: Sendable, Hashable, Codable {
   public var orphanFiles: Int
   /// Index rows whose file is missing (dropped by a repair).
   public var danglingRows: Int
-  /// Files under `objects/` that are not named like objects (left alone).
+  /// Index rows whose form or size disagrees with their file (corrected by a repair).
+  public var wrongRows: Int
+  /// Digests stored in both forms (the compressed copy removed by a repair).
+  public var twins: Int
+  /// Objects that went away while being checked (evicted or removed by
+  /// another process): not a problem.
+  public var vanished: Int
+  /// Paths under `objects/` that are not objects (left alone).
   public var unexpectedFiles: [String]
   /// Whether the problems found were repaired.
   public var repaired: Bool
@@ -18,92 +25,79 @@ public struct VerifyReport: Sendable, Hashable, Codable {
   public var seconds: Double
 
   /// Whether the store holds exactly what its names and index say.
-  public var isClean: Bool { corrupt.isEmpty && orphanFiles == 0 && danglingRows == 0 }
+  public var isClean: Bool {
+    corrupt.isEmpty && orphanFiles == 0 && danglingRows == 0 && wrongRows == 0 && twins == 0
+  }
 }
 
 extension Store {
-  /// Checks every object against its name by hashing all its bytes, and
-  /// the index against the objects folder. With `repair`, removes corrupt
-  /// objects (and their rows), adopts orphan files and drops rows whose
-  /// file is gone. O(stored bytes): it reads everything.
+  /// Checks every object against its name by hashing all its bytes, then
+  /// the index against the objects folder, one fan-out folder at a time
+  /// (see ``rebuildIndex()``). With `repair`, removes corrupt object files
+  /// (a good copy in the other form stays), adopts orphan files, drops rows
+  /// whose file is gone and corrects wrong rows. An object evicted or
+  /// removed by another process while verify runs is counted as vanished,
+  /// never as a failure. O(stored bytes): it reads everything.
   public func verify(repair: Bool = false) throws(TroveError) -> VerifyReport {
     let clock = ContinuousClock()
     let start = clock.now
     var report = VerifyReport(
       checkedObjects: 0, checkedBytes: 0, corrupt: [], orphanFiles: 0, danglingRows: 0,
-      unexpectedFiles: [], repaired: repair, seconds: 0)
-    var onDisk = Set<Digest>()
-    let fanouts = try attempt("list", objectsPath) { () throws(SystemCallError) in
-      try objectsDirectory.entries()
-    }
-    for fanout in fanouts.sorted() {
-      let folder = objectsPath + "/" + fanout
-      guard fanout.utf8.count == 2, (try? objectsDirectory.status(of: fanout))?.isDirectory == true
-      else {
-        report.unexpectedFiles.append(folder)
-        continue
-      }
-      let names = try attempt("list", folder) { () throws(SystemCallError) -> [String] in
-        let dir = try FileDescriptor.open(fanout, in: objectsDirectory, .directory)
-        defer { dir.close() }
-        return try dir.entries()
-      }
-      for name in names.sorted() {
-        let compressed = name.hasSuffix(StoreLayout.compressedSuffix)
-        let hex = compressed ? String(name.dropLast(StoreLayout.compressedSuffix.count)) : name
-        guard let digest = Digest(hex: Substring(hex)), hex.hasPrefix(fanout), hex == digest.hex
-        else {
-          report.unexpectedFiles.append(folder + "/" + name)
+      wrongRows: 0, twins: 0, vanished: 0, unexpectedFiles: [], repaired: repair, seconds: 0)
+    for folder in 0..<256 {
+      for file in try objects.objectFiles(inFolder: folder) {
+        let path = objectFilePath(file.digest, compressed: file.isCompressed)
+        let fd: FileDescriptor
+        do throws(TroveError) {
+          guard let opened = try objects.open(file.digest, compressed: file.isCompressed) else {
+            report.vanished += 1
+            continue
+          }
+          fd = opened
+        } catch  where error.code == .corruptObject {
+          // Not a regular file (a link, a folder, a FIFO).
+          report.unexpectedFiles.append(path)
           continue
-        }
-        let path = objectFilePath(digest, compressed: compressed)
-        let fd = try attempt("read", path) { () throws(SystemCallError) in
-          try FileDescriptor.open(
-            StoreLayout.objectPath(digest, compressed: compressed), in: objectsDirectory)
         }
         defer { fd.close() }
         fd.adviseSequential()
-        var intact = true
-        if compressed {
-          do throws(TroveError) {
-            report.checkedBytes += try decompressVerified(
-              fd, to: nil, digest: digest, destination: path)
-          } catch  where error.code == .corruptObject {
-            intact = false
-          }
-        } else {
-          var hasher = XXH3Hasher()
-          report.checkedBytes += try attempt("read", path) { () throws(SystemCallError) in
-            try Transfer.hash(from: fd, into: &hasher)
-          }
-          intact = hasher.finalize() == digest
-        }
+        let (intact, count) = try check(fd, file.digest, file.isCompressed, path)
+        report.checkedBytes += count
         report.checkedObjects += 1
-        if intact {
-          onDisk.insert(digest)
-        } else {
-          report.corrupt.append(digest)
-          if repair {
-            // Only the damaged form goes; a good twin in the other form stays.
-            try attempt("remove", path) { () throws(SystemCallError) in
-              try objectsDirectory.removeFile(
-                StoreLayout.objectPath(digest, compressed: compressed))
-            }
-          }
+        if !intact {
+          report.corrupt.append(file.digest)
+          if repair { try objects.drop(file.digest, compressed: file.isCompressed) }
         }
       }
     }
-    let rows = Set(try index().entries().map(\.digest))
-    let corrupt = Set(report.corrupt).subtracting(onDisk)
-    report.orphanFiles = onDisk.subtracting(rows).count
-    report.danglingRows = rows.subtracting(onDisk).subtracting(corrupt).count
-    if repair {
-      for digest in corrupt { _ = try index().remove(digest) }
-      if report.orphanFiles > 0 || report.danglingRows > 0 || !report.corrupt.isEmpty {
-        _ = try rebuildIndex()
-      }
-    }
+    let index = try objects.reconcileAll(repair: repair)
+    report.orphanFiles = index.added
+    report.danglingRows = index.dropped
+    report.wrongRows = index.corrected
+    report.twins = index.twins
+    report.unexpectedFiles += index.unexpected.filter { !report.unexpectedFiles.contains($0) }
     report.seconds = (clock.now - start).seconds
     return report
+  }
+
+  /// Hashes one object file; whether its bytes match `digest`, and how
+  /// many there were.
+  private func check(
+    _ fd: FileDescriptor, _ digest: Digest, _ compressed: Bool, _ path: String
+  ) throws(TroveError) -> (Bool, Int64) {
+    if compressed {
+      do throws(TroveError) {
+        let count = try decompressVerified(
+          fd, to: nil, digest: digest, objectPath: path, destination: path)
+        return (true, count)
+      } catch  where error.code == .corruptObject {
+        return (false, 0)
+      }
+    }
+    var hasher = XXH3Hasher()
+    let count = try attempt("read", path) { () throws(SystemCallError) in
+      try Transfer.hash(from: fd, into: &hasher)
+    }
+    return (hasher.finalize() == digest, count)
   }
 }

@@ -59,6 +59,8 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
   public static let brokenPipe = Errno(rawValue: EPIPE)
   /// ENOKEY: an encrypted directory whose key is not loaded (fscrypt).
   public static let noKey = Errno(rawValue: 126)
+  /// ELOOP: a symbolic link where `O_NOFOLLOW` forbade one (or too many links).
+  public static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
 
   /// Whether the error says an operation is not available here (so a
   /// fallback is honest), as opposed to a real failure (EIO, ENOSPC, EDQUOT).

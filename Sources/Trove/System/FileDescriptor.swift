@@ -29,6 +29,7 @@ struct FileDescriptor: Sendable, Hashable {
     static let directory = Options(rawValue: O_DIRECTORY)
     static let noFollow = Options(rawValue: O_NOFOLLOW)
     static let append = Options(rawValue: O_APPEND)
+    static let nonBlocking = Options(rawValue: O_NONBLOCK)
   }
 
   /// Opens `path`, relative to `directory` when given. `openat(2)` with O_CLOEXEC.
@@ -194,25 +195,29 @@ struct FileDescriptor: Sendable, Hashable {
     _ = try Sys.call("linkat") { linkat(rawValue, name, directory.rawValue, newName, 0) }
   }
 
-  /// The names in this directory, without `.` and `..`. `fdopendir(3)`,
-  /// `readdir(3)`. O(entries).
+  /// The names in this directory, without `.` and `..`. Opens the
+  /// directory anew (`openat(fd, ".")`), so listings never share an offset,
+  /// and reports a failing `readdir`. `fdopendir(3)`, `readdir(3)`. O(entries).
   func entries() throws(SystemCallError) -> [String] {
-    let copy = try Sys.call("dup") { dup(rawValue) }
-    guard let dir = fdopendir(copy) else {
+    let own = try FileDescriptor.open(".", in: self, [.directory])
+    guard let dir = fdopendir(own.rawValue) else {
       let e = Errno.current
-      Glibc.close(copy)
+      own.close()
       throw SystemCallError("fdopendir", e)
     }
     defer { closedir(dir) }
-    rewinddir(dir)
     var names: [String] = []
-    while let entry = readdir(dir) {
+    while true {
+      errno = 0
+      guard let entry = readdir(dir) else {
+        if errno != 0 { throw SystemCallError("readdir", Errno.current) }
+        return names
+      }
       let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
         String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
       }
       if name != "." && name != ".." { names.append(name) }
     }
-    return names
   }
 }
 

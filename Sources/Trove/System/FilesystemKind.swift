@@ -11,7 +11,7 @@ public struct FilesystemKind: RawRepresentable, Hashable, Sendable, CustomString
     0x6969: "nfs", 0x794C_7630: "overlay", 0x2FC1_2FC1: "zfs", 0x6573_5546: "fuse",
     0xFF53_4D42: "cifs", 0xFE53_4D42: "smb2", 0x0102_1997: "9p", 0xF2F5_2010: "f2fs",
     0x5346_544E: "ntfs",
-    0x4D44: "vfat", 0x7366_746E: "ntfs3", 0xCA45_1A4E: "bcachefs",
+    0x00C3_6400: "ceph", 0x4D44: "vfat", 0x7366_746E: "ntfs3", 0xCA45_1A4E: "bcachefs",
   ]
 
   /// NFS.
@@ -20,6 +20,20 @@ public struct FilesystemKind: RawRepresentable, Hashable, Sendable, CustomString
   public static let cifs = FilesystemKind(rawValue: 0xFF53_4D42)
   /// SMB 2 and 3.
   public static let smb2 = FilesystemKind(rawValue: 0xFE53_4D42)
+
+  /// FUSE (any filesystem in user space: sshfs, s3fs, …).
+  public static let fuse = FilesystemKind(rawValue: 0x6573_5546)
+  /// Plan 9 (9p): shared folders of VMs and containers.
+  public static let plan9 = FilesystemKind(rawValue: 0x0102_1997)
+  /// Ceph.
+  public static let ceph = FilesystemKind(rawValue: 0x00C3_6400)
+
+  /// Whether files here may be shared with other hosts or served by a
+  /// process (NFS, SMB, 9p, Ceph, FUSE): no shared memory between the
+  /// processes that use them, and locks only as good as the server's.
+  public var isShared: Bool {
+    [.nfs, .cifs, .smb2, .fuse, .plan9, .ceph].contains(self)
+  }
 
   /// A short name (`xfs`, `btrfs`, `ext4`, …) or the magic in hex.
   public var description: String {

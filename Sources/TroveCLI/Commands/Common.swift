@@ -51,7 +51,8 @@ extension Invocation {
     guard let text = value(option) else { return nil }
     guard let seconds = Quantities.parseDuration(text) else {
       throw usageError(
-        "invalid \(option) '\(text)': expected a duration such as 30d, 12h, 90m or 45s")
+        "invalid \(option) '\(text)': expected a duration up to 36500d such as 30d, 12h, 90m or 45s"
+      )
     }
     return seconds
   }

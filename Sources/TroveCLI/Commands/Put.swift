@@ -49,6 +49,15 @@ let putCommand = CommandSpec(
         if verbose {
           let how = result.isDuplicate ? "already stored" : "stored by \(result.method.rawValue)"
           Output.error("trove: \(name): \(Output.size(result.size)), \(how)")
+          for sweep in result.sweeps {
+            Output.error("trove: \(name): \(describe(sweep.reason)): \(sweepSummary(sweep))")
+          }
+        }
+        if result.exceedsBudget {
+          let budget = (try? store.policy().budget).flatMap { $0 }.map { Output.size($0) } ?? "?"
+          Output.error(
+            "trove: warning: \(name) (\(Output.size(result.size))) alone exceeds the store's \(budget) budget; it is stored, and the rest of the store was trimmed to its low-water mark"
+          )
         }
       } catch {
         Output.error("Error: \(error)")

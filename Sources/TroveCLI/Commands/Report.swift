@@ -71,6 +71,9 @@ let statsCommand = CommandSpec(
       (
         "budget",
         (s.budget.map { Output.size($0) } ?? "none") + ", \(Output.size(s.allocatedBytes)) used"
+          + (s.isOverBudget
+            ? " (over budget: \(Output.size(s.pinnedBytes)) pinned, \(Output.size(s.allocatedBytes)) in use)"
+            : "")
       ),
       ("max age", s.maxAge.map(Quantities.formatDuration) ?? "none"),
       ("pinned", "\(s.pinnedEntries) entries, \(Output.size(s.pinnedBytes))"),
@@ -78,12 +81,9 @@ let statsCommand = CommandSpec(
         "compression",
         "\(s.compression); \(s.compressedEntries) compressed, stored \(Output.size(s.storedBytes)) (ratio \(String(format: "%.2f", s.compressionRatio)), saved \(Output.size(s.logicalBytes - s.storedBytes))); skipped \(s.skippedIncompressible) incompressible, \(s.skippedSmall) small"
       ),
-      (
-        "last sweep",
-        s.lastSweep.map {
-          "\(Output.time($0.time)): removed \($0.removedEntries) entries, \(Output.size($0.removedBytes)), in \(String(format: "%.3f", $0.seconds)) s"
-        } ?? "never"
-      ),
+      ("last sweep", s.lastSweep.map(describe) ?? "never"),
+      ("for space", s.lastPressureEviction.map(describe) ?? "never"),
+      ("keys", "\(s.keys)"),
     ]
     for (name, value) in rows {
       Output.line(name + String(repeating: " ", count: max(1, 12 - name.count)) + value)
@@ -99,11 +99,24 @@ let reindexCommand = CommandSpec(
   options: [verboseOption],
   discussion: """
     The objects folder is the truth; the index may lag it after a crash. This adopts
-    object files the index does not know and drops rows whose file is gone.
+    object files the index does not know, drops rows whose file is gone (with their
+    pins and keys), corrects rows whose form or size is wrong, and removes the
+    compressed copy of an object stored both ways. Safe while other processes work.
     """,
   run: { invocation in
     try invocation.requirePositionals([])
-    let (added, dropped) = try invocation.openStore().rebuildIndex()
-    Output.error("trove: index rebuilt: \(added) added, \(dropped) dropped")
+    let report = try invocation.openStore().rebuildIndex()
+    for path in report.unexpected { Output.error("trove: unexpected: \(path) (left alone)") }
+    Output.error(
+      "trove: index rebuilt: \(report.added) added, \(report.dropped) dropped, "
+        + "\(report.corrected) corrected, \(report.twins) twins removed")
     return ExitStatus.success
   })
+
+/// One logged sweep, for `stats`.
+func describe(_ sweep: StoreStatistics.LastSweep) -> String {
+  var line =
+    "\(Output.time(sweep.time)) (\(describe(sweep.reason))): removed \(sweep.removedEntries) entries, \(Output.size(sweep.removedBytes))"
+  if let freed = sweep.freedBytes { line += ", freed \(Output.size(freed))" }
+  return line + ", in \(String(format: "%.3f", sweep.seconds)) s"
+}

@@ -35,18 +35,43 @@ let sweepCommand = CommandSpec(
       Output.json(report)
       return ExitStatus.success
     }
-    let verb = report.dryRun ? "would remove" : "removed"
-    var line =
-      "\(verb) \(report.removedEntries) entries (\(Output.size(report.removedBytes)))"
-    if report.expiredEntries > 0 { line += ": \(report.expiredEntries) expired" }
-    if report.evictedEntries > 0 {
-      line += report.expiredEntries > 0 ? "," : ":"
-      line += " \(report.evictedEntries) least recently used"
-    }
-    line += "; \(report.temporaryFiles) leftover temporary files"
-    line += "; \(Output.size(report.bytesAfter)) in use"
-    if let budget = report.budget { line += " of a \(Output.size(budget)) budget" }
-    line += String(format: "; took %.3f s", report.seconds)
-    Output.line(line)
+    Output.line(sweepSummary(report))
     return ExitStatus.success
   })
+
+/// One line saying what a sweep did, for `sweep` and `put -v`.
+func sweepSummary(_ report: SweepReport) -> String {
+  let verb = report.dryRun ? "would remove" : "removed"
+  var line = "\(verb) \(report.removedEntries) entries (\(Output.size(report.removedBytes)))"
+  if report.expiredEntries > 0 { line += ": \(report.expiredEntries) expired" }
+  if report.evictedEntries > 0 {
+    line += report.expiredEntries > 0 ? "," : ":"
+    line += " \(report.evictedEntries) least recently used"
+  }
+  if let freed = report.freedBytes { line += "; freed \(Output.size(freed)) on the volume" }
+  if report.reason != .diskFull {
+    line += "; \(report.temporaryFiles) leftover temporary files"
+  }
+  let r = report.reconciled
+  if r.added + r.dropped + r.corrected + r.twins > 0 {
+    line +=
+      "; index: \(r.added) orphans adopted, \(r.dropped) missing dropped, \(r.corrected) corrected"
+  }
+  line += "; \(Output.size(report.bytesAfter)) in use"
+  if let budget = report.budget { line += " of a \(Output.size(budget)) budget" }
+  if report.isOverBudget {
+    line += " (over budget: \(Output.size(report.pinnedBytes)) pinned)"
+  }
+  line += String(format: "; took %.3f s", report.seconds)
+  return line
+}
+
+/// Why a sweep ran, for people.
+func describe(_ reason: SweepReason) -> String {
+  switch reason {
+  case .requested: return "sweep"
+  case .overBudget: return "over budget after a put"
+  case .lowSpace: return "volume below min-free before a put"
+  case .diskFull: return "volume full during a put"
+  }
+}

@@ -8,7 +8,9 @@ let verifyCommand = CommandSpec(
   options: [
     OptionSpec(
       names: ["--repair"], valueName: nil,
-      help: "Remove corrupt objects, adopt orphan files, drop rows whose file is gone."),
+      help:
+        "Remove corrupt objects, adopt orphan files, drop rows whose file is gone, fix wrong rows."
+    ),
     jsonOption,
   ],
   discussion: """
@@ -27,12 +29,20 @@ let verifyCommand = CommandSpec(
         Output.line("corrupt: \(digest)\(fix ? " (removed)" : "")")
       }
       for path in report.unexpectedFiles { Output.line("unexpected: \(path) (left alone)") }
+      func count(_ n: Int, _ what: String, _ fixed: String) -> String {
+        "\(n) \(what)\(fix && n > 0 ? " (\(fixed))" : "")"
+      }
       Output.line(
         "checked \(report.checkedObjects) objects (\(Output.size(report.checkedBytes))) in "
-          + String(format: "%.3f s", report.seconds) + ": \(report.corrupt.count) corrupt, "
-          + "\(report.orphanFiles) orphan files\(fix && report.orphanFiles > 0 ? " (adopted)" : ""), "
-          + "\(report.danglingRows) rows without a file\(fix && report.danglingRows > 0 ? " (dropped)" : "")"
-      )
+          + String(format: "%.3f s", report.seconds) + ": "
+          + [
+            count(report.corrupt.count, "corrupt", "removed"),
+            count(report.orphanFiles, "orphan files", "adopted"),
+            count(report.danglingRows, "rows without a file", "dropped"),
+            count(report.wrongRows, "wrong rows", "corrected"),
+            count(report.twins, "stored twice", "compressed copy removed"),
+          ].joined(separator: ", ")
+          + (report.vanished > 0 ? "; \(report.vanished) removed by others meanwhile" : ""))
     }
     return report.isClean || report.repaired ? ExitStatus.success : ExitStatus.dataError
   })

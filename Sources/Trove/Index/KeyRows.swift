@@ -1,0 +1,42 @@
+/// The `keys` table: names (a URL, a package id) bound to digests. A key
+/// is bound only by ``ObjectTable/bind(key:to:)``, in the transaction that
+/// confirms its object is present, and goes with its object: the
+/// transaction that removes an object's row removes its keys.
+extension IndexSession {
+  /// Points `key` at `digest`, replacing what it pointed at.
+  func insertKey(_ key: String, digest: Digest, at time: Int64) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "INSERT INTO keys(key, digest, updated) VALUES (?,?,?) ON CONFLICT(key) DO UPDATE SET digest = excluded.digest, updated = excluded.updated",
+        [.text(key), .text(digest.hex), .integer(time)])
+    }
+  }
+
+  /// The digest `key` points at, if any.
+  func digest(forKey key: String) throws(TroveError) -> Digest? {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found: Digest?
+      try db.query("SELECT digest FROM keys WHERE key = ?", [.text(key)]) { row in
+        found = Digest(hex: Substring(row.text(0)))
+      }
+      return found
+    }
+  }
+
+  /// Removes `key`; whether it existed.
+  func deleteKey(_ key: String) throws(TroveError) -> Bool {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query("DELETE FROM keys WHERE key = ?", [.text(key)])
+      return db.changes > 0
+    }
+  }
+
+  /// How many keys there are. O(n).
+  func keyCount() throws(TroveError) -> Int64 {
+    try run { db throws(SQLiteConnection.Failure) in
+      var count: Int64 = 0
+      try db.query("SELECT COUNT(*) FROM keys") { row in count = row.integer(0) }
+      return count
+    }
+  }
+}

@@ -1,0 +1,227 @@
+/// One object as the index records it.
+public struct Entry: Sendable, Hashable, Codable {
+  /// The object's digest.
+  public var digest: Digest
+  /// Logical size in bytes.
+  public var size: Int64
+  /// Bytes allocated on disk when it was stored (`st_blocks * 512`).
+  public var allocatedBytes: Int64
+  /// When it was first stored, nanoseconds since 1970.
+  public var created: Int64
+  /// When it was last stored again or read, nanoseconds since 1970, to
+  /// within the policy's access resolution.
+  public var lastAccess: Int64
+  /// Whether the object is stored as a zstd frame.
+  public var isCompressed: Bool = false
+  /// The object file's length: `size` when raw, the frame's when compressed.
+  public var storedBytes: Int64
+
+  /// Makes an entry; a raw one unless said otherwise.
+  public init(
+    digest: Digest, size: Int64, allocatedBytes: Int64, created: Int64, lastAccess: Int64,
+    isCompressed: Bool = false, storedBytes: Int64? = nil
+  ) {
+    self.digest = digest
+    self.size = size
+    self.allocatedBytes = allocatedBytes
+    self.created = created
+    self.lastAccess = lastAccess
+    self.isCompressed = isCompressed
+    self.storedBytes = storedBytes ?? size
+  }
+}
+
+/// Why an object was stored raw although compression was on.
+enum CompressionSkip: String {
+  /// Its leading sample did not shrink by the margin (already compressed).
+  case incompressible = "skipped_incompressible"
+  /// It was below `compression-min-size`.
+  case small = "skipped_small"
+}
+
+/// What a read's access record did.
+enum AccessRecord {
+  /// The recorded access is within the resolution: nothing written.
+  case recent
+  /// The access was written.
+  case recorded
+  /// The index has no row for the digest.
+  case noRow
+}
+
+/// The `objects` table. Rows change only through ``ObjectTable``, inside
+/// the write transaction that makes the matching change to `objects/`;
+/// the one exception is a read's access time (``recordAccess(_:now:resolution:)``).
+extension IndexSession {
+  /// The columns `entry(_:)` reads, in order.
+  private static let columns =
+    "digest, size, allocated, created, last_access, compressed, COALESCE(stored, size)"
+
+  private static func entry(_ row: SQLiteConnection.Row) -> Entry? {
+    guard let digest = Digest(hex: Substring(row.text(0))) else { return nil }
+    return Entry(
+      digest: digest, size: row.integer(1), allocatedBytes: row.integer(2),
+      created: row.integer(3), lastAccess: row.integer(4), isCompressed: row.integer(5) != 0,
+      storedBytes: row.integer(6))
+  }
+
+  private static func values(_ entry: Entry) -> [SQLiteValue] {
+    [
+      .text(entry.digest.hex), .integer(entry.size), .integer(entry.allocatedBytes),
+      .integer(entry.created), .integer(entry.lastAccess), .integer(entry.isCompressed ? 1 : 0),
+      entry.isCompressed ? .integer(entry.storedBytes) : .null,
+    ]
+  }
+
+  // MARK: Reading
+
+  /// The row for `digest`, if any.
+  func entry(for digest: Digest) throws(TroveError) -> Entry? {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found: Entry?
+      try db.query(
+        "SELECT \(Self.columns) FROM objects WHERE digest = ?", [.text(digest.hex)]
+      ) { row in found = Self.entry(row) }
+      return found
+    }
+  }
+
+  /// Whether some object has exactly `size` bytes: a hint that a put of a
+  /// file that size may be a duplicate. O(log n).
+  func hasObject(ofSize size: Int64) throws(TroveError) -> Bool {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found = false
+      try db.query("SELECT 1 FROM objects WHERE size = ? LIMIT 1", [.integer(size)]) { _ in
+        found = true
+      }
+      return found
+    }
+  }
+
+  /// Every row, ordered by digest; only those whose hex starts with
+  /// `prefix` (a fan-out folder's name) when given. O(rows returned · log n).
+  func entries(withPrefix prefix: String? = nil) throws(TroveError) -> [Entry] {
+    try run { db throws(SQLiteConnection.Failure) in
+      var all: [Entry] = []
+      let (clause, values): (String, [SQLiteValue]) =
+        prefix.map { (" WHERE digest >= ? AND digest < ?", [.text($0), .text($0 + "~")]) }
+        ?? ("", [])
+      try db.query("SELECT \(Self.columns) FROM objects\(clause) ORDER BY digest", values) {
+        row in if let e = Self.entry(row) { all.append(e) }
+      }
+      return all
+    }
+  }
+
+  /// Up to `limit` unpinned entries in least-recently-used order, after
+  /// `cursor` (last access, digest) and, if given, last accessed before
+  /// `cutoff`. O(limit · log n) through the access index.
+  func leastRecentlyUsed(
+    after cursor: (Int64, String), before cutoff: Int64?, now: Int64, limit: Int
+  ) throws(TroveError) -> [Entry] {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found: [Entry] = []
+      try db.query(
+        """
+        SELECT \(Self.columns) FROM objects o
+        WHERE (last_access, digest) > (?, ?) AND last_access < ? AND NOT \(Self.pinned)
+        ORDER BY last_access, digest LIMIT ?
+        """,
+        [
+          .integer(cursor.0), .text(cursor.1), .integer(cutoff ?? .max), .integer(now),
+          .integer(Int64(limit)),
+        ]
+      ) { row in if let e = Self.entry(row) { found.append(e) } }
+      return found
+    }
+  }
+
+  /// SQL true for rows of `objects` (aliased `o`) that an unexpired pin holds.
+  static let pinned =
+    "EXISTS (SELECT 1 FROM pins p WHERE p.digest = o.digest AND (p.expires IS NULL OR p.expires > ?))"
+
+  // MARK: Access times
+
+  /// Records a read of `digest` at `now` unless the recorded access is
+  /// less than `resolution` nanoseconds old. The check is a read; only a
+  /// stale record writes.
+  func recordAccess(_ digest: Digest, now: Int64, resolution: Int64) throws(TroveError)
+    -> AccessRecord
+  {
+    try run { db throws(SQLiteConnection.Failure) in
+      var recorded: Int64?
+      try db.query("SELECT last_access FROM objects WHERE digest = ?", [.text(digest.hex)]) {
+        row in recorded = row.integer(0)
+      }
+      guard let recorded else { return .noRow }
+      guard now.subtractingSaturated(recorded) >= resolution, now > recorded else {
+        return .recent
+      }
+      try db.query(
+        "UPDATE objects SET last_access = ? WHERE digest = ? AND last_access < ?",
+        [.integer(now), .text(digest.hex), .integer(now)])
+      return .recorded
+    }
+  }
+
+  // MARK: Changing (ObjectTable only)
+
+  /// Adds `entry`'s row, or corrects an existing row's form and sizes to
+  /// `entry`'s, keeping its creation time and the later last access.
+  func upsert(_ entry: Entry) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        """
+        INSERT INTO objects(digest, size, allocated, created, last_access, compressed, stored)
+        VALUES (?,?,?,?,?,?,?)
+        ON CONFLICT(digest) DO UPDATE SET size = excluded.size, allocated = excluded.allocated,
+          compressed = excluded.compressed, stored = excluded.stored,
+          last_access = max(last_access, excluded.last_access)
+        """, Self.values(entry))
+    }
+  }
+
+  /// Refreshes `digest`'s last access to at least `time`; whether it has a row.
+  func refreshAccess(_ digest: Digest, to time: Int64) throws(TroveError) -> Bool {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "UPDATE objects SET last_access = max(last_access, ?) WHERE digest = ?",
+        [.integer(time), .text(digest.hex)])
+      return db.changes > 0
+    }
+  }
+
+  /// Deletes `digest`'s row, pins and keys; whether there was a row.
+  func deleteObject(_ digest: Digest) throws(TroveError) -> Bool {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query("DELETE FROM objects WHERE digest = ?", [.text(digest.hex)])
+      let removed = db.changes > 0
+      try db.query("DELETE FROM pins WHERE digest = ?", [.text(digest.hex)])
+      try db.query("DELETE FROM keys WHERE digest = ?", [.text(digest.hex)])
+      return removed
+    }
+  }
+
+  /// Deletes each entry's row if it is still evictable as it was chosen:
+  /// its last access unchanged (no recorded read or dedup hit since) and
+  /// no unexpired pin. Returns which rows were deleted; their pins and keys
+  /// are the caller's to delete (``deleteReferences(to:)``) once their
+  /// files are gone.
+  func deleteIfEvictable(_ entries: [Entry], now: Int64) throws(TroveError) -> [Bool] {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.repeated(
+        "DELETE FROM objects AS o WHERE digest = ? AND last_access = ? AND NOT \(Self.pinned)",
+        entries.map { [.text($0.digest.hex), .integer($0.lastAccess), .integer(now)] }
+      ).map { $0 > 0 }
+    }
+  }
+
+  /// Deletes the pins and keys that name `digests` (objects that are gone).
+  func deleteReferences(to digests: [Digest]) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      let rows = digests.map { [SQLiteValue.text($0.hex)] }
+      _ = try db.repeated("DELETE FROM pins WHERE digest = ?", rows)
+      _ = try db.repeated("DELETE FROM keys WHERE digest = ?", rows)
+    }
+  }
+}

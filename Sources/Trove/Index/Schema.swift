@@ -1,0 +1,141 @@
+/// The index's schema and its migrations (`PRAGMA user_version`).
+///
+/// - 1: objects, keys, counters.
+/// - 2: pins, and the last sweep's counters.
+/// - 3: the compression columns (`compressed`, `stored`) and counters.
+/// - 4: keys indexed by digest and removed with their object; a log of
+///   sweeps with their reason (`sweeps`); the reconcile cursor; the update
+///   trigger also follows a corrected `size`.
+///
+/// Opening an older index upgrades it in one transaction; another process
+/// may do it first. A newer one is refused.
+enum Schema {
+  static let version: Int64 = 4
+
+  /// Creates or upgrades the schema of `db`; returns whether it was created
+  /// (a new or lost index, to be rebuilt from the objects).
+  static func migrate(_ db: SQLiteConnection, path: String) throws(TroveError) -> Bool {
+    var version: Int64 = 0
+    var created = false
+    do throws(SQLiteConnection.Failure) {
+      try db.query("PRAGMA user_version") { row in version = row.integer(0) }
+      if version < Self.version {
+        try db.transaction { () throws(SQLiteConnection.Failure) in
+          try db.query("PRAGMA user_version") { row in version = row.integer(0) }
+          guard version < Self.version else { return }
+          created = version == 0
+          if (1...2).contains(version) {
+            try db.execute(
+              "ALTER TABLE objects ADD COLUMN compressed INTEGER NOT NULL DEFAULT 0; ALTER TABLE objects ADD COLUMN stored INTEGER;"
+            )
+          }
+          try db.execute(tables)
+          try db.execute(triggers)
+          if (1...3).contains(version) { try db.execute(toVersion4) }
+          try db.execute("PRAGMA user_version = \(Self.version)")
+        }
+      }
+    } catch {
+      throw Index.error(error, "open index", path)
+    }
+    guard version <= Self.version else {
+      throw TroveError(
+        .unsupportedFormat,
+        "index '\(path)' has schema version \(version); this trove understands up to \(Self.version)",
+        path: path)
+    }
+    return created
+  }
+
+  /// Every table and index, created if missing.
+  private static let tables = """
+    CREATE TABLE IF NOT EXISTS objects(
+      digest TEXT PRIMARY KEY NOT NULL,
+      size INTEGER NOT NULL,
+      allocated INTEGER NOT NULL,
+      created INTEGER NOT NULL,
+      last_access INTEGER NOT NULL,
+      compressed INTEGER NOT NULL DEFAULT 0,
+      stored INTEGER
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS objects_by_access ON objects(last_access);
+    CREATE INDEX IF NOT EXISTS objects_by_size ON objects(size);
+    CREATE TABLE IF NOT EXISTS keys(
+      key TEXT PRIMARY KEY NOT NULL,
+      digest TEXT NOT NULL,
+      updated INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS keys_by_digest ON keys(digest);
+    CREATE TABLE IF NOT EXISTS pins(
+      digest TEXT NOT NULL,
+      name TEXT NOT NULL,
+      expires INTEGER,
+      created INTEGER NOT NULL,
+      PRIMARY KEY(digest, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS sweeps(
+      id INTEGER PRIMARY KEY,
+      time INTEGER NOT NULL,
+      reason TEXT NOT NULL,
+      removed INTEGER NOT NULL,
+      bytes INTEGER NOT NULL,
+      freed INTEGER,
+      nanoseconds INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS counters(
+      name TEXT PRIMARY KEY NOT NULL,
+      value INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO counters(name, value) VALUES
+      ('entries', 0), ('logical_bytes', 0), ('allocated_bytes', 0),
+      ('dedup_hits', 0), ('dedup_bytes', 0), ('reconcile_cursor', 0);
+    INSERT OR IGNORE INTO counters(name, value) VALUES
+      ('stored_bytes', (SELECT COALESCE(SUM(COALESCE(stored, size)), 0) FROM objects)),
+      ('compressed_entries', (SELECT COUNT(*) FROM objects WHERE compressed = 1)),
+      ('skipped_incompressible', 0), ('skipped_small', 0);
+    """
+
+  /// The triggers that keep the totals, replaced whole on every upgrade.
+  private static let triggers = """
+    DROP TRIGGER IF EXISTS objects_added;
+    DROP TRIGGER IF EXISTS objects_removed;
+    DROP TRIGGER IF EXISTS objects_resized;
+    DROP TRIGGER IF EXISTS objects_restored;
+    CREATE TRIGGER objects_added AFTER INSERT ON objects BEGIN
+      UPDATE counters SET value = value + CASE name WHEN 'entries' THEN 1
+        WHEN 'logical_bytes' THEN NEW.size WHEN 'allocated_bytes' THEN NEW.allocated
+        WHEN 'stored_bytes' THEN COALESCE(NEW.stored, NEW.size) ELSE NEW.compressed END
+      WHERE name IN
+        ('entries', 'logical_bytes', 'allocated_bytes', 'stored_bytes', 'compressed_entries');
+    END;
+    CREATE TRIGGER objects_removed AFTER DELETE ON objects BEGIN
+      UPDATE counters SET value = value - CASE name WHEN 'entries' THEN 1
+        WHEN 'logical_bytes' THEN OLD.size WHEN 'allocated_bytes' THEN OLD.allocated
+        WHEN 'stored_bytes' THEN COALESCE(OLD.stored, OLD.size) ELSE OLD.compressed END
+      WHERE name IN
+        ('entries', 'logical_bytes', 'allocated_bytes', 'stored_bytes', 'compressed_entries');
+    END;
+    CREATE TRIGGER objects_restored AFTER UPDATE OF size, allocated, compressed, stored ON objects
+    BEGIN
+      UPDATE counters SET value = value + CASE name
+        WHEN 'logical_bytes' THEN NEW.size - OLD.size
+        WHEN 'allocated_bytes' THEN NEW.allocated - OLD.allocated
+        WHEN 'stored_bytes' THEN COALESCE(NEW.stored, NEW.size) - COALESCE(OLD.stored, OLD.size)
+        ELSE NEW.compressed - OLD.compressed END
+      WHERE name IN ('logical_bytes', 'allocated_bytes', 'stored_bytes', 'compressed_entries');
+    END;
+    """
+
+  /// From version 3 (or older, after the steps above): keys of objects that
+  /// are gone are dropped, the last sweep moves into the log.
+  private static let toVersion4 = """
+    DELETE FROM keys WHERE digest NOT IN (SELECT digest FROM objects);
+    INSERT INTO sweeps(time, reason, removed, bytes, freed, nanoseconds)
+      SELECT t.value, 'sweep', r.value, b.value, NULL, n.value
+      FROM counters t, counters r, counters b, counters n
+      WHERE t.name = 'last_sweep_time' AND t.value > 0 AND r.name = 'last_sweep_removed'
+        AND b.name = 'last_sweep_bytes' AND n.name = 'last_sweep_nanoseconds';
+    DELETE FROM counters WHERE name IN
+      ('last_sweep_time', 'last_sweep_removed', 'last_sweep_bytes', 'last_sweep_nanoseconds');
+    """
+}

@@ -1,0 +1,270 @@
+import Foundation
+
+/// Bytes on their way into a store: written to a private temp file in
+/// `tmp/` and hashed as they pass; published under their digest by
+/// ``commit()``, or discarded by ``cancel()`` (or when the writer is
+/// dropped without committing).
+///
+/// One writer belongs to one task at a time. A write that fails discards
+/// the writer; later writes and ``commit()`` throw that failure again.
+///
+/// With compression on, the first 256 KiB are held back and sampled: bytes
+/// that compress go into a zstd frame as they arrive (one pass, no raw
+/// copy); others are written raw. A stream of unknown length gets a frame
+/// without a content size, as `zstd` gives a pipe.
+///
+/// A full filesystem (ENOSPC, EDQUOT) while writing is met by evicting
+/// least recently used entries — what is still to be written when the
+/// expected size is known, one batch when it is not — and retrying the
+/// failed write from where it stopped; bytes already written are kept. It
+/// gives up when an eviction freed nothing measurable, or after a bounded
+/// number of rounds (see ``PutResult/sweeps``).
+public final class BlobWriter {
+  let store: Store
+  let name: String
+  let file: FileDescriptor
+  /// The total the caller expects, if known (a file's size, Content-Length).
+  let expectedSize: Int64?
+  /// Whether `expectedSize` is certain (bytes in memory), so a frame may
+  /// record it as its content size.
+  private let sizeIsExact: Bool
+  private var hasher = XXH3Hasher()
+  /// Bytes written by the caller.
+  private var size: Int64 = 0
+  /// Of those, how many went on to the temp file (raw or into the frame).
+  private var passedOn: Int64 = 0
+  private var state = State.open
+  private var writes: PressuredWrites
+  /// Evictions made for this put before its first byte.
+  var sweeps: [SweepReport]
+  /// The first bytes, held back until there are enough to judge them;
+  /// nil once the form is settled (or when compression is off).
+  private var sample: UnsafeMutableRawBufferPointer?
+  private var sampled = 0
+  /// The frame being written, once the sample said to compress.
+  private var compressor: Zstd.Compressor?
+  private var storedBytes: Int64 = 0
+
+  private enum State {
+    case open
+    case committed
+    case cancelled
+    case failed(TroveError)
+  }
+
+  init(
+    store: Store, expectedSize: Int64?, sizeIsExact: Bool = false, mayCompress: Bool = false,
+    sweeps: [SweepReport] = []
+  ) throws(TroveError) {
+    let name = StoreLayout.temporaryName("put")
+    file = try attempt("create temporary file in", store.tmpPath) { () throws(SystemCallError) in
+      try FileDescriptor.open(
+        name, in: store.tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
+    }
+    self.store = store
+    self.name = name
+    self.expectedSize = expectedSize
+    self.sizeIsExact = sizeIsExact && expectedSize != nil
+    self.sweeps = sweeps
+    writes = PressuredWrites(store: store)
+    if mayCompress, let policy = try? store.currentSettings().policy, policy.compression != .none {
+      sample = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: CachePolicy.sampleSize, alignment: 4096)
+    }
+  }
+
+  deinit {
+    if case .open = state { cancel() }
+    sample?.deallocate()
+  }
+
+  private var path: String { store.tmpPath + "/" + name }
+
+  /// Throws unless the writer is open: the failure that discarded it, or
+  /// that it was committed or cancelled.
+  private func requireOpen(_ action: String) throws(TroveError) {
+    switch state {
+    case .open: return
+    case .failed(let error): throw error
+    case .committed:
+      throw TroveError(
+        .invalidArgument, "cannot \(action): the writer was already committed", path: path)
+    case .cancelled:
+      throw TroveError(
+        .invalidArgument, "cannot \(action): the writer was cancelled", path: path)
+    }
+  }
+
+  /// Discards the writer after `error` and rethrows it.
+  private func fail(_ error: TroveError) -> TroveError {
+    cancel()
+    state = .failed(error)
+    return error
+  }
+
+  /// Appends `bytes`.
+  public func write(_ bytes: UnsafeRawBufferPointer) throws(TroveError) {
+    try requireOpen("write")
+    hasher.update(bytes)
+    size += Int64(bytes.count)
+    do throws(TroveError) {
+      var rest = bytes
+      if let held = sample {
+        let n = min(rest.count, held.count - sampled)
+        if n > 0 {
+          UnsafeMutableRawBufferPointer(rebasing: held[sampled..<(sampled + n)])
+            .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+        }
+        sampled += n
+        rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+        if sampled < held.count { return }
+        try settle(compressing: true)
+      }
+      try passOn(rest, end: false)
+    } catch {
+      throw fail(error)
+    }
+  }
+
+  /// Appends `bytes`.
+  public func write(_ bytes: some ContiguousBytes) throws(TroveError) {
+    var failure: TroveError?
+    bytes.withUnsafeBytes { raw in
+      do throws(TroveError) { try write(raw) } catch { failure = error }
+    }
+    if let failure { throw failure }
+  }
+
+  /// Decides the form from the held-back sample — compressed when the
+  /// policy says so and `compressing` allows — and passes the sample on.
+  private func settle(compressing: Bool) throws(TroveError) {
+    guard let held = sample else { return }
+    sample = nil
+    defer { held.deallocate() }
+    let bytes = UnsafeRawBufferPointer(rebasing: held[..<sampled])
+    let policy = try store.currentSettings().policy
+    // Unknown length: judged on what is known; a stream too short for the
+    // policy's minimum is written raw and judged again when it ends.
+    let decision = policy.storage(size: expectedSize ?? Int64(sampled)) { bytes }
+    if compressing, case .zstd(let level, let workers, _) = decision {
+      do throws(Zstd.StreamError) {
+        compressor = try Zstd.Compressor(
+          level: level, workers: workers, pledgedSize: sizeIsExact ? expectedSize : nil)
+      } catch {
+        throw streamError(error)
+      }
+    }
+    try passOn(bytes, end: false)
+  }
+
+  /// Writes `bytes` to the temp file, raw or into the frame; `end`
+  /// finishes the frame.
+  private func passOn(_ bytes: UnsafeRawBufferPointer, end: Bool) throws(TroveError) {
+    // What is still to come, as far as the caller told: room to make if
+    // the disk fills. (A frame takes no more than its input, roughly.)
+    let remaining = expectedSize.map { max(0, $0 - passedOn) }
+    if let compressor {
+      do throws(Zstd.StreamError) {
+        storedBytes += try compressor.compress(bytes, end: end) {
+          (frame) throws(SystemCallError) in
+          try writes.writeAll(frame, to: file, remaining: remaining.map { $0 + Int64(frame.count) })
+        }
+      } catch {
+        throw streamError(error)
+      }
+    } else if !bytes.isEmpty {
+      do throws(SystemCallError) {
+        try writes.writeAll(bytes, to: file, remaining: remaining)
+      } catch {
+        throw TroveError.system(error, "write", path: path)
+      }
+    }
+    passedOn += Int64(bytes.count)
+  }
+
+  private func streamError(_ error: Zstd.StreamError) -> TroveError {
+    switch error {
+    case .reading(let e), .writing(let e): return TroveError.system(e, "write", path: path)
+    case .codec(let e):
+      return TroveError(.ioError, "cannot compress into '\(path)': \(e)", path: path)
+    }
+  }
+
+  /// Reads `source` to its end into this writer: one 1 MiB buffer.
+  func absorb(from source: FileDescriptor, path sourcePath: String) throws(TroveError) {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: Transfer.bufferSize, alignment: 4096)
+    defer { buffer.deallocate() }
+    while true {
+      let n: Int
+      do throws(SystemCallError) {
+        n = try source.readFully(into: buffer)
+      } catch {
+        throw fail(TroveError.system(error, "read", path: sourcePath))
+      }
+      if n == 0 { return }
+      try write(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+      if n < buffer.count { return }
+    }
+  }
+
+  /// Hashes what the kernel put into the temp file (a clone or an
+  /// in-kernel copy): the bytes hashed are the bytes that will be stored.
+  func absorbWritten() throws(TroveError) {
+    precondition(sample == nil && compressor == nil, "a clone is stored raw")
+    do throws(SystemCallError) {
+      let reader = try FileDescriptor.open(name, in: store.tmpDirectory)
+      defer { reader.close() }
+      reader.adviseSequential()
+      size = try Transfer.hash(from: reader, into: &hasher)
+      passedOn = size
+    } catch {
+      throw fail(TroveError.system(error, "read", path: path))
+    }
+  }
+
+  /// Publishes the bytes written so far under their digest. If the store
+  /// already holds them, the temp file is dropped and the result says
+  /// `isDuplicate`. After a failed write, throws that failure.
+  public func commit() throws(TroveError) -> PutResult {
+    try commit(method: .stream)
+  }
+
+  func commit(method: IngestMethod) throws(TroveError) -> PutResult {
+    try requireOpen("commit")
+    do throws(TroveError) {
+      // A stream that ended within the sample is written raw and judged
+      // below with its real length.
+      try settle(compressing: false)
+      if compressor != nil { try passOn(UnsafeRawBufferPointer(start: nil, count: 0), end: true) }
+    } catch {
+      throw fail(error)
+    }
+    state = .committed
+    defer { file.close() }
+    let digest = hasher.finalize()
+    let staged: StagedObject
+    do throws(TroveError) {
+      staged =
+        compressor != nil
+        ? StagedObject(
+          name: name, file: file, digest: digest, size: size, isCompressed: true,
+          storedBytes: storedBytes)
+        : try store.stage(raw: name, file: file, digest: digest, size: size, writes: &writes)
+    } catch {
+      try? store.tmpDirectory.removeFile(name)
+      throw error
+    }
+    defer { if staged.file != file { staged.file.close() } }
+    let outcome = try store.objects.publish(staged)
+    return store.finishPut(outcome, method: method, sweeps: sweeps + writes.reliefs)
+  }
+
+  /// Discards what was written. Safe to call more than once.
+  public func cancel() {
+    guard case .open = state else { return }
+    state = .cancelled
+    file.close()
+    try? store.tmpDirectory.removeFile(name)
+  }
+}

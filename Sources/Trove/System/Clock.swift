@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Nanoseconds since 1970 (CLOCK_REALTIME): the index's time unit.
+func currentTimeNanoseconds() -> Int64 {
+  var ts = timespec()
+  clock_gettime(CLOCK_REALTIME, &ts)
+  return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+extension Int64 {
+  /// `seconds` in nanoseconds, saturating at the bounds of `Int64` (a
+  /// setting of a billion years means "forever", never a crash).
+  static func nanoseconds(fromSeconds seconds: Int64) -> Int64 {
+    seconds.multipliedSaturated(by: 1_000_000_000)
+  }
+
+  /// `self * other`, clamped to `Int64`'s range instead of overflowing.
+  func multipliedSaturated(by other: Int64) -> Int64 {
+    let (value, overflow) = multipliedReportingOverflow(by: other)
+    guard overflow else { return value }
+    return (self < 0) == (other < 0) ? .max : .min
+  }
+
+  /// `self + other`, clamped to `Int64`'s range instead of overflowing.
+  func addingSaturated(_ other: Int64) -> Int64 {
+    let (value, overflow) = addingReportingOverflow(other)
+    guard overflow else { return value }
+    return other > 0 ? .max : .min
+  }
+
+  /// `self - other`, clamped to `Int64`'s range instead of overflowing.
+  func subtractingSaturated(_ other: Int64) -> Int64 {
+    let (value, overflow) = subtractingReportingOverflow(other)
+    guard overflow else { return value }
+    return other < 0 ? .max : .min
+  }
+}
+
+extension Duration {
+  /// The duration in seconds, as a `Double`.
+  var seconds: Double {
+    Double(components.seconds) + Double(components.attoseconds) / 1e18
+  }
+}
