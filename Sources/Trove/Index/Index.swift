@@ -1,5 +1,9 @@
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The SQLite index beside the objects: one row per object, pins, named
 /// keys, running totals kept by triggers (so totals are O(1), never a
 /// walk), and a log of sweeps.
@@ -37,22 +41,45 @@ final class Index: Sendable {
   }
 
   /// Opens or creates the index at `path`, on a filesystem of `filesystem`'s kind.
+  ///
+  /// A database another process holds busy as this one opens it (creating
+  /// it, recovering its WAL after a crash) is waited for, as every
+  /// statement waits (30 s).
   init(path: String, filesystem: FilesystemKind) throws(TroveError) {
     self.path = path
-    let db: SQLiteConnection
-    var mode = ""
-    do throws(SQLiteConnection.Failure) {
-      db = try SQLiteConnection(path: path, busyTimeoutMilliseconds: 30_000)
-      try db.query("PRAGMA journal_mode=\(Self.journalMode(on: filesystem))") { row in
-        mode = row.text(0).lowercased()
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(30)
+    var attempt = 0
+    while true {
+      let db: SQLiteConnection
+      var mode = ""
+      let found: Int64
+      let created: Bool
+      do throws(SQLiteConnection.Failure) {
+        db = try SQLiteConnection(path: path, busyTimeoutMilliseconds: 30_000)
+        try db.query("PRAGMA journal_mode=\(Self.journalMode(on: filesystem))") { row in
+          mode = row.text(0).lowercased()
+        }
+        try db.execute("PRAGMA synchronous=NORMAL;")
+        (found, created) = try Schema.migrate(db)
+      } catch  where error.isBusy && clock.now < deadline {
+        attempt += 1
+        usleep(UInt32(min(attempt, 20)) * 5_000)
+        continue
+      } catch {
+        throw Self.error(error, "open index", path)
       }
-      try db.execute("PRAGMA synchronous=NORMAL;")
-    } catch {
-      throw Self.error(error, "open index", path)
+      guard found <= Schema.version else {
+        throw TroveError(
+          .unsupportedFormat,
+          "index '\(path)' has schema version \(found); this trove understands up to \(Schema.version)",
+          path: path)
+      }
+      journalMode = mode
+      isFresh = created
+      connection = Mutex(db)
+      return
     }
-    journalMode = mode
-    isFresh = try Schema.migrate(db, path: path)
-    connection = Mutex(db)
   }
 
   static func error(_ failure: SQLiteConnection.Failure, _ action: String, _ path: String)

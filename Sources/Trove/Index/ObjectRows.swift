@@ -167,9 +167,12 @@ extension IndexSession {
   // MARK: Changing (ObjectTable only)
 
   /// Adds `entry`'s row, or corrects an existing row's form and sizes to
-  /// `entry`'s, keeping its creation time and the later last access.
+  /// `entry`'s, keeping its creation time and the later last access. A
+  /// removal of the object in progress is called off: a row means the
+  /// object is wanted, and a removal unlinks only while its record stands.
   func upsert(_ entry: Entry) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
+      try db.query("DELETE FROM removing WHERE digest = ?", [.text(entry.digest.hex)])
       try db.query(
         """
         INSERT INTO objects(digest, size, allocated, created, last_access, compressed, stored)
@@ -222,6 +225,41 @@ extension IndexSession {
       let rows = digests.map { [SQLiteValue.text($0.hex)] }
       _ = try db.repeated("DELETE FROM pins WHERE digest = ?", rows)
       _ = try db.repeated("DELETE FROM keys WHERE digest = ?", rows)
+    }
+  }
+
+  // MARK: Removals in progress (ObjectTable only)
+
+  /// Records that the files of `digests` are about to be unlinked (their
+  /// rows are gone): the first step of a removal.
+  func insertRemovals(_ digests: [Digest]) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      _ = try db.repeated(
+        "INSERT OR IGNORE INTO removing(digest) VALUES (?)",
+        digests.map { [.text($0.hex)] })
+    }
+  }
+
+  /// Takes back the removal records of `digests`: for each, whether there
+  /// was one (the removal still stands) or not (a dedup hit, a read or a
+  /// pin kept the object meanwhile).
+  func deleteRemovals(_ digests: [Digest]) throws(TroveError) -> [Bool] {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.repeated(
+        "DELETE FROM removing WHERE digest = ?", digests.map { [.text($0.hex)] }
+      ).map { $0 > 0 }
+    }
+  }
+
+  /// The digests with a removal in progress whose hex starts with `prefix`.
+  func removals(withPrefix prefix: String) throws(TroveError) -> [Digest] {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found: [Digest] = []
+      try db.query(
+        "SELECT digest FROM removing WHERE digest >= ? AND digest < ?",
+        [.text(prefix), .text(prefix + "~")]
+      ) { row in if let d = Digest(hex: Substring(row.text(0))) { found.append(d) } }
+      return found
     }
   }
 }

@@ -4,47 +4,41 @@
 /// - 2: pins, and the last sweep's counters.
 /// - 3: the compression columns (`compressed`, `stored`) and counters.
 /// - 4: keys indexed by digest and removed with their object; a log of
-///   sweeps with their reason (`sweeps`); the reconcile cursor; the update
-///   trigger also follows a corrected `size`.
+///   sweeps with their reason (`sweeps`); removals in progress
+///   (`removing`); the reconcile cursor; the update trigger also follows a
+///   corrected `size`.
 ///
 /// Opening an older index upgrades it in one transaction; another process
 /// may do it first. A newer one is refused.
 enum Schema {
   static let version: Int64 = 4
 
-  /// Creates or upgrades the schema of `db`; returns whether it was created
-  /// (a new or lost index, to be rebuilt from the objects).
-  static func migrate(_ db: SQLiteConnection, path: String) throws(TroveError) -> Bool {
+  /// Creates or upgrades the schema of `db`; returns the version it found
+  /// and whether it created the schema (a new or lost index, to be rebuilt
+  /// from the objects). A version newer than ``version`` is left alone.
+  static func migrate(_ db: SQLiteConnection) throws(SQLiteConnection.Failure)
+    -> (found: Int64, created: Bool)
+  {
     var version: Int64 = 0
     var created = false
-    do throws(SQLiteConnection.Failure) {
-      try db.query("PRAGMA user_version") { row in version = row.integer(0) }
-      if version < Self.version {
-        try db.transaction { () throws(SQLiteConnection.Failure) in
-          try db.query("PRAGMA user_version") { row in version = row.integer(0) }
-          guard version < Self.version else { return }
-          created = version == 0
-          if (1...2).contains(version) {
-            try db.execute(
-              "ALTER TABLE objects ADD COLUMN compressed INTEGER NOT NULL DEFAULT 0; ALTER TABLE objects ADD COLUMN stored INTEGER;"
-            )
-          }
-          try db.execute(tables)
-          try db.execute(triggers)
-          if (1...3).contains(version) { try db.execute(toVersion4) }
-          try db.execute("PRAGMA user_version = \(Self.version)")
+    try db.query("PRAGMA user_version") { row in version = row.integer(0) }
+    if version < Self.version {
+      try db.transaction { () throws(SQLiteConnection.Failure) in
+        try db.query("PRAGMA user_version") { row in version = row.integer(0) }
+        guard version < Self.version else { return }
+        created = version == 0
+        if (1...2).contains(version) {
+          try db.execute(
+            "ALTER TABLE objects ADD COLUMN compressed INTEGER NOT NULL DEFAULT 0; ALTER TABLE objects ADD COLUMN stored INTEGER;"
+          )
         }
+        try db.execute(tables)
+        try db.execute(triggers)
+        if (1...3).contains(version) { try db.execute(toVersion4) }
+        try db.execute("PRAGMA user_version = \(Self.version)")
       }
-    } catch {
-      throw Index.error(error, "open index", path)
     }
-    guard version <= Self.version else {
-      throw TroveError(
-        .unsupportedFormat,
-        "index '\(path)' has schema version \(version); this trove understands up to \(Self.version)",
-        path: path)
-    }
-    return created
+    return (version, created)
   }
 
   /// Every table and index, created if missing.
@@ -72,6 +66,9 @@ enum Schema {
       expires INTEGER,
       created INTEGER NOT NULL,
       PRIMARY KEY(digest, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS removing(
+      digest TEXT PRIMARY KEY NOT NULL
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS sweeps(
       id INTEGER PRIMARY KEY,

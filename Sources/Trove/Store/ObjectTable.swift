@@ -329,55 +329,87 @@ final class ObjectTable: Sendable {
   // MARK: Removing
 
   /// Evicts those of `entries` that are still evictable as they were
-  /// chosen — last access unchanged, no unexpired pin — in one index
-  /// transaction that deletes their rows, unlinks their files (from
-  /// several threads when there are many: an unlink that frees blocks can
-  /// wait on the device) and removes their pins and keys. A file that
-  /// cannot be unlinked keeps its row. Returns which were evicted.
+  /// chosen — last access unchanged, no unexpired pin — in two steps:
+  /// one index transaction deletes their rows and records the removals;
+  /// a second unlinks the files of those whose removal still stands (a
+  /// dedup hit, a read or a pin in between keeps the object) and removes
+  /// their keys. Unlinks run from several threads when there are many: an
+  /// unlink that frees blocks can wait on the device. A crash between or
+  /// within the steps leaves files whose row is gone — adopted again by the
+  /// next read or reconcile — never a row whose file is gone. A file that
+  /// cannot be unlinked keeps its object. Returns which were evicted.
   ///
   /// A reader that already opened an object keeps reading correct bytes;
   /// clones, copies and hard links made from it earlier are not touched.
   func evict(_ entries: [Entry], now: Int64) throws(TroveError) -> [Bool] {
     guard !entries.isEmpty else { return [] }
-    let (evicted, failure) = try index().write("evict \(entries.count) entries") {
-      (tx) throws(TroveError) -> ([Bool], TroveError?) in
-      var evicted = try tx.deleteIfEvictable(entries, now: now)
-      let victims = evicted.indices.filter { evicted[$0] }
-      let failures = Mutex<[Int: TroveError]>([:])
-      Parallel.forEach(victims.count, width: victims.count < 16 ? 1 : Self.unlinkWidth) {
-        [self] (i) throws(Never) in
-        let entry = entries[victims[i]]
-        do throws(TroveError) {
-          _ = try removeFiles(entry.digest, recorded: entry.isCompressed)
-        } catch {
-          failures.withLock { $0[victims[i]] = error }
-        }
-      }
-      let failed = failures.withLock { $0 }.sorted { $0.key < $1.key }
-      for (position, _) in failed {
-        // Its file is still there: so is its row.
-        try tx.upsert(entries[position])
-        evicted[position] = false
-      }
-      try tx.deleteReferences(to: entries.indices.filter { evicted[$0] }.map { entries[$0].digest })
-      return (evicted, failed.first?.value)
+    var evicted = try index().write("evict \(entries.count) entries") {
+      (tx) throws(TroveError) -> [Bool] in
+      let deleted = try tx.deleteIfEvictable(entries, now: now)
+      try tx.insertRemovals(entries.indices.filter { deleted[$0] }.map { entries[$0].digest })
+      return deleted
     }
+    let victims = entries.indices.filter { evicted[$0] }
+    let (removed, _, failure) = try finishRemovals(
+      victims.map { (entries[$0].digest, entries[$0].isCompressed) })
+    for (i, position) in victims.enumerated() where !removed[i] { evicted[position] = false }
     // What was evicted stays evicted; the first file that could not be
     // unlinked is reported.
     if let failure { throw failure }
     return evicted
   }
 
-  /// How many unlinks an eviction has in flight at once (8000 files: 0.81 s
+  /// How many unlinks a removal has in flight at once (8000 files: 0.81 s
   /// one by one, 0.32 s from 8 threads, on a `discard` mount).
   static let unlinkWidth = 8
 
-  /// Removes `digest`'s object whatever its state — row, pins, keys and
-  /// files, in one transaction. Whether there was anything.
+  /// Removes `digest`'s object whatever its state — row, pins and keys,
+  /// then its files — in the two steps ``evict(_:now:)`` takes. Whether
+  /// there was anything.
   func drop(_ digest: Digest) throws(TroveError) -> Bool {
-    try index().write("remove \(digest)") { (tx) throws(TroveError) in
+    let hadRow = try index().write("remove \(digest)") { (tx) throws(TroveError) -> Bool in
       let hadRow = try tx.deleteObject(digest)
-      return try removeFiles(digest) || hadRow
+      try tx.insertRemovals([digest])
+      return hadRow
+    }
+    let (_, unlinked, failure) = try finishRemovals([(digest, nil)])
+    if let failure { throw failure }
+    return unlinked[0] || hadRow
+  }
+
+  /// The second step of a removal, in one index transaction: for each
+  /// digest whose removal record is still there, takes the record and
+  /// unlinks the files (the `recorded` form first); returns which were
+  /// removed, which had a file to unlink, and the first failure. A file
+  /// that could not be unlinked is adopted back.
+  private func finishRemovals(_ victims: [(digest: Digest, recorded: Bool?)])
+    throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failure: TroveError?)
+  {
+    guard !victims.isEmpty else { return ([], [], nil) }
+    return try index().write("remove \(victims.count) files") {
+      (tx) throws(TroveError) -> ([Bool], [Bool], TroveError?) in
+      var removed = try tx.deleteRemovals(victims.map(\.digest))
+      let claimed = victims.indices.filter { removed[$0] }
+      let failures = Mutex<[Int: TroveError]>([:])
+      let unlinked = Mutex([Bool](repeating: false, count: victims.count))
+      Parallel.forEach(claimed.count, width: claimed.count < 16 ? 1 : Self.unlinkWidth) {
+        [self] (i) throws(Never) in
+        let victim = victims[claimed[i]]
+        do throws(TroveError) {
+          let found = try removeFiles(victim.digest, recorded: victim.recorded)
+          unlinked.withLock { $0[claimed[i]] = found }
+        } catch {
+          failures.withLock { $0[claimed[i]] = error }
+        }
+      }
+      let failed = failures.withLock { $0 }.sorted { $0.key < $1.key }
+      for (position, _) in failed {
+        // Its file is still there: so is its object.
+        _ = try reconcile(tx, victims[position].digest, repair: true)
+        removed[position] = false
+      }
+      try tx.deleteReferences(to: victims.indices.filter { removed[$0] }.map { victims[$0].digest })
+      return (removed, unlinked.withLock { $0 }, failed.first?.value)
     }
   }
 
@@ -536,6 +568,7 @@ final class ObjectTable: Sendable {
     return try index().write("reconcile folder \(name)") { (tx) throws(TroveError) in
       var report = ReconcileReport()
       var digests = Set(try tx.entries(withPrefix: name).map(\.digest))
+      digests.formUnion(try tx.removals(withPrefix: name))
       for file in try listing(name) {
         let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
         let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
@@ -602,6 +635,10 @@ final class ObjectTable: Sendable {
     if raw?.isRegular == false { raw = nil }
     if zst?.isRegular == false { zst = nil }
     let row = try tx.entry(for: digest)
+    // A removal in progress is settled: a file still there is kept (a
+    // read, a pin or a dedup hit wants it; a crashed removal is undone),
+    // and the record of one whose file is gone goes.
+    if repair { _ = try tx.deleteRemovals([digest]) }
     if raw != nil && zst != nil {
       // Both forms (a crash during a conversion): both hold the bytes;
       // readers prefer the raw one, so the compressed one goes.

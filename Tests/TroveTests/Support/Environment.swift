@@ -19,6 +19,14 @@ enum TestFilesystems {
       "no reflink filesystem: \(environment["TROVE_TEST_XFS_UNAVAILABLE"] ?? "TROVE_TEST_XFS is not set; run scripts/test.sh as root to loop-mount an XFS with reflink=1")"
   )
 
+  /// A 320 MiB XFS with reflink=1 for the storage-pressure tests alone, if one was made.
+  static let pressure: String? = environment["TROVE_TEST_PRESSURE"]
+  /// Why the storage-pressure tests are skipped.
+  static let pressureMissing = Comment(
+    rawValue:
+      "no volume to fill: \(environment["TROVE_TEST_PRESSURE_UNAVAILABLE"] ?? "TROVE_TEST_PRESSURE is not set; run scripts/test.sh as root to loop-mount a small XFS")"
+  )
+
   /// A small (8 MiB) tmpfs, if one was made.
   static let small: String? = environment["TROVE_TEST_SMALL"]
   /// Why the small-filesystem tests are skipped.
