@@ -231,12 +231,12 @@ extension IndexSession {
   // MARK: Removals in progress (ObjectTable only)
 
   /// Records that the files of `digests` are about to be unlinked (their
-  /// rows are gone): the first step of a removal.
-  func insertRemovals(_ digests: [Digest]) throws(TroveError) {
+  /// rows are gone): the first step of a removal, at `now`.
+  func insertRemovals(_ digests: [Digest], now: Int64) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       _ = try db.repeated(
-        "INSERT OR IGNORE INTO removing(digest) VALUES (?)",
-        digests.map { [.text($0.hex)] })
+        "INSERT OR REPLACE INTO removing(digest, since) VALUES (?, ?)",
+        digests.map { [.text($0.hex), .integer(now)] })
     }
   }
 
@@ -251,14 +251,17 @@ extension IndexSession {
     }
   }
 
-  /// The digests with a removal in progress whose hex starts with `prefix`.
-  func removals(withPrefix prefix: String) throws(TroveError) -> [Digest] {
+  /// The removals in progress whose digest's hex starts with `prefix`, with
+  /// when each began.
+  func removals(withPrefix prefix: String) throws(TroveError) -> [Digest: Int64] {
     try run { db throws(SQLiteConnection.Failure) in
-      var found: [Digest] = []
+      var found: [Digest: Int64] = [:]
       try db.query(
-        "SELECT digest FROM removing WHERE digest >= ? AND digest < ?",
+        "SELECT digest, since FROM removing WHERE digest >= ? AND digest < ?",
         [.text(prefix), .text(prefix + "~")]
-      ) { row in if let d = Digest(hex: Substring(row.text(0))) { found.append(d) } }
+      ) { row in
+        if let d = Digest(hex: Substring(row.text(0))) { found[d] = row.integer(1) }
+      }
       return found
     }
   }

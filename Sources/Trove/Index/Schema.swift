@@ -68,7 +68,8 @@ enum Schema {
       PRIMARY KEY(digest, name)
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS removing(
-      digest TEXT PRIMARY KEY NOT NULL
+      digest TEXT PRIMARY KEY NOT NULL,
+      since INTEGER NOT NULL
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS sweeps(
       id INTEGER PRIMARY KEY,

@@ -49,6 +49,8 @@ public struct ReconcileReport: Sendable, Hashable, Codable {
   public var corrected = 0
   /// Digests present in both forms (the compressed copy removed).
   public var twins = 0
+  /// Removals left half done by a process that died, finished.
+  public var removalsFinished = 0
   /// Paths under `objects/` that are not objects (left alone).
   public var unexpected: [String] = []
 
@@ -60,6 +62,7 @@ public struct ReconcileReport: Sendable, Hashable, Codable {
     dropped += other.dropped
     corrected += other.corrected
     twins += other.twins
+    removalsFinished += other.removalsFinished
     unexpected += other.unexpected
   }
 }
@@ -230,9 +233,9 @@ final class ObjectTable: Sendable {
   /// staged file is gone from `tmp/` when this returns or throws.
   ///
   /// The durability sequence: data sync, fan-out folder, then in one index
-  /// transaction a rename that never replaces and the row; the folder is
-  /// synced after the commit. A failure after the rename (the folder sync)
-  /// throws, leaving a valid object and its row.
+  /// transaction a rename that never replaces, the row, and a sync of the
+  /// folder. A failure after the rename undoes it: the put throws and
+  /// leaves nothing.
   func publish(_ staged: StagedObject) throws(TroveError) -> PublishOutcome {
     let digest = staged.digest
     let objectPath = path(digest, compressed: staged.isCompressed)
@@ -272,13 +275,20 @@ final class ObjectTable: Sendable {
         throw TroveError.system(error, "store", path: objectPath)
       }
       renamed = true
-      try tx.upsert(entry)
-      if let skip = staged.skipped { try tx.countSkip(skip) }
+      do throws(TroveError) {
+        try tx.upsert(entry)
+        if let skip = staged.skipped { try tx.countSkip(skip) }
+        // The new name is durable before the row can be: whatever survives
+        // a power loss, no row names a file that did not.
+        try attempt("store", objectPath) { () throws(SystemCallError) in try folder.sync() }
+      } catch {
+        // Not published after all: no other writer can have counted on
+        // the file (they wait for this transaction), so it goes.
+        try? objectsDirectory.removeFile(
+          StoreLayout.objectPath(digest, compressed: staged.isCompressed))
+        throw error
+      }
       return .stored(entry)
-    }
-    if case .stored = outcome {
-      // Make the new name durable; the data already is.
-      try attempt("store", objectPath) { () throws(SystemCallError) in try folder.sync() }
     }
     return outcome
   }
@@ -346,7 +356,8 @@ final class ObjectTable: Sendable {
     var evicted = try index().write("evict \(entries.count) entries") {
       (tx) throws(TroveError) -> [Bool] in
       let deleted = try tx.deleteIfEvictable(entries, now: now)
-      try tx.insertRemovals(entries.indices.filter { deleted[$0] }.map { entries[$0].digest })
+      try tx.insertRemovals(
+        entries.indices.filter { deleted[$0] }.map { entries[$0].digest }, now: now)
       return deleted
     }
     let victims = entries.indices.filter { evicted[$0] }
@@ -359,6 +370,10 @@ final class ObjectTable: Sendable {
     return evicted
   }
 
+  /// A removal record older than this (nanoseconds) was left by a remover
+  /// that died between its two steps.
+  static let abandonedRemoval: Int64 = 60_000_000_000
+
   /// How many unlinks a removal has in flight at once (8000 files: 0.81 s
   /// one by one, 0.32 s from 8 threads, on a `discard` mount).
   static let unlinkWidth = 8
@@ -369,7 +384,7 @@ final class ObjectTable: Sendable {
   func drop(_ digest: Digest) throws(TroveError) -> Bool {
     let hadRow = try index().write("remove \(digest)") { (tx) throws(TroveError) -> Bool in
       let hadRow = try tx.deleteObject(digest)
-      try tx.insertRemovals([digest])
+      try tx.insertRemovals([digest], now: currentTimeNanoseconds())
       return hadRow
     }
     let (_, unlinked, failure) = try finishRemovals([(digest, nil)])
@@ -499,10 +514,10 @@ final class ObjectTable: Sendable {
       } catch {
         throw TroveError.system(error, "remove", path: path(digest, compressed: old.isCompressed))
       }
+      if renamed {
+        try attempt("store", newPath) { () throws(SystemCallError) in try folder.sync() }
+      }
       return entry
-    }
-    if renamed {
-      try attempt("store", newPath) { () throws(SystemCallError) in try folder.sync() }
     }
     return entry
   }
@@ -568,7 +583,20 @@ final class ObjectTable: Sendable {
     return try index().write("reconcile folder \(name)") { (tx) throws(TroveError) in
       var report = ReconcileReport()
       var digests = Set(try tx.entries(withPrefix: name).map(\.digest))
-      digests.formUnion(try tx.removals(withPrefix: name))
+      // A removal between its two steps is left to its remover; one begun
+      // long ago was abandoned by a remover that died, and is finished here.
+      let now = currentTimeNanoseconds()
+      var inProgress = Set<Digest>()
+      for (digest, since) in try tx.removals(withPrefix: name) {
+        if now.subtractingSaturated(since) < Self.abandonedRemoval {
+          inProgress.insert(digest)
+        } else if repair {
+          _ = try tx.deleteRemovals([digest])
+          if try tx.entry(for: digest) == nil, try removeFiles(digest) {
+            report.removalsFinished += 1
+          }
+        }
+      }
       for file in try listing(name) {
         let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
         let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
@@ -579,7 +607,7 @@ final class ObjectTable: Sendable {
         }
         digests.insert(digest)
       }
-      for digest in digests.sorted(by: { $0.hex < $1.hex }) {
+      for digest in digests.subtracting(inProgress).sorted(by: { $0.hex < $1.hex }) {
         report.add(try reconcile(tx, digest, repair: repair))
       }
       return report
