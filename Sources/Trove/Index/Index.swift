@@ -106,15 +106,22 @@ final class Index: Sendable {
   /// Runs `body` in one `BEGIN IMMEDIATE` transaction: committed if it
   /// returns, rolled back if it throws. Filesystem steps in `body` happen
   /// while this process holds the index's write lock.
-  func write<T>(_ action: String, _ body: (IndexSession) throws(TroveError) -> T)
-    throws(TroveError) -> T
-  {
+  ///
+  /// With `durable`, the commit is on disk when this returns
+  /// (`synchronous=FULL`: the WAL is synced); otherwise it may roll back
+  /// after a power loss (`synchronous=NORMAL`), as every other write may.
+  func write<T>(
+    _ action: String, durable: Bool = false, _ body: (IndexSession) throws(TroveError) -> T
+  ) throws(TroveError) -> T {
     let result: Result<T, TroveError> = connection.withLock { db in
       do throws(SQLiteConnection.Failure) {
+        if durable { try db.execute("PRAGMA synchronous=FULL") }
         try db.execute("BEGIN IMMEDIATE")
       } catch {
+        if durable { try? db.execute("PRAGMA synchronous=NORMAL") }
         return .failure(Self.error(error, action, path))
       }
+      defer { if durable { try? db.execute("PRAGMA synchronous=NORMAL") } }
       do throws(TroveError) {
         let value = try body(IndexSession(db: db, path: path, action: action))
         do throws(SQLiteConnection.Failure) {

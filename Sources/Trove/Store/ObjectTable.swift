@@ -49,7 +49,8 @@ public struct ReconcileReport: Sendable, Hashable, Codable {
   public var corrected = 0
   /// Digests present in both forms (the compressed copy removed).
   public var twins = 0
-  /// Removals left half done by a process that died, finished.
+  /// Removals found between their two steps (their remover may have
+  /// died), finished.
   public var removalsFinished = 0
   /// Paths under `objects/` that are not objects (left alone).
   public var unexpected: [String] = []
@@ -353,7 +354,9 @@ final class ObjectTable: Sendable {
   /// clones, copies and hard links made from it earlier are not touched.
   func evict(_ entries: [Entry], now: Int64) throws(TroveError) -> [Bool] {
     guard !entries.isEmpty else { return [] }
-    var evicted = try index().write("evict \(entries.count) entries") {
+    // The first step is on disk before any file goes: a power loss cannot
+    // bring back a row whose file was unlinked.
+    var evicted = try index().write("evict \(entries.count) entries", durable: true) {
       (tx) throws(TroveError) -> [Bool] in
       let deleted = try tx.deleteIfEvictable(entries, now: now)
       try tx.insertRemovals(
@@ -370,10 +373,6 @@ final class ObjectTable: Sendable {
     return evicted
   }
 
-  /// A removal record older than this (nanoseconds) was left by a remover
-  /// that died between its two steps.
-  static let abandonedRemoval: Int64 = 60_000_000_000
-
   /// How many unlinks a removal has in flight at once (8000 files: 0.81 s
   /// one by one, 0.32 s from 8 threads, on a `discard` mount).
   static let unlinkWidth = 8
@@ -382,7 +381,8 @@ final class ObjectTable: Sendable {
   /// then its files — in the two steps ``evict(_:now:)`` takes. Whether
   /// there was anything.
   func drop(_ digest: Digest) throws(TroveError) -> Bool {
-    let hadRow = try index().write("remove \(digest)") { (tx) throws(TroveError) -> Bool in
+    let hadRow = try index().write("remove \(digest)", durable: true) {
+      (tx) throws(TroveError) -> Bool in
       let hadRow = try tx.deleteObject(digest)
       try tx.insertRemovals([digest], now: currentTimeNanoseconds())
       return hadRow
@@ -429,8 +429,14 @@ final class ObjectTable: Sendable {
   }
 
   /// Removes one form of `digest`'s object file (a corrupt one, found by
-  /// verify) and reconciles the row with what is left.
+  /// verify). When the other form is there too, the row is made to name it,
+  /// in the transaction that unlinks the bad file; otherwise the object goes
+  /// as ``drop(_:)`` removes it.
   func drop(_ digest: Digest, compressed: Bool) throws(TroveError) {
+    guard try status(digest, compressed: !compressed)?.isRegular == true else {
+      _ = try drop(digest)
+      return
+    }
     try index().write("remove \(digest)") { (tx) throws(TroveError) in
       do throws(SystemCallError) {
         try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
@@ -583,20 +589,19 @@ final class ObjectTable: Sendable {
     return try index().write("reconcile folder \(name)") { (tx) throws(TroveError) in
       var report = ReconcileReport()
       var digests = Set(try tx.entries(withPrefix: name).map(\.digest))
-      // A removal between its two steps is left to its remover; one begun
-      // long ago was abandoned by a remover that died, and is finished here.
-      let now = currentTimeNanoseconds()
-      var inProgress = Set<Digest>()
-      for (digest, since) in try tx.removals(withPrefix: name) {
-        if now.subtractingSaturated(since) < Self.abandonedRemoval {
-          inProgress.insert(digest)
-        } else if repair {
+      // A removal between its two steps is finished here when repairing
+      // (its remover meant it, and may have died), and is no problem to
+      // report otherwise.
+      let removals = try tx.removals(withPrefix: name)
+      if repair {
+        for digest in removals.keys {
           _ = try tx.deleteRemovals([digest])
           if try tx.entry(for: digest) == nil, try removeFiles(digest) {
             report.removalsFinished += 1
           }
         }
       }
+      let inProgress = repair ? [] : Set(removals.keys)
       for file in try listing(name) {
         let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
         let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
