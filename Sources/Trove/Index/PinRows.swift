@@ -70,8 +70,12 @@ extension IndexSession {
   func pinnedTotals(now: Int64) throws(TroveError) -> (entries: Int64, bytes: Int64) {
     try run { db throws(SQLiteConnection.Failure) in
       var totals: (Int64, Int64) = (0, 0)
+      // Through the pins, not a scan of the objects: O(pins · log n).
       try db.query(
-        "SELECT COUNT(*), COALESCE(SUM(allocated), 0) FROM objects o WHERE \(Self.pinned)",
+        """
+        SELECT COUNT(*), COALESCE(SUM(allocated), 0) FROM objects WHERE digest IN
+          (SELECT digest FROM pins WHERE expires IS NULL OR expires > ?)
+        """,
         [.integer(now)]
       ) { row in totals = (row.integer(0), row.integer(1)) }
       return totals

@@ -181,13 +181,11 @@ extension Store {
       olderThan: policy.temporaryMaxAge, dryRun: options.dryRun)
     (report.temporaryFiles, report.temporaryBytes) = leftovers
     if !options.dryRun {
-      _ = try index.write("remove expired pins") { (tx) throws(TroveError) in
+      // Looks before it deletes: no write lock when no lease ran out.
+      _ = try index.read("remove expired pins") { (tx) throws(TroveError) in
         try tx.deleteExpiredPins(now: now)
       }
-      let folder = try index.write("choose a folder to reconcile") { (tx) throws(TroveError) in
-        try tx.nextReconcileFolder()
-      }
-      report.reconciled = try objects.reconcile(folder: folder, repair: true)
+      report.reconciled = try objects.reconcileNextFolder()
     }
 
     var total = try index.read("read totals") { (tx) throws(TroveError) in

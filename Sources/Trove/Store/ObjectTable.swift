@@ -585,10 +585,27 @@ final class ObjectTable: Sendable {
   /// Reconciles every digest of fan-out folder `folder` (0–255) — its
   /// files and its rows — in one transaction. O(objects in the folder).
   func reconcile(folder: Int, repair: Bool) throws(TroveError) -> ReconcileReport {
+    try index().write("reconcile a folder") { (tx) throws(TroveError) in
+      try reconcile(tx, folder: folder, repair: repair)
+    }
+  }
+
+  /// Reconciles the next fan-out folder in turn (the index's cursor), so
+  /// that sweeps, one folder each, reconcile every folder once in 256.
+  func reconcileNextFolder() throws(TroveError) -> ReconcileReport {
+    try index().write("reconcile a folder") { (tx) throws(TroveError) in
+      try reconcile(tx, folder: try tx.nextReconcileFolder(), repair: true)
+    }
+  }
+
+  private func reconcile(_ tx: IndexSession, folder: Int, repair: Bool) throws(TroveError)
+    -> ReconcileReport
+  {
     let name = String(folder, radix: 16).leftPadded(to: 2)
-    return try index().write("reconcile folder \(name)") { (tx) throws(TroveError) in
+    do {
       var report = ReconcileReport()
-      var digests = Set(try tx.entries(withPrefix: name).map(\.digest))
+      var rows: [Digest: Entry] = [:]
+      for entry in try tx.entries(withPrefix: name) { rows[entry.digest] = entry }
       // A removal between its two steps is finished here when repairing
       // (its remover meant it, and may have died), and is no problem to
       // report otherwise.
@@ -596,12 +613,13 @@ final class ObjectTable: Sendable {
       if repair {
         for digest in removals.keys {
           _ = try tx.deleteRemovals([digest])
-          if try tx.entry(for: digest) == nil, try removeFiles(digest) {
+          if rows[digest] == nil, try removeFiles(digest) {
             report.removalsFinished += 1
           }
         }
       }
       let inProgress = repair ? [] : Set(removals.keys)
+      var forms: [Digest: [Bool]] = [:]
       for file in try listing(name) {
         let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
         let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
@@ -610,10 +628,14 @@ final class ObjectTable: Sendable {
           report.unexpected.append(objectsPath + "/" + name + "/" + file)
           continue
         }
-        digests.insert(digest)
+        forms[digest, default: []].append(compressed)
       }
-      for digest in digests.subtracting(inProgress).sorted(by: { $0.hex < $1.hex }) {
-        report.add(try reconcile(tx, digest, repair: repair))
+      let digests = Set(rows.keys).union(forms.keys).subtracting(inProgress)
+      for digest in digests.sorted(by: { $0.hex < $1.hex }) {
+        // What the listing and the rows already say, both read in this
+        // transaction: one `fstatat` per file, no query per digest.
+        let known = Known(row: rows[digest], forms: forms[digest] ?? [])
+        report.add(try reconcile(tx, digest, repair: repair, known: known))
       }
       return report
     }
@@ -656,22 +678,26 @@ final class ObjectTable: Sendable {
   }
 
   /// Reconciles one digest inside a write transaction.
-  private func reconcile(_ tx: IndexSession, _ digest: Digest, repair: Bool)
-    throws(TroveError) -> ReconcileReport
-  {
+  private func reconcile(
+    _ tx: IndexSession, _ digest: Digest, repair: Bool, known: Known? = nil
+  ) throws(TroveError) -> ReconcileReport {
     var report = ReconcileReport()
-    var raw = try status(digest, compressed: false)
-    var zst = try status(digest, compressed: true)
+    var raw: FileStatus? = nil
+    var zst: FileStatus? = nil
+    if known?.forms.contains(false) ?? true { raw = try status(digest, compressed: false) }
+    if known?.forms.contains(true) ?? true { zst = try status(digest, compressed: true) }
     for (form, status) in [(false, raw), (true, zst)] where status.map({ !$0.isRegular }) == true {
       report.unexpected.append(path(digest, compressed: form))
     }
     if raw?.isRegular == false { raw = nil }
     if zst?.isRegular == false { zst = nil }
-    let row = try tx.entry(for: digest)
+    let row: Entry?
+    if let known { row = known.row } else { row = try tx.entry(for: digest) }
     // A removal in progress is settled: a file still there is kept (a
     // read, a pin or a dedup hit wants it; a crashed removal is undone),
-    // and the record of one whose file is gone goes.
-    if repair { _ = try tx.deleteRemovals([digest]) }
+    // and the record of one whose file is gone goes. (A folder's
+    // reconcile settled its removals already.)
+    if repair && known == nil { _ = try tx.deleteRemovals([digest]) }
     if raw != nil && zst != nil {
       // Both forms (a crash during a conversion): both hold the bytes;
       // readers prefer the raw one, so the compressed one goes.
@@ -714,6 +740,13 @@ final class ObjectTable: Sendable {
           isCompressed: isCompressed, storedBytes: file.size))
     }
     return report
+  }
+
+  /// What a folder's listing and rows say of one digest.
+  private struct Known {
+    var row: Entry?
+    /// The forms its listing holds (`true`: compressed).
+    var forms: [Bool]
   }
 
   /// The length of a compressed object's bytes: from its frame header,
