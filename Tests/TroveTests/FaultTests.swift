@@ -161,6 +161,25 @@ struct FaultTests {
   }
 
   @Test(
+    "an optional put that fills the volume fails and evicts nothing",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
+  func optionalPutOnFullDiskEvictsNothing() throws {
+    let small = try Scratch(under: TestFilesystems.small!)
+    let store = try small.store()
+    try store.updatePolicy { $0.minimumFree = .bytes(0) }
+    var kept: [Digest] = []
+    for i in 0..<3 {
+      kept.append(try store.put(bytes: Bytes.random(1 << 20, seed: UInt64(140 + i))).digest)
+    }
+    let writer = try store.makeWriter(priority: .opportunistic)
+    #expect {
+      for i in 0..<16 { try writer.write(Bytes.random(1 << 20, seed: UInt64(150 + i))) }
+    } throws: { ($0 as? TroveError)?.code == .noSpace }
+    for digest in kept { #expect(try store.contains(digest)) }
+    #expect(small.list("store/tmp").isEmpty)
+  }
+
+  @Test(
     "below min-free an optional put is skipped (exit 75) and an important one proceeds",
     .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing))
   func opportunisticPuts() throws {

@@ -48,7 +48,9 @@ struct PressureTests {
   func importantPutKeepsTheCache() throws {
     let (scratch, store, digests) = try crowded(free: 16 << 20)
     let before = try freeBytes(scratch.path)
-    let tiny = try scratch.write("tiny.txt", Array("hello\n".utf8))
+    // From another filesystem: copied in, so it asks for room.
+    let elsewhere = try Scratch()
+    let tiny = try elsewhere.write("tiny.txt", Array("hello\n".utf8))
     let put = try CLI.run(["--store", store, "put", "-v", tiny])
     #expect(put.status == 0, "\(put.stderr)")
     for digest in digests {
@@ -62,6 +64,21 @@ struct PressureTests {
     let pressure = stats?["lastPressureEviction"] as? [String: Any]
     #expect(pressure?["reason"] as? String == "low-space")
     #expect(abs(try freeBytes(scratch.path) - before) < 2 << 20)
+  }
+
+  @Test("a put below min-free evicts least recently used entries worth its size, none larger")
+  func evictionsAreSizedToThePut() throws {
+    let (scratch, store, digests) = try crowded(free: 16 << 20)
+    _ = scratch
+    let elsewhere = try Scratch()
+    let file = try elsewhere.write("incoming.bin", Bytes.random(3 << 20, seed: 915))
+    let put = try CLI.run(["--store", store, "put", "-v", file])
+    #expect(put.status == 0, "\(put.stderr)")
+    #expect(put.stderr.contains("volume below min-free before a put: removed 2 entries (4.0 MiB)"))
+    // The 48 MiB object is older than all, but far larger than the put: kept.
+    // The two least recently used of the 2 MiB ones made room.
+    let present = try digests.map { try CLI.run(["--store", store, "has", $0]).status == 0 }
+    #expect(present == [true, false, false, true, true], "\(put.stderr)")
   }
 
   @Test("an optional put below min-free is skipped and evicts nothing")
@@ -102,13 +119,16 @@ struct PressureTests {
     #expect(stats["entries"] as? Int == 40 - PressurePolicy.batchSize + 1)
   }
 
-  @Test("a put that alone exceeds the budget is stored and warned about; the rest stays")
+  @Test(
+    "a put that alone exceeds the budget is stored and warned about; the rest is trimmed, not wiped"
+  )
   func oversizePutKeepsTheRest() throws {
     let scratch = try Scratch(under: TestFilesystems.pressure!)
     let store = scratch["store"]
     _ = try CLI.run(["--store", store, "config", "set", "budget", "1M"])
+    // Just under the budget: above its low-water mark.
     var small: [String] = []
-    for i in 0..<5 {
+    for i in 0..<9 {
       let put = try CLI.run(
         ["--store", store, "put", "-"], stdin: Bytes.random(100_000, seed: UInt64(970 + i)))
       small.append(String(put.out.prefix(39)))
@@ -118,9 +138,11 @@ struct PressureTests {
     let put = try CLI.run(["--store", store, "put", big])
     #expect(put.status == 0)
     #expect(put.stderr.contains("alone exceeds the store's 976.6 KiB budget"))
-    for digest in small + [String(put.out.prefix(39))] {
-      #expect(try CLI.run(["--store", store, "has", digest]).status == 0, "\(digest) was evicted")
-    }
+    #expect(try CLI.run(["--store", store, "has", String(put.out.prefix(39))]).status == 0)
+    // The rest went down to the low-water mark (900 KB) and no further.
+    let kept = try small.filter { try CLI.run(["--store", store, "has", $0]).status == 0 }
+    #expect(kept.count == 8, "kept \(kept.count) of 9")
+    #expect(kept == Array(small.suffix(8)), "the least recently used went")
   }
 
   @Test("pinned entries above the budget are reported by sweep and stats")

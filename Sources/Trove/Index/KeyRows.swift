@@ -1,7 +1,8 @@
 /// The `keys` table: names (a URL, a package id) bound to digests. A key
 /// is bound only by ``ObjectTable/bind(key:to:)``, in the transaction that
-/// confirms its object is present, and goes with its object: the
-/// transaction that removes an object's row removes its keys.
+/// confirms its object is present, and goes with its object: removed in
+/// the transaction that unlinks its file (or, for `rm`, that deletes its
+/// row), or by a reconcile that finds the object gone.
 extension IndexSession {
   /// Points `key` at `digest`, replacing what it pointed at.
   func insertKey(_ key: String, digest: Digest, at time: Int64) throws(TroveError) {

@@ -41,8 +41,9 @@ enum CompressionSkip: String {
 
 /// What a read's access record did.
 enum AccessRecord {
-  /// The recorded access is within the resolution: nothing written.
-  case recent
+  /// The recorded access, at this time, is within the resolution:
+  /// nothing written.
+  case recent(at: Int64)
   /// The access was written.
   case recorded
   /// The index has no row for the digest.
@@ -115,21 +116,24 @@ extension IndexSession {
 
   /// Up to `limit` unpinned entries in least-recently-used order, after
   /// `cursor` (last access, digest) and, if given, last accessed before
-  /// `cutoff`. O(limit · log n) through the access index.
+  /// `cutoff` and taking at most `largest` bytes. O(limit · log n) through
+  /// the access index (more when many entries are larger than `largest`).
   func leastRecentlyUsed(
-    after cursor: (Int64, String), before cutoff: Int64?, now: Int64, limit: Int
+    after cursor: (Int64, String), before cutoff: Int64?, largest: Int64? = nil, now: Int64,
+    limit: Int
   ) throws(TroveError) -> [Entry] {
     try run { db throws(SQLiteConnection.Failure) in
       var found: [Entry] = []
       try db.query(
         """
         SELECT \(Self.columns) FROM objects o
-        WHERE (last_access, digest) > (?, ?) AND last_access < ? AND NOT \(Self.pinned)
+        WHERE (last_access, digest) > (?, ?) AND last_access < ? AND allocated <= ?
+          AND NOT \(Self.pinned)
         ORDER BY last_access, digest LIMIT ?
         """,
         [
-          .integer(cursor.0), .text(cursor.1), .integer(cutoff ?? .max), .integer(now),
-          .integer(Int64(limit)),
+          .integer(cursor.0), .text(cursor.1), .integer(cutoff ?? .max),
+          .integer(largest ?? .max), .integer(now), .integer(Int64(limit)),
         ]
       ) { row in if let e = Self.entry(row) { found.append(e) } }
       return found
@@ -155,7 +159,7 @@ extension IndexSession {
       }
       guard let recorded else { return .noRow }
       guard now.subtractingSaturated(recorded) >= resolution, now > recorded else {
-        return .recent
+        return .recent(at: recorded)
       }
       try db.query(
         "UPDATE objects SET last_access = ? WHERE digest = ? AND last_access < ?",
@@ -231,12 +235,25 @@ extension IndexSession {
   // MARK: Removals in progress (ObjectTable only)
 
   /// Records that the files of `digests` are about to be unlinked (their
-  /// rows are gone): the first step of a removal, at `now`.
-  func insertRemovals(_ digests: [Digest], now: Int64) throws(TroveError) {
+  /// rows are gone): the first step of a removal, at `now`. An `explicit`
+  /// removal (`rm`) is not called off by a read or a pin, only by a put.
+  func insertRemovals(_ digests: [Digest], now: Int64, explicit: Bool = false) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       _ = try db.repeated(
-        "INSERT OR REPLACE INTO removing(digest, since) VALUES (?, ?)",
-        digests.map { [.text($0.hex), .integer(now)] })
+        "INSERT OR REPLACE INTO removing(digest, since, explicit) VALUES (?, ?, ?)",
+        digests.map { [.text($0.hex), .integer(now), .integer(explicit ? 1 : 0)] })
+    }
+  }
+
+  /// The removal in progress of `digest`: nil when there is none, else
+  /// whether it is explicit.
+  func removal(of digest: Digest) throws(TroveError) -> Bool? {
+    try run { db throws(SQLiteConnection.Failure) in
+      var explicit: Bool?
+      try db.query("SELECT explicit FROM removing WHERE digest = ?", [.text(digest.hex)]) {
+        row in explicit = row.integer(0) != 0
+      }
+      return explicit
     }
   }
 

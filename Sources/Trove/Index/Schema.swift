@@ -69,7 +69,8 @@ enum Schema {
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS removing(
       digest TEXT PRIMARY KEY NOT NULL,
-      since INTEGER NOT NULL
+      since INTEGER NOT NULL,
+      explicit INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS sweeps(
       id INTEGER PRIMARY KEY,

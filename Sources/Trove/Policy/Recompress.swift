@@ -38,7 +38,9 @@ extension Store {
     for entry in entries {
       // A twin in the other form (a crash between publish and removal) is
       // tidied, and the row made to match, by reconciling the digest.
-      report.twinsRemoved += try objects.reconcile(entry.digest).twins
+      if try objects.isStoredTwice(entry.digest) {
+        report.twinsRemoved += try objects.reconcile(entry.digest).twins
+      }
       guard let object = try objects.locate(entry.digest), object.status.isRegular else {
         continue  // evicted or removed meanwhile
       }

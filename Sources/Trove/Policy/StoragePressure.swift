@@ -58,6 +58,9 @@ enum PressurePolicy {
   static let fullDiskRounds = 16
   /// Entries evicted between two measurements of free space.
   static let batchSize = 16
+  /// How long a put under pressure waits for a running sweep before it
+  /// goes on without evicting.
+  static let lockWait = Duration.seconds(30)
   /// How long a measurement waits for freed blocks to show.
   static let settleTime = Duration.milliseconds(100)
   /// A batch that freed less than this (or less than 1/64 of what its
@@ -114,7 +117,20 @@ extension Store {
           path: input)
       }
     }
-    return try withSweepLock(wait: true) { () throws(TroveError) -> [SweepReport] in
+    do throws(TroveError) {
+      return try relieveLowSpace(size: size, needed: needed)
+    } catch  where error.code == .busy {
+      // A sweep that does not end (stopped, or endless): go on without
+      // evicting; a full volume is still met when the writes meet it.
+      return []
+    }
+  }
+
+  /// The important put's part of ``admit(size:priority:input:)`` below
+  /// `min-free`: the normal sweep, then evictions worth about its size.
+  private func relieveLowSpace(size: Int64?, needed: Int64) throws(TroveError) -> [SweepReport] {
+    try withSweepLock(waitingAtMost: PressurePolicy.lockWait) {
+      () throws(TroveError) -> [SweepReport] in
       let clock = ContinuousClock()
       let start = clock.now
       let before = try volumeSpace().available
@@ -155,7 +171,7 @@ extension Store {
     return try removeLeastRecentlyUsed(
       before: nil, now: currentTimeNanoseconds(), dryRun: false, protected: [],
       planned: &planned, pageSize: PressurePolicy.batchSize,
-      eligible: { !sizedToNeed || $0.allocatedBytes <= worth },
+      largest: sizedToNeed ? worth : nil,
       afterBatch: { (batch) throws(TroveError) -> Bool in
         let now = try settledSpace(after: available, freeing: batch.bytes)
         defer { available = now }
@@ -191,7 +207,8 @@ extension Store {
   /// unknown), and records it. Returns the report; its `freedBytes` says
   /// whether retrying can help.
   func relieveFullDisk(needed: Int64?) throws(TroveError) -> SweepReport {
-    try withSweepLock(wait: true) { () throws(TroveError) -> SweepReport in
+    try withSweepLock(waitingAtMost: PressurePolicy.lockWait) {
+      () throws(TroveError) -> SweepReport in
       let clock = ContinuousClock()
       let start = clock.now
       let before = try volumeSpace().available
@@ -226,14 +243,20 @@ extension Store {
 /// — evicting what is still to be written, or one batch when that is
 /// unknown — and the failed write is retried from where it stopped; bytes
 /// already written are kept. It gives up, throwing the write's error, when
-/// an eviction freed nothing or after ``PressurePolicy/fullDiskRounds``.
+/// an eviction freed nothing or after ``PressurePolicy/fullDiskRounds``; an
+/// opportunistic put gives up at once, evicting nothing.
 struct PressuredWrites {
   let store: Store
+  /// An opportunistic put evicts nothing: a full volume fails it.
+  let priority: PutPriority
   private var rounds = 0
   /// The evictions made so far.
   private(set) var reliefs: [SweepReport] = []
 
-  init(store: Store) { self.store = store }
+  init(store: Store, priority: PutPriority) {
+    self.store = store
+    self.priority = priority
+  }
 
   /// Adds an eviction made by another writer on this put's behalf.
   mutating func record(_ relief: SweepReport) { reliefs.append(relief) }
@@ -249,7 +272,7 @@ struct PressuredWrites {
         offset += try file.write(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
         guard error.errno == .noSpace || error.errno == .diskQuotaExceeded,
-          rounds < PressurePolicy.fullDiskRounds
+          priority == .important, rounds < PressurePolicy.fullDiskRounds
         else { throw error }
         rounds += 1
         guard

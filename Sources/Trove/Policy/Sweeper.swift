@@ -216,8 +216,8 @@ extension Store {
         }
         return bytes
       }
-      let lowWater = Int64(Double(budget) * policy.lowWater)
-      let target = kept > budget ? kept + lowWater : lowWater
+      let lowWater = Int64(exactly: (Double(budget) * policy.lowWater).rounded(.down)) ?? budget
+      let target = kept > budget ? kept.addingSaturated(lowWater) : lowWater
       let over = total
       let removal = try removeLeastRecentlyUsed(
         before: nil, now: now, dryRun: options.dryRun, protected: options.protected,
@@ -256,14 +256,13 @@ extension Store {
   /// before `cutoff`, if given) until `done` says the bytes removed so far
   /// are enough, or `batches` pages were removed. In a dry run, adds them
   /// to `planned` instead. Entries in `protected` or already `planned` are
-  /// passed over, and so are those `eligible` refuses; one that changed
-  /// since it was chosen is skipped and the walk goes on. Each page of up to `pageSize` entries is one
+  /// passed over, and so are those larger than `largest` (allocated bytes);
+  /// one that changed since it was chosen is skipped and the walk goes on. Each page of up to `pageSize` entries is one
   /// ``ObjectTable/evict(_:now:)``; `afterBatch` runs after each and may
   /// stop the walk. O(removed · log n) through the index's access order.
   func removeLeastRecentlyUsed(
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<Digest>,
-    planned: inout Set<Digest>, pageSize: Int = 256,
-    eligible: (Entry) -> Bool = { _ in true },
+    planned: inout Set<Digest>, pageSize: Int = 256, largest: Int64? = nil,
     afterBatch: (_ batch: Removal) throws(TroveError) -> Bool = { _ in true },
     until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Removal {
@@ -273,15 +272,15 @@ extension Store {
     while !done(removal.bytes) {
       let after = cursor
       let page = try index.read("list eviction candidates") { (tx) throws(TroveError) in
-        try tx.leastRecentlyUsed(after: after, before: cutoff, now: now, limit: pageSize)
+        try tx.leastRecentlyUsed(
+          after: after, before: cutoff, largest: largest, now: now, limit: pageSize)
       }
       guard let last = page.last else { return removal }
       cursor = (last.lastAccess, last.digest.hex)
       var batch: [Entry] = []
       var batchBytes: Int64 = 0
       for entry in page
-      where !protected.contains(entry.digest) && !planned.contains(entry.digest) && eligible(entry)
-      {
+      where !protected.contains(entry.digest) && !planned.contains(entry.digest) {
         if done(removal.bytes + batchBytes) { break }
         batch.append(entry)
         batchBytes += entry.allocatedBytes

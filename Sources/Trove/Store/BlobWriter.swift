@@ -54,7 +54,7 @@ public final class BlobWriter {
 
   init(
     store: Store, expectedSize: Int64?, sizeIsExact: Bool = false, mayCompress: Bool = false,
-    sweeps: [SweepReport] = []
+    priority: PutPriority = .important, sweeps: [SweepReport] = []
   ) throws(TroveError) {
     let name = StoreLayout.temporaryName("put")
     file = try attempt("create temporary file in", store.tmpPath) { () throws(SystemCallError) in
@@ -66,7 +66,7 @@ public final class BlobWriter {
     self.expectedSize = expectedSize
     self.sizeIsExact = sizeIsExact && expectedSize != nil
     self.sweeps = sweeps
-    writes = PressuredWrites(store: store)
+    writes = PressuredWrites(store: store, priority: priority)
     if mayCompress, let policy = try? store.currentSettings().policy, policy.compression != .none {
       sample = UnsafeMutableRawBufferPointer.allocate(
         byteCount: CachePolicy.sampleSize, alignment: 4096)

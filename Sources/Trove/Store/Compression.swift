@@ -10,7 +10,8 @@ extension Store {
   /// when it throws.
   func compressToTemporary(
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
-    rewind: Bool = true, tap: (UnsafeRawBufferPointer) -> Void = { _ in }
+    priority: PutPriority = .important, rewind: Bool = true,
+    tap: (UnsafeRawBufferPointer) -> Void = { _ in }
   ) throws(TroveError) -> (
     name: String, file: FileDescriptor, storedBytes: Int64, reliefs: [SweepReport]
   ) {
@@ -24,7 +25,7 @@ extension Store {
       if rewind {
         try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
       }
-      var writes = PressuredWrites(store: self)
+      var writes = PressuredWrites(store: self, priority: priority)
       do throws(Zstd.StreamError) {
         // The frame still to come is taken as at most the input still to
         // come, plus a block: room enough if the disk fills on the way.

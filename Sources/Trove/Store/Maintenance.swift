@@ -44,6 +44,16 @@ extension Store {
   /// filesystem that ignores it costs work, not correctness — every
   /// eviction re-checks its entry in the index transaction that removes it.
   func withSweepLock<T>(wait: Bool, _ body: () throws(TroveError) -> T) throws(TroveError) -> T {
+    try withSweepLock(waitingAtMost: wait ? nil : .zero, body)
+  }
+
+  /// Runs `body` holding the sweep lock, waiting for it at most `limit`
+  /// (nil: as long as it takes); throws `.busy` naming the holder when the
+  /// wait runs out. A put under storage pressure waits a bounded time: a
+  /// sweep stopped by its user must not stop every put with it.
+  func withSweepLock<T>(waitingAtMost limit: Duration?, _ body: () throws(TroveError) -> T)
+    throws(TroveError) -> T
+  {
     let path = root + "/" + StoreLayout.sweepLock
     let fd = try attempt("open", path) { () throws(SystemCallError) in
       try FileDescriptor.open(
@@ -51,8 +61,15 @@ extension Store {
         permissions: 0o644)
     }
     defer { fd.close() }
-    let locked = try attempt("lock", path) { () throws(SystemCallError) in
-      try fd.lock(exclusive: true, wait: wait)
+    let clock = ContinuousClock()
+    let deadline = limit.map { clock.now + $0 }
+    var locked = false
+    while true {
+      locked = try attempt("lock", path) { () throws(SystemCallError) in
+        try fd.lock(exclusive: true, wait: deadline == nil)
+      }
+      guard !locked, let deadline, clock.now < deadline else { break }
+      usleep(10_000)
     }
     guard locked else {
       let holder = (try? fd.readAll(limit: 32)).map { String(decoding: $0, as: UTF8.self) }

@@ -77,29 +77,34 @@ public struct ReconcileReport: Sendable, Hashable, Codable {
 ///
 /// **One durability sequence** (``publish(_:)``): the staged file's data is
 /// synced; its fan-out folder exists durably (a folder created now is
-/// synced into `objects/`); in one index write transaction, the file is
-/// renamed into place without replacing and its row is written; after the
-/// commit the fan-out folder is synced. Nothing is acknowledged before all
-/// of it has succeeded.
+/// synced into `objects/`); then, in one index write transaction, the file
+/// is renamed into place without replacing, its row is written and the
+/// fan-out folder is synced, so the name is durable before the row can be.
+/// Nothing is acknowledged before all of it has succeeded; a failure after
+/// the rename undoes it.
 ///
-/// **One exclusion rule**: every change to `objects/` happens inside the
+/// **One exclusion rule**: every change to `objects/` happens inside an
 /// index write transaction that records it. A dedup hit checks that the
-/// file exists inside the transaction that refreshes its row; an eviction
-/// unlinks the file inside the transaction that deletes the row, and only
-/// if the row is still as it was chosen; a pin or key is added in a
-/// transaction that confirms the object is there. So a put that reports a
-/// duplicate, a pin that succeeds, or a key that is bound always finds the
-/// object in place, and an object that was chosen for eviction but read,
-/// stored again or pinned meanwhile stays.
+/// file exists inside the transaction that refreshes its row. A removal
+/// (eviction, `rm`) takes two: the first deletes the row — for an
+/// eviction, only if it is still as it was chosen — and records the
+/// removal durably; the second unlinks the file only if that record still
+/// stands. Anything that writes a row in between (a dedup hit; for an
+/// eviction also a read that adopts the file, a pin, a key) calls the
+/// removal off. A pin or key is added in a transaction that confirms the
+/// object is there. So a put that reports a duplicate, a pin that succeeds
+/// or a key that is bound always finds the object in place, and an object
+/// chosen for eviction whose access was recorded, or that was stored again
+/// or pinned, meanwhile stays.
 ///
 /// The exclusion relies on the index's write lock (SQLite's, which the
 /// kernel enforces on local filesystems). The content invariant does not:
 /// objects are published by a rename that never replaces, from files only
 /// one writer ever wrote, so whatever the locks do, the file named by a
-/// digest holds those bytes. A crash can leave a file without a row (an
-/// orphan, adopted by the next read or by a sweep's reconcile of its
-/// folder) or a row without a file (dropped when a read, pin or sweep finds
-/// it missing); neither makes a reader trust wrong bytes.
+/// digest holds those bytes. A kill or a power loss can leave a file
+/// without a row — adopted by the next read, or by a sweep's reconcile of
+/// its folder, which also finishes removals cut between their steps —
+/// never a row without a file.
 final class ObjectTable: Sendable {
   let root: String
   let objectsDirectory: FileDescriptor
@@ -169,6 +174,12 @@ final class ObjectTable: Sendable {
     } catch {
       throw TroveError.system(error, "look up", path: path(digest, compressed: compressed))
     }
+  }
+
+  /// Whether `digest` has a file in both forms (a crash during a conversion).
+  func isStoredTwice(_ digest: Digest) throws(TroveError) -> Bool {
+    guard try status(digest, compressed: false) != nil else { return false }
+    return try status(digest, compressed: true) != nil
   }
 
   /// Opens `digest`'s object for reading, raw if there is one (it can be
@@ -251,7 +262,7 @@ final class ObjectTable: Sendable {
     let allocated = try attempt("store", objectPath) { () throws(SystemCallError) -> Int64 in
       try staged.file.setPermissions(StoreLayout.objectPermissions)
       try staged.file.sync()
-      return try staged.file.status().allocatedBytes
+      return try staged.file.status().contentBytes
     }
     let folder = try fanoutFolder(digest)
     defer { folder.close() }
@@ -314,7 +325,7 @@ final class ObjectTable: Sendable {
     if try !tx.refreshAccess(digest, to: now) {
       try tx.upsert(
         Entry(
-          digest: digest, size: size, allocatedBytes: object.status.allocatedBytes, created: now,
+          digest: digest, size: size, allocatedBytes: object.status.contentBytes, created: now,
           lastAccess: now, isCompressed: object.isCompressed, storedBytes: object.status.size))
     }
     try tx.countDuplicate(size: size)
@@ -378,13 +389,15 @@ final class ObjectTable: Sendable {
   static let unlinkWidth = 8
 
   /// Removes `digest`'s object whatever its state — row, pins and keys,
-  /// then its files — in the two steps ``evict(_:now:)`` takes. Whether
-  /// there was anything.
+  /// then its files — in the two steps ``evict(_:now:)`` takes. Only a put
+  /// of the same bytes in between calls it off (the put stores them
+  /// again); a read, a pin or a key finds the object gone. Whether there
+  /// was anything.
   func drop(_ digest: Digest) throws(TroveError) -> Bool {
     let hadRow = try index().write("remove \(digest)", durable: true) {
       (tx) throws(TroveError) -> Bool in
       let hadRow = try tx.deleteObject(digest)
-      try tx.insertRemovals([digest], now: currentTimeNanoseconds())
+      try tx.insertRemovals([digest], now: currentTimeNanoseconds(), explicit: true)
       return hadRow
     }
     let (_, unlinked, failure) = try finishRemovals([(digest, nil)])
@@ -420,7 +433,8 @@ final class ObjectTable: Sendable {
       let failed = failures.withLock { $0 }.sorted { $0.key < $1.key }
       for (position, _) in failed {
         // Its file is still there: so is its object.
-        _ = try reconcile(tx, victims[position].digest, repair: true)
+        var unmeasured: [Digest] = []  // an orphan then, adopted later
+        _ = try reconcile(tx, victims[position].digest, repair: true, deferred: &unmeasured)
         removed[position] = false
       }
       try tx.deleteReferences(to: victims.indices.filter { removed[$0] }.map { victims[$0].digest })
@@ -428,34 +442,44 @@ final class ObjectTable: Sendable {
     }
   }
 
-  /// Removes one form of `digest`'s object file (a corrupt one, found by
-  /// verify). When the other form is there too, the row is made to name it,
-  /// in the transaction that unlinks the bad file; otherwise the object goes
-  /// as ``drop(_:)`` removes it.
-  func drop(_ digest: Digest, compressed: Bool) throws(TroveError) {
-    guard try status(digest, compressed: !compressed)?.isRegular == true else {
-      _ = try drop(digest)
-      return
-    }
-    try index().write("remove \(digest)") { (tx) throws(TroveError) in
-      do throws(SystemCallError) {
-        try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
-      } catch  where error.errno == .noSuchFileOrDirectory {
-      } catch {
-        throw TroveError.system(error, "remove", path: path(digest, compressed: compressed))
+  /// Removes one form of `digest`'s object file — a corrupt one, found by
+  /// verify — if it is still the file verify read (`inode`): one that
+  /// was evicted and stored again meanwhile is another file. When the
+  /// other form is there too, the row is made to name it, in the
+  /// transaction that unlinks the bad file; otherwise the object goes as
+  /// ``drop(_:)`` removes it.
+  func drop(_ digest: Digest, compressed: Bool, inode: UInt64) throws(TroveError) {
+    let other = try status(digest, compressed: !compressed)?.isRegular == true
+    let proceed = try index().write("remove \(digest)", durable: !other) {
+      (tx) throws(TroveError) -> Bool in
+      guard try status(digest, compressed: compressed)?.inode == inode else { return false }
+      if other {
+        do throws(SystemCallError) {
+          try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
+        } catch  where error.errno == .noSuchFileOrDirectory {
+        } catch {
+          throw TroveError.system(error, "remove", path: path(digest, compressed: compressed))
+        }
+        var unmeasured: [Digest] = []
+        _ = try reconcile(tx, digest, repair: true, deferred: &unmeasured)
+        return false
       }
-      _ = try reconcile(tx, digest, repair: true)
+      _ = try tx.deleteObject(digest)
+      try tx.insertRemovals([digest], now: currentTimeNanoseconds(), explicit: true)
+      return true
+    }
+    if proceed {
+      let (_, _, failure) = try finishRemovals([(digest, compressed)])
+      if let failure { throw failure }
     }
   }
 
-  /// Unlinks `digest`'s object files; whether there was one. With
-  /// `recorded` (the form the index knows), that form is unlinked and the
-  /// other is looked for only if it was missing: one `unlink` per object on
-  /// the eviction path. Call inside a write transaction.
+  /// Unlinks `digest`'s object files, `recorded` form (the one the index
+  /// knew) first, then the other, which a crashed conversion may have
+  /// left; whether there was one. Call inside a write transaction.
   private func removeFiles(_ digest: Digest, recorded: Bool? = nil) throws(TroveError) -> Bool {
     var removed = false
-    for compressed in recorded.map({ [$0, !$0] }) ?? [false, true] {
-      if removed && recorded != nil { break }
+    for compressed in [recorded ?? false, !(recorded ?? false)] {
       do throws(SystemCallError) {
         try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
         removed = true
@@ -484,7 +508,7 @@ final class ObjectTable: Sendable {
     let allocated = try attempt("store", newPath) { () throws(SystemCallError) -> Int64 in
       try staged.file.setPermissions(StoreLayout.objectPermissions)
       try staged.file.sync()
-      return try staged.file.status().allocatedBytes
+      return try staged.file.status().contentBytes
     }
     let folder = try fanoutFolder(digest)
     defer { folder.close() }
@@ -493,7 +517,8 @@ final class ObjectTable: Sendable {
       guard let current = try status(digest, compressed: old.isCompressed),
         current.inode == old.status.inode, current.isRegular
       else { return nil }
-      let row = try tx.entry(for: digest)
+      // No row: being removed (or never indexed): the conversion is dropped.
+      guard let row = try tx.entry(for: digest) else { return nil }
       do throws(SystemCallError) {
         try tmpDirectory.renameWithoutReplacing(
           staged.name, to: StoreLayout.objectPath(digest, compressed: staged.isCompressed),
@@ -504,13 +529,13 @@ final class ObjectTable: Sendable {
       } catch {
         throw TroveError.system(error, "store", path: newPath)
       }
-      guard let published = try status(digest, compressed: staged.isCompressed) else {
-        return nil
-      }
+      guard let published = try status(digest, compressed: staged.isCompressed),
+        published.isRegular
+      else { return nil }
       let entry = Entry(
         digest: digest, size: staged.size,
-        allocatedBytes: renamed ? allocated : published.allocatedBytes,
-        created: row?.created ?? now, lastAccess: row?.lastAccess ?? now,
+        allocatedBytes: renamed ? allocated : published.contentBytes,
+        created: row.created, lastAccess: row.lastAccess,
         isCompressed: staged.isCompressed, storedBytes: published.size)
       try tx.upsert(entry)
       do throws(SystemCallError) {
@@ -536,8 +561,7 @@ final class ObjectTable: Sendable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   func pin(_ digest: Digest, name: String, expires: Int64?) throws(TroveError) {
     let now = currentTimeNanoseconds()
-    try index().write("pin \(digest)") { (tx) throws(TroveError) in
-      try requirePresent(tx, digest)
+    try withPresent(digest, "pin \(digest)") { (tx) throws(TroveError) in
       try tx.insertPin(digest, name: name, expires: expires, now: now)
     }
   }
@@ -548,18 +572,31 @@ final class ObjectTable: Sendable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   func bind(key: String, to digest: Digest) throws(TroveError) {
     let now = currentTimeNanoseconds()
-    try index().write("bind key '\(key)'") { (tx) throws(TroveError) in
-      try requirePresent(tx, digest)
+    try withPresent(digest, "bind key '\(key)'") { (tx) throws(TroveError) in
       try tx.insertKey(key, digest: digest, at: now)
     }
   }
 
-  /// Inside a write transaction: the object is there, with its row (adopted
-  /// if it was missing), or this throws `.notFound` (dropping a row left
-  /// without its file).
-  private func requirePresent(_ tx: IndexSession, _ digest: Digest) throws(TroveError) {
-    _ = try reconcile(tx, digest, repair: true)
-    guard try tx.entry(for: digest) != nil else { throw notFound(digest) }
+  /// Runs `body` in a write transaction in which `digest`'s object is
+  /// there, with its row (adopted if it was missing); or throws
+  /// `.notFound` (dropping a row left without its file).
+  private func withPresent(
+    _ digest: Digest, _ action: String, _ body: (IndexSession) throws(TroveError) -> Void
+  ) throws(TroveError) {
+    var measured: [Digest: Measured] = [:]
+    for _ in 0..<2 {
+      let done = try index().write(action) { (tx) throws(TroveError) -> Bool in
+        var deferred: [Digest] = []
+        _ = try reconcile(tx, digest, repair: true, measured: measured, deferred: &deferred)
+        if !deferred.isEmpty { return false }
+        guard try tx.entry(for: digest) != nil else { throw notFound(digest) }
+        try body(tx)
+        return true
+      }
+      if done { return }
+      measured = measure([digest])
+    }
+    throw notFound(digest)
   }
 
   /// The error for a digest the store does not hold.
@@ -574,33 +611,67 @@ final class ObjectTable: Sendable {
   /// Makes `digest`'s row agree with its files, in one transaction: adopts
   /// a file without a row, drops a row without a file (with its pins and
   /// keys), corrects a row whose form or size is wrong, and removes the
-  /// compressed copy of a digest present in both forms.
+  /// compressed copy of a digest present in both forms. A compressed file
+  /// whose frame does not record its length is measured outside the
+  /// transaction, then reconciled in a second one.
   @discardableResult
   func reconcile(_ digest: Digest) throws(TroveError) -> ReconcileReport {
-    try index().write("reconcile \(digest)") { (tx) throws(TroveError) in
-      try reconcile(tx, digest, repair: true)
+    var report = ReconcileReport()
+    var measured: [Digest: Measured] = [:]
+    for _ in 0..<2 {
+      var deferred: [Digest] = []
+      report.add(
+        try index().write("reconcile \(digest)") { (tx) throws(TroveError) in
+          try reconcile(tx, digest, repair: true, measured: measured, deferred: &deferred)
+        })
+      if deferred.isEmpty { break }
+      measured = measure(deferred)
     }
+    return report
   }
 
   /// Reconciles every digest of fan-out folder `folder` (0–255) — its
   /// files and its rows — in one transaction. O(objects in the folder).
   func reconcile(folder: Int, repair: Bool) throws(TroveError) -> ReconcileReport {
-    try index().write("reconcile a folder") { (tx) throws(TroveError) in
-      try reconcile(tx, folder: folder, repair: repair)
+    var deferred: [Digest] = []
+    var report = try index().write("reconcile a folder") { (tx) throws(TroveError) in
+      try reconcile(tx, folder: folder, repair: repair, deferred: &deferred)
     }
+    report.add(try reconcile(deferred, repair: repair))
+    return report
   }
 
   /// Reconciles the next fan-out folder in turn (the index's cursor), so
   /// that sweeps, one folder each, reconcile every folder once in 256.
   func reconcileNextFolder() throws(TroveError) -> ReconcileReport {
-    try index().write("reconcile a folder") { (tx) throws(TroveError) in
-      try reconcile(tx, folder: try tx.nextReconcileFolder(), repair: true)
+    var deferred: [Digest] = []
+    var report = try index().write("reconcile a folder") { (tx) throws(TroveError) in
+      try reconcile(tx, folder: try tx.nextReconcileFolder(), repair: true, deferred: &deferred)
     }
+    report.add(try reconcile(deferred, repair: true))
+    return report
   }
 
-  private func reconcile(_ tx: IndexSession, folder: Int, repair: Bool) throws(TroveError)
+  /// Reconciles `digests`, whose compressed files needed measuring: each
+  /// is measured first, then reconciled in a transaction of its own.
+  private func reconcile(_ digests: [Digest], repair: Bool) throws(TroveError)
     -> ReconcileReport
   {
+    var report = ReconcileReport()
+    for digest in digests {
+      let measured = measure([digest])
+      var again: [Digest] = []
+      report.add(
+        try index().write("reconcile \(digest)") { (tx) throws(TroveError) in
+          try reconcile(tx, digest, repair: repair, measured: measured, deferred: &again)
+        })
+    }
+    return report
+  }
+
+  private func reconcile(
+    _ tx: IndexSession, folder: Int, repair: Bool, deferred: inout [Digest]
+  ) throws(TroveError) -> ReconcileReport {
     let name = String(folder, radix: 16).leftPadded(to: 2)
     do {
       var report = ReconcileReport()
@@ -613,12 +684,13 @@ final class ObjectTable: Sendable {
       if repair {
         for digest in removals.keys {
           _ = try tx.deleteRemovals([digest])
-          if rows[digest] == nil, try removeFiles(digest) {
-            report.removalsFinished += 1
+          if rows[digest] == nil {
+            if try removeFiles(digest) { report.removalsFinished += 1 }
+            _ = try tx.deleteObject(digest)  // pins and keys a crash left
           }
         }
       }
-      let inProgress = repair ? [] : Set(removals.keys)
+      let inProgress: Set<Digest> = repair ? [] : Set(removals.keys)
       var forms: [Digest: [Bool]] = [:]
       for file in try listing(name) {
         let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
@@ -635,7 +707,8 @@ final class ObjectTable: Sendable {
         // What the listing and the rows already say, both read in this
         // transaction: one `fstatat` per file, no query per digest.
         let known = Known(row: rows[digest], forms: forms[digest] ?? [])
-        report.add(try reconcile(tx, digest, repair: repair, known: known))
+        report.add(
+          try reconcile(tx, digest, repair: repair, known: known, deferred: &deferred))
       }
       return report
     }
@@ -679,7 +752,8 @@ final class ObjectTable: Sendable {
 
   /// Reconciles one digest inside a write transaction.
   private func reconcile(
-    _ tx: IndexSession, _ digest: Digest, repair: Bool, known: Known? = nil
+    _ tx: IndexSession, _ digest: Digest, repair: Bool, known: Known? = nil,
+    measured: [Digest: Measured] = [:], deferred: inout [Digest]
   ) throws(TroveError) -> ReconcileReport {
     var report = ReconcileReport()
     var raw: FileStatus? = nil
@@ -693,11 +767,18 @@ final class ObjectTable: Sendable {
     if zst?.isRegular == false { zst = nil }
     let row: Entry?
     if let known { row = known.row } else { row = try tx.entry(for: digest) }
-    // A removal in progress is settled: a file still there is kept (a
-    // read, a pin or a dedup hit wants it; a crashed removal is undone),
-    // and the record of one whose file is gone goes. (A folder's
-    // reconcile settled its removals already.)
-    if repair && known == nil { _ = try tx.deleteRemovals([digest]) }
+    // A removal in progress is settled (a folder's reconcile settled its
+    // own already). An eviction is called off: a read, a pin or a key
+    // wants the object, or its remover died. An explicit `rm` is
+    // finished: nothing but a put brings the object back.
+    if repair && known == nil, let explicit = try tx.removal(of: digest) {
+      _ = try tx.deleteRemovals([digest])
+      if explicit && row == nil {
+        if try removeFiles(digest) { report.removalsFinished += 1 }
+        _ = try tx.deleteObject(digest)
+        return report
+      }
+    }
     if raw != nil && zst != nil {
       // Both forms (a crash during a conversion): both hold the bytes;
       // readers prefer the raw one, so the compressed one goes.
@@ -712,10 +793,9 @@ final class ObjectTable: Sendable {
       }
     }
     guard let file = raw ?? zst else {
-      if row != nil {
-        report.dropped += 1
-        if repair { _ = try tx.deleteObject(digest) }
-      }
+      if row != nil { report.dropped += 1 }
+      // The row, and any pins and keys a crash left without it.
+      if repair { _ = try tx.deleteObject(digest) }
       return report
     }
     let isCompressed = raw == nil
@@ -726,16 +806,25 @@ final class ObjectTable: Sendable {
     }
     var size = file.size
     if isCompressed {
-      // Unreadable frames are left for verify to report.
-      guard let content = logicalSize(ofCompressed: digest) else { return report }
-      size = content
+      if let content = contentSize(ofCompressed: digest) {
+        size = content
+      } else if let known = measured[digest], known.inode == file.inode,
+        known.storedBytes == file.size
+      {
+        size = known.size
+      } else {
+        // A stream's frame does not record its length: it is measured by
+        // decompressing it, outside this transaction, and done again.
+        deferred.append(digest)
+        return report
+      }
     }
     let time = file.modificationTime.multipliedSaturated(by: 1_000_000_000)
     if row == nil { report.added += 1 } else { report.corrected += 1 }
     if repair {
       try tx.upsert(
         Entry(
-          digest: digest, size: size, allocatedBytes: file.allocatedBytes,
+          digest: digest, size: size, allocatedBytes: file.contentBytes,
           created: row?.created ?? time, lastAccess: row?.lastAccess ?? time,
           isCompressed: isCompressed, storedBytes: file.size))
     }
@@ -749,25 +838,42 @@ final class ObjectTable: Sendable {
     var forms: [Bool]
   }
 
-  /// The length of a compressed object's bytes: from its frame header,
-  /// or — a stream's frame does not record it — by decompressing (and
-  /// verifying) it. Nil when it cannot be read or is corrupt.
-  func logicalSize(ofCompressed digest: Digest) -> Int64? {
-    guard
-      let fd = try? FileDescriptor.open(
-        StoreLayout.objectPath(digest, compressed: true), in: objectsDirectory,
-        [.readOnly, .noFollow, .nonBlocking])
-    else { return nil }
+  /// The length a compressed object's frame header records, if it does
+  /// (a stream's frame does not). Nil when it cannot be read.
+  private func contentSize(ofCompressed digest: Digest) -> Int64? {
+    guard let fd = try? open(digest, compressed: true) else { return nil }
     defer { fd.close() }
     let header = UnsafeMutableRawBufferPointer.allocate(byteCount: 18, alignment: 8)
     defer { header.deallocate() }
     guard let n = try? fd.read(into: header, at: 0) else { return nil }
-    if let size = Zstd.contentSize(ofFrameStart: UnsafeRawBufferPointer(rebasing: header[..<n])) {
-      return size
+    return Zstd.contentSize(ofFrameStart: UnsafeRawBufferPointer(rebasing: header[..<n]))
+  }
+
+  /// A compressed object's length, measured by decompressing (and
+  /// verifying) the file, and which file that was.
+  struct Measured {
+    var inode: UInt64
+    var storedBytes: Int64
+    var size: Int64
+  }
+
+  /// Measures the compressed objects of `digests` outside any transaction;
+  /// unreadable or corrupt ones are left out (verify reports them).
+  private func measure(_ digests: [Digest]) -> [Digest: Measured] {
+    var found: [Digest: Measured] = [:]
+    for digest in digests {
+      guard let fd = try? open(digest, compressed: true), let status = try? fd.status() else {
+        continue
+      }
+      defer { fd.close() }
+      guard
+        let size = try? decompressVerified(
+          fd, digest: digest, objectPath: path(digest, compressed: true), destination: "<count>",
+          sink: { _ in })
+      else { continue }
+      found[digest] = Measured(inode: status.inode, storedBytes: status.size, size: size)
     }
-    return try? decompressVerified(
-      fd, digest: digest, objectPath: path(digest, compressed: true), destination: "<count>"
-    ) { _ in }
+    return found
   }
 }
 

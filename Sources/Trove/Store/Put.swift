@@ -75,14 +75,29 @@ extension Store {
       FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", priority: priority)
   }
 
-  /// Stores `bytes`.
+  /// Stores `bytes`. When an object of their size is stored, they are
+  /// hashed first, and bytes the store holds cost nothing more: no write,
+  /// and no eviction to make room for them.
   public func put(bytes: some ContiguousBytes, priority: PutPriority = .important)
     throws(TroveError) -> PutResult
   {
     let count = bytes.withUnsafeBytes { Int64($0.count) }
+    if count > 0,
+      try index().read(
+        "look up size",
+        { (tx) throws(TroveError) in
+          try tx.hasObject(ofSize: count)
+        })
+    {
+      let digest = bytes.withUnsafeBytes { XXH3Hasher.digest($0) }
+      if try objects.locate(digest) != nil, try objects.recordHit(digest, size: count) != nil {
+        return PutResult(digest: digest, size: count, isDuplicate: true, method: .stream)
+      }
+    }
     let sweeps = try admit(size: count, priority: priority, input: "<bytes>")
     let writer = try BlobWriter(
-      store: self, expectedSize: count, sizeIsExact: true, mayCompress: true, sweeps: sweeps)
+      store: self, expectedSize: count, sizeIsExact: true, mayCompress: true,
+      priority: priority, sweeps: sweeps)
     try writer.write(bytes)
     return try writer.commit(method: .stream)
   }
@@ -100,7 +115,8 @@ extension Store {
   {
     let sweeps = try admit(size: expectedSize, priority: priority, input: "<stream>")
     return try BlobWriter(
-      store: self, expectedSize: expectedSize, mayCompress: true, sweeps: sweeps)
+      store: self, expectedSize: expectedSize, mayCompress: true, priority: priority,
+      sweeps: sweeps)
   }
 
   /// Brings the bytes of `source`, from its current offset to its end, into
@@ -137,7 +153,8 @@ extension Store {
         input: path)
       source.adviseSequential()
       return try ingestCompressed(
-        source, size: size, level: level, workers: workers, path: path, sweeps: sweeps)
+        source, size: size, level: level, workers: workers, path: path, priority: priority,
+        sweeps: sweeps)
     }
     let canClone = isWholeFile && status.device == device
     // A clone takes no data blocks; a copy takes `size`.
@@ -145,7 +162,8 @@ extension Store {
     // A file's form was settled above (raw); a stream's is settled by the
     // writer from its first bytes.
     let writer = try BlobWriter(
-      store: self, expectedSize: size, mayCompress: !status.isRegular, sweeps: sweeps)
+      store: self, expectedSize: size, mayCompress: !status.isRegular, priority: priority,
+      sweeps: sweeps)
     if canClone {
       var cloned = false
       do throws(SystemCallError) {
@@ -218,11 +236,12 @@ extension Store {
   /// compressed, so no raw copy is written.
   private func ingestCompressed(
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
-    sweeps: [SweepReport]
+    priority: PutPriority, sweeps: [SweepReport]
   ) throws(TroveError) -> PutResult {
     var hasher = XXH3Hasher()
     let temp = try compressToTemporary(
-      source, size: size, level: level, workers: workers, path: path, rewind: false
+      source, size: size, level: level, workers: workers, path: path, priority: priority,
+      rewind: false
     ) { hasher.update($0) }
     defer { temp.file.close() }
     let staged = StagedObject(
@@ -283,7 +302,8 @@ extension Store {
     case .zstd(let level, let workers, _):
       defer { try? tmpDirectory.removeFile(name) }
       let temp = try compressToTemporary(
-        file, size: size, level: level, workers: workers, path: tmpPath + "/" + name)
+        file, size: size, level: level, workers: workers, path: tmpPath + "/" + name,
+        priority: writes.priority)
       for relief in temp.reliefs { writes.record(relief) }
       return StagedObject(
         name: temp.name, file: temp.file, digest: digest, size: size, isCompressed: true,

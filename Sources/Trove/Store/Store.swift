@@ -258,20 +258,30 @@ public final class Store: Sendable {
     {
       return
     }
-    guard let index = try? index(),
-      let record = try? index.read(
-        "record access to \(digest)",
-        { (tx) throws(TroveError) in
-          try tx.recordAccess(digest, now: now, resolution: resolution)
-        })
-    else { return }
-    if case .noRow = record {
-      // An orphan (a put that died after publishing): adopt it.
+    guard let index = try? index() else { return }
+    func record() -> AccessRecord? {
+      try? index.read("record access to \(digest)") { (tx) throws(TroveError) in
+        try tx.recordAccess(digest, now: now, resolution: resolution)
+      }
+    }
+    var outcome = record()
+    if case .noRow = outcome {
+      // An orphan (a put killed after its rename, an eviction half done):
+      // adopt it, and count this read.
       _ = try? objects.reconcile(digest)
+      outcome = record()
+    }
+    // Remember when the index says the last access was, not when this read
+    // happened: the LRU order stays exact to within one resolution.
+    let seen: Int64
+    switch outcome {
+    case .recent(let recorded)?: seen = recorded
+    case .recorded?: seen = now
+    case .noRow?, nil: return
     }
     recentReads.withLock { reads in
       if reads.count > 4096 { reads.removeAll(keepingCapacity: true) }
-      reads[digest] = now
+      reads[digest] = seen
     }
   }
 
@@ -335,8 +345,9 @@ public final class Store: Sendable {
 
   // MARK: Removing
 
-  /// Removes `digest`'s object — its row, pins and keys, and its files —
-  /// in one index transaction, whether or not it is pinned.
+  /// Removes `digest`'s object — its row, pins and keys, then its files,
+  /// in the two index transactions every removal takes — whether or not it
+  /// is pinned. Only a put of the same bytes meanwhile brings it back.
   ///
   /// A reader that already opened the object keeps reading correct bytes;
   /// files made from it earlier (clones, copies, hard links) stay.

@@ -68,22 +68,33 @@ extension CachePolicy {
       compressionMinimumSize = "compression-min-size"
   }
 
+  /// Reads a policy from `config.json`. Values outside what `trove config
+  /// set` accepts (a hand-edited file, an older Trove) are brought to the
+  /// nearest accepted value, so a store never stops working — or crashes —
+  /// over a setting: budgets, sizes and durations below 0 become 0
+  /// (`tmp-max-age` 1 s), durations above 100 years become 100 years, a
+  /// `low-water` outside (0, 1] becomes the default 0.9, and worker counts
+  /// are kept within 0–64.
   public init(from decoder: any Decoder) throws {
     let c = try decoder.container(keyedBy: CodingKeys.self)
     let d = CachePolicy.default
-    budget = try c.decodeIfPresent(Int64.self, forKey: .budget)
-    maxAge = try c.decodeIfPresent(Int64.self, forKey: .maxAge)
-    lowWater = try c.decodeIfPresent(Double.self, forKey: .lowWater) ?? d.lowWater
-    accessResolution =
-      try c.decodeIfPresent(Int64.self, forKey: .accessResolution) ?? d.accessResolution
-    temporaryMaxAge =
-      try c.decodeIfPresent(Int64.self, forKey: .temporaryMaxAge) ?? d.temporaryMaxAge
+    func duration(_ key: CodingKeys, minimum: Int64 = 0) throws -> Int64? {
+      try c.decodeIfPresent(Int64.self, forKey: key).map {
+        min(max($0, minimum), Quantities.maximumDuration)
+      }
+    }
+    budget = try c.decodeIfPresent(Int64.self, forKey: .budget).map { max(0, $0) }
+    maxAge = try duration(.maxAge)
+    let lowWater = try c.decodeIfPresent(Double.self, forKey: .lowWater) ?? d.lowWater
+    self.lowWater = lowWater > 0 && lowWater <= 1 ? lowWater : d.lowWater
+    accessResolution = try duration(.accessResolution) ?? d.accessResolution
+    temporaryMaxAge = try duration(.temporaryMaxAge, minimum: 1) ?? d.temporaryMaxAge
     if let text = try? c.decodeIfPresent(String.self, forKey: .minimumFree) {
       var policy = d
-      try PolicyKey.minimumFree.set(text, in: &policy)
+      _ = try? PolicyKey.minimumFree.set(text, in: &policy)
       minimumFree = policy.minimumFree
     } else if let bytes = try c.decodeIfPresent(Int64.self, forKey: .minimumFree) {
-      minimumFree = .bytes(bytes)
+      minimumFree = .bytes(max(0, bytes))
     } else {
       minimumFree = d.minimumFree
     }
@@ -93,11 +104,14 @@ extension CachePolicy {
         forKey: .compression, in: c, debugDescription: "unknown compression '\(compressionText)'")
     }
     self.compression = compression
-    compressionWorkers =
-      try c.decodeIfPresent(Int32.self, forKey: .compressionWorkers) ?? d.compressionWorkers
-    compressionMinimumSize =
+    compressionWorkers = min(
+      max(
+        try c.decodeIfPresent(Int32.self, forKey: .compressionWorkers) ?? d.compressionWorkers, 0),
+      64)
+    compressionMinimumSize = max(
+      0,
       try c.decodeIfPresent(Int64.self, forKey: .compressionMinimumSize)
-      ?? d.compressionMinimumSize
+        ?? d.compressionMinimumSize)
   }
 
   public func encode(to encoder: any Encoder) throws {

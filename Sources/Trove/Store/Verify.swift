@@ -61,12 +61,15 @@ extension Store {
         }
         defer { fd.close() }
         fd.adviseSequential()
+        let inode = try attempt("read", path) { () throws(SystemCallError) in
+          try fd.status().inode
+        }
         let (intact, count) = try check(fd, file.digest, file.isCompressed, path)
         report.checkedBytes += count
         report.checkedObjects += 1
         if !intact {
           report.corrupt.append(file.digest)
-          if repair { try objects.drop(file.digest, compressed: file.isCompressed) }
+          if repair { try objects.drop(file.digest, compressed: file.isCompressed, inode: inode) }
         }
       }
     }

@@ -23,6 +23,8 @@ struct FileStatus: Sendable, Equatable {
   var linkCount: UInt64
   /// `st_mtime` in seconds since the epoch.
   var modificationTime: Int64
+  /// `st_blksize`: the filesystem's preferred I/O size.
+  var blockSize: Int64
 
   init(_ s: stat) {
     size = Int64(s.st_size)
@@ -32,7 +34,18 @@ struct FileStatus: Sendable, Equatable {
     inode = UInt64(s.st_ino)
     linkCount = UInt64(s.st_nlink)
     modificationTime = Int64(s.st_mtim.tv_sec)
+    blockSize = max(512, Int64(s.st_blksize))
     changeTime = Int64(s.st_ctim.tv_sec) * 1_000_000_000 + Int64(s.st_ctim.tv_nsec)
+  }
+
+  /// The bytes the file's content takes: ``allocatedBytes``, but never more
+  /// than its length rounded up to whole blocks. XFS counts speculative
+  /// preallocation beyond the end of a file just written (twice its size
+  /// for a 2 MiB stream) until the file is closed and trimmed; budgets and
+  /// evictions for space must not count it.
+  var contentBytes: Int64 {
+    let blocks = (size + blockSize - 1) / blockSize
+    return min(allocatedBytes, blocks.multipliedSaturated(by: blockSize))
   }
 
   /// `st_ctime` in nanoseconds: changes whenever the file does.
