@@ -512,7 +512,6 @@ final class ObjectTable: Sendable {
     }
     let folder = try fanoutFolder(digest)
     defer { folder.close() }
-    let now = currentTimeNanoseconds()
     let entry = try index().write("convert \(digest)") { (tx) throws(TroveError) -> Entry? in
       guard let current = try status(digest, compressed: old.isCompressed),
         current.inode == old.status.inode, current.isRegular
