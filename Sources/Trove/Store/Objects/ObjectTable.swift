@@ -1,0 +1,226 @@
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// An object file found on disk.
+struct StoredObject {
+  var status: FileStatus
+  var isCompressed: Bool
+}
+
+/// A finished temp file in `tmp/` holding an object's bytes in the form
+/// they will be stored in (raw or a zstd frame), not yet published.
+struct StagedObject {
+  /// Its name in `tmp/`.
+  var name: String
+  /// Open for reading and writing.
+  var file: FileDescriptor
+  /// The digest of the (uncompressed) bytes.
+  var digest: Digest
+  /// Their length.
+  var size: Int64
+  /// Whether the file is a zstd frame.
+  var isCompressed: Bool
+  /// The file's length.
+  var storedBytes: Int64
+  /// Why it is raw although compression was on, if it is.
+  var skipped: CompressionSkip?
+}
+
+/// What ``ObjectTable/publish(_:)`` did.
+enum PublishOutcome {
+  /// The staged file is now the object.
+  case stored(Entry)
+  /// The store already held the bytes: the staged file was dropped and the
+  /// put counted as a dedup hit.
+  case duplicate(Entry)
+}
+
+/// The one owner of every state change of a stored object: publishing a
+/// staged file, recording a dedup hit, adopting a file the index does not
+/// know, evicting an entry if it is still evictable, converting its form,
+/// dropping it, reconciling its row with its file, and pinning or naming
+/// it. Ingest, eviction policy, recompress, rebuild and verify are its
+/// clients: they decide, it acts, and they cannot reorder its steps.
+///
+/// **One durability sequence** (``publish(_:)``): the staged file's data is
+/// synced; its fan-out folder exists durably (a folder created now is
+/// synced into `objects/`); then, in one index write transaction, the file
+/// is renamed into place without replacing, its row is written and the
+/// fan-out folder is synced, so the name is durable before the row can be.
+/// Nothing is acknowledged before all of it has succeeded; a failure after
+/// the rename undoes it.
+///
+/// **One exclusion rule**: every change to `objects/` happens inside an
+/// index write transaction that records it. A dedup hit checks that the
+/// file exists inside the transaction that refreshes its row. A removal
+/// (eviction, `rm`) takes two: the first deletes the row — for an
+/// eviction, only if it is still as it was chosen — and records the
+/// removal durably; the second unlinks the file only if that record still
+/// stands. Anything that writes a row in between (a dedup hit; for an
+/// eviction also a read that adopts the file, a pin, a key) calls the
+/// removal off. A pin or key is added in a transaction that confirms the
+/// object is there. So a put that reports a duplicate, a pin that succeeds
+/// or a key that is bound always finds the object in place, and an object
+/// chosen for eviction whose access was recorded, or that was stored again
+/// or pinned, meanwhile stays.
+///
+/// The exclusion relies on the index's write lock (SQLite's, which the
+/// kernel enforces on local filesystems). The content invariant does not:
+/// objects are published by a rename that never replaces, from files only
+/// one writer ever wrote, so whatever the locks do, the file named by a
+/// digest holds those bytes. A kill or a power loss can leave a file
+/// without a row — adopted by the next read, or by a sweep's reconcile of
+/// its folder, which also finishes removals cut between their steps —
+/// never a row without a file.
+final class ObjectTable: Sendable {
+  let root: String
+  let objectsDirectory: FileDescriptor
+  let tmpDirectory: FileDescriptor
+  /// The kind of filesystem the store is on (for the index's journal mode).
+  let filesystem: FilesystemKind
+  private let opened = Mutex<Index?>(nil)
+
+  var objectsPath: String { root + "/" + StoreLayout.objects }
+  var tmpPath: String { root + "/" + StoreLayout.tmp }
+  var indexPath: String { root + "/" + StoreLayout.index }
+
+  init(
+    root: String, objects: FileDescriptor, tmp: FileDescriptor, filesystem: FilesystemKind
+  ) {
+    self.root = root
+    objectsDirectory = objects
+    tmpDirectory = tmp
+    self.filesystem = filesystem
+  }
+
+  /// The absolute path of `digest`'s object file in one form (whether or not it exists).
+  func path(_ digest: Digest, compressed: Bool = false) -> String {
+    objectsPath + "/" + StoreLayout.objectPath(digest, compressed: compressed)
+  }
+
+  /// The index, opened on first use. A new index beside existing objects
+  /// (first use, or the index was deleted or lost) is rebuilt from them.
+  func index() throws(TroveError) -> Index {
+    let opened: Result<(Index, Bool), TroveError> = self.opened.withLock { slot in
+      if let index = slot { return .success((index, false)) }
+      do throws(TroveError) {
+        let index = try Index(path: indexPath, filesystem: filesystem)
+        slot = index
+        return .success((index, index.isFresh))
+      } catch {
+        return .failure(error)
+      }
+    }
+    let (index, isNew) = try opened.get()
+    if isNew { _ = try reconcileAll(repair: true) }
+    return index
+  }
+
+  // MARK: Finding objects (no state change)
+
+  /// `digest`'s object file, raw (preferred: it can be cloned) or
+  /// compressed, or nil when there is neither. Symbolic links are not
+  /// followed. One `fstatat` for a raw object, two for a compressed one or
+  /// a miss.
+  func locate(_ digest: Digest) throws(TroveError) -> StoredObject? {
+    for compressed in [false, true] {
+      if let status = try status(digest, compressed: compressed) {
+        return StoredObject(status: status, isCompressed: compressed)
+      }
+    }
+    return nil
+  }
+
+  /// The status of one form of `digest`'s object file, nil when absent.
+  func status(_ digest: Digest, compressed: Bool) throws(TroveError) -> FileStatus? {
+    do throws(SystemCallError) {
+      return try objectsDirectory.status(
+        of: StoreLayout.objectPath(digest, compressed: compressed), followSymlinks: false)
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+      return nil
+    } catch {
+      throw TroveError.system(error, "look up", path: path(digest, compressed: compressed))
+    }
+  }
+
+  /// Whether `digest` has a file in both forms (a crash during a conversion).
+  func isStoredTwice(_ digest: Digest) throws(TroveError) -> Bool {
+    guard try status(digest, compressed: false) != nil else { return false }
+    return try status(digest, compressed: true) != nil
+  }
+
+  /// Opens `digest`'s object for reading, raw if there is one (it can be
+  /// cloned), else compressed; says which. Never follows a symbolic link or
+  /// blocks on a FIFO; anything but a regular file is a corrupt entry.
+  /// Nil when there is no object.
+  func open(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
+    for compressed in [false, true] {
+      if let fd = try open(digest, compressed: compressed) { return (fd, compressed) }
+    }
+    return nil
+  }
+
+  /// Opens one form of `digest`'s object for reading, as ``open(_:)``
+  /// does; nil when that file does not exist.
+  func open(_ digest: Digest, compressed: Bool) throws(TroveError) -> FileDescriptor? {
+    let fd: FileDescriptor
+    do throws(SystemCallError) {
+      fd = try FileDescriptor.open(
+        StoreLayout.objectPath(digest, compressed: compressed), in: objectsDirectory,
+        [.readOnly, .noFollow, .nonBlocking])
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+      return nil
+    } catch  where error.errno == .tooManySymbolicLinks {
+      throw notAFile(digest, compressed: compressed, what: "a symbolic link")
+    } catch {
+      throw TroveError.system(error, "read", path: path(digest, compressed: compressed))
+    }
+    guard (try? fd.status().isRegular) == true else {
+      fd.close()
+      throw notAFile(digest, compressed: compressed, what: "not a regular file")
+    }
+    return fd
+  }
+
+  /// The names of the object files in fan-out folder `folder` (0–255),
+  /// with the digests they name; other names are skipped.
+  func objectFiles(inFolder folder: Int) throws(TroveError) -> [(
+    name: String, digest: Digest, isCompressed: Bool
+  )] {
+    let name = String(folder, radix: 16).leftPadded(to: 2)
+    return try listing(name).compactMap { file in
+      let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
+      let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
+      guard let digest = Digest(hex: Substring(hex)), hex == digest.hex, hex.hasPrefix(name)
+      else { return nil }
+      return (file, digest, compressed)
+    }
+  }
+
+  /// The error for something at an object's path that is not a regular
+  /// file (a link, a folder, a FIFO): a corrupt entry, never followed.
+  func notAFile(_ digest: Digest, compressed: Bool, what: String) -> TroveError {
+    let objectPath = path(digest, compressed: compressed)
+    return TroveError(
+      .corruptObject,
+      "object '\(objectPath)' is corrupt: it is \(what); run 'trove verify --repair'",
+      path: objectPath, value: digest.description)
+  }
+
+  /// The error for a digest the store does not hold.
+  func notFound(_ digest: Digest) -> TroveError {
+    TroveError(
+      .notFound, "no object \(digest) in store '\(root)'", path: path(digest),
+      value: digest.description)
+  }
+}
+
+extension String {
+  /// The string with `"0"`s in front up to `width` characters.
+  func leftPadded(to width: Int) -> String {
+    String(repeating: "0", count: max(0, width - count)) + self
+  }
+}

@@ -1,0 +1,114 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Publishing: the one durability sequence, and dedup hits.
+extension ObjectTable {
+  /// Publishes `staged` as its digest's object, or — when the store
+  /// already holds those bytes — drops it and counts a dedup hit. The
+  /// staged file is gone from `tmp/` when this returns or throws.
+  ///
+  /// The durability sequence: data sync, fan-out folder, then in one index
+  /// transaction a rename that never replaces, the row, and a sync of the
+  /// folder. A failure after the rename undoes it: the put throws and
+  /// leaves nothing.
+  func publish(_ staged: StagedObject) throws(TroveError) -> PublishOutcome {
+    let digest = staged.digest
+    let objectPath = path(digest, compressed: staged.isCompressed)
+    let temp = staged.name
+    var renamed = false
+    defer { if !renamed { try? tmpDirectory.removeFile(temp) } }
+
+    // Known content: drop the copy before paying for a sync.
+    if try locate(digest) != nil, let entry = try recordHit(digest, size: staged.size) {
+      return .duplicate(entry)
+    }
+    let allocated = try attempt("store", objectPath) { () throws(SystemCallError) -> Int64 in
+      try staged.file.setPermissions(StoreLayout.objectPermissions)
+      try staged.file.sync()
+      return try staged.file.status().contentBytes
+    }
+    let folder = try fanoutFolder(digest)
+    defer { folder.close() }
+    let now = currentTimeNanoseconds()
+    let entry = Entry(
+      digest: digest, size: staged.size, allocatedBytes: allocated, created: now, lastAccess: now,
+      isCompressed: staged.isCompressed, storedBytes: staged.storedBytes)
+    let outcome = try index().write("store \(digest)") {
+      (tx) throws(TroveError) -> PublishOutcome in
+      if let hit = try hit(tx, digest, size: staged.size, now: now) { return .duplicate(hit) }
+      do throws(SystemCallError) {
+        try tmpDirectory.renameWithoutReplacing(
+          temp, to: StoreLayout.objectPath(digest, compressed: staged.isCompressed),
+          in: objectsDirectory)
+      } catch  where error.errno == .fileExists {
+        // Only a lock that was not honoured gets here: a file appeared
+        // between the look above and the rename. It holds these bytes
+        // if it is an object at all.
+        if let hit = try hit(tx, digest, size: staged.size, now: now) { return .duplicate(hit) }
+        throw notAFile(digest, compressed: staged.isCompressed, what: "not a regular file")
+      } catch {
+        throw TroveError.system(error, "store", path: objectPath)
+      }
+      renamed = true
+      do throws(TroveError) {
+        try tx.upsert(entry)
+        if let skip = staged.skipped { try tx.countSkip(skip) }
+        // The new name is durable before the row can be: whatever survives
+        // a power loss, no row names a file that did not.
+        try attempt("store", objectPath) { () throws(SystemCallError) in try folder.sync() }
+      } catch {
+        // Not published after all: no other writer can have counted on
+        // the file (they wait for this transaction), so it goes.
+        try? objectsDirectory.removeFile(
+          StoreLayout.objectPath(digest, compressed: staged.isCompressed))
+        throw error
+      }
+      return .stored(entry)
+    }
+    return outcome
+  }
+
+  /// Counts a put of bytes the store may already hold: if `digest`'s
+  /// object is there, refreshes its last access (adopting it if the index
+  /// lost its row) and counts the hit, all in one transaction. Nil when
+  /// the object is not there — it may have just been evicted — and the
+  /// caller must store its own copy.
+  func recordHit(_ digest: Digest, size: Int64) throws(TroveError) -> Entry? {
+    let now = currentTimeNanoseconds()
+    return try index().write("record duplicate \(digest)") { (tx) throws(TroveError) in
+      try hit(tx, digest, size: size, now: now)
+    }
+  }
+
+  /// The dedup hit inside a write transaction.
+  func hit(_ tx: IndexSession, _ digest: Digest, size: Int64, now: Int64)
+    throws(TroveError) -> Entry?
+  {
+    guard let object = try locate(digest), object.status.isRegular else { return nil }
+    if try !tx.refreshAccess(digest, to: now) {
+      try tx.upsert(
+        Entry(
+          digest: digest, size: size, allocatedBytes: object.status.contentBytes, created: now,
+          lastAccess: now, isCompressed: object.isCompressed, storedBytes: object.status.size))
+    }
+    try tx.countDuplicate(size: size)
+    return try tx.entry(for: digest)
+  }
+
+  /// Opens `digest`'s fan-out folder, creating it when missing; a folder
+  /// created here is made durable in `objects/` before anything is put in it.
+  func fanoutFolder(_ digest: Digest) throws(TroveError) -> FileDescriptor {
+    let name = StoreLayout.fanout(digest)
+    return try attempt("create folder", objectsPath + "/" + name) {
+      () throws(SystemCallError) -> FileDescriptor in
+      var created = false
+      do throws(SystemCallError) {
+        try objectsDirectory.makeDirectory(name)
+        created = true
+      } catch  where error.errno == .fileExists {}
+      if created { try objectsDirectory.sync() }
+      return try FileDescriptor.open(name, in: objectsDirectory, [.directory, .noFollow])
+    }
+  }
+}

@@ -1,0 +1,301 @@
+/// What reconciling the index with `objects/` found (and, when repairing,
+/// fixed): see ``Store/rebuildIndex()``.
+public struct ReconcileReport: Sendable, Hashable, Codable {
+  /// Object files without a row (adopted).
+  public var added = 0
+  /// Rows whose file is missing (dropped, with their pins and keys).
+  public var dropped = 0
+  /// Rows that disagreed with their file's form or size (corrected).
+  public var corrected = 0
+  /// Digests present in both forms (the compressed copy removed).
+  public var twins = 0
+  /// Removals found between their two steps (their remover may have
+  /// died), finished.
+  public var removalsFinished = 0
+  /// Paths under `objects/` that are not objects (left alone).
+  public var unexpected: [String] = []
+
+  /// Whether the index and the folder agreed.
+  public var isClean: Bool { added == 0 && dropped == 0 && corrected == 0 && twins == 0 }
+
+  mutating func add(_ other: ReconcileReport) {
+    added += other.added
+    dropped += other.dropped
+    corrected += other.corrected
+    twins += other.twins
+    removalsFinished += other.removalsFinished
+    unexpected += other.unexpected
+  }
+}
+
+/// Reconciling the index with `objects/`: one digest, one fan-out folder,
+/// or all of them.
+extension ObjectTable {
+  /// Makes `digest`'s row agree with its files, in one transaction: adopts
+  /// a file without a row, drops a row without a file (with its pins and
+  /// keys), corrects a row whose form or size is wrong, and removes the
+  /// compressed copy of a digest present in both forms. A compressed file
+  /// whose frame does not record its length is measured outside the
+  /// transaction, then reconciled in a second one.
+  @discardableResult
+  func reconcile(_ digest: Digest) throws(TroveError) -> ReconcileReport {
+    var report = ReconcileReport()
+    var measured: [Digest: Measured] = [:]
+    for _ in 0..<2 {
+      var deferred: [Digest] = []
+      report.add(
+        try index().write("reconcile \(digest)") { (tx) throws(TroveError) in
+          try reconcile(tx, digest, repair: true, measured: measured, deferred: &deferred)
+        })
+      if deferred.isEmpty { break }
+      measured = measure(deferred)
+    }
+    return report
+  }
+
+  /// Reconciles every digest of fan-out folder `folder` (0–255) — its
+  /// files and its rows — in one transaction. O(objects in the folder).
+  func reconcile(folder: Int, repair: Bool) throws(TroveError) -> ReconcileReport {
+    var deferred: [Digest] = []
+    var report = try index().write("reconcile a folder") { (tx) throws(TroveError) in
+      try reconcile(tx, folder: folder, repair: repair, deferred: &deferred)
+    }
+    report.add(try reconcile(deferred, repair: repair))
+    return report
+  }
+
+  /// Reconciles the next fan-out folder in turn (the index's cursor), so
+  /// that sweeps, one folder each, reconcile every folder once in 256.
+  func reconcileNextFolder() throws(TroveError) -> ReconcileReport {
+    var deferred: [Digest] = []
+    var report = try index().write("reconcile a folder") { (tx) throws(TroveError) in
+      try reconcile(tx, folder: try tx.nextReconcileFolder(), repair: true, deferred: &deferred)
+    }
+    report.add(try reconcile(deferred, repair: true))
+    return report
+  }
+
+  /// Reconciles `digests`, whose compressed files needed measuring: each
+  /// is measured first, then reconciled in a transaction of its own.
+  func reconcile(_ digests: [Digest], repair: Bool) throws(TroveError)
+    -> ReconcileReport
+  {
+    var report = ReconcileReport()
+    for digest in digests {
+      let measured = measure([digest])
+      var again: [Digest] = []
+      report.add(
+        try index().write("reconcile \(digest)") { (tx) throws(TroveError) in
+          try reconcile(tx, digest, repair: repair, measured: measured, deferred: &again)
+        })
+    }
+    return report
+  }
+
+  func reconcile(
+    _ tx: IndexSession, folder: Int, repair: Bool, deferred: inout [Digest]
+  ) throws(TroveError) -> ReconcileReport {
+    let name = String(folder, radix: 16).leftPadded(to: 2)
+    do {
+      var report = ReconcileReport()
+      var rows: [Digest: Entry] = [:]
+      for entry in try tx.entries(withPrefix: name) { rows[entry.digest] = entry }
+      // A removal between its two steps is finished here when repairing
+      // (its remover meant it, and may have died), and is no problem to
+      // report otherwise.
+      let removals = try tx.removals(withPrefix: name)
+      if repair {
+        for digest in removals.keys {
+          _ = try tx.deleteRemovals([digest])
+          if rows[digest] == nil {
+            if try removeFiles(digest) { report.removalsFinished += 1 }
+            _ = try tx.deleteObject(digest)  // pins and keys a crash left
+          }
+        }
+      }
+      let inProgress: Set<Digest> = repair ? [] : Set(removals.keys)
+      var forms: [Digest: [Bool]] = [:]
+      for file in try listing(name) {
+        let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
+        let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
+        guard let digest = Digest(hex: Substring(hex)), hex == digest.hex, hex.hasPrefix(name)
+        else {
+          report.unexpected.append(objectsPath + "/" + name + "/" + file)
+          continue
+        }
+        forms[digest, default: []].append(compressed)
+      }
+      let digests = Set(rows.keys).union(forms.keys).subtracting(inProgress)
+      for digest in digests.sorted(by: { $0.hex < $1.hex }) {
+        // What the listing and the rows already say, both read in this
+        // transaction: one `fstatat` per file, no query per digest.
+        let known = Known(row: rows[digest], forms: forms[digest] ?? [])
+        report.add(
+          try reconcile(tx, digest, repair: repair, known: known, deferred: &deferred))
+      }
+      return report
+    }
+  }
+
+  /// Reconciles every fan-out folder; reports names under `objects/` that
+  /// are not fan-out folders. O(objects).
+  func reconcileAll(repair: Bool) throws(TroveError) -> ReconcileReport {
+    var report = ReconcileReport()
+    for name in try listing(nil).sorted() {
+      let isFolder = (try? objectsDirectory.status(of: name, followSymlinks: false))?.isDirectory
+      guard name.utf8.count == 2, UInt8(name, radix: 16) != nil, name == name.lowercased(),
+        isFolder == true
+      else {
+        report.unexpected.append(objectsPath + "/" + name)
+        continue
+      }
+    }
+    for folder in 0..<256 {
+      report.add(try reconcile(folder: folder, repair: repair))
+    }
+    return report
+  }
+
+  /// The names in fan-out folder `name` (or in `objects/` itself when nil);
+  /// empty when the folder does not exist.
+  func listing(_ name: String?) throws(TroveError) -> [String] {
+    let folderPath = objectsPath + (name.map { "/" + $0 } ?? "")
+    do throws(SystemCallError) {
+      guard let name else { return try objectsDirectory.entries() }
+      let folder = try FileDescriptor.open(
+        name, in: objectsDirectory, [.directory, .noFollow])
+      defer { folder.close() }
+      return try folder.entries()
+    } catch  where error.errno == .noSuchFileOrDirectory {
+      return []
+    } catch {
+      throw TroveError.system(error, "list", path: folderPath)
+    }
+  }
+
+  /// Reconciles one digest inside a write transaction.
+  func reconcile(
+    _ tx: IndexSession, _ digest: Digest, repair: Bool, known: Known? = nil,
+    measured: [Digest: Measured] = [:], deferred: inout [Digest]
+  ) throws(TroveError) -> ReconcileReport {
+    var report = ReconcileReport()
+    var raw: FileStatus? = nil
+    var zst: FileStatus? = nil
+    if known?.forms.contains(false) ?? true { raw = try status(digest, compressed: false) }
+    if known?.forms.contains(true) ?? true { zst = try status(digest, compressed: true) }
+    for (form, status) in [(false, raw), (true, zst)] where status.map({ !$0.isRegular }) == true {
+      report.unexpected.append(path(digest, compressed: form))
+    }
+    if raw?.isRegular == false { raw = nil }
+    if zst?.isRegular == false { zst = nil }
+    let row: Entry?
+    if let known { row = known.row } else { row = try tx.entry(for: digest) }
+    // A removal in progress is settled (a folder's reconcile settled its
+    // own already). An eviction is called off: a read, a pin or a key
+    // wants the object, or its remover died. An explicit `rm` is
+    // finished: nothing but a put brings the object back.
+    if repair && known == nil, let explicit = try tx.removal(of: digest) {
+      _ = try tx.deleteRemovals([digest])
+      if explicit && row == nil {
+        if try removeFiles(digest) { report.removalsFinished += 1 }
+        _ = try tx.deleteObject(digest)
+        return report
+      }
+    }
+    if raw != nil && zst != nil {
+      // Both forms (a crash during a conversion): both hold the bytes;
+      // readers prefer the raw one, so the compressed one goes.
+      report.twins += 1
+      if repair {
+        try attempt("remove", path(digest, compressed: true)) { () throws(SystemCallError) in
+          do throws(SystemCallError) {
+            try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: true))
+          } catch  where error.errno == .noSuchFileOrDirectory {}
+        }
+        zst = nil
+      }
+    }
+    guard let file = raw ?? zst else {
+      if row != nil { report.dropped += 1 }
+      // The row, and any pins and keys a crash left without it.
+      if repair { _ = try tx.deleteObject(digest) }
+      return report
+    }
+    let isCompressed = raw == nil
+    if let row, row.isCompressed == isCompressed, row.storedBytes == file.size,
+      isCompressed || row.size == file.size
+    {
+      return report
+    }
+    var size = file.size
+    if isCompressed {
+      if let content = contentSize(ofCompressed: digest) {
+        size = content
+      } else if let known = measured[digest], known.inode == file.inode,
+        known.storedBytes == file.size
+      {
+        size = known.size
+      } else {
+        // A stream's frame does not record its length: it is measured by
+        // decompressing it, outside this transaction, and done again.
+        deferred.append(digest)
+        return report
+      }
+    }
+    let time = file.modificationTime.multipliedSaturated(by: 1_000_000_000)
+    if row == nil { report.added += 1 } else { report.corrected += 1 }
+    if repair {
+      try tx.upsert(
+        Entry(
+          digest: digest, size: size, allocatedBytes: file.contentBytes,
+          created: row?.created ?? time, lastAccess: row?.lastAccess ?? time,
+          isCompressed: isCompressed, storedBytes: file.size))
+    }
+    return report
+  }
+
+  /// What a folder's listing and rows say of one digest.
+  struct Known {
+    var row: Entry?
+    /// The forms its listing holds (`true`: compressed).
+    var forms: [Bool]
+  }
+
+  /// The length a compressed object's frame header records, if it does
+  /// (a stream's frame does not). Nil when it cannot be read.
+  func contentSize(ofCompressed digest: Digest) -> Int64? {
+    guard let fd = try? open(digest, compressed: true) else { return nil }
+    defer { fd.close() }
+    let header = UnsafeMutableRawBufferPointer.allocate(byteCount: 18, alignment: 8)
+    defer { header.deallocate() }
+    guard let n = try? fd.read(into: header, at: 0) else { return nil }
+    return Zstd.contentSize(ofFrameStart: UnsafeRawBufferPointer(rebasing: header[..<n]))
+  }
+
+  /// A compressed object's length, measured by decompressing (and
+  /// verifying) the file, and which file that was.
+  struct Measured {
+    var inode: UInt64
+    var storedBytes: Int64
+    var size: Int64
+  }
+
+  /// Measures the compressed objects of `digests` outside any transaction;
+  /// unreadable or corrupt ones are left out (verify reports them).
+  func measure(_ digests: [Digest]) -> [Digest: Measured] {
+    var found: [Digest: Measured] = [:]
+    for digest in digests {
+      guard let fd = try? open(digest, compressed: true), let status = try? fd.status() else {
+        continue
+      }
+      defer { fd.close() }
+      guard
+        let size = try? decompressVerified(
+          fd, digest: digest, objectPath: path(digest, compressed: true), destination: "<count>",
+          sink: { _ in })
+      else { continue }
+      found[digest] = Measured(inode: status.inode, storedBytes: status.size, size: size)
+    }
+    return found
+  }
+}

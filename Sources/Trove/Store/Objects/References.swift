@@ -1,0 +1,46 @@
+/// Pins and keys: written only where the object is confirmed present.
+extension ObjectTable {
+  /// Pins `digest` under `name` until `expires`, in the transaction that
+  /// confirms the object is there: a pin either protects its object or fails.
+  ///
+  /// - Throws: `.notFound` when the store does not hold `digest`.
+  func pin(_ digest: Digest, name: String, expires: Int64?) throws(TroveError) {
+    let now = currentTimeNanoseconds()
+    try withPresent(digest, "pin \(digest)") { (tx) throws(TroveError) in
+      try tx.insertPin(digest, name: name, expires: expires, now: now)
+    }
+  }
+
+  /// Points `key` at `digest`, in the transaction that confirms the object
+  /// is there.
+  ///
+  /// - Throws: `.notFound` when the store does not hold `digest`.
+  func bind(key: String, to digest: Digest) throws(TroveError) {
+    let now = currentTimeNanoseconds()
+    try withPresent(digest, "bind key '\(key)'") { (tx) throws(TroveError) in
+      try tx.insertKey(key, digest: digest, at: now)
+    }
+  }
+
+  /// Runs `body` in a write transaction in which `digest`'s object is
+  /// there, with its row (adopted if it was missing); or throws
+  /// `.notFound` (dropping a row left without its file).
+  func withPresent(
+    _ digest: Digest, _ action: String, _ body: (IndexSession) throws(TroveError) -> Void
+  ) throws(TroveError) {
+    var measured: [Digest: Measured] = [:]
+    for _ in 0..<2 {
+      let done = try index().write(action) { (tx) throws(TroveError) -> Bool in
+        var deferred: [Digest] = []
+        _ = try reconcile(tx, digest, repair: true, measured: measured, deferred: &deferred)
+        if !deferred.isEmpty { return false }
+        guard try tx.entry(for: digest) != nil else { throw notFound(digest) }
+        try body(tx)
+        return true
+      }
+      if done { return }
+      measured = measure([digest])
+    }
+    throw notFound(digest)
+  }
+}
