@@ -43,12 +43,13 @@ public struct Digest: Hashable, Sendable, Comparable, CustomStringConvertible, C
   }
 
   /// Parses exactly 32 hex digits (no prefix); `nil` for anything else.
+  /// No allocation: listings and index rows parse one per entry.
   init?(hex: Substring) {
-    let utf8 = Array(hex.utf8)
-    guard utf8.count == 32 else { return nil }
     var high: UInt64 = 0
     var low: UInt64 = 0
-    for (i, c) in utf8.enumerated() {
+    var i = 0
+    for c in hex.utf8 {
+      guard i < 32 else { return nil }
       let v: UInt64
       switch c {
       case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt64(c - UInt8(ascii: "0"))
@@ -57,20 +58,25 @@ public struct Digest: Hashable, Sendable, Comparable, CustomStringConvertible, C
       default: return nil
       }
       if i < 16 { high = high << 4 | v } else { low = low << 4 | v }
+      i += 1
     }
+    guard i == 32 else { return nil }
     self.init(high: high, low: low)
   }
 
-  /// The 32 lowercase hex digits, high half first (no prefix).
+  /// The 32 lowercase hex digits, high half first (no prefix). One
+  /// allocation: every object path is built from it.
   public var hex: String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out = [UInt8](repeating: 0, count: 32)
-    for i in 0..<16 {
-      out[i] = digits[Int((high >> UInt64(60 - 4 * i)) & 0xF)]
-      out[16 + i] = digits[Int((low >> UInt64(60 - 4 * i)) & 0xF)]
+    String(unsafeUninitializedCapacity: 32) { out in
+      for i in 0..<16 {
+        out[i] = Self.digits[Int((high >> UInt64(60 - 4 * i)) & 0xF)]
+        out[16 + i] = Self.digits[Int((low >> UInt64(60 - 4 * i)) & 0xF)]
+      }
+      return 32
     }
-    return String(decoding: out, as: UTF8.self)
   }
+
+  private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
   /// The text form: `xxh128:` and 32 lowercase hex digits.
   public var description: String { Self.prefix + hex }

@@ -126,7 +126,7 @@ extension ObjectTable {
         forms[digest, default: []].append(compressed)
       }
       let digests = Set(rows.keys).union(forms.keys).subtracting(inProgress)
-      for digest in digests.sorted(by: { $0.hex < $1.hex }) {
+      for digest in digests.sorted() {
         // What the listing and the rows already say, both read in this
         // transaction: one `fstatat` per file, no query per digest.
         let known = Known(row: rows[digest], forms: forms[digest] ?? [])
