@@ -199,7 +199,8 @@ struct LifecycleTests {
     func cut(_ digest: Digest) throws {
       try store.index().write("test: cut a removal") { (tx) throws(TroveError) in
         _ = try tx.deleteObject(digest)
-        try tx.insertRemovals([digest], now: currentTimeNanoseconds())
+        try tx.insertRemovals(
+          [try store.objects.removal(of: digest, explicit: false)], now: currentTimeNanoseconds())
       }
     }
     try cut(kept)
@@ -228,17 +229,75 @@ struct LifecycleTests {
     try store.bind(key: "k", to: digest)
     try store.index().write("test: rm's first step") { (tx) throws(TroveError) in
       _ = try tx.deleteObject(digest)
-      try tx.insertRemovals([digest], now: currentTimeNanoseconds(), explicit: true)
+      try tx.insertRemovals(
+        [try store.objects.removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
     }
-    // A read that already found the file gets its bytes; the object is gone after.
-    _ = try store.contains(digest)
+    // A read that finds the file finishes the removal, and says it is gone.
     #expect(try store.contains(digest) == false)
+    #expect(try store.objects.locate(digest) == nil)
     #expect(throws: TroveError.self) { try store.pin(digest) }
     #expect(try store.digest(forKey: "k") == nil)
     // Storing the bytes again stores them.
     #expect(try store.put(bytes: bytes).isDuplicate == false)
     #expect(try store.bytes(for: digest) == bytes)
     #expect(try store.verify().isClean)
+  }
+
+  @Test("a removal record left by a power loss never takes a file published after it")
+  func staleRemovalsTakeOnlyTheirFile() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let bytes = Bytes.random(5000, seed: 7580)
+    let digest = try store.put(bytes: bytes).digest
+    // An eviction's first step; its second step's unlink reached the disk,
+    // its commit did not: the record is back, the file is gone.
+    try store.index().write("test: a record the power loss brought back") {
+      (tx) throws(TroveError) in
+      _ = try tx.deleteObject(digest)
+      try tx.insertRemovals(
+        [try store.objects.removal(of: digest, explicit: false)], now: currentTimeNanoseconds())
+    }
+    try FileManager.default.removeItem(atPath: store.objectFilePath(digest))
+    // The same bytes are put again: a new file under the same name.
+    #expect(try store.put(bytes: bytes).isDuplicate == false)
+    let folder = Int(UInt8(digest.hex.prefix(2), radix: 16)!)
+    _ = try store.objects.reconcile(folder: folder, repair: true)
+    #expect(try store.bytes(for: digest) == bytes)
+    #expect(try store.verify().isClean)
+  }
+
+  @Test("reads racing conversions both ways never miss the object")
+  func readsDuringConversions() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let bytes = Array(String(repeating: "a line of text that compresses\n", count: 2200).utf8)
+    let digest = try store.put(bytes: bytes).digest
+    let done = Atomic(false)
+    let misses = Atomic(0)
+    let reader: @Sendable () throws -> Void = {
+      while !done.load(ordering: .acquiring) {
+        if try !store.contains(digest) { misses.add(1, ordering: .relaxed) }
+      }
+    }
+    try concurrently([
+      {
+        for i in 0..<600 { try store.convert(digest, compressed: i % 2 == 0) }
+        done.store(true, ordering: .releasing)
+      },
+      reader, reader,
+    ])
+    #expect(misses.load(ordering: .relaxed) == 0)
+    #expect(try store.bytes(for: digest) == bytes)
+  }
+
+  @Test("a pin of an object whose file went behind the store's back fails and drops its row")
+  func pinOfAVanishedFile() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digest = try store.put(bytes: Bytes.random(1000, seed: 7590)).digest
+    try FileManager.default.removeItem(atPath: store.objectFilePath(digest))
+    #expect(throws: TroveError.self) { try store.pin(digest, name: "other") }
+    #expect(try store.entries().isEmpty)
   }
 
   @Test("keys and pins a crash left without their object go when it is found gone")
@@ -253,7 +312,8 @@ struct LifecycleTests {
       try tx.run { db throws(SQLiteConnection.Failure) in
         try db.query("DELETE FROM objects WHERE digest = ?", [.text(digest.hex)])
       }
-      try tx.insertRemovals([digest], now: currentTimeNanoseconds())
+      try tx.insertRemovals(
+        [try store.objects.removal(of: digest, explicit: false)], now: currentTimeNanoseconds())
     }
     try FileManager.default.removeItem(atPath: store.objectFilePath(digest))
     #expect(try store.statistics().keys == 1)

@@ -51,6 +51,9 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     public static let storedCompressed = Code(rawValue: "stored-compressed")
     /// An opportunistic put was skipped: the volume is low on free space.
     public static let lowOnSpace = Code(rawValue: "low-on-space")
+    /// Internal: an index transaction must be committed durably; it is run
+    /// again so. Never reaches a caller.
+    static let retryDurably = Code(rawValue: "retry-durably")
   }
 
   /// What kind of failure this is.

@@ -110,6 +110,10 @@ final class Index: Sendable {
   /// With `durable`, the commit is on disk when this returns
   /// (`synchronous=FULL`: the WAL is synced); otherwise it may roll back
   /// after a power loss (`synchronous=NORMAL`), as every other write may.
+  ///
+  /// A body that finds it needs a durable commit (``IndexSession/requireDurable()``)
+  /// is rolled back and run again with `durable`: it must make no change
+  /// outside the index before it asks.
   func write<T>(
     _ action: String, durable: Bool = false, _ body: (IndexSession) throws(TroveError) -> T
   ) throws(TroveError) -> T {
@@ -123,7 +127,8 @@ final class Index: Sendable {
       }
       defer { if durable { try? db.execute("PRAGMA synchronous=NORMAL") } }
       do throws(TroveError) {
-        let value = try body(IndexSession(db: db, path: path, action: action))
+        let value = try body(
+          IndexSession(db: db, path: path, action: action, isDurable: durable))
         do throws(SQLiteConnection.Failure) {
           try db.execute("COMMIT")
         } catch {
@@ -134,6 +139,9 @@ final class Index: Sendable {
         try? db.execute("ROLLBACK")
         return .failure(error)
       }
+    }
+    if case .failure(let error) = result, error.code == .retryDurably, !durable {
+      return try write(action, durable: true, body)
     }
     return try result.get()
   }
@@ -146,6 +154,15 @@ struct IndexSession {
   let db: SQLiteConnection
   let path: String
   let action: String
+  /// Whether this transaction's commit will be on disk when it returns.
+  var isDurable = false
+
+  /// Asks for this transaction to be committed durably: when it would not
+  /// be, throws, and ``Index/write(_:durable:_:)`` runs it again so.
+  func requireDurable() throws(TroveError) {
+    guard !isDurable else { return }
+    throw TroveError(.retryDurably, "\(action): retry with a durable commit", path: path)
+  }
 
   /// Runs one step against the connection, naming `action` if it fails.
   func run<T>(_ body: (SQLiteConnection) throws(SQLiteConnection.Failure) -> T)

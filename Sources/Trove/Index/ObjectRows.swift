@@ -234,32 +234,53 @@ extension IndexSession {
 
   // MARK: Removals in progress (ObjectTable only)
 
-  /// Records that the files of `digests` are about to be unlinked (their
-  /// rows are gone): the first step of a removal, at `now`. An `explicit`
-  /// removal (`rm`) is not called off by a read or a pin, only by a put.
-  func insertRemovals(_ digests: [Digest], now: Int64, explicit: Bool = false) throws(TroveError) {
+  /// Records the first step of removing each of `removals` (their rows are
+  /// gone), at `now`: which files are to go, named by their identity so
+  /// that no later step can unlink another file under the same name.
+  func insertRemovals(_ removals: [Removal], now: Int64) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       _ = try db.repeated(
-        "INSERT OR REPLACE INTO removing(digest, since, explicit) VALUES (?, ?, ?)",
-        digests.map { [.text($0.hex), .integer(now), .integer(explicit ? 1 : 0)] })
+        "INSERT OR REPLACE INTO removing(digest, since, explicit, raw_file, zst_file) VALUES (?,?,?,?,?)",
+        removals.map {
+          [
+            .text($0.digest.hex), .integer(now), .integer($0.isExplicit ? 1 : 0),
+            $0.raw.map { .text($0.text) } ?? .null, $0.compressed.map { .text($0.text) } ?? .null,
+          ]
+        })
     }
   }
 
-  /// The removal in progress of `digest`: nil when there is none, else
-  /// whether it is explicit.
-  func removal(of digest: Digest) throws(TroveError) -> Bool? {
+  /// The removal in progress of `digest`, if any.
+  func removal(of digest: Digest) throws(TroveError) -> Removal? {
     try run { db throws(SQLiteConnection.Failure) in
-      var explicit: Bool?
-      try db.query("SELECT explicit FROM removing WHERE digest = ?", [.text(digest.hex)]) {
-        row in explicit = row.integer(0) != 0
-      }
-      return explicit
+      var found: Removal?
+      try db.query(
+        "SELECT explicit, raw_file, zst_file FROM removing WHERE digest = ?", [.text(digest.hex)]
+      ) { row in found = Self.removal(digest, row) }
+      return found
     }
   }
 
-  /// Takes back the removal records of `digests`: for each, whether there
-  /// was one (the removal still stands) or not (a dedup hit, a read or a
-  /// pin kept the object meanwhile).
+  private static func removal(_ digest: Digest, _ row: SQLiteConnection.Row) -> Removal {
+    Removal(
+      digest: digest, isExplicit: row.integer(0) != 0,
+      raw: row.isNull(1) ? nil : FileIdentity(text: row.text(1)),
+      compressed: row.isNull(2) ? nil : FileIdentity(text: row.text(2)))
+  }
+
+  /// Takes the removal records of `digests`: each one's, or nil when there
+  /// was none (a dedup hit, a read or a pin kept the object meanwhile).
+  func takeRemovals(_ digests: [Digest]) throws(TroveError) -> [Removal?] {
+    var taken: [Removal?] = []
+    for digest in digests {
+      let found = try removal(of: digest)
+      if found != nil { _ = try deleteRemovals([digest]) }
+      taken.append(found)
+    }
+    return taken
+  }
+
+  /// Deletes the removal records of `digests`; for each, whether there was one.
   func deleteRemovals(_ digests: [Digest]) throws(TroveError) -> [Bool] {
     try run { db throws(SQLiteConnection.Failure) in
       try db.repeated(
@@ -268,18 +289,52 @@ extension IndexSession {
     }
   }
 
-  /// The removals in progress whose digest's hex starts with `prefix`, with
-  /// when each began.
-  func removals(withPrefix prefix: String) throws(TroveError) -> [Digest: Int64] {
+  /// The removals in progress whose digest's hex starts with `prefix`.
+  func removals(withPrefix prefix: String) throws(TroveError) -> [Digest: Removal] {
     try run { db throws(SQLiteConnection.Failure) in
-      var found: [Digest: Int64] = [:]
+      var found: [Digest: Removal] = [:]
       try db.query(
-        "SELECT digest, since FROM removing WHERE digest >= ? AND digest < ?",
+        "SELECT explicit, raw_file, zst_file, digest FROM removing WHERE digest >= ? AND digest < ?",
         [.text(prefix), .text(prefix + "~")]
       ) { row in
-        if let d = Digest(hex: Substring(row.text(0))) { found[d] = row.integer(1) }
+        if let d = Digest(hex: Substring(row.text(3))) { found[d] = Self.removal(d, row) }
       }
       return found
     }
   }
+}
+
+/// One file as a removal names it: its inode and change time, which no
+/// other file under the same name has (a file published later under a
+/// reused inode number has a later change time).
+struct FileIdentity: Hashable, Sendable {
+  var inode: UInt64
+  var changeTime: Int64
+
+  init(_ status: FileStatus) {
+    inode = status.inode
+    changeTime = status.changeTime
+  }
+
+  init?(text: String) {
+    let parts = text.split(separator: ":")
+    guard parts.count == 2, let inode = UInt64(parts[0]), let time = Int64(parts[1]) else {
+      return nil
+    }
+    self.inode = inode
+    changeTime = time
+  }
+
+  var text: String { "\(inode):\(changeTime)" }
+}
+
+/// A removal between its two steps: the files it is to unlink.
+struct Removal: Sendable {
+  var digest: Digest
+  /// `rm`'s: finished, not called off, by a read or a pin.
+  var isExplicit: Bool
+  /// The raw file to unlink, if there was one.
+  var raw: FileIdentity?
+  /// The compressed file to unlink, if there was one.
+  var compressed: FileIdentity?
 }

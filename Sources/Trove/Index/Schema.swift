@@ -70,7 +70,9 @@ enum Schema {
     CREATE TABLE IF NOT EXISTS removing(
       digest TEXT PRIMARY KEY NOT NULL,
       since INTEGER NOT NULL,
-      explicit INTEGER NOT NULL DEFAULT 0
+      explicit INTEGER NOT NULL DEFAULT 0,
+      raw_file TEXT,
+      zst_file TEXT
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS sweeps(
       id INTEGER PRIMARY KEY,

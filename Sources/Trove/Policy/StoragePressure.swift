@@ -98,9 +98,13 @@ extension Store {
     let needed = space.threshold.addingSaturated(size ?? 0)
     guard space.available < needed else { return [] }
     guard priority == .important else {
+      let room =
+        space.available < space.threshold || size == nil
+        ? "\(Quantities.formatSize(space.available)) free, below"
+        : "it needs \(Quantities.formatSize(size ?? 0)) of the \(Quantities.formatSize(space.available)) free, which would leave less than"
       throw TroveError(
         .lowOnSpace,
-        "skipped an optional put of '\(input)' into '\(root)': \(Quantities.formatSize(space.available)) free, below the \(Quantities.formatSize(space.threshold)) the store keeps free (min-free)",
+        "skipped an optional put of '\(input)' into '\(root)': \(room) the \(Quantities.formatSize(space.threshold)) the store keeps free (min-free)",
         path: input)
     }
     if let size, size > space.available {

@@ -61,7 +61,7 @@ extension Store {
   func convert(_ digest: Digest, compressed: Bool, level: Int32 = 3, workers: Int32 = 0)
     throws(TroveError) -> Entry?
   {
-    guard let (source, isCompressed) = try objects.open(digest) else {
+    guard let (source, isCompressed) = try objects.openFound(digest) else {
       throw objects.notFound(digest)
     }
     defer { source.close() }

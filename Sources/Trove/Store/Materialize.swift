@@ -187,7 +187,7 @@ extension Store {
   /// Opens `digest`'s object, raw if there is one (it can be cloned),
   /// else compressed; says which. Throws `.notFound` when there is none.
   func openObject(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
-    guard let opened = try objects.open(digest) else { throw notFound(digest) }
+    guard let opened = try objects.openFound(digest) else { throw notFound(digest) }
     return opened
   }
 

@@ -240,25 +240,27 @@ public final class Store: Sendable {
   /// write only when the recorded access is older than the policy's
   /// access resolution).
   public func contains(_ digest: Digest) throws(TroveError) -> Bool {
-    guard try objects.locate(digest)?.status.isRegular ?? false else { return false }
-    recordRead(digest)
-    return true
+    guard try objects.find(digest)?.status.isRegular ?? false else { return false }
+    return recordRead(digest)
   }
 
   /// Records a read of `digest` for LRU, coarsely: not when this process
   /// or the index saw one within the policy's access resolution, so most
   /// reads write nothing. A file the index has no row for is adopted. A
   /// failure to record (a read-only store) never fails the read itself.
-  func recordRead(_ digest: Digest) {
+  /// Returns false only when the object turned out to be going: an `rm`
+  /// between its two steps, which this read finished.
+  @discardableResult
+  func recordRead(_ digest: Digest) -> Bool {
     let now = currentTimeNanoseconds()
-    guard let policy = try? currentSettings().policy else { return }
+    guard let policy = try? currentSettings().policy else { return true }
     let resolution = Int64.nanoseconds(fromSeconds: policy.accessResolution)
     if resolution > 0,
       let last = recentReads.withLock({ $0[digest] }), now.subtractingSaturated(last) < resolution
     {
-      return
+      return true
     }
-    guard let index = try? index() else { return }
+    guard let index = try? index() else { return true }
     func record() -> AccessRecord? {
       try? index.read("record access to \(digest)") { (tx) throws(TroveError) in
         try tx.recordAccess(digest, now: now, resolution: resolution)
@@ -267,8 +269,10 @@ public final class Store: Sendable {
     var outcome = record()
     if case .noRow = outcome {
       // An orphan (a put killed after its rename, an eviction half done):
-      // adopt it, and count this read.
-      _ = try? objects.reconcile(digest)
+      // adopt it, and count this read. An `rm` half done is finished.
+      if let report = try? objects.reconcile(digest), report.removalsFinished > 0 {
+        return false
+      }
       outcome = record()
     }
     // Remember when the index says the last access was, not when this read
@@ -277,12 +281,13 @@ public final class Store: Sendable {
     switch outcome {
     case .recent(let recorded)?: seen = recorded
     case .recorded?: seen = now
-    case .noRow?, nil: return
+    case .noRow?, nil: return true
     }
     recentReads.withLock { reads in
       if reads.count > 4096 { reads.removeAll(keepingCapacity: true) }
       reads[digest] = seen
     }
+    return true
   }
 
   /// The path of `digest`'s object, for callers that only read it: zero
@@ -298,10 +303,10 @@ public final class Store: Sendable {
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func path(for digest: Digest, decompressing: Bool = false) throws(TroveError) -> String {
-    guard let object = try objects.locate(digest), object.status.isRegular else {
+    guard let object = try objects.find(digest), object.status.isRegular, recordRead(digest)
+    else {
       throw notFound(digest)
     }
-    recordRead(digest)
     if object.isCompressed {
       guard decompressing else {
         throw TroveError(
@@ -310,7 +315,7 @@ public final class Store: Sendable {
           path: objectFilePath(digest, compressed: true), value: digest.description)
       }
       try convert(digest, compressed: false)
-      guard try objects.locate(digest)?.isCompressed == false else { throw notFound(digest) }
+      guard try objects.find(digest)?.isCompressed == false else { throw notFound(digest) }
     }
     return objectFilePath(digest)
   }
@@ -332,7 +337,7 @@ public final class Store: Sendable {
 
   /// The index's record of `digest`, or nil if the store does not hold it.
   public func entry(for digest: Digest) throws(TroveError) -> Entry? {
-    guard try objects.locate(digest) != nil else { return nil }
+    guard try objects.find(digest) != nil else { return nil }
     return try index().read("look up \(digest)") { (tx) throws(TroveError) in
       try tx.entry(for: digest)
     }
@@ -374,7 +379,7 @@ public final class Store: Sendable {
       try tx.digest(forKey: key)
     }
     guard let digest = bound else { return nil }
-    guard try objects.locate(digest) != nil else {
+    guard try objects.find(digest) != nil else {
       // The object is gone (a crash between its removal's steps): so is the key.
       _ = try? objects.reconcile(digest)
       return nil

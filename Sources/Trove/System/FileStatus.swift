@@ -44,7 +44,7 @@ struct FileStatus: Sendable, Equatable {
   /// for a 2 MiB stream) until the file is closed and trimmed; budgets and
   /// evictions for space must not count it.
   var contentBytes: Int64 {
-    let blocks = (size + blockSize - 1) / blockSize
+    let blocks = size / blockSize + (size % blockSize == 0 ? 0 : 1)
     return min(allocatedBytes, blocks.multipliedSaturated(by: blockSize))
   }
 

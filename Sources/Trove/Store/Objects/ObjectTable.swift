@@ -123,10 +123,13 @@ final class ObjectTable: Sendable {
 
   /// `digest`'s object file, raw (preferred: it can be cloned) or
   /// compressed, or nil when there is neither. Symbolic links are not
-  /// followed. One `fstatat` for a raw object, two for a compressed one or
-  /// a miss.
+  /// followed. One `fstatat` for a raw object, two for a compressed one,
+  /// three for a miss.
   func locate(_ digest: Digest) throws(TroveError) -> StoredObject? {
-    for compressed in [false, true] {
+    // Raw, compressed, then raw again: a conversion to raw publishes the
+    // raw file before it unlinks the frame, so a look that missed both
+    // between the two steps finds the raw one the second time.
+    for compressed in [false, true, false] {
       if let status = try status(digest, compressed: compressed) {
         return StoredObject(status: status, isCompressed: compressed)
       }
@@ -146,6 +149,34 @@ final class ObjectTable: Sendable {
     }
   }
 
+  /// ``locate(_:)`` made sure: a miss of a digest the index records is
+  /// looked at again inside an index write transaction, where no
+  /// conversion or removal is half done (a reader preempted between its
+  /// looks can otherwise miss both forms of an object being converted).
+  /// Misses of digests the index does not know cost one index read.
+  func find(_ digest: Digest) throws(TroveError) -> StoredObject? {
+    if let found = try locate(digest) { return found }
+    guard try isIndexed(digest) else { return nil }
+    return try index().write("look up \(digest)") { (_) throws(TroveError) in
+      try locate(digest)
+    }
+  }
+
+  /// ``open(_:)`` made sure, as ``find(_:)`` is.
+  func openFound(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
+    if let opened = try open(digest) { return opened }
+    guard try isIndexed(digest) else { return nil }
+    return try index().write("look up \(digest)") { (_) throws(TroveError) in
+      try open(digest)
+    }
+  }
+
+  private func isIndexed(_ digest: Digest) throws(TroveError) -> Bool {
+    try index().read("look up \(digest)") { (tx) throws(TroveError) in
+      try tx.entry(for: digest) != nil
+    }
+  }
+
   /// Whether `digest` has a file in both forms (a crash during a conversion).
   func isStoredTwice(_ digest: Digest) throws(TroveError) -> Bool {
     guard try status(digest, compressed: false) != nil else { return false }
@@ -157,7 +188,7 @@ final class ObjectTable: Sendable {
   /// blocks on a FIFO; anything but a regular file is a corrupt entry.
   /// Nil when there is no object.
   func open(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
-    for compressed in [false, true] {
+    for compressed in [false, true, false] {  // as ``locate(_:)`` looks
       if let fd = try open(digest, compressed: compressed) { return (fd, compressed) }
     }
     return nil

@@ -34,39 +34,63 @@ extension ObjectTable {
     let entry = Entry(
       digest: digest, size: staged.size, allocatedBytes: allocated, created: now, lastAccess: now,
       isCompressed: staged.isCompressed, storedBytes: staged.storedBytes)
-    let outcome = try index().write("store \(digest)") {
-      (tx) throws(TroveError) -> PublishOutcome in
-      if let hit = try hit(tx, digest, size: staged.size, now: now) { return .duplicate(hit) }
-      do throws(SystemCallError) {
-        try tmpDirectory.renameWithoutReplacing(
-          temp, to: StoreLayout.objectPath(digest, compressed: staged.isCompressed),
-          in: objectsDirectory)
-      } catch  where error.errno == .fileExists {
-        // Only a lock that was not honoured gets here: a file appeared
-        // between the look above and the rename. It holds these bytes
-        // if it is an object at all.
+    let outcome: PublishOutcome
+    do throws(TroveError) {
+      outcome = try index().write("store \(digest)") {
+        (tx) throws(TroveError) -> PublishOutcome in
         if let hit = try hit(tx, digest, size: staged.size, now: now) { return .duplicate(hit) }
-        throw notAFile(digest, compressed: staged.isCompressed, what: "not a regular file")
-      } catch {
-        throw TroveError.system(error, "store", path: objectPath)
+        do throws(SystemCallError) {
+          try tmpDirectory.renameWithoutReplacing(
+            temp, to: StoreLayout.objectPath(digest, compressed: staged.isCompressed),
+            in: objectsDirectory)
+        } catch  where error.errno == .fileExists {
+          // Only a lock that was not honoured gets here: a file appeared
+          // between the look above and the rename. It holds these bytes
+          // if it is an object at all.
+          if let hit = try hit(tx, digest, size: staged.size, now: now) { return .duplicate(hit) }
+          throw notAFile(digest, compressed: staged.isCompressed, what: "not a regular file")
+        } catch {
+          throw TroveError.system(error, "store", path: objectPath)
+        }
+        renamed = true
+        do throws(TroveError) {
+          try tx.upsert(entry)
+          if let skip = staged.skipped { try tx.countSkip(skip) }
+          // The new name is durable before the row can be: whatever survives
+          // a power loss, no row names a file that did not.
+          try attempt("store", objectPath) { () throws(SystemCallError) in try folder.sync() }
+        } catch {
+          // Not published after all: no other writer can have counted on
+          // the file (they wait for this transaction), so it goes.
+          try? objectsDirectory.removeFile(
+            StoreLayout.objectPath(digest, compressed: staged.isCompressed))
+          throw error
+        }
+        return .stored(entry)
       }
-      renamed = true
-      do throws(TroveError) {
-        try tx.upsert(entry)
-        if let skip = staged.skipped { try tx.countSkip(skip) }
-        // The new name is durable before the row can be: whatever survives
-        // a power loss, no row names a file that did not.
-        try attempt("store", objectPath) { () throws(SystemCallError) in try folder.sync() }
-      } catch {
-        // Not published after all: no other writer can have counted on
-        // the file (they wait for this transaction), so it goes.
-        try? objectsDirectory.removeFile(
-          StoreLayout.objectPath(digest, compressed: staged.isCompressed))
-        throw error
-      }
-      return .stored(entry)
+    } catch {
+      // Renamed, but the commit failed (a full disk, an I/O error, a busy
+      // network filesystem): take the file back, in a transaction of its
+      // own, unless another writer has recorded it since.
+      if renamed { undoPublish(staged) }
+      throw error
     }
     return outcome
+  }
+
+  /// Unlinks the object file `staged` became, if it is still that file
+  /// and no row records it. Best effort: what stays is an orphan, adopted
+  /// by the next read or reconcile.
+  private func undoPublish(_ staged: StagedObject) {
+    let digest = staged.digest
+    guard let inode = try? staged.file.status().inode else { return }
+    _ = try? index().write("take back \(digest)") { (tx) throws(TroveError) in
+      guard try tx.entry(for: digest) == nil,
+        try status(digest, compressed: staged.isCompressed)?.inode == inode
+      else { return }
+      try? objectsDirectory.removeFile(
+        StoreLayout.objectPath(digest, compressed: staged.isCompressed))
+    }
   }
 
   /// Counts a put of bytes the store may already hold: if `digest`'s
@@ -86,6 +110,10 @@ extension ObjectTable {
     throws(TroveError) -> Entry?
   {
     guard let object = try locate(digest), object.status.isRegular else { return nil }
+    // A hit on an object whose removal is under way calls the removal off:
+    // that must outlast a power loss, or the removal would come back and
+    // take an object this put reported stored.
+    if try tx.removal(of: digest) != nil { try tx.requireDurable() }
     if try !tx.refreshAccess(digest, to: now) {
       try tx.upsert(
         Entry(

@@ -105,10 +105,10 @@ extension ObjectTable {
       // report otherwise.
       let removals = try tx.removals(withPrefix: name)
       if repair {
-        for digest in removals.keys {
+        for (digest, record) in removals {
           _ = try tx.deleteRemovals([digest])
           if rows[digest] == nil {
-            if try removeFiles(digest) { report.removalsFinished += 1 }
+            if try unlinkFiles(of: record) { report.removalsFinished += 1 }
             _ = try tx.deleteObject(digest)  // pins and keys a crash left
           }
         }
@@ -194,13 +194,17 @@ extension ObjectTable {
     // own already). An eviction is called off: a read, a pin or a key
     // wants the object, or its remover died. An explicit `rm` is
     // finished: nothing but a put brings the object back.
-    if repair && known == nil, let explicit = try tx.removal(of: digest) {
-      _ = try tx.deleteRemovals([digest])
-      if explicit && row == nil {
-        if try removeFiles(digest) { report.removalsFinished += 1 }
+    if repair && known == nil, let record = try tx.removal(of: digest) {
+      if record.isExplicit && row == nil {
+        _ = try tx.deleteRemovals([digest])
+        if try unlinkFiles(of: record) { report.removalsFinished += 1 }
         _ = try tx.deleteObject(digest)
         return report
       }
+      // Calling a removal off must outlast a power loss, or the removal
+      // would come back and take the object from whoever kept it.
+      if raw != nil || zst != nil { try tx.requireDurable() }
+      _ = try tx.deleteRemovals([digest])
     }
     if raw != nil && zst != nil {
       // Both forms (a crash during a conversion): both hold the bytes;

@@ -30,16 +30,21 @@ extension ObjectTable {
   ) throws(TroveError) {
     var measured: [Digest: Measured] = [:]
     for _ in 0..<2 {
-      let done = try index().write(action) { (tx) throws(TroveError) -> Bool in
+      // Not there is an answer, not a failure: the transaction commits what
+      // reconciling found (a row dropped, an `rm` finished) before it throws.
+      let outcome = try index().write(action) { (tx) throws(TroveError) -> Bool? in
         var deferred: [Digest] = []
         _ = try reconcile(tx, digest, repair: true, measured: measured, deferred: &deferred)
-        if !deferred.isEmpty { return false }
-        guard try tx.entry(for: digest) != nil else { throw notFound(digest) }
+        if !deferred.isEmpty { return nil }
+        guard try tx.entry(for: digest) != nil else { return false }
         try body(tx)
         return true
       }
-      if done { return }
-      measured = measure([digest])
+      switch outcome {
+      case true?: return
+      case false?: throw notFound(digest)
+      case nil: measured = measure([digest])
+      }
     }
     throw notFound(digest)
   }

@@ -26,13 +26,15 @@ extension ObjectTable {
     var evicted = try index().write("evict \(entries.count) entries", durable: true) {
       (tx) throws(TroveError) -> [Bool] in
       let deleted = try tx.deleteIfEvictable(entries, now: now)
-      try tx.insertRemovals(
-        entries.indices.filter { deleted[$0] }.map { entries[$0].digest }, now: now)
+      var removals: [Removal] = []
+      for (entry, gone) in zip(entries, deleted) where gone {
+        removals.append(try removal(of: entry.digest, explicit: false))
+      }
+      try tx.insertRemovals(removals, now: now)
       return deleted
     }
     let victims = entries.indices.filter { evicted[$0] }
-    let (removed, _, failure) = try finishRemovals(
-      victims.map { (entries[$0].digest, entries[$0].isCompressed) })
+    let (removed, _, failure) = try finishRemovals(victims.map { entries[$0].digest })
     for (i, position) in victims.enumerated() where !removed[i] { evicted[position] = false }
     // What was evicted stays evicted; the first file that could not be
     // unlinked is reported.
@@ -53,34 +55,50 @@ extension ObjectTable {
     let hadRow = try index().write("remove \(digest)", durable: true) {
       (tx) throws(TroveError) -> Bool in
       let hadRow = try tx.deleteObject(digest)
-      try tx.insertRemovals([digest], now: currentTimeNanoseconds(), explicit: true)
+      try tx.insertRemovals(
+        [try removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
       return hadRow
     }
-    let (_, unlinked, failure) = try finishRemovals([(digest, nil)])
+    let (_, unlinked, failure) = try finishRemovals([digest])
     if let failure { throw failure }
     return unlinked[0] || hadRow
   }
 
+  /// The removal of `digest`'s object files as they are now: each regular
+  /// file's identity, so that only that file is ever unlinked for it.
+  func removal(of digest: Digest, explicit: Bool) throws(TroveError) -> Removal {
+    func identity(_ compressed: Bool) throws(TroveError) -> FileIdentity? {
+      guard let status = try status(digest, compressed: compressed), status.isRegular else {
+        return nil
+      }
+      return FileIdentity(status)
+    }
+    return Removal(
+      digest: digest, isExplicit: explicit, raw: try identity(false), compressed: try identity(true)
+    )
+  }
+
   /// The second step of a removal, in one index transaction: for each
   /// digest whose removal record is still there, takes the record and
-  /// unlinks the files (the `recorded` form first); returns which were
-  /// removed, which had a file to unlink, and the first failure. A file
-  /// that could not be unlinked is adopted back.
-  func finishRemovals(_ victims: [(digest: Digest, recorded: Bool?)])
+  /// unlinks the files it names, if they are still those files; returns
+  /// which were removed, which had a file to unlink, and the first
+  /// failure. A file that could not be unlinked is adopted back.
+  func finishRemovals(_ digests: [Digest])
     throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failure: TroveError?)
   {
-    guard !victims.isEmpty else { return ([], [], nil) }
-    return try index().write("remove \(victims.count) files") {
+    guard !digests.isEmpty else { return ([], [], nil) }
+    return try index().write("remove \(digests.count) files") {
       (tx) throws(TroveError) -> ([Bool], [Bool], TroveError?) in
-      var removed = try tx.deleteRemovals(victims.map(\.digest))
-      let claimed = victims.indices.filter { removed[$0] }
+      let records = try tx.takeRemovals(digests)
+      var removed = records.map { $0 != nil }
+      let claimed = digests.indices.filter { removed[$0] }
       let failures = Mutex<[Int: TroveError]>([:])
-      let unlinked = Mutex([Bool](repeating: false, count: victims.count))
+      let unlinked = Mutex([Bool](repeating: false, count: digests.count))
       Parallel.forEach(claimed.count, width: claimed.count < 16 ? 1 : Self.unlinkWidth) {
         [self] (i) throws(Never) in
-        let victim = victims[claimed[i]]
+        guard let record = records[claimed[i]] else { return }
         do throws(TroveError) {
-          let found = try removeFiles(victim.digest, recorded: victim.recorded)
+          let found = try unlinkFiles(of: record)
           unlinked.withLock { $0[claimed[i]] = found }
         } catch {
           failures.withLock { $0[claimed[i]] = error }
@@ -90,26 +108,27 @@ extension ObjectTable {
       for (position, _) in failed {
         // Its file is still there: so is its object.
         var unmeasured: [Digest] = []  // an orphan then, adopted later
-        _ = try reconcile(tx, victims[position].digest, repair: true, deferred: &unmeasured)
+        _ = try reconcile(tx, digests[position], repair: true, deferred: &unmeasured)
         removed[position] = false
       }
-      try tx.deleteReferences(to: victims.indices.filter { removed[$0] }.map { victims[$0].digest })
+      try tx.deleteReferences(to: digests.indices.filter { removed[$0] }.map { digests[$0] })
       return (removed, unlinked.withLock { $0 }, failed.first?.value)
     }
   }
 
   /// Removes one form of `digest`'s object file — a corrupt one, found by
-  /// verify — if it is still the file verify read (`inode`): one that
-  /// was evicted and stored again meanwhile is another file. When the
-  /// other form is there too, the row is made to name it, in the
-  /// transaction that unlinks the bad file; otherwise the object goes as
-  /// ``drop(_:)`` removes it.
+  /// verify — if it is still the file verify read (`inode`; verify holds
+  /// it open, so the number is not reused): one that was evicted and
+  /// stored again meanwhile is another file. When the other form is there
+  /// too, the row is made to name it, in the transaction that unlinks the
+  /// bad file; otherwise the object goes as ``drop(_:)`` removes it.
   func drop(_ digest: Digest, compressed: Bool, inode: UInt64) throws(TroveError) {
-    let other = try status(digest, compressed: !compressed)?.isRegular == true
-    let proceed = try index().write("remove \(digest)", durable: !other) {
+    let proceed = try index().write("remove \(digest)", durable: true) {
       (tx) throws(TroveError) -> Bool in
-      guard try status(digest, compressed: compressed)?.inode == inode else { return false }
-      if other {
+      guard let bad = try status(digest, compressed: compressed), bad.inode == inode else {
+        return false
+      }
+      if try status(digest, compressed: !compressed)?.isRegular == true {
         do throws(SystemCallError) {
           try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
         } catch  where error.errno == .noSuchFileOrDirectory {
@@ -121,28 +140,39 @@ extension ObjectTable {
         return false
       }
       _ = try tx.deleteObject(digest)
-      try tx.insertRemovals([digest], now: currentTimeNanoseconds(), explicit: true)
+      let identity = FileIdentity(bad)
+      try tx.insertRemovals(
+        [
+          Removal(
+            digest: digest, isExplicit: true, raw: compressed ? nil : identity,
+            compressed: compressed ? identity : nil)
+        ], now: currentTimeNanoseconds())
       return true
     }
     if proceed {
-      let (_, _, failure) = try finishRemovals([(digest, compressed)])
+      let (_, _, failure) = try finishRemovals([digest])
       if let failure { throw failure }
     }
   }
 
-  /// Unlinks `digest`'s object files, `recorded` form (the one the index
-  /// knew) first, then the other, which a crashed conversion may have
-  /// left; whether there was one. Call inside a write transaction.
-  func removeFiles(_ digest: Digest, recorded: Bool? = nil) throws(TroveError) -> Bool {
+  /// Unlinks the files `removal` names, each only if the file under that
+  /// name is still the one it names; whether one was unlinked. Call
+  /// inside a write transaction.
+  func unlinkFiles(of removal: Removal) throws(TroveError) -> Bool {
     var removed = false
-    for compressed in [recorded ?? false, !(recorded ?? false)] {
+    for (compressed, identity) in [(false, removal.raw), (true, removal.compressed)] {
+      guard let identity, let now = try status(removal.digest, compressed: compressed),
+        FileIdentity(now) == identity
+      else { continue }
       do throws(SystemCallError) {
-        try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
+        try objectsDirectory.removeFile(
+          StoreLayout.objectPath(removal.digest, compressed: compressed))
         removed = true
       } catch  where error.errno == .noSuchFileOrDirectory {
         continue
       } catch {
-        throw TroveError.system(error, "remove", path: path(digest, compressed: compressed))
+        throw TroveError.system(
+          error, "remove", path: path(removal.digest, compressed: compressed))
       }
     }
     return removed
