@@ -68,10 +68,12 @@ extension CachePolicy {
       compressionMinimumSize = "compression-min-size"
   }
 
-  /// Reads a policy from `config.json`. Values outside what `trove config
+  /// Reads a policy from `config.json`. Numbers outside what `trove config
   /// set` accepts (a hand-edited file, an older Trove) are brought to the
-  /// nearest accepted value, so a store never stops working — or crashes —
-  /// over a setting: budgets, sizes and durations below 0 become 0
+  /// nearest accepted value, so such a setting never crashes a store or
+  /// stops it working (a value of the wrong type, or too large for its
+  /// type, is refused with an error naming the file): budgets, sizes and
+  /// durations below 0 become 0
   /// (`tmp-max-age` 1 s), durations above 100 years become 100 years, a
   /// `low-water` outside (0, 1] becomes the default 0.9, and worker counts
   /// are kept within 0–64.
