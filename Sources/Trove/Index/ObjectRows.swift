@@ -270,14 +270,25 @@ extension IndexSession {
 
   /// Takes the removal records of `digests`: each one's, or nil when there
   /// was none (a dedup hit, a read or a pin kept the object meanwhile).
+  /// Two statements for the whole batch, however many digests.
   func takeRemovals(_ digests: [Digest]) throws(TroveError) -> [Removal?] {
-    var taken: [Removal?] = []
-    for digest in digests {
-      let found = try removal(of: digest)
-      if found != nil { _ = try deleteRemovals([digest]) }
-      taken.append(found)
+    var found: [Digest: Removal] = [:]
+    var start = 0
+    while start < digests.count {
+      let chunk = digests[start..<min(start + 500, digests.count)]
+      start += chunk.count
+      try run { db throws(SQLiteConnection.Failure) in
+        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+        try db.query(
+          "SELECT explicit, raw_file, zst_file, digest FROM removing WHERE digest IN (\(marks))",
+          chunk.map { .text($0.hex) }
+        ) { row in
+          if let d = Digest(hex: Substring(row.text(3))) { found[d] = Self.removal(d, row) }
+        }
+      }
     }
-    return taken
+    _ = try deleteRemovals(digests.filter { found[$0] != nil })
+    return digests.map { found[$0] }
   }
 
   /// Deletes the removal records of `digests`; for each, whether there was one.

@@ -262,7 +262,7 @@ extension Store {
   /// stop the walk. O(removed · log n) through the index's access order.
   func removeLeastRecentlyUsed(
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<Digest>,
-    planned: inout Set<Digest>, pageSize: Int = 256, largest: Int64? = nil,
+    planned: inout Set<Digest>, pageSize: Int = 1024, largest: Int64? = nil,
     afterBatch: (_ batch: Removal) throws(TroveError) -> Bool = { _ in true },
     until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Removal {
