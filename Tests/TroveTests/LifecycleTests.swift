@@ -266,6 +266,26 @@ struct LifecycleTests {
     #expect(try store.verify().isClean)
   }
 
+  @Test("a hard link made of an object between a removal's steps does not stop the removal")
+  func removalsSurviveHardLinks() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let bytes = Bytes.random(3000, seed: 7585)
+    let digest = try store.put(bytes: bytes).digest
+    try store.index().write("test: rm's first step") { (tx) throws(TroveError) in
+      _ = try tx.deleteObject(digest)
+      try tx.insertRemovals(
+        [try store.objects.removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
+    }
+    // A hardlink get, meanwhile: links the object out (and changes its ctime).
+    try FileManager.default.linkItem(
+      atPath: store.objectFilePath(digest), toPath: scratch["linked"])
+    #expect(try store.contains(digest) == false)
+    #expect(try store.objects.locate(digest) == nil)
+    #expect(try contents(scratch["linked"]) == bytes)
+    #expect(try store.verify().isClean)
+  }
+
   @Test("reads racing conversions both ways never miss the object")
   func readsDuringConversions() throws {
     let scratch = try Scratch()

@@ -315,16 +315,18 @@ extension IndexSession {
   }
 }
 
-/// One file as a removal names it: its inode and change time, which no
-/// other file under the same name has (a file published later under a
-/// reused inode number has a later change time).
+/// One file as a removal names it: its inode and the time its content was
+/// written (nanoseconds). An object file is never written after it is
+/// staged, so neither changes while it is stored — not when it is hard
+/// linked out, renamed or unlinked from elsewhere — and a file published
+/// later under a reused inode number was written later.
 struct FileIdentity: Hashable, Sendable {
   var inode: UInt64
-  var changeTime: Int64
+  var writeTime: Int64
 
   init(_ status: FileStatus) {
     inode = status.inode
-    changeTime = status.changeTime
+    writeTime = status.modificationTimeNanoseconds
   }
 
   init?(text: String) {
@@ -333,10 +335,10 @@ struct FileIdentity: Hashable, Sendable {
       return nil
     }
     self.inode = inode
-    changeTime = time
+    writeTime = time
   }
 
-  var text: String { "\(inode):\(changeTime)" }
+  var text: String { "\(inode):\(writeTime)" }
 }
 
 /// A removal between its two steps: the files it is to unlink.

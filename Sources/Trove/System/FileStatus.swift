@@ -23,6 +23,8 @@ struct FileStatus: Sendable, Equatable {
   var linkCount: UInt64
   /// `st_mtime` in seconds since the epoch.
   var modificationTime: Int64
+  /// `st_mtime` in nanoseconds: set when the content was last written.
+  var modificationTimeNanoseconds: Int64
   /// `st_blksize`: the filesystem's preferred I/O size.
   var blockSize: Int64
 
@@ -34,6 +36,7 @@ struct FileStatus: Sendable, Equatable {
     inode = UInt64(s.st_ino)
     linkCount = UInt64(s.st_nlink)
     modificationTime = Int64(s.st_mtim.tv_sec)
+    modificationTimeNanoseconds = Int64(s.st_mtim.tv_sec) * 1_000_000_000 + Int64(s.st_mtim.tv_nsec)
     blockSize = max(512, Int64(s.st_blksize))
     changeTime = Int64(s.st_ctim.tv_sec) * 1_000_000_000 + Int64(s.st_ctim.tv_nsec)
   }

@@ -156,24 +156,33 @@ final class ObjectTable: Sendable {
   /// Misses of digests the index does not know cost one index read.
   func find(_ digest: Digest) throws(TroveError) -> StoredObject? {
     if let found = try locate(digest) { return found }
-    guard try isIndexed(digest) else { return nil }
-    return try index().write("look up \(digest)") { (_) throws(TroveError) in
-      try locate(digest)
-    }
+    return confirmingMiss(digest) { () throws(TroveError) in try locate(digest) }
   }
 
   /// ``open(_:)`` made sure, as ``find(_:)`` is.
   func openFound(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
     if let opened = try open(digest) { return opened }
-    guard try isIndexed(digest) else { return nil }
-    return try index().write("look up \(digest)") { (_) throws(TroveError) in
-      try open(digest)
-    }
+    return confirmingMiss(digest) { () throws(TroveError) in try open(digest) }
   }
 
-  private func isIndexed(_ digest: Digest) throws(TroveError) -> Bool {
-    try index().read("look up \(digest)") { (tx) throws(TroveError) in
-      try tx.entry(for: digest) != nil
+  /// After a miss: when the index has a row for `digest`, looks again
+  /// with `look` inside a write transaction, and drops the row there if
+  /// the object really is gone. A store whose index cannot be written
+  /// (read-only, busy past the timeout) keeps the first answer: a read
+  /// never fails for that.
+  private func confirmingMiss<T>(_ digest: Digest, _ look: () throws(TroveError) -> T?) -> T? {
+    guard
+      let indexed = try? index().read(
+        "look up \(digest)",
+        { (tx) throws(TroveError) in
+          try tx.entry(for: digest) != nil
+        }), indexed
+    else { return nil }
+    return try? index().write("look up \(digest)") { (tx) throws(TroveError) -> T? in
+      if let found = try look() { return found }
+      var deferred: [Digest] = []
+      _ = try reconcile(tx, digest, repair: true, deferred: &deferred)
+      return nil
     }
   }
 

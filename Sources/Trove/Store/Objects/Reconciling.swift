@@ -197,9 +197,16 @@ extension ObjectTable {
     if repair && known == nil, let record = try tx.removal(of: digest) {
       if record.isExplicit && row == nil {
         _ = try tx.deleteRemovals([digest])
-        if try unlinkFiles(of: record) { report.removalsFinished += 1 }
+        if try unlinkFiles(of: record) {
+          report.removalsFinished += 1
+          _ = try tx.deleteObject(digest)
+          return report
+        }
+        // Not the file the `rm` meant (one stored since): it stays, and
+        // is reconciled below like any other.
         _ = try tx.deleteObject(digest)
-        return report
+        if let status = try status(digest, compressed: false), status.isRegular { raw = status }
+        if let status = try status(digest, compressed: true), status.isRegular { zst = status }
       }
       // Calling a removal off must outlast a power loss, or the removal
       // would come back and take the object from whoever kept it.
