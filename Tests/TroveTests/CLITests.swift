@@ -161,7 +161,7 @@ struct CLITests {
         ["get", "--mode", "teleport", "xxh128:99aa06d3014798d86001c324468d497f", "x"],
         "Error: invalid mode 'teleport': expected auto, clone, copy or hardlink"
       ),
-      (["has"], "Error: Missing expected argument '<digest>'"),
+      (["has"], "Error: Missing expected argument '<digest-or-key>'"),
       (["ls", "extra"], "Error: Unexpected argument 'extra'"),
       (["get", "--mode"], "Error: Missing value for '--mode <mode>'"),
     ])
@@ -284,6 +284,45 @@ struct CLITests {
     let s = try #require(
       try JSONSerialization.jsonObject(with: Data(stats.stdout)) as? [String: Any])
     #expect((s["lastSweep"] as? [String: Any])?["removedEntries"] as? Int == 4)
+  }
+
+  @Test("a key names its object wherever a digest does; keys lists and removes keys")
+  func keysEverywhere() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let bytes = Bytes.random(5000, seed: 260)
+    let file = try scratch.write("model.bin", bytes)
+    let url = "https://example.org/models/model.bin"
+    let put = try CLI.run(["--store", store, "put", "--key", url, file])
+    let digest = String(put.out.prefix(39))
+    #expect(try CLI.run(["--store", store, "has", url]).status == 0)
+    #expect(try CLI.run(["--store", store, "get", url, "-"]).stdout == bytes)
+    #expect(try CLI.run(["--store", store, "get", url, scratch["out"]]).status == 0)
+    #expect(try contents(scratch["out"]) == bytes)
+    let path = try CLI.run(["--store", store, "path", url]).out
+    #expect(
+      path == scratch["store/objects/\(digest.dropFirst(7).prefix(2))/\(digest.dropFirst(7))\n"])
+    let listed = try CLI.run(["--store", store, "keys"])
+    #expect(listed.out == "\(digest)     4.9 KiB  \(url)\n")
+    let json =
+      try JSONSerialization.jsonObject(
+        with: Data(try CLI.run(["--store", store, "keys", "--json"]).stdout)) as? [[String: Any]]
+    #expect(json?.first?["key"] as? String == url && json?.first?["size"] as? Int == 5000)
+    // Unbound keys are misses; digest-shaped text of another kind is a usage error.
+    #expect(try CLI.run(["--store", store, "has", "https://example.org/nope"]).status == 1)
+    let miss = try CLI.run(["--store", store, "get", "https://example.org/nope", scratch["x"]])
+    #expect(
+      miss.status == 1
+        && miss.errorLines == ["Error: no key 'https://example.org/nope' in store '\(store)'"])
+    #expect(try CLI.run(["--store", store, "has", "sha256:abc"]).status == 64)
+    // keys rm unbinds and leaves the object; rm by key removes the object and its keys.
+    #expect(try CLI.run(["--store", store, "keys", "rm", url]).status == 0)
+    #expect(try CLI.run(["--store", store, "keys", "rm", url]).status == 1)
+    #expect(try CLI.run(["--store", store, "has", digest]).status == 0)
+    _ = try CLI.run(["--store", store, "put", "--key", url, file])
+    #expect(try CLI.run(["--store", store, "rm", url]).status == 0)
+    #expect(try CLI.run(["--store", store, "has", digest]).status == 1)
+    #expect(try CLI.run(["--store", store, "keys"]).out.isEmpty)
   }
 
   @Test("processes putting and sweeping at once leave totals that match the objects on disk")

@@ -1,3 +1,13 @@
+/// A name (a URL, a package id) bound to a digest.
+public struct KeyBinding: Sendable, Hashable, Codable {
+  /// The name.
+  public var key: String
+  /// The object it names.
+  public var digest: Digest
+  /// When it was bound, nanoseconds since 1970.
+  public var updated: Int64
+}
+
 /// The `keys` table: names (a URL, a package id) bound to digests. A key
 /// is bound only by ``ObjectTable/bind(key:to:)``, in the transaction that
 /// confirms its object is present, and goes with its object: removed in
@@ -29,6 +39,18 @@ extension IndexSession {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query("DELETE FROM keys WHERE key = ?", [.text(key)])
       return db.changes > 0
+    }
+  }
+
+  /// Every key with its digest and when it was bound, ordered by key. O(n).
+  func keys() throws(TroveError) -> [KeyBinding] {
+    try run { db throws(SQLiteConnection.Failure) in
+      var all: [KeyBinding] = []
+      try db.query("SELECT key, digest, updated FROM keys ORDER BY key") { row in
+        guard let digest = Digest(hex: Substring(row.text(1))) else { return }
+        all.append(KeyBinding(key: row.text(0), digest: digest, updated: row.integer(2)))
+      }
+      return all
     }
   }
 

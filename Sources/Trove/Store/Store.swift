@@ -387,6 +387,13 @@ public final class Store: Sendable {
     return digest
   }
 
+  /// Every key and the digest it names, ordered by key. O(keys). A key goes
+  /// when its object does, so each names an object the store holds (or one
+  /// removed behind its back, which ``digest(forKey:)`` finds missing).
+  public func keys() throws(TroveError) -> [KeyBinding] {
+    try index().read("list keys") { (tx) throws(TroveError) in try tx.keys() }
+  }
+
   /// Removes `key`; whether it was bound. The object stays.
   @discardableResult
   public func unbind(key: String) throws(TroveError) -> Bool {

@@ -3,8 +3,8 @@ import Trove
 /// The commands `trove` knows, in the order `help` lists them.
 let allCommands: [CommandSpec] = [
   putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand, statsCommand,
-  sweepCommand, pinCommand, unpinCommand, pinsCommand, configCommand, recompressCommand,
-  verifyCommand, reindexCommand,
+  sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
+  recompressCommand, verifyCommand, reindexCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
@@ -26,14 +26,35 @@ extension Invocation {
     }
   }
 
-  /// Resolves an argument that is a digest (`xxh128:…`) or a key bound by
-  /// `put --key`.
-  func digestOrKey(_ text: String, in store: Store) throws -> Digest {
-    if text.hasPrefix(Digest.prefix) { return try digest(text) }
-    guard let digest = try store.digest(forKey: text) else {
-      throw TroveError(.notFound, "no key '\(text)' in store '\(store.root)'", value: text)
+  /// Parses an argument that names an object: a digest (`xxh128:…`) or a
+  /// key bound by `put --key`. Text in another digest's form (`sha256:…`,
+  /// `sha512:…`) is parsed as a digest, and refused as one this store does
+  /// not name objects by (a usage error, before any store is opened);
+  /// anything else is a key.
+  func reference(_ text: String) throws(UsageError) -> ObjectReference {
+    if ["xxh128:", "sha256:", "sha512:"].contains(where: { text.hasPrefix($0) }) {
+      return .digest(try digest(text))
     }
-    return digest
+    return .key(text)
+  }
+
+  /// Resolves an argument that is a digest or a key (see ``reference(_:)``).
+  /// - Throws: `.notFound` naming the key when it is not bound.
+  func digestOrKey(_ text: String, in store: Store) throws -> Digest {
+    try resolve(try reference(text), in: store)
+  }
+
+  /// The digest `reference` names.
+  /// - Throws: `.notFound` naming the key when it is not bound.
+  func resolve(_ reference: ObjectReference, in store: Store) throws(TroveError) -> Digest {
+    switch reference {
+    case .digest(let digest): return digest
+    case .key(let key):
+      guard let digest = try store.digest(forKey: key) else {
+        throw TroveError(.notFound, "no key '\(key)' in store '\(store.root)'", value: key)
+      }
+      return digest
+    }
   }
 
   /// A size option (`--budget 10G`), or nil when absent.
@@ -66,4 +87,10 @@ extension Invocation {
       throw usageError("Unexpected argument '\(positionals[names.count])'")
     }
   }
+}
+
+/// What a command argument names: an object by its digest, or by a key.
+enum ObjectReference {
+  case digest(Digest)
+  case key(String)
 }

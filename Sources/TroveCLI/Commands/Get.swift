@@ -4,9 +4,12 @@ import Trove
 let getCommand = CommandSpec(
   name: "get",
   abstract: "Write an object to a file (a clone where possible) or to stdout.",
-  usage: "[--mode <mode>] [--force] [--sync] [--json] [-v] <digest> <destination>",
+  usage: "[--mode <mode>] [--force] [--sync] [--json] [-v] <digest-or-key> <destination>",
   arguments: [
-    ("digest", "The object's digest, 'xxh128:' and 32 hex digits."),
+    (
+      "digest-or-key",
+      "The object's digest ('xxh128:' and 32 hex digits), or a key bound with 'put --key'."
+    ),
     ("destination", "The file to create, or '-' for standard output."),
   ],
   options: [
@@ -26,8 +29,8 @@ let getCommand = CommandSpec(
     the store's own read-only file: never modify it (see Docs/CLI.md).
     """,
   run: { invocation in
-    try invocation.requirePositionals(["digest", "destination"])
-    let digest = try invocation.digest(invocation.positionals[0])
+    try invocation.requirePositionals(["digest-or-key", "destination"])
+    let reference = try invocation.reference(invocation.positionals[0])
     let destination = invocation.positionals[1]
     let modeText = invocation.value("--mode") ?? "auto"
     guard let mode = LinkMode(rawValue: modeText) else {
@@ -35,6 +38,7 @@ let getCommand = CommandSpec(
         "invalid mode '\(modeText)': expected auto, clone, copy or hardlink")
     }
     let store = try invocation.openStore()
+    let digest = try invocation.resolve(reference, in: store)
     if destination == "-" {
       try store.write(digest, to: FileHandle.standardOutput)
       return ExitStatus.success

@@ -2,17 +2,22 @@ import Trove
 
 let hasCommand = CommandSpec(
   name: "has",
-  abstract: "Exit 0 if the store holds a digest, 1 if not.",
-  usage: "<digest>",
-  arguments: [("digest", "The digest to look for.")],
+  abstract: "Exit 0 if the store holds an object, 1 if not.",
+  usage: "<digest-or-key>",
+  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
   options: [verboseOption],
-  discussion: "",
+  discussion: "A key that is not bound is absent too.",
   run: { invocation in
-    try invocation.requirePositionals(["digest"])
-    let digest = try invocation.digest(invocation.positionals[0])
-    let present = try invocation.openStore().contains(digest)
+    try invocation.requirePositionals(["digest-or-key"])
+    let text = invocation.positionals[0]
+    let reference = try invocation.reference(text)
+    let store = try invocation.openStore()
+    var present = false
+    do {
+      present = try store.contains(try invocation.resolve(reference, in: store))
+    } catch let error as TroveError where error.code == .notFound {}
     if invocation.flag("--verbose") {
-      Output.error("trove: \(digest): \(present ? "present" : "absent")")
+      Output.error("trove: \(text): \(present ? "present" : "absent")")
     }
     return present ? ExitStatus.success : ExitStatus.failure
   })
@@ -20,8 +25,8 @@ let hasCommand = CommandSpec(
 let pathCommand = CommandSpec(
   name: "path",
   abstract: "Print the path of an object's file, for reading in place.",
-  usage: "[--decompress] <digest>",
-  arguments: [("digest", "The object's digest.")],
+  usage: "[--decompress] <digest-or-key>",
+  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
   options: [
     OptionSpec(
       names: ["--decompress"], valueName: nil,
@@ -33,31 +38,45 @@ let pathCommand = CommandSpec(
     such file: 'get' decompresses a copy, '--decompress' stores it raw.
     """,
   run: { invocation in
-    try invocation.requirePositionals(["digest"])
-    let digest = try invocation.digest(invocation.positionals[0])
+    try invocation.requirePositionals(["digest-or-key"])
+    let reference = try invocation.reference(invocation.positionals[0])
+    let store = try invocation.openStore()
     Output.line(
-      try invocation.openStore().path(
-        for: digest, decompressing: invocation.flag("--decompress")))
+      try store.path(
+        for: try invocation.resolve(reference, in: store),
+        decompressing: invocation.flag("--decompress")))
     return ExitStatus.success
   })
 
 let removeCommand = CommandSpec(
   name: "rm",
   abstract: "Remove objects from the store.",
-  usage: "<digest>...",
-  arguments: [("digest", "A digest to remove.")],
+  usage: "<digest-or-key>...",
+  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
   options: [verboseOption],
-  discussion: "Files made from the objects earlier (clones, copies) are not touched.",
+  discussion: """
+    Files made from the objects earlier (clones, copies) are not touched. Removing
+    an object by a key removes the object, and with it every key that names it;
+    'trove keys rm' removes a key alone.
+    """,
   run: { invocation in
     guard !invocation.positionals.isEmpty else {
-      throw invocation.usageError("Missing expected argument '<digest>'")
+      throw invocation.usageError("Missing expected argument '<digest-or-key>'")
     }
-    let digests = try invocation.positionals.map { (text) throws(UsageError) in
-      try invocation.digest(text)
+    let references = try invocation.positionals.map { (text) throws(UsageError) in
+      try invocation.reference(text)
     }
     let store = try invocation.openStore()
     var status = ExitStatus.success
-    for digest in digests {
+    for reference in references {
+      let digest: Digest
+      do {
+        digest = try invocation.resolve(reference, in: store)
+      } catch {
+        Output.error("Error: \(error)")
+        status = ExitStatus.failure
+        continue
+      }
       if try store.remove(digest) {
         if invocation.flag("--verbose") { Output.error("trove: removed \(digest)") }
       } else {

@@ -1,0 +1,61 @@
+import Trove
+
+let keysCommand = CommandSpec(
+  name: "keys",
+  abstract: "List the keys bound to objects, or remove keys.",
+  usage: "[--json] | rm <key>...",
+  arguments: [("key", "A key bound with 'put --key'.")],
+  options: [jsonOption],
+  discussion: """
+    One line per key: digest, size, key. A key goes when its object does (evicted or
+    removed). 'trove keys rm KEY...' removes keys and leaves their objects; exit 1
+    if one was not bound.
+    """,
+  run: { invocation in
+    let args = invocation.positionals
+    switch args.first {
+    case nil:
+      let store = try invocation.openStore()
+      var records: [KeyRecord] = []
+      for binding in try store.keys() {
+        records.append(KeyRecord(binding, size: try store.entry(for: binding.digest)?.size))
+      }
+      if invocation.flag("--json") {
+        Output.json(records)
+      } else {
+        for record in records {
+          let size = record.size.map { Output.size($0) } ?? "missing"
+          let padded = String(repeating: " ", count: max(0, 10 - size.count)) + size
+          Output.line("\(record.digest)  \(padded)  \(record.key)")
+        }
+      }
+      return ExitStatus.success
+    case "rm":
+      guard args.count > 1 else { throw invocation.usageError("Missing expected argument '<key>'") }
+      let store = try invocation.openStore()
+      var status = ExitStatus.success
+      for key in args.dropFirst() where try !store.unbind(key: key) {
+        Output.error("Error: no key '\(key)' in store '\(store.root)'")
+        status = ExitStatus.failure
+      }
+      return status
+    default:
+      throw invocation.usageError("unknown action '\(args[0])': expected rm, or nothing to list")
+    }
+  })
+
+/// One key in `keys --json`.
+struct KeyRecord: Encodable {
+  var key: String
+  var digest: String
+  /// The object's size; nil when its file is gone.
+  var size: Int64?
+  var updated: String
+
+  init(_ binding: KeyBinding, size: Int64?) {
+    key = binding.key
+    digest = binding.digest.description
+    self.size = size
+    updated = Output.time(binding.updated)
+  }
+}
