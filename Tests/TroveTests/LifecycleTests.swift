@@ -47,6 +47,16 @@ func age(_ digest: Digest, by seconds: Int64, in store: Store) throws {
   }
 }
 
+/// What a remover killed after its first step leaves: no row (nor pins and
+/// keys, for an `rm`), a removal record naming the file, the file itself.
+func cutRemoval(_ digest: Digest, explicit: Bool, in store: Store) throws {
+  try store.index().write("test: a removal's first step") { (tx) throws(TroveError) in
+    _ = try tx.deleteObject(digest)
+    try tx.insertRemovals(
+      [try store.objects.removal(of: digest, explicit: explicit)], now: currentTimeNanoseconds())
+  }
+}
+
 /// The life of an object — publish, dedup hit, adopt, evict, convert, drop,
 /// reconcile — raced against itself: each test is a defect the single owner
 /// (``ObjectTable``) removed, and fails on a store without it.
@@ -195,16 +205,8 @@ struct LifecycleTests {
     let store = try scratch.store()
     let kept = try store.put(bytes: Bytes.random(1000, seed: 7550)).digest
     let dropped = try store.put(bytes: Bytes.random(1000, seed: 7551)).digest
-    // What a remover killed after its first step leaves: no row, a record, the file.
-    func cut(_ digest: Digest) throws {
-      try store.index().write("test: cut a removal") { (tx) throws(TroveError) in
-        _ = try tx.deleteObject(digest)
-        try tx.insertRemovals(
-          [try store.objects.removal(of: digest, explicit: false)], now: currentTimeNanoseconds())
-      }
-    }
-    try cut(kept)
-    try cut(dropped)
+    try cutRemoval(kept, explicit: false, in: store)
+    try cutRemoval(dropped, explicit: false, in: store)
     // A read wants the object: the removal is called off.
     #expect(try store.bytes(for: kept).count == 1000)
     #expect(try store.entry(for: kept) != nil)
@@ -227,11 +229,7 @@ struct LifecycleTests {
     let bytes = Bytes.random(1000, seed: 7560)
     let digest = try store.put(bytes: bytes).digest
     try store.bind(key: "k", to: digest)
-    try store.index().write("test: rm's first step") { (tx) throws(TroveError) in
-      _ = try tx.deleteObject(digest)
-      try tx.insertRemovals(
-        [try store.objects.removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
-    }
+    try cutRemoval(digest, explicit: true, in: store)
     // A read that finds the file finishes the removal, and says it is gone.
     #expect(try store.contains(digest) == false)
     #expect(try store.objects.locate(digest) == nil)
@@ -251,12 +249,7 @@ struct LifecycleTests {
     let digest = try store.put(bytes: bytes).digest
     // An eviction's first step; its second step's unlink reached the disk,
     // its commit did not: the record is back, the file is gone.
-    try store.index().write("test: a record the power loss brought back") {
-      (tx) throws(TroveError) in
-      _ = try tx.deleteObject(digest)
-      try tx.insertRemovals(
-        [try store.objects.removal(of: digest, explicit: false)], now: currentTimeNanoseconds())
-    }
+    try cutRemoval(digest, explicit: false, in: store)
     try FileManager.default.removeItem(atPath: store.objectFilePath(digest))
     // The same bytes are put again: a new file under the same name.
     #expect(try store.put(bytes: bytes).isDuplicate == false)
@@ -272,11 +265,7 @@ struct LifecycleTests {
     let store = try scratch.store()
     let bytes = Bytes.random(3000, seed: 7585)
     let digest = try store.put(bytes: bytes).digest
-    try store.index().write("test: rm's first step") { (tx) throws(TroveError) in
-      _ = try tx.deleteObject(digest)
-      try tx.insertRemovals(
-        [try store.objects.removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
-    }
+    try cutRemoval(digest, explicit: true, in: store)
     // A hardlink get, meanwhile: links the object out (and changes its ctime).
     try FileManager.default.linkItem(
       atPath: store.objectFilePath(digest), toPath: scratch["linked"])

@@ -81,18 +81,4 @@ extension IndexSession {
       return totals
     }
   }
-
-  /// The allocated bytes of `digests` that an unexpired pin holds.
-  func pinnedBytes(among digests: Set<Digest>, now: Int64) throws(TroveError) -> Int64 {
-    try run { db throws(SQLiteConnection.Failure) in
-      var bytes: Int64 = 0
-      for digest in digests {
-        try db.query(
-          "SELECT allocated FROM objects o WHERE digest = ? AND \(Self.pinned)",
-          [.text(digest.hex), .integer(now)]
-        ) { row in bytes += row.integer(0) }
-      }
-      return bytes
-    }
-  }
 }

@@ -320,19 +320,13 @@ public final class Store: Sendable {
     return objectFilePath(digest)
   }
 
-  /// The error for a digest whose object is not there. A row left without
-  /// its file is dropped by ``ObjectTable/reconcile(_:)``, which confirms
-  /// the file is missing inside its transaction: a read never deletes what
-  /// a writer is publishing.
+  /// The error for a digest whose object is not there. The look that
+  /// missed (``ObjectTable/find(_:)``, ``ObjectTable/openFound(_:)``) has
+  /// already dropped a row left without its file, inside a transaction that
+  /// confirmed the file missing: a read never deletes what a writer is
+  /// publishing.
   func notFound(_ digest: Digest) -> TroveError {
-    if let index = try? index(),
-      (try? index.read(
-        "look up \(digest)", { (tx) throws(TroveError) in try tx.entry(for: digest) }))
-        != nil
-    {
-      _ = try? objects.reconcile(digest)
-    }
-    return objects.notFound(digest)
+    objects.notFound(digest)
   }
 
   /// The index's record of `digest`, or nil if the store does not hold it.
