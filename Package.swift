@@ -16,11 +16,15 @@ let package = Package(
       name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(
       name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+    .systemLibrary(
+      name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+    .systemLibrary(
+      name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CLinux"),
 
     .target(
       name: "Trove",
-      dependencies: ["CXXHash", "CSQLite", "CZstd", "CLinux"],
+      dependencies: ["CXXHash", "CSQLite", "CZstd", "CCurl", "CCrypto", "CLinux"],
       swiftSettings: [.swiftLanguageMode(.v6)]),
     .executableTarget(
       name: "TroveCLI",

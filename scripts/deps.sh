@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Trove needs, if any are missing.
-#   scripts/deps.sh build   libraries to build (libxxhash, libzstd, libsqlite3)
+#   scripts/deps.sh build   libraries to build (libxxhash, libzstd, libsqlite3, libcurl,
+#                           libcrypto)
 #   scripts/deps.sh test    also the tools the tests and benchmarks compare against
-#                           (xxhsum, zstd, mkfs.xfs, mount/losetup, setpriv)
+#                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
+#                           servers the tests start on 127.0.0.1 themselves (nginx, python3)
 set -euo pipefail
 
-packages=(libxxhash-dev libzstd-dev libsqlite3-dev pkg-config)
+packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
-  packages+=(xxhash zstd xfsprogs util-linux e2fsprogs time)
+  packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3)
 fi
 
 missing=()
@@ -23,5 +25,14 @@ if [ "$(id -u)" -ne 0 ]; then
   sudo=sudo
 fi
 export DEBIAN_FRONTEND=noninteractive
+# Packages such as nginx start a system service when installed; the tests
+# start their own servers on loopback, so no service may start (policy-rc.d
+# exit 101 tells invoke-rc.d "not allowed").
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+  $sudo chmod 755 "$policy"
+  trap '$sudo rm -f "$policy"' EXIT
+fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

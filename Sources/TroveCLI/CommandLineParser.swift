@@ -41,10 +41,14 @@ struct Invocation: Sendable {
   /// Positional arguments in order.
   let positionals: [String]
   /// Option values by long name (`--mode` → "clone"); flags map to "".
+  /// Of an option given more than once, the last.
   let values: [String: String]
+  /// Every value of each option, in order (`--expect A --expect B`).
+  var lists: [String: [String]] = [:]
 
   func flag(_ long: String) -> Bool { values[long] != nil }
   func value(_ long: String) -> String? { values[long] }
+  func allValues(_ long: String) -> [String] { lists[long] ?? [] }
 
   func usageError(_ message: String) -> UsageError {
     UsageError(message: message, command: command)
@@ -98,6 +102,7 @@ enum CommandLineParser {
     }
     var positionals: [String] = []
     var values: [String: String] = [:]
+    var lists: [String: [String]] = [:]
     var optionsEnded = false
     while let argument = rest.popFirst() {
       if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
@@ -124,11 +129,14 @@ enum CommandLineParser {
         }
         values[long] = ""
       } else {
-        values[long] = try takeValue(name, inline, &rest, spec: spec, command: command)
+        let value = try takeValue(name, inline, &rest, spec: spec, command: command)
+        values[long] = value
+        lists[long, default: []].append(value)
       }
     }
     return .run(
-      Invocation(command: command, store: store, positionals: positionals, values: values))
+      Invocation(
+        command: command, store: store, positionals: positionals, values: values, lists: lists))
   }
 
   private static func splitInline(_ argument: String) -> (String, String?) {

@@ -22,8 +22,9 @@ enum ExitStatus {
     case .destinationExists, .destinationDirectoryMissing: return cannotCreate
     case .permissionDenied: return permission
     case .cloneUnsupported, .linkUnsupported, .storedCompressed: return unavailable
-    case .corruptObject, .unsupportedFormat: return dataError
-    case .busy, .lowOnSpace: return tryAgain
+    case .corruptObject, .unsupportedFormat, .checksumMismatch: return dataError
+    case .unavailable: return unavailable
+    case .busy, .lowOnSpace, .transferFailed: return tryAgain
     case .storeUnavailable:
       switch error.cause?.errno {
       case .permissionDenied?, .notPermitted?, .readOnlyFileSystem?: return permission

@@ -155,7 +155,7 @@ struct CLITests {
       (["get", "xxh128:00"], "Error: Missing expected argument '<destination>'"),
       (
         ["get", "sha256:abc", "out"],
-        "Error: invalid digest 'sha256:abc': expected 'xxh128:' followed by 32 hex digits"
+        "Error: invalid checksum 'sha256:abc': expected 64 hex digits after 'sha256:', found 3"
       ),
       (
         ["get", "--mode", "teleport", "xxh128:99aa06d3014798d86001c324468d497f", "x"],

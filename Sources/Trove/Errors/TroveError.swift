@@ -51,6 +51,15 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     public static let storedCompressed = Code(rawValue: "stored-compressed")
     /// An opportunistic put was skipped: the volume is low on free space.
     public static let lowOnSpace = Code(rawValue: "low-on-space")
+    /// Bytes do not match what their publisher said (`--expect`,
+    /// `--expect-size`): nothing was stored.
+    public static let checksumMismatch = Code(rawValue: "checksum-mismatch")
+    /// A download failed in a way that may pass (a dropped connection, a
+    /// stall, a body cut short, HTTP 408, 429 or 5xx), after its retries.
+    public static let transferFailed = Code(rawValue: "transfer-failed")
+    /// A server cannot be used (no such host, connection refused, a TLS
+    /// failure, too many redirects, an HTTP status that is not a miss).
+    public static let unavailable = Code(rawValue: "unavailable")
     /// Internal: an index transaction must be committed durably; it is run
     /// again so. Never reaches a caller.
     static let retryDurably = Code(rawValue: "retry-durably")

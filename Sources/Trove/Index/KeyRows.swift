@@ -6,32 +6,93 @@ public struct KeyBinding: Sendable, Hashable, Codable {
   public var digest: Digest
   /// When it was bound, nanoseconds since 1970.
   public var updated: Int64
+  /// What the fetch that bound it learnt from the server; nil for a key
+  /// bound by `put --key` or ``Store/bind(key:to:)``.
+  public var origin: KeyOrigin?
+}
+
+/// What a fetch learnt about a URL's object: how big it is, how to
+/// revalidate it, and until when it is fresh.
+public struct KeyOrigin: Sendable, Hashable, Codable {
+  /// The body's length.
+  public var size: Int64
+  /// The response's `ETag`, as sent (quotes and `W/` included).
+  public var etag: String?
+  /// The response's `Last-Modified`, as sent.
+  public var lastModified: String?
+  /// Until when it may be served without asking the server (nanoseconds
+  /// since 1970, from `Cache-Control: max-age` or `Expires`); nil: stale
+  /// once fetched, revalidated on every fetch.
+  public var expires: Int64?
+  /// `Cache-Control: immutable`: never revalidated.
+  public var isImmutable: Bool
+  /// The URL the body came from, after redirects.
+  public var finalURL: String?
+  /// When it was fetched or last revalidated, nanoseconds since 1970.
+  public var fetched: Int64
+
+  /// Whether it may be served at `now` without asking the server.
+  public func isFresh(at now: Int64) -> Bool {
+    isImmutable || (expires.map { now < $0 } ?? false)
+  }
+
+  /// Whether a conditional request can revalidate it.
+  var hasValidator: Bool { etag != nil || lastModified != nil }
 }
 
 /// The `keys` table: names (a URL, a package id) bound to digests. A key
-/// is bound only by ``ObjectTable/bind(key:to:)``, in the transaction that
-/// confirms its object is present, and goes with its object: removed in
-/// the transaction that unlinks its file (or, for `rm`, that deletes its
-/// row), or by a reconcile that finds the object gone.
+/// is bound only by ``ObjectTable/bind(key:to:origin:checksums:)``, in the
+/// transaction that confirms its object is present, and goes with its
+/// object: removed in the transaction that unlinks its file (or, for `rm`,
+/// that deletes its row), or by a reconcile that finds the object gone.
 extension IndexSession {
-  /// Points `key` at `digest`, replacing what it pointed at.
-  func insertKey(_ key: String, digest: Digest, at time: Int64) throws(TroveError) {
+  private static let columns =
+    "key, digest, updated, size, etag, last_modified, expires, immutable, final_url, fetched"
+
+  /// Points `key` at `digest`, replacing what it pointed at and what a
+  /// fetch had recorded about it (`origin`, nil for a plain binding).
+  func insertKey(_ key: String, digest: Digest, origin: KeyOrigin?, at time: Int64)
+    throws(TroveError)
+  {
+    let o = origin
+    let values: [SQLiteValue] = [
+      .text(key), .text(digest.hex), .integer(time), o.map { .integer($0.size) } ?? .null,
+      o?.etag.map { .text($0) } ?? .null, o?.lastModified.map { .text($0) } ?? .null,
+      o?.expires.map { .integer($0) } ?? .null, o.map { .integer($0.isImmutable ? 1 : 0) } ?? .null,
+      o?.finalURL.map { .text($0) } ?? .null, o.map { .integer($0.fetched) } ?? .null,
+    ]
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
-        "INSERT INTO keys(key, digest, updated) VALUES (?,?,?) ON CONFLICT(key) DO UPDATE SET digest = excluded.digest, updated = excluded.updated",
-        [.text(key), .text(digest.hex), .integer(time)])
+        "INSERT OR REPLACE INTO keys(\(Self.columns)) VALUES (?,?,?,?,?,?,?,?,?,?)", values)
     }
   }
 
   /// The digest `key` points at, if any.
   func digest(forKey key: String) throws(TroveError) -> Digest? {
+    try binding(forKey: key)?.digest
+  }
+
+  /// `key`'s binding with what a fetch recorded, if it is bound.
+  func binding(forKey key: String) throws(TroveError) -> KeyBinding? {
     try run { db throws(SQLiteConnection.Failure) in
-      var found: Digest?
-      try db.query("SELECT digest FROM keys WHERE key = ?", [.text(key)]) { row in
-        found = Digest(hex: Substring(row.text(0)))
+      var found: KeyBinding?
+      try db.query("SELECT \(Self.columns) FROM keys WHERE key = ?", [.text(key)]) { row in
+        found = Self.binding(row)
       }
       return found
     }
+  }
+
+  private static func binding(_ row: SQLiteConnection.Row) -> KeyBinding? {
+    guard let digest = Digest(hex: Substring(row.text(1))) else { return nil }
+    var binding = KeyBinding(key: row.text(0), digest: digest, updated: row.integer(2))
+    if !row.isNull(9) {
+      binding.origin = KeyOrigin(
+        size: row.integer(3), etag: row.optionalText(4), lastModified: row.optionalText(5),
+        expires: row.isNull(6) ? nil : row.integer(6), isImmutable: row.integer(7) != 0,
+        finalURL: row.optionalText(8), fetched: row.integer(9))
+    }
+    return binding
   }
 
   /// Removes `key`; whether it existed.
@@ -46,9 +107,8 @@ extension IndexSession {
   func keys() throws(TroveError) -> [KeyBinding] {
     try run { db throws(SQLiteConnection.Failure) in
       var all: [KeyBinding] = []
-      try db.query("SELECT key, digest, updated FROM keys ORDER BY key") { row in
-        guard let digest = Digest(hex: Substring(row.text(1))) else { return }
-        all.append(KeyBinding(key: row.text(0), digest: digest, updated: row.integer(2)))
+      try db.query("SELECT \(Self.columns) FROM keys ORDER BY key") { row in
+        if let binding = Self.binding(row) { all.append(binding) }
       }
       return all
     }
@@ -60,6 +120,50 @@ extension IndexSession {
       var count: Int64 = 0
       try db.query("SELECT COUNT(*) FROM keys") { row in count = row.integer(0) }
       return count
+    }
+  }
+
+  // MARK: Checksums
+
+  /// Records that `digest`'s bytes have each of `checksums` (verified by
+  /// hashing them). A checksum names one object: the last verified wins.
+  func insertChecksums(_ checksums: [Checksum], for digest: Digest) throws(TroveError) {
+    let rows = checksums.filter { $0.algorithm != .xxh128 }.map {
+      [SQLiteValue.text($0.algorithm.rawValue), .text($0.hex), .text(digest.hex)]
+    }
+    guard !rows.isEmpty else { return }
+    try run { db throws(SQLiteConnection.Failure) in
+      _ = try db.repeated(
+        "INSERT OR REPLACE INTO checksums(algorithm, value, digest) VALUES (?,?,?)", rows)
+    }
+  }
+
+  /// The object a publisher's checksum was verified against, if any.
+  func digest(for checksum: Checksum) throws(TroveError) -> Digest? {
+    if let digest = checksum.digest { return digest }
+    return try run { db throws(SQLiteConnection.Failure) in
+      var found: Digest?
+      try db.query(
+        "SELECT digest FROM checksums WHERE algorithm = ? AND value = ?",
+        [.text(checksum.algorithm.rawValue), .text(checksum.hex)]
+      ) { row in found = Digest(hex: Substring(row.text(0))) }
+      return found
+    }
+  }
+
+  /// The checksums verified against `digest`'s bytes.
+  func checksums(of digest: Digest) throws(TroveError) -> [Checksum] {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found: [Checksum] = []
+      try db.query(
+        "SELECT algorithm, value FROM checksums WHERE digest = ? ORDER BY algorithm",
+        [.text(digest.hex)]
+      ) { row in
+        if let algorithm = ChecksumAlgorithm(rawValue: row.text(0)) {
+          found.append(Checksum(algorithm, hex: row.text(1)))
+        }
+      }
+      return found
     }
   }
 }

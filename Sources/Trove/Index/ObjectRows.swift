@@ -205,6 +205,7 @@ extension IndexSession {
       let removed = db.changes > 0
       try db.query("DELETE FROM pins WHERE digest = ?", [.text(digest.hex)])
       try db.query("DELETE FROM keys WHERE digest = ?", [.text(digest.hex)])
+      try db.query("DELETE FROM checksums WHERE digest = ?", [.text(digest.hex)])
       return removed
     }
   }
@@ -223,12 +224,13 @@ extension IndexSession {
     }
   }
 
-  /// Deletes the pins and keys that name `digests` (objects that are gone).
+  /// Deletes the pins, keys and checksums that name `digests` (objects that are gone).
   func deleteReferences(to digests: [Digest]) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       let rows = digests.map { [SQLiteValue.text($0.hex)] }
       _ = try db.repeated("DELETE FROM pins WHERE digest = ?", rows)
       _ = try db.repeated("DELETE FROM keys WHERE digest = ?", rows)
+      _ = try db.repeated("DELETE FROM checksums WHERE digest = ?", rows)
     }
   }
 

@@ -130,6 +130,7 @@ final class SQLiteConnection: @unchecked Sendable {
       guard let p = sqlite3_column_text(statement, column) else { return "" }
       return String(cString: p)
     }
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
   }
 }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The index's schema and its migrations (`PRAGMA user_version`).
 ///
 /// - 1: objects, keys, counters.
@@ -7,11 +9,14 @@
 ///   sweeps with their reason (`sweeps`); removals in progress
 ///   (`removing`); the reconcile cursor; the update trigger also follows a
 ///   corrected `size`.
+/// - 5: what a fetch learnt about a key (size, validators, freshness, final
+///   URL, fetch time: columns of `keys`, NULL for `put --key`), and
+///   publishers' checksums verified against objects (`checksums`).
 ///
 /// Opening an older index upgrades it in one transaction; another process
 /// may do it first. A newer one is refused.
 enum Schema {
-  static let version: Int64 = 4
+  static let version: Int64 = 5
 
   /// Creates or upgrades the schema of `db`; returns the version it found
   /// and whether it created the schema (a new or lost index, to be rebuilt
@@ -32,6 +37,7 @@ enum Schema {
             "ALTER TABLE objects ADD COLUMN compressed INTEGER NOT NULL DEFAULT 0; ALTER TABLE objects ADD COLUMN stored INTEGER;"
           )
         }
+        if (1...4).contains(version) { try db.execute(toVersion5) }
         try db.execute(tables)
         try db.execute(triggers)
         if (1...3).contains(version) { try db.execute(toVersion4) }
@@ -57,9 +63,17 @@ enum Schema {
     CREATE TABLE IF NOT EXISTS keys(
       key TEXT PRIMARY KEY NOT NULL,
       digest TEXT NOT NULL,
-      updated INTEGER NOT NULL
+      updated INTEGER NOT NULL,
+      \(originColumns)
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_by_digest ON keys(digest);
+    CREATE TABLE IF NOT EXISTS checksums(
+      algorithm TEXT NOT NULL,
+      value TEXT NOT NULL,
+      digest TEXT NOT NULL,
+      PRIMARY KEY(algorithm, value)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS checksums_by_digest ON checksums(digest);
     CREATE TABLE IF NOT EXISTS pins(
       digest TEXT NOT NULL,
       name TEXT NOT NULL,
@@ -95,6 +109,18 @@ enum Schema {
       ('compressed_entries', (SELECT COUNT(*) FROM objects WHERE compressed = 1)),
       ('skipped_incompressible', 0), ('skipped_small', 0);
     """
+
+  /// The columns a fetch fills in `keys` (all NULL for `put --key`).
+  private static let originColumns = """
+    size INTEGER, etag TEXT, last_modified TEXT, expires INTEGER, immutable INTEGER,
+      final_url TEXT, fetched INTEGER
+    """
+
+  /// From version 4 (or older): the fetch columns of `keys`, added before
+  /// `tables` creates anything that is missing.
+  private static let toVersion5 = originColumns.split(separator: ",").map {
+    "ALTER TABLE keys ADD COLUMN \($0.trimmingCharacters(in: .whitespacesAndNewlines));"
+  }.joined(separator: "\n")
 
   /// The triggers that keep the totals, replaced whole on every upgrade.
   private static let triggers = """

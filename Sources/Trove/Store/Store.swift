@@ -369,16 +369,38 @@ public final class Store: Sendable {
 
   /// The digest `key` points at, if it is bound and its object is present.
   public func digest(forKey key: String) throws(TroveError) -> Digest? {
+    try binding(forKey: key)?.digest
+  }
+
+  /// `key`'s binding, with what the fetch that bound it learnt (validators,
+  /// freshness), if it is bound and its object is present.
+  public func binding(forKey key: String) throws(TroveError) -> KeyBinding? {
     let bound = try index().read("look up key '\(key)'") { (tx) throws(TroveError) in
-      try tx.digest(forKey: key)
+      try tx.binding(forKey: key)
     }
-    guard let digest = bound else { return nil }
+    guard let bound, try isPresent(bound.digest) else { return nil }
+    return bound
+  }
+
+  /// The object `checksum` names, if the store holds it: an `xxh128:`
+  /// checksum is a digest; a `sha256:` or `sha512:` one names the object a
+  /// fetch verified it against (``FetchRequest/expected``).
+  public func digest(for checksum: Checksum) throws(TroveError) -> Digest? {
+    let named = try index().read("look up \(checksum)") { (tx) throws(TroveError) in
+      try tx.digest(for: checksum)
+    }
+    guard let named, try isPresent(named) else { return nil }
+    return named
+  }
+
+  /// Whether `digest`'s object is there. One that is gone (a crash between
+  /// its removal's steps) takes its row, keys and checksums with it.
+  private func isPresent(_ digest: Digest) throws(TroveError) -> Bool {
     guard try objects.find(digest) != nil else {
-      // The object is gone (a crash between its removal's steps): so is the key.
       _ = try? objects.reconcile(digest)
-      return nil
+      return false
     }
-    return digest
+    return true
   }
 
   /// Every key and the digest it names, ordered by key. O(keys). A key goes

@@ -14,10 +14,15 @@
 ///   objects/ab/<hex>    one read-only file per digest, fanned out by its first two hex digits
 ///   objects/ab/<hex>.zst  the same, stored as a zstd frame
 ///   tmp/                in-flight data, on the store's filesystem
+///   partial/<k>.part    an interrupted download's body so far (k: XXH3-128 of the URL)
+///   partial/<k>.json    what it is a part of: URL, validator, length, boot
+///   locks/<k>.lock      held (flock) by the process fetching that URL
 /// ```
 enum StoreLayout {
   static let objects = "objects"
   static let tmp = "tmp"
+  static let partial = "partial"
+  static let locks = "locks"
   static let index = "index.sqlite"
   static let settings = "config.json"
   static let cacheDirTag = "CACHEDIR.TAG"

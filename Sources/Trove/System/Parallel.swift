@@ -13,13 +13,24 @@ enum Parallel {
   static func forEach<Failure: Error & Sendable>(
     _ count: Int, width: Int, _ body: @escaping @Sendable (Int) throws(Failure) -> Void
   ) throws(Failure) {
+    try forEach(count, width: width, context: {}) { (_, i) throws(Failure) in try body(i) }
+  }
+
+  /// ``forEach(_:width:_:)`` with a context each thread makes for itself
+  /// before its first index (a connection, a buffer) and passes to `body`.
+  static func forEach<Context, Failure: Error & Sendable>(
+    _ count: Int, width: Int, context: @escaping @Sendable () -> Context,
+    _ body: @escaping @Sendable (Context, Int) throws(Failure) -> Void
+  ) throws(Failure) {
     let state = State<Failure>()
     let work: @Sendable () -> Void = {
+      guard state.next.load(ordering: .relaxed) < count else { return }
+      let local = context()
       while true {
         let i = state.next.add(1, ordering: .relaxed).oldValue
         if i >= count { return }
         do throws(Failure) {
-          try body(i)
+          try body(local, i)
         } catch {
           state.failure.withLock { if $0 == nil { $0 = error } }
         }

@@ -2,7 +2,7 @@ import Trove
 
 /// The commands `trove` knows, in the order `help` lists them.
 let allCommands: [CommandSpec] = [
-  putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand, statsCommand,
+  fetchCommand, putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand, statsCommand,
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
   recompressCommand, verifyCommand, reindexCommand,
 ]
@@ -26,29 +26,41 @@ extension Invocation {
     }
   }
 
-  /// Parses an argument that names an object: a digest (`xxh128:…`) or a
-  /// key bound by `put --key`. Text in another digest's form (`sha256:…`,
-  /// `sha512:…`) is parsed as a digest, and refused as one this store does
-  /// not name objects by (a usage error, before any store is opened);
-  /// anything else is a key.
+  /// Parses an argument that names an object: a digest (`xxh128:…`), a
+  /// publisher's checksum a fetch verified (`sha256:…`, `sha512:…`), or a
+  /// key (a URL, or any name bound by `put --key`). Malformed checksum text
+  /// is a usage error quoting it, before any store is opened.
   func reference(_ text: String) throws(UsageError) -> ObjectReference {
-    if ["xxh128:", "sha256:", "sha512:"].contains(where: { text.hasPrefix($0) }) {
-      return .digest(try digest(text))
+    if text.hasPrefix(Digest.prefix) { return .digest(try digest(text)) }
+    if ["sha256:", "sha512:"].contains(where: { text.lowercased().hasPrefix($0) }) {
+      do throws(TroveError) {
+        return .checksum(try Checksum(parsing: text))
+      } catch {
+        throw usageError(error.description)
+      }
     }
     return .key(text)
   }
 
-  /// Resolves an argument that is a digest or a key (see ``reference(_:)``).
-  /// - Throws: `.notFound` naming the key when it is not bound.
+  /// Resolves an argument that is a digest, a checksum or a key (see
+  /// ``reference(_:)``).
+  /// - Throws: `.notFound` naming the key or checksum when nothing has it.
   func digestOrKey(_ text: String, in store: Store) throws -> Digest {
     try resolve(try reference(text), in: store)
   }
 
   /// The digest `reference` names.
-  /// - Throws: `.notFound` naming the key when it is not bound.
+  /// - Throws: `.notFound` naming the key or checksum when nothing has it.
   func resolve(_ reference: ObjectReference, in store: Store) throws(TroveError) -> Digest {
     switch reference {
     case .digest(let digest): return digest
+    case .checksum(let checksum):
+      guard let digest = try store.digest(for: checksum) else {
+        throw TroveError(
+          .notFound, "no object with \(checksum) in store '\(store.root)'",
+          value: checksum.description)
+      }
+      return digest
     case .key(let key):
       guard let digest = try store.digest(forKey: key) else {
         throw TroveError(.notFound, "no key '\(key)' in store '\(store.root)'", value: key)
@@ -78,6 +90,24 @@ extension Invocation {
     return seconds
   }
 
+  /// A whole-number option (`--jobs 8`), or nil when absent.
+  func count(_ option: String) throws(UsageError) -> Int? {
+    guard let text = value(option) else { return nil }
+    guard let n = Int(text), n >= 0, n <= 1_000_000 else {
+      throw usageError("invalid \(option) '\(text)': expected a whole number")
+    }
+    return n
+  }
+
+  /// A number of seconds (`--stall-timeout 2.5`), or nil when absent.
+  func seconds(_ option: String) throws(UsageError) -> Double? {
+    guard let text = value(option) else { return nil }
+    guard let n = Double(text), n > 0, n <= 86400 else {
+      throw usageError("invalid \(option) '\(text)': expected seconds, more than 0, such as 30 or 2.5")
+    }
+    return n
+  }
+
   /// Requires exactly `count` positionals named `names`.
   func requirePositionals(_ names: [String]) throws(UsageError) {
     if positionals.count < names.count {
@@ -89,8 +119,10 @@ extension Invocation {
   }
 }
 
-/// What a command argument names: an object by its digest, or by a key.
+/// What a command argument names: an object by its digest, by a
+/// publisher's checksum, or by a key.
 enum ObjectReference {
   case digest(Digest)
+  case checksum(Checksum)
   case key(String)
 }

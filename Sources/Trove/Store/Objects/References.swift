@@ -11,14 +11,19 @@ extension ObjectTable {
     }
   }
 
-  /// Points `key` at `digest`, in the transaction that confirms the object
-  /// is there.
+  /// Points `key` at `digest` with what a fetch learnt about it (`origin`,
+  /// nil for a plain binding), and records the publishers' `checksums`
+  /// verified against its bytes — all in the transaction that confirms the
+  /// object is there.
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
-  func bind(key: String, to digest: Digest) throws(TroveError) {
+  func bind(
+    key: String?, to digest: Digest, origin: KeyOrigin? = nil, checksums: [Checksum] = []
+  ) throws(TroveError) {
     let now = currentTimeNanoseconds()
-    try withPresent(digest, "bind key '\(key)'") { (tx) throws(TroveError) in
-      try tx.insertKey(key, digest: digest, at: now)
+    try withPresent(digest, "bind key '\(key ?? digest.description)'") { (tx) throws(TroveError) in
+      if let key { try tx.insertKey(key, digest: digest, origin: origin, at: now) }
+      try tx.insertChecksums(checksums, for: digest)
     }
   }
 

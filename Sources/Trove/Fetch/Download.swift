@@ -1,0 +1,264 @@
+import Foundation
+
+/// The receiving end of one transfer: checks the response, hashes the
+/// body as it arrives — XXH3-128 and any SHA-2 asked for, in the same pass
+/// — and writes it to the URL's part file (or, where the URL's lock is not
+/// honoured, a private ``BlobWriter``). Nothing is published here: the
+/// fetch publishes a complete, verified body (``Store/fetch(_:options:progress:)``).
+final class Download: HTTPBodySink {
+  /// How the response was answered, when it was not a body to keep.
+  enum Answer {
+    /// A body (200, or 206 continuing the part file).
+    case body
+    /// 304: the cached copy is current, if the validators match.
+    case notModified
+    /// An HTTP status that is a failure (404, 500…).
+    case status(Int)
+    /// The answer to a range request did not fit the part file (a wrong
+    /// `Content-Range`): start again from zero.
+    case misfit
+  }
+
+  let store: Store
+  let request: FetchRequest
+  /// The part file (nil: writing to a private writer).
+  let part: PartialDownload?
+  /// Where the asked range starts (0: the whole body was asked for).
+  let offset: Int64
+  private let progressHandler: (@Sendable (FetchProgress) -> Void)?
+
+  private(set) var answer: Answer?
+  private(set) var head = HTTPResponseHead()
+  /// Why the transfer was stopped here, if it was for a failure of ours.
+  private(set) var failure: TroveError?
+  /// Body bytes received in this response.
+  private(set) var received: Int64 = 0
+  /// The whole body's length, when the server said.
+  private(set) var total: Int64?
+  /// Evictions made to fit the body.
+  private(set) var sweeps: [SweepReport] = []
+
+  private var hasher = XXH3Hasher()
+  private let shaHashers: [SHA2Hasher]
+  private var writer: BlobWriter?
+  private var writes: PressuredWrites
+  /// Received bytes are gathered here and hashed and written 1 MiB at a
+  /// time: libcurl hands out 16–512 KiB pieces.
+  private let buffer = UnsafeMutableRawBufferPointer.allocate(
+    byteCount: Transfer.bufferSize, alignment: 4096)
+  private var buffered = 0
+  private var lastProgress: UInt64 = 0
+
+  init(
+    store: Store, request: FetchRequest, part: PartialDownload?, offset: Int64,
+    algorithms: Set<ChecksumAlgorithm>, progress: (@Sendable (FetchProgress) -> Void)?
+  ) {
+    self.store = store
+    self.request = request
+    self.part = part
+    self.offset = offset
+    progressHandler = progress
+    shaHashers = algorithms.subtracting([.xxh128]).sorted { $0.rawValue < $1.rawValue }.map {
+      SHA2Hasher($0)
+    }
+    writes = PressuredWrites(store: store, priority: request.priority)
+  }
+
+  deinit {
+    buffer.deallocate()
+    writer?.cancel()
+  }
+
+  private func stop(_ error: TroveError) -> Bool {
+    failure = error
+    return false
+  }
+
+  func begin(_ head: HTTPResponseHead) -> Bool {
+    self.head = head
+    switch head.status {
+    case 200 where offset == 0, 206 where offset > 0:
+      break
+    case 304:
+      answer = .notModified
+      return true
+    case 200..<300:
+      // 200 to a range request is refused by libcurl before this; any
+      // other success status carries no body we asked for.
+      answer = .status(head.status)
+      return false
+    default:
+      answer = .status(head.status)
+      return false
+    }
+    answer = .body
+    if head.status == 206 {
+      // libcurl checked the range starts at `offset`; check the whole
+      // length is what the part file was started for.
+      let range = Self.contentRange(head.field("content-range"))
+      guard let range, range.start == offset else {
+        answer = .misfit
+        return false
+      }
+      total = range.total ?? part?.info?.total
+      if let known = part?.info?.total, let total = range.total, known != total {
+        answer = .misfit
+        return false
+      }
+    } else {
+      total = head.field("content-length").flatMap { Int64($0) }
+    }
+    if let expected = request.expectedSize, let total, total != expected {
+      return stop(
+        TroveError(
+          .checksumMismatch,
+          "'\(request.url)' is \(total) bytes, expected \(expected) (--expect-size)",
+          value: request.url))
+    }
+    do throws(TroveError) {
+      if let part {
+        if offset > 0 {
+          try part.rehash { bytes in
+            hasher.update(bytes)
+            for sha in shaHashers { sha.update(bytes) }
+          }
+        } else {
+          try part.restart(resumeInfo(head))
+        }
+        sweeps = try store.admit(
+          size: total.map { $0 - offset }, priority: request.priority, input: request.url)
+      } else {
+        writer = try store.makeWriter(expectedSize: total, priority: request.priority)
+      }
+    } catch {
+      return stop(error)
+    }
+    return true
+  }
+
+  /// What lets a later fetch resume this body: a strong ETag or a
+  /// Last-Modified to make the range request conditional on.
+  private func resumeInfo(_ head: HTTPResponseHead) -> PartialDownload.Info? {
+    let etag = head.field("etag").flatMap { Freshness.isStrong($0) ? $0 : nil }
+    guard let validator = etag ?? head.field("last-modified"),
+      head.field("content-encoding").map({ $0.lowercased() == "identity" }) ?? true
+    else { return nil }
+    return PartialDownload.Info(
+      url: request.url, validator: validator, total: total, boot: PartialDownload.bootID)
+  }
+
+  func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    guard case .body = answer else { return true }  // a 304 has no body
+    var rest = bytes
+    while !rest.isEmpty {
+      let n = min(rest.count, buffer.count - buffered)
+      UnsafeMutableRawBufferPointer(rebasing: buffer[buffered..<(buffered + n)])
+        .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+      buffered += n
+      rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+      if buffered == buffer.count, !flush() { return false }
+    }
+    received += Int64(bytes.count)
+    if let limit = request.expectedSize, offset + received > limit {
+      return stop(
+        TroveError(
+          .checksumMismatch,
+          "'\(request.url)' is longer than \(limit) bytes (--expect-size)", value: request.url))
+    }
+    return true
+  }
+
+  /// Hashes and writes what is gathered.
+  private func flush() -> Bool {
+    guard buffered > 0 else { return true }
+    let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<buffered])
+    hasher.update(bytes)
+    for sha in shaHashers { sha.update(bytes) }
+    do throws(TroveError) {
+      if let writer {
+        try writer.write(bytes)
+      } else if let part {
+        let remaining = total.map { max(0, $0 - part.length) }
+        try part.append(bytes, writes: &writes, remaining: remaining)
+      }
+    } catch {
+      return stop(error)
+    }
+    buffered = 0
+    return true
+  }
+
+  func progress(received: Int64, expected: Int64?) {
+    guard let progressHandler else { return }
+    let now = DispatchTime.now().uptimeNanoseconds
+    guard now - lastProgress >= 100_000_000 else { return }
+    lastProgress = now
+    progressHandler(
+      FetchProgress(url: request.url, received: offset + received, total: total))
+  }
+
+  /// The finished body: every byte hashed and handed on, its length
+  /// checked against what the server announced.
+  struct Body {
+    var digest: Digest
+    var size: Int64
+    var checksums: [Checksum]
+  }
+
+  /// Ends a transfer that libcurl reported complete.
+  /// - Throws: `.transferFailed` when the body is shorter than announced.
+  func finish() throws(TroveError) -> Body {
+    guard flush() else { throw failure! }
+    let size = offset + received
+    if let total, size != total {
+      throw TroveError(
+        .transferFailed,
+        "'\(request.url)' ended after \(size) of \(total) bytes", value: request.url)
+    }
+    return Body(
+      digest: hasher.finalize(), size: size, checksums: shaHashers.map { $0.finalize() })
+  }
+
+  /// Publishes a finished body: the part file is moved into `tmp/` and
+  /// staged (compressed if the policy says so), or the writer commits.
+  func publish(_ body: Body) throws(TroveError) -> PutResult {
+    if let writer {
+      self.writer = nil
+      return try writer.commit()
+    }
+    guard let part else { preconditionFailure("a body goes to a writer or a part file") }
+    let name = try part.handOver()
+    let staged: StagedObject
+    do throws(TroveError) {
+      staged = try store.stage(
+        raw: name, file: part.file, digest: body.digest, size: body.size, writes: &writes)
+    } catch {
+      try? store.tmpDirectory.removeFile(name)
+      throw error
+    }
+    defer { if staged.file != part.file { staged.file.close() } }
+    let outcome = try store.objects.publish(staged)
+    return store.finishPut(outcome, method: .stream, sweeps: sweeps + writes.reliefs)
+  }
+
+  /// Drops what was written: the part file when its bytes are known to be
+  /// wrong, the private writer always.
+  func discard(part discardingPart: Bool) {
+    writer?.cancel()
+    writer = nil
+    if discardingPart { part?.discard() }
+  }
+
+  /// `bytes START-END/TOTAL` (TOTAL may be `*`).
+  static func contentRange(_ text: String?) -> (start: Int64, total: Int64?)? {
+    guard var text = text?.trimmingCharacters(in: .whitespaces), text.hasPrefix("bytes ") else {
+      return nil
+    }
+    text.removeFirst(6)
+    let halves = text.split(separator: "/", maxSplits: 1)
+    guard halves.count == 2, let dash = halves[0].firstIndex(of: "-"),
+      let start = Int64(halves[0][..<dash])
+    else { return nil }
+    return (start, halves[1] == "*" ? nil : Int64(halves[1]))
+  }
+}

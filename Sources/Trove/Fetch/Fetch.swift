@@ -1,0 +1,377 @@
+import CCurl
+import Foundation
+
+extension Store {
+  /// Brings `request.url` into the store once and says which object it is.
+  ///
+  /// - An expected checksum (``FetchRequest/expected``) whose object the
+  ///   store holds is served without a request.
+  /// - A URL fetched before and still fresh (`Cache-Control: max-age`,
+  ///   `Expires`, `immutable`, or ``FetchRequest/maxAge``) is served
+  ///   without a request; a stale one is revalidated (`If-None-Match`,
+  ///   `If-Modified-Since`), and a 304 whose validator matches serves the
+  ///   cached object.
+  /// - Otherwise the body is downloaded, hashed as it streams (XXH3-128
+  ///   and the expected SHA-2s in one pass), checked against its announced
+  ///   length and the expectations, and published; the URL is recorded as
+  ///   a key with its validators and freshness, and the verified checksums
+  ///   beside the object.
+  /// - An interrupted download (a dropped connection, a killed process) is
+  ///   resumed by the next fetch of the URL with a conditional range
+  ///   request; transient failures are retried ``FetchOptions/retries``
+  ///   times, resuming.
+  /// - Threads and processes fetching one URL make one transfer: the others
+  ///   wait for it, then serve what it stored.
+  ///
+  /// Nothing is stored, bound or kept as a part file when the bytes do not
+  /// match: the store only ever holds verified, complete bodies.
+  ///
+  /// - Throws: `.notFound` (HTTP 404 or 410; a miss with `.offline`),
+  ///   `.checksumMismatch`, `.transferFailed` (transient, after retries),
+  ///   `.unavailable` (no such host, refused, TLS, other HTTP failures),
+  ///   `.invalidArgument` (not an http or https URL), and the store's
+  ///   own errors (`.noSpace`, `.ioError`…).
+  public func fetch(
+    _ request: FetchRequest, options: FetchOptions = FetchOptions(),
+    progress: (@Sendable (FetchProgress) -> Void)? = nil
+  ) throws(TroveError) -> FetchResult {
+    let client = try HTTPClient()
+    return try fetch(request, options: options, client: client, progress: progress)
+  }
+
+  func fetch(
+    _ request: FetchRequest, options: FetchOptions, client: HTTPClient,
+    progress: (@Sendable (FetchProgress) -> Void)?
+  ) throws(TroveError) -> FetchResult {
+    var fetcher = Fetcher(
+      store: self, request: request, options: options, client: client, progress: progress)
+    return try fetcher.run()
+  }
+}
+
+/// One fetch of one URL, from the cache look-up to the recorded key.
+private struct Fetcher {
+  let store: Store
+  let request: FetchRequest
+  let options: FetchOptions
+  let client: HTTPClient
+  let progress: (@Sendable (FetchProgress) -> Void)?
+  let started = ContinuousClock.now
+  var url: String { request.url }
+  /// Body bytes received by this fetch.
+  var transferred: Int64 = 0
+  /// The last HTTP status seen.
+  var status: Int?
+
+  init(
+    store: Store, request: FetchRequest, options: FetchOptions, client: HTTPClient,
+    progress: (@Sendable (FetchProgress) -> Void)?
+  ) {
+    self.store = store
+    self.request = request
+    self.options = options
+    self.client = client
+    self.progress = progress
+  }
+
+  mutating func run() throws(TroveError) -> FetchResult {
+    let scheme = url.prefix { $0 != ":" }.lowercased()
+    guard scheme == "http" || scheme == "https", url.contains("://") else {
+      throw TroveError(
+        .invalidArgument, "cannot fetch '\(url)': only http:// and https:// URLs are fetched",
+        value: url)
+    }
+    if let hit = try expectedHit() { return hit }
+    let cached = try store.binding(forKey: url)
+    if let cached, let served = try serve(cached, waitedSince: nil) { return served }
+    if request.mode == .offline {
+      throw TroveError(
+        .notFound, "'\(url)' is not in store '\(store.root)' and --offline forbids fetching it",
+        value: url)
+    }
+    let waitStart = currentTimeNanoseconds()
+    let lock = try FetchLock(store: store, name: Store.downloadName(url))
+    // Another thread or process may have fetched it while this one waited.
+    let current = try store.binding(forKey: url)
+    if let current, let served = try serve(current, waitedSince: waitStart) { return served }
+    if let hit = try expectedHit() { return hit }
+    return try download(cached: current, lock: lock)
+  }
+
+  /// The result of a fetch of `digest`.
+  func result(_ digest: Digest, size: Int64, source: FetchSource, verified: [Checksum])
+    -> FetchResult
+  {
+    let elapsed = ContinuousClock.now - started
+    let seconds =
+      Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return FetchResult(
+      url: url, digest: digest, size: size, source: source,
+      httpStatus: source == .cache ? nil : status, bytesTransferred: transferred,
+      seconds: seconds, verified: verified)
+  }
+
+  // MARK: The cache
+
+  /// An expected checksum whose object the store holds: served with no
+  /// request, and the URL bound to it (keeping what a fetch of the URL
+  /// recorded, when it is bound to that object already).
+  func expectedHit() throws(TroveError) -> FetchResult? {
+    for checksum in request.expected {
+      guard let digest = try store.digest(for: checksum),
+        let entry = try store.entry(for: digest)
+      else { continue }
+      let verified = try verify(digest, size: entry.size)
+      if try store.digest(forKey: url) != digest {
+        try store.objects.bind(key: url, to: digest)
+      }
+      store.recordRead(digest)
+      return result(digest, size: entry.size, source: .cache, verified: verified)
+    }
+    return nil
+  }
+
+  /// The cached object of the URL, when it may be served without asking
+  /// the server: offline, fresh, young enough for ``FetchRequest/maxAge``,
+  /// or fetched by another process while this one waited (`waitedSince`).
+  /// One that does not match the expectations is not served (offline, it
+  /// is a mismatch): the server may have a newer body.
+  func serve(_ cached: KeyBinding, waitedSince: Int64?) throws(TroveError) -> FetchResult? {
+    let now = currentTimeNanoseconds()
+    let fetched = cached.origin?.fetched ?? cached.updated
+    let young = request.maxAge.map { now.subtractingSaturated(fetched) < Int64.nanoseconds(fromSeconds: $0) } ?? false
+    let servable: Bool
+    switch request.mode {
+    case .offline: servable = true
+    case .refresh: servable = waitedSince.map { fetched >= $0 } ?? false
+    case .normal:
+      servable =
+        (cached.origin?.isFresh(at: now) ?? false) || young
+        || waitedSince.map { fetched >= $0 } ?? false
+    }
+    guard servable, let entry = try store.entry(for: cached.digest) else { return nil }
+    let verified: [Checksum]
+    do throws(TroveError) {
+      verified = try verify(cached.digest, size: entry.size)
+    } catch  where error.code == .checksumMismatch && request.mode != .offline {
+      return nil
+    }
+    store.recordRead(cached.digest)
+    return result(cached.digest, size: entry.size, source: .cache, verified: verified)
+  }
+
+  /// Checks `digest`'s object (`size` bytes) against the expectations;
+  /// returns the checksums it matched.
+  /// - Throws: `.checksumMismatch` naming both values.
+  func verify(_ digest: Digest, size: Int64, computed: [Checksum] = []) throws(TroveError)
+    -> [Checksum]
+  {
+    if let expected = request.expectedSize, expected != size {
+      throw TroveError(
+        .checksumMismatch, "'\(url)' is \(size) bytes, expected \(expected) (--expect-size)",
+        value: url)
+    }
+    guard !request.expected.isEmpty else { return [] }
+    var known = Dictionary(computed.map { ($0.algorithm, $0) }) { a, _ in a }
+    known[.xxh128] = Checksum(digest)
+    let missing = Set(request.expected.map(\.algorithm)).subtracting(known.keys)
+    if !missing.isEmpty {
+      known.merge(try store.checksums(of: digest, missing)) { a, _ in a }
+    }
+    for expected in request.expected {
+      guard let actual = known[expected.algorithm], actual == expected else {
+        throw TroveError(
+          .checksumMismatch,
+          "'\(url)' has \(known[expected.algorithm]?.description ?? "no checksum"), expected \(expected)",
+          value: url)
+      }
+    }
+    return request.expected
+  }
+
+  // MARK: The network
+
+  /// Asks the server: conditionally when the URL's cached object has
+  /// validators, resuming the part file when there is one; retries what
+  /// may pass. Called holding the URL's lock.
+  mutating func download(cached: KeyBinding?, lock: FetchLock) throws(TroveError) -> FetchResult {
+    let part = lock.isHonoured ? try PartialDownload(store: store, url: url) : nil
+    var conditional = cached.flatMap { $0.origin?.hasValidator == true ? $0 : nil }
+    var retries = 0
+    var restarts = 0
+    let algorithms = Set(request.expected.map(\.algorithm))
+    func restart(_ why: String) throws(TroveError) {
+      restarts += 1
+      if restarts > 3 {
+        throw TroveError(.unavailable, "cannot fetch '\(url)': \(why)", value: url)
+      }
+    }
+    while true {
+      var headers = request.headers
+      var offset: Int64 = 0
+      if let origin = conditional?.origin {
+        if let etag = origin.etag { headers.append("If-None-Match: \(etag)") }
+        if let modified = origin.lastModified { headers.append("If-Modified-Since: \(modified)") }
+      } else if let point = part?.resumePoint {
+        offset = point.offset
+        headers.append("If-Range: \(point.validator)")
+      }
+      let download = Download(
+        store: store, request: request, part: part, offset: offset, algorithms: algorithms,
+        progress: progress)
+      let outcome = client.perform(
+        HTTPRequest(url: url, headers: headers, resumeFrom: offset, options: options),
+        into: download)
+      transferred += download.received
+      if outcome.head.status != 0 { status = outcome.head.status }
+      if let failure = download.failure {
+        download.discard(part: failure.code == .checksumMismatch)
+        throw failure
+      }
+      switch download.answer {
+      case .notModified?:
+        guard let cached = conditional, let origin = cached.origin,
+          Self.confirms(outcome.head, origin)
+        else {
+          // A 304 that names no validator of ours proves nothing.
+          conditional = nil
+          try restart("the server answered 304 without a matching validator")
+          continue
+        }
+        let refreshed = Self.refreshed(origin, by: outcome.head)
+        do throws(TroveError) {
+          try store.objects.bind(key: url, to: cached.digest, origin: refreshed)
+        } catch  where error.code == .notFound {
+          conditional = nil  // evicted meanwhile: fetch the body
+          try restart("its cached object was removed during revalidation")
+          continue
+        }
+        let verified = try verify(cached.digest, size: origin.size)
+        store.recordRead(cached.digest)
+        return result(cached.digest, size: origin.size, source: .revalidated, verified: verified)
+      case .status(let code)?:
+        let error = Self.statusError(url, outcome.head, code: code)
+        if error.code == .transferFailed, retries < options.retries {
+          retries += 1
+          pause(retries, head: outcome.head)
+          continue
+        }
+        throw error
+      case .misfit?:
+        part?.discard()
+        try restart("the server's answers to a range request do not fit together")
+        continue
+      case .body?, nil:
+        break
+      }
+      if outcome.code == CURLE_RANGE_ERROR {
+        // A 200 to the range request: the body changed (If-Range) or the
+        // server cannot resume. Start again from zero; never append it.
+        part?.discard()
+        try restart("the server cannot resume it")
+        continue
+      }
+      var body: Download.Body?
+      var failure: TroveError?
+      if outcome.succeeded {
+        do throws(TroveError) { body = try download.finish() } catch { failure = error }
+      } else {
+        failure = Self.transferError(url, outcome)
+      }
+      if let failure {
+        download.discard(part: false)  // what arrived whole stays, to resume
+        if failure.code == .transferFailed, retries < options.retries {
+          retries += 1
+          pause(retries, head: outcome.head)
+          continue
+        }
+        throw failure
+      }
+      guard let body else { continue }
+      let verified: [Checksum]
+      do throws(TroveError) {
+        verified = try verify(body.digest, size: body.size, computed: body.checksums)
+      } catch {
+        download.discard(part: true)
+        throw error
+      }
+      let put = try download.publish(body)
+      let origin = Freshness.origin(
+        outcome.head, size: body.size, finalURL: outcome.effectiveURL,
+        now: currentTimeNanoseconds())
+      do throws(TroveError) {
+        try store.objects.bind(key: url, to: put.digest, origin: origin, checksums: body.checksums)
+      } catch  where error.code == .notFound {
+        try restart("its object was removed as it was stored")
+        continue
+      }
+      return result(
+        put.digest, size: body.size, source: offset > 0 ? .resumed : .network, verified: verified)
+    }
+  }
+
+  /// Waits before retry number `attempt`: the server's `Retry-After` (in
+  /// seconds, up to a minute) or a doubling delay.
+  func pause(_ attempt: Int, head: HTTPResponseHead) {
+    var delay = min(30, options.retryDelay * Double(1 << min(attempt - 1, 10)))
+    if let text = head.field("retry-after"), let seconds = Double(text), seconds >= 0,
+      seconds <= 60
+    {
+      delay = seconds
+    }
+    Thread.sleep(forTimeInterval: delay)
+  }
+
+  /// Whether a 304 vouches for the cached object: it carries the ETag or
+  /// the Last-Modified the object was fetched with.
+  static func confirms(_ head: HTTPResponseHead, _ origin: KeyOrigin) -> Bool {
+    if let etag = origin.etag, let answered = head.field("etag") {
+      return answered == etag
+    }
+    if let modified = origin.lastModified, let answered = head.field("last-modified") {
+      return answered == modified
+    }
+    return false
+  }
+
+  /// `origin` as revalidated now by a 304 with `head`: new freshness,
+  /// validators kept unless the server sent new ones.
+  static func refreshed(_ origin: KeyOrigin, by head: HTTPResponseHead) -> KeyOrigin {
+    var fresh = Freshness.origin(
+      head, size: origin.size, finalURL: origin.finalURL, now: currentTimeNanoseconds())
+    fresh.etag = fresh.etag ?? origin.etag
+    fresh.lastModified = fresh.lastModified ?? origin.lastModified
+    return fresh
+  }
+
+  /// The error for an HTTP failure status.
+  static func statusError(_ url: String, _ head: HTTPResponseHead, code: Int) -> TroveError {
+    let text = "HTTP \(code)\(head.reason.isEmpty ? "" : " " + head.reason)"
+    switch code {
+    case 404, 410:
+      return TroveError(.notFound, "cannot fetch '\(url)': \(text)", value: url)
+    case 408, 425, 429, 500, 502, 503, 504:
+      return TroveError(.transferFailed, "cannot fetch '\(url)': \(text)", value: url)
+    case 200..<300:
+      return TroveError(
+        .unavailable, "cannot fetch '\(url)': unexpected \(text) to a GET", value: url)
+    default:
+      return TroveError(.unavailable, "cannot fetch '\(url)': \(text)", value: url)
+    }
+  }
+
+  /// The error for a transfer libcurl ended with a failure.
+  static func transferError(_ url: String, _ outcome: HTTPOutcome) -> TroveError {
+    let code = Int(outcome.code.rawValue)
+    let message = "cannot fetch '\(url)': \(outcome.message) (curl error \(code))"
+    switch outcome.code {
+    case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+      return TroveError(.invalidArgument, message, value: url)
+    case CURLE_OPERATION_TIMEDOUT, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_SEND_ERROR,
+      CURLE_RECV_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+      return TroveError(.transferFailed, message, value: url)
+    default:
+      return TroveError(.unavailable, message, value: url)
+    }
+  }
+}

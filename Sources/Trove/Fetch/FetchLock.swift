@@ -1,0 +1,63 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The lock a fetch holds while it talks to the server about one URL
+/// (`locks/<k>.lock`, `flock`): N threads or processes fetching that URL
+/// make one transfer; the others wait, then serve what it stored.
+///
+/// Nothing depends on the lock for correctness. Where `flock` does nothing
+/// (some NFS and Lustre mounts grant it to everyone), a probe finds out
+/// and the fetch writes a private temp file instead of the shared partial
+/// file: at worst two downloads, each published by a no-replace rename,
+/// never a mixed file.
+final class FetchLock {
+  private let file: FileDescriptor
+  /// Whether the filesystem honours the lock: a second open of the file,
+  /// which is another holder as far as `flock` is concerned, was refused.
+  /// Only then may the shared partial file be used.
+  let isHonoured: Bool
+
+  /// Waits for the lock named `name`.
+  init(store: Store, name: String) throws(TroveError) {
+    let folder = try store.ensureFolder(StoreLayout.locks)
+    defer { folder.close() }
+    let lockName = name + ".lock"
+    let path = store.root + "/" + StoreLayout.locks + "/" + lockName
+    file = try attempt("open", path) { () throws(SystemCallError) in
+      try FileDescriptor.open(
+        lockName, in: folder, [.readWrite, .create, .noFollow], permissions: 0o600)
+    }
+    do throws(SystemCallError) {
+      _ = try file.lock(exclusive: true, wait: true)
+      let probe = try FileDescriptor.open(lockName, in: folder, [.readWrite, .noFollow])
+      defer { probe.close() }
+      isHonoured = try !probe.lock(exclusive: true, wait: false)
+    } catch {
+      file.close()
+      throw TroveError.system(error, "lock", path: path)
+    }
+  }
+
+  deinit { file.close() }  // closing releases the lock
+}
+
+extension Store {
+  /// Opens the folder `name` in the root, creating it (0700) when missing.
+  func ensureFolder(_ name: String) throws(TroveError) -> FileDescriptor {
+    try attempt("create store folder", root + "/" + name) {
+      () throws(SystemCallError) -> FileDescriptor in
+      do throws(SystemCallError) {
+        try rootDirectory.makeDirectory(name)
+      } catch  where error.errno == .fileExists {}
+      return try FileDescriptor.open(name, in: rootDirectory, [.directory, .noFollow])
+    }
+  }
+
+  /// The name a URL's lock and partial file go by: its XXH3-128 hex.
+  static func downloadName(_ url: String) -> String {
+    XXH3Hasher.digest(Array(url.utf8)).hex
+  }
+}

@@ -1,0 +1,28 @@
+import Synchronization
+
+extension Store {
+  /// Fetches every request, up to `jobs` at a time, each on a thread of
+  /// its own with its own libcurl handle (connections to one server are
+  /// kept alive from one URL to the next). Returns each request's outcome,
+  /// in order; one failing does not stop the others. Requests for one URL
+  /// make one transfer (see ``fetch(_:options:progress:)``).
+  public func fetch(
+    _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
+    progress: (@Sendable (FetchProgress) -> Void)? = nil
+  ) -> [Result<FetchResult, TroveError>] {
+    let results = Mutex<[Result<FetchResult, TroveError>?]>(
+      Array(repeating: nil, count: requests.count))
+    Parallel.forEach(
+      requests.count, width: max(1, jobs),
+      context: { () -> Result<HTTPClient, TroveError> in
+        do throws(TroveError) { return .success(try HTTPClient()) } catch { return .failure(error) }
+      }
+    ) { (client, i) throws(Never) in
+      let outcome = Result { () throws(TroveError) -> FetchResult in
+        try self.fetch(requests[i], options: options, client: client.get(), progress: progress)
+      }
+      results.withLock { $0[i] = outcome }
+    }
+    return results.withLock { $0.map { $0! } }
+  }
+}

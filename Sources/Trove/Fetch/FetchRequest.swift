@@ -1,0 +1,108 @@
+/// A URL to bring into the store, and what its bytes must be.
+public struct FetchRequest: Sendable, Hashable {
+  /// When the network may be used.
+  public enum Mode: String, Sendable, Hashable {
+    /// A fresh cached copy is served as it is; a stale one is revalidated.
+    case normal
+    /// The cached copy is revalidated even when fresh (`--refresh`).
+    case refresh
+    /// The network is never used: what is cached is served, a miss is
+    /// `.notFound` (`--offline`).
+    case offline
+  }
+
+  /// The URL (`http://` or `https://`); also the key it is recorded under.
+  public var url: String
+  /// The publisher's checksums: the body must match every one. With one
+  /// whose object the store holds, no request is made.
+  public var expected: [Checksum]
+  /// The body's length, when the publisher gives it.
+  public var expectedSize: Int64?
+  /// When the network may be used.
+  public var mode: Mode
+  /// Serve a cached copy fetched or revalidated less than this many
+  /// seconds ago without asking the server, whatever its headers said.
+  public var maxAge: Int64?
+  /// Extra request header lines (`Authorization: Bearer …`).
+  public var headers: [String]
+  /// What to do when the volume is low (see ``PutPriority``).
+  public var priority: PutPriority
+
+  public init(
+    url: String, expected: [Checksum] = [], expectedSize: Int64? = nil, mode: Mode = .normal,
+    maxAge: Int64? = nil, headers: [String] = [], priority: PutPriority = .important
+  ) {
+    self.url = url
+    self.expected = expected
+    self.expectedSize = expectedSize
+    self.mode = mode
+    self.maxAge = maxAge
+    self.headers = headers
+    self.priority = priority
+  }
+}
+
+/// How transfers behave: timeouts, retries, redirects.
+public struct FetchOptions: Sendable, Hashable {
+  /// Seconds to wait for a connection.
+  public var connectTimeout: Double = 30
+  /// A transfer slower than ``stallSpeed`` bytes a second for this many
+  /// seconds has stalled and fails (there is no limit on a whole transfer).
+  public var stallTimeout: Double = 30
+  /// See ``stallTimeout``.
+  public var stallSpeed = 10
+  /// Redirects followed at most.
+  public var maxRedirects = 10
+  /// Transient failures (a dropped connection, a stall, 408, 429, 5xx)
+  /// retried at most this many times; each retry resumes what was received.
+  public var retries = 3
+  /// The first retry's delay in seconds, doubled for each next (at most 30 s);
+  /// a `Retry-After` of up to 60 s is honoured instead.
+  public var retryDelay: Double = 1
+  /// The `User-Agent` header.
+  public var userAgent = "trove/0.1"
+
+  public init() {}
+}
+
+/// Where a fetch's bytes came from.
+public enum FetchSource: String, Sendable, Codable {
+  /// Downloaded whole.
+  case network
+  /// Downloaded from where an interrupted transfer stopped.
+  case resumed
+  /// The server said the cached copy is current (304).
+  case revalidated
+  /// Served from the store without asking the server.
+  case cache
+}
+
+/// What a fetch did.
+public struct FetchResult: Sendable, Hashable, Codable {
+  /// The URL asked for.
+  public var url: String
+  /// The object's digest.
+  public var digest: Digest
+  /// Its length.
+  public var size: Int64
+  /// Where the bytes came from.
+  public var source: FetchSource
+  /// The last HTTP status (200, 206, 304), nil when no request was made.
+  public var httpStatus: Int?
+  /// Body bytes received from the network by this fetch.
+  public var bytesTransferred: Int64
+  /// How long it took, seconds.
+  public var seconds: Double
+  /// The publishers' checksums the bytes were verified against.
+  public var verified: [Checksum]
+}
+
+/// A running transfer's progress, for a progress line.
+public struct FetchProgress: Sendable {
+  /// The URL.
+  public var url: String
+  /// Bytes of the body held so far (a resumed prefix included).
+  public var received: Int64
+  /// The body's length, when known.
+  public var total: Int64?
+}

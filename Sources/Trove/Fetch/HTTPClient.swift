@@ -1,0 +1,187 @@
+import CCurl
+import Foundation
+
+/// The response a transfer ended with (the last one, after redirects).
+struct HTTPResponseHead: Sendable {
+  /// The status code (200, 206, 304, 404…); 0 when no response came.
+  var status = 0
+  /// The status line's reason phrase ("Not Found"), if the server sent one.
+  var reason = ""
+  /// Header fields in order, names lowercased.
+  var fields: [(name: String, value: String)] = []
+
+  /// The value of `name` (lowercase); several fields of one name are
+  /// joined with ", " as HTTP allows.
+  func field(_ name: String) -> String? {
+    let values = fields.filter { $0.name == name }.map(\.value)
+    return values.isEmpty ? nil : values.joined(separator: ", ")
+  }
+}
+
+/// Where a transfer's body goes: called on the transfer's thread, in order.
+protocol HTTPBodySink: AnyObject {
+  /// The last response's head is in and its body (maybe empty) follows;
+  /// false stops the transfer.
+  func begin(_ head: HTTPResponseHead) -> Bool
+  /// The next piece of the body; false stops the transfer.
+  func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+  /// Body bytes received so far in this response, and how many it has in
+  /// all when the server said.
+  func progress(received: Int64, expected: Int64?)
+}
+
+/// One HTTP GET.
+struct HTTPRequest {
+  var url: String
+  /// Extra header lines, `Name: value`.
+  var headers: [String] = []
+  /// Ask for the body from this offset on (a `Range` request); libcurl
+  /// refuses an answer that does not start there.
+  var resumeFrom: Int64 = 0
+  var options: FetchOptions
+}
+
+/// How a transfer ended.
+struct HTTPOutcome {
+  /// libcurl's result (`CURLE_OK` for a complete transfer).
+  var code: CURLcode
+  /// libcurl's message for a failure.
+  var message: String
+  /// The last response, if any came.
+  var head: HTTPResponseHead
+  /// The URL after redirects.
+  var effectiveURL: String?
+  /// Whether the sink stopped it.
+  var stoppedBySink: Bool
+
+  var succeeded: Bool { code == CURLE_OK && !stoppedBySink }
+}
+
+/// A libcurl easy handle, reused for transfer after transfer on one thread
+/// (so connections, TLS sessions and DNS answers are reused). libcurl is
+/// called directly, not through URLSession: the write callback feeds the
+/// hashers and the file synchronously, so TCP throttles the sender and
+/// memory stays bounded; resume, stall limits and redirects are libcurl's.
+/// Proxies come from the environment (`http_proxy`, `https_proxy`,
+/// `no_proxy`), as with the `curl` command.
+final class HTTPClient {
+  private let handle: UnsafeMutableRawPointer
+  private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+
+  private static let global: Bool = curl_global_init(3) == CURLE_OK  // CURL_GLOBAL_ALL
+
+  init() throws(TroveError) {
+    guard Self.global, let handle = curl_easy_init() else {
+      throw TroveError(.ioError, "cannot start libcurl: curl_easy_init failed")
+    }
+    self.handle = handle
+  }
+
+  deinit {
+    curl_easy_cleanup(handle)
+    errorBuffer.deallocate()
+  }
+
+  /// The context the C callbacks reach through their user pointer.
+  private final class Context {
+    let sink: any HTTPBodySink
+    var head = HTTPResponseHead()
+    var began = false
+    var stopped = false
+    init(sink: any HTTPBodySink) { self.sink = sink }
+
+    func begin() -> Bool {
+      guard !began else { return !stopped }
+      began = true
+      if !sink.begin(head) { stopped = true }
+      return !stopped
+    }
+  }
+
+  /// Runs `request` to its end on this thread, giving the body to `sink`.
+  func perform(_ request: HTTPRequest, into sink: any HTTPBodySink) -> HTTPOutcome {
+    curl_easy_reset(handle)
+    errorBuffer[0] = 0
+    let context = Context(sink: sink)
+    let pointer = Unmanaged.passUnretained(context).toOpaque()
+    var list: UnsafeMutablePointer<curl_slist>?
+    // Compressed transfer encodings break ranges and would hash the
+    // decoded bytes: ask for the bytes as they are.
+    for line in ["Accept-Encoding: identity"] + request.headers {
+      list = curl_slist_append(list, line)
+    }
+    defer { curl_slist_free_all(list) }
+    let o = request.options
+    trove_curl_set_string(handle, CURLOPT_URL, request.url)
+    trove_curl_set_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+    trove_curl_set_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+    trove_curl_set_long(handle, CURLOPT_FOLLOWLOCATION, 1)
+    trove_curl_set_long(handle, CURLOPT_MAXREDIRS, o.maxRedirects)
+    trove_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
+    trove_curl_set_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
+    trove_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(o.connectTimeout * 1000))
+    // A stall limit, never a limit on the whole transfer: below
+    // `stallSpeed` bytes a second for `stallTimeout` seconds is a failure.
+    trove_curl_set_long(handle, CURLOPT_LOW_SPEED_LIMIT, max(1, o.stallSpeed))
+    trove_curl_set_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(o.stallTimeout.rounded(.up))))
+    trove_curl_set_long(handle, CURLOPT_BUFFERSIZE, 512 * 1024)
+    trove_curl_set_string(handle, CURLOPT_USERAGENT, o.userAgent)
+    trove_curl_set_list(handle, CURLOPT_HTTPHEADER, list)
+    trove_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+    if request.resumeFrom > 0 {
+      trove_curl_set_offset(handle, CURLOPT_RESUME_FROM_LARGE, curl_off_t(request.resumeFrom))
+    }
+    trove_curl_set_pointer(handle, CURLOPT_HEADERDATA, pointer)
+    trove_curl_set_data_callback(handle, CURLOPT_HEADERFUNCTION) { buffer, size, count, user in
+      let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
+      let n = size * count
+      guard let buffer else { return n }
+      var line = Substring(
+        String(decoding: UnsafeRawBufferPointer(start: buffer, count: n), as: UTF8.self))
+      while let last = line.last, last.isNewline { line = line.dropLast() }
+      if line.hasPrefix("HTTP/") {
+        // A new response (after a redirect, or the first): start over.
+        let parts = line.split(separator: " ", maxSplits: 2)
+        context.head = HTTPResponseHead(
+          status: parts.count > 1 ? Int(parts[1]) ?? 0 : 0,
+          reason: parts.count > 2 ? String(parts[2]) : "")
+      } else if let colon = line.firstIndex(of: ":") {
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        context.head.fields.append((name, value))
+      }
+      return n
+    }
+    trove_curl_set_pointer(handle, CURLOPT_WRITEDATA, pointer)
+    trove_curl_set_data_callback(handle, CURLOPT_WRITEFUNCTION) { buffer, size, count, user in
+      let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
+      let n = size * count
+      guard context.begin() else { return 0 }
+      if n > 0, !context.sink.write(UnsafeRawBufferPointer(start: buffer, count: n)) {
+        context.stopped = true
+        return 0
+      }
+      return n
+    }
+    trove_curl_set_long(handle, CURLOPT_NOPROGRESS, 0)
+    trove_curl_set_pointer(handle, CURLOPT_XFERINFODATA, pointer)
+    trove_curl_set_progress_callback(handle) { user, total, now, _, _ in
+      let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
+      if context.began {
+        context.sink.progress(received: Int64(now), expected: total > 0 ? Int64(total) : nil)
+      }
+      return 0
+    }
+    var code = curl_easy_perform(handle)
+    // A response without a body (304, an empty file) calls no write.
+    if code == CURLE_OK, !context.began, !context.begin() { code = CURLE_WRITE_ERROR }
+    var effective: UnsafeMutablePointer<CChar>?
+    trove_curl_get_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
+    let detail = String(cString: errorBuffer)
+    return HTTPOutcome(
+      code: code,
+      message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail,
+      head: context.head, effectiveURL: effective.map { String(cString: $0) },
+      stoppedBySink: context.stopped)
+  }
+}

@@ -1,0 +1,55 @@
+/// Publishers' checksums of stored objects: recorded when a fetch verified
+/// them, computed from the object when first asked for.
+extension Store {
+  /// The checksums of `digest`'s bytes in `algorithms` (XXH3-128 is the
+  /// digest itself): those recorded in the index, the others computed by
+  /// reading the object once — verified against its digest as it passes —
+  /// and recorded.
+  ///
+  /// - Throws: `.notFound`, `.corruptObject`, `.ioError`.
+  func checksums(of digest: Digest, _ algorithms: Set<ChecksumAlgorithm>) throws(TroveError)
+    -> [ChecksumAlgorithm: Checksum]
+  {
+    var found: [ChecksumAlgorithm: Checksum] = [:]
+    if algorithms.contains(.xxh128) { found[.xxh128] = Checksum(digest) }
+    let recorded = try index().read("look up checksums of \(digest)") {
+      (tx) throws(TroveError) in try tx.checksums(of: digest)
+    }
+    for checksum in recorded where algorithms.contains(checksum.algorithm) {
+      found[checksum.algorithm] = checksum
+    }
+    let missing = algorithms.subtracting(found.keys)
+    guard !missing.isEmpty else { return found }
+    let hashers = missing.sorted { $0.rawValue < $1.rawValue }.map { SHA2Hasher($0) }
+    let (object, isCompressed) = try openObject(digest)
+    defer { object.close() }
+    object.adviseSequential()
+    let path = objectFilePath(digest, compressed: isCompressed)
+    if isCompressed {
+      _ = try decompressVerified(object, digest: digest, objectPath: path, destination: "<hash>") {
+        (chunk) throws(SystemCallError) in
+        for hasher in hashers { hasher.update(chunk) }
+      }
+    } else {
+      var xxh = XXH3Hasher()
+      let buffer = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: Transfer.bufferSize, alignment: 4096)
+      defer { buffer.deallocate() }
+      while true {
+        let n = try attempt("read", path) { () throws(SystemCallError) in
+          try object.readFully(into: buffer)
+        }
+        if n == 0 { break }
+        let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<n])
+        xxh.update(chunk)
+        for hasher in hashers { hasher.update(chunk) }
+      }
+      let actual = xxh.finalize()
+      if actual != digest { throw corrupt(digest, actual: actual) }
+    }
+    let computed = hashers.map { $0.finalize() }
+    try objects.bind(key: nil, to: digest, checksums: computed)
+    for checksum in computed { found[checksum.algorithm] = checksum }
+    return found
+  }
+}

@@ -1,0 +1,176 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// An interrupted download kept for resuming: `partial/<k>.part` holds the
+/// body so far (raw bytes), `partial/<k>.json` says what it is part of.
+/// Used only by the holder of the URL's ``FetchLock``, and only where that
+/// lock is honoured; never under `objects/`. A finished body is renamed
+/// into `tmp/` and published from there like any put.
+///
+/// A part survives a killed process (its bytes are in the page cache) but
+/// not a reboot, whose loss of unsynced pages could leave holes: the boot
+/// id recorded beside it must match for it to be resumed.
+final class PartialDownload {
+  /// What a partial file is part of.
+  struct Info: Codable, Equatable {
+    var url: String
+    /// The strong `ETag` or the `Last-Modified` that makes the resume
+    /// conditional (`If-Range`): a changed body is sent whole, not spliced.
+    var validator: String
+    /// The whole body's length, when the server said.
+    var total: Int64?
+    /// `/proc/sys/kernel/random/boot_id` when it was written.
+    var boot: String
+  }
+
+  let store: Store
+  private let folder: FileDescriptor
+  private let name: String
+  /// The part file, open for reading and appending.
+  let file: FileDescriptor
+  /// What the part file is, when its sidecar says and it can be resumed.
+  private(set) var info: Info?
+  /// The part file's length.
+  private(set) var length: Int64
+
+  private var partName: String { name + ".part" }
+  private var infoName: String { name + ".json" }
+  var path: String { store.root + "/" + StoreLayout.partial + "/" + partName }
+
+  /// Opens (or creates) the part file of `url`. The caller holds the URL's
+  /// lock, honoured.
+  init(store: Store, url: String) throws(TroveError) {
+    self.store = store
+    name = Store.downloadName(url)
+    folder = try store.ensureFolder(StoreLayout.partial)
+    let partPath = store.root + "/" + StoreLayout.partial + "/" + name + ".part"
+    do throws(SystemCallError) {
+      file = try FileDescriptor.open(
+        name + ".part", in: folder, [.readWrite, .create, .noFollow], permissions: 0o600)
+      length = try file.status().size
+    } catch {
+      folder.close()
+      throw TroveError.system(error, "open", path: partPath)
+    }
+    if let bytes = try? FileDescriptor.open(infoName, in: folder, [.noFollow]).readAllClosing(),
+      let info = try? JSONDecoder().decode(Info.self, from: Data(bytes)),
+      info.url == url, info.boot == Self.bootID, length > 0, info.total.map({ length < $0 }) ?? true
+    {
+      self.info = info
+    }
+  }
+
+  deinit {
+    // An empty part resumes nothing: it goes (a finished one was moved).
+    if length == 0 {
+      try? folder.removeFile(partName)
+      try? folder.removeFile(infoName)
+    }
+    file.close()
+    folder.close()
+  }
+
+  /// Where a resume starts and what makes it conditional, if the part can
+  /// be resumed.
+  var resumePoint: (offset: Int64, validator: String)? {
+    info.map { (length, $0.validator) }
+  }
+
+  /// Empties the part file for a new body described by `info` (nil: not
+  /// resumable, no sidecar).
+  func restart(_ info: Info?) throws(TroveError) {
+    self.info = nil
+    try? folder.removeFile(infoName)
+    try attempt("truncate", path) { () throws(SystemCallError) in
+      try file.truncate(to: 0)
+      try file.seek(to: 0)
+    }
+    length = 0
+    guard let info, let bytes = try? JSONEncoder().encode(info) else { return }
+    // Written whole or not at all: a temp file renamed over the old one.
+    let temp = StoreLayout.temporaryName("part")
+    do throws(SystemCallError) {
+      let fd = try FileDescriptor.open(
+        temp, in: folder, [.writeOnly, .create, .exclusive], permissions: 0o600)
+      defer { fd.close() }
+      try fd.writeAll(Array(bytes))
+      try folder.rename(temp, to: infoName, in: folder)
+      self.info = info
+    } catch {
+      try? folder.removeFile(temp)  // not resumable, still a valid download
+    }
+  }
+
+  /// Feeds the part's bytes to `update` (a resumed body's digest covers its
+  /// prefix) and leaves the file positioned at its end.
+  func rehash(_ update: (UnsafeRawBufferPointer) -> Void) throws(TroveError) {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: Transfer.bufferSize, alignment: 4096)
+    defer { buffer.deallocate() }
+    var offset: Int64 = 0
+    try attempt("read", path) { () throws(SystemCallError) in
+      while offset < length {
+        let n = try file.read(
+          into: UnsafeMutableRawBufferPointer(
+            rebasing: buffer[..<Int(min(Int64(buffer.count), length - offset))]), at: offset)
+        if n == 0 { break }
+        update(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+        offset += Int64(n)
+      }
+      try file.seek(to: offset)
+    }
+    length = offset
+  }
+
+  /// Appends `bytes` (`remaining`: what is still to come, counting them).
+  func append(
+    _ bytes: UnsafeRawBufferPointer, writes: inout PressuredWrites, remaining: Int64?
+  ) throws(TroveError) {
+    do throws(SystemCallError) {
+      try writes.writeAll(bytes, to: file, remaining: remaining)
+    } catch {
+      throw TroveError.system(error, "write", path: path)
+    }
+    length += Int64(bytes.count)
+  }
+
+  /// Moves the finished body into `tmp/` under a new temp name, to be
+  /// staged and published; the sidecar goes. Returns that name (the file
+  /// stays open as ``file``).
+  func handOver() throws(TroveError) -> String {
+    let temp = StoreLayout.temporaryName("fetch")
+    try attempt("move", path) { () throws(SystemCallError) in
+      try folder.rename(partName, to: temp, in: store.tmpDirectory)
+    }
+    try? folder.removeFile(infoName)
+    info = nil
+    length = 0
+    return temp
+  }
+
+  /// Removes the part and its sidecar: its bytes are not what the URL has.
+  func discard() {
+    try? folder.removeFile(infoName)
+    try? file.truncate(to: 0)
+    try? folder.removeFile(partName)
+    info = nil
+    length = 0
+  }
+
+  /// This boot's id: a part written before a reboot is not resumed.
+  static let bootID: String = {
+    let text = (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))
+    return text?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
+  }()
+}
+
+extension FileDescriptor {
+  /// Reads a small file to its end (64 KiB at most) and closes it.
+  fileprivate func readAllClosing() throws(SystemCallError) -> [UInt8] {
+    defer { close() }
+    return try readAll(limit: 64 * 1024)
+  }
+}

@@ -1,0 +1,270 @@
+import Foundation
+import Synchronization
+import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+let fetchCommand = CommandSpec(
+  name: "fetch",
+  abstract: "Download URLs into the store once; revalidate, resume, verify, and print each digest.",
+  usage:
+    "[-o <dest>] [--expect <algo:hex>]... [--expect-size <n>] [--refresh | --offline] [--max-age <d>] [-i <file>] [-j <n>] [--json] [-q] <url>...",
+  arguments: [("url", "An http:// or https:// URL; several are fetched in parallel.")],
+  options: [
+    OptionSpec(
+      names: ["-o", "--output"], valueName: "dest",
+      help: "Also write the object to <dest> (a clone where possible, as 'get'); '-' for stdout."),
+    OptionSpec(
+      names: ["--expect"], valueName: "algo:hex",
+      help: "The publisher's checksum: sha256:HEX, sha512:HEX or xxh128:HEX (repeatable)."),
+    OptionSpec(names: ["--expect-size"], valueName: "n", help: "The body's length in bytes."),
+    OptionSpec(
+      names: ["--refresh"], valueName: nil, help: "Revalidate with the server even if fresh."),
+    OptionSpec(
+      names: ["--offline"], valueName: nil,
+      help: "Never use the network: serve what is cached, else fail (exit 1)."),
+    OptionSpec(
+      names: ["--max-age"], valueName: "duration",
+      help: "Serve a copy fetched less than this long ago without asking (e.g. 10m, 1d)."),
+    OptionSpec(
+      names: ["-i", "--input"], valueName: "file",
+      help: "Read URLs from <file> ('-': stdin), one per line, each optionally followed by checksums."
+    ),
+    OptionSpec(
+      names: ["-j", "--jobs"], valueName: "n", help: "Transfers at once (default 8)."),
+    OptionSpec(
+      names: ["-H", "--header"], valueName: "line",
+      help: "An extra request header, 'Name: value' (repeatable)."),
+    OptionSpec(
+      names: ["--retries"], valueName: "n",
+      help: "Retries of a transient failure, each resuming (default 3)."),
+    OptionSpec(
+      names: ["--connect-timeout"], valueName: "seconds", help: "Connection timeout (default 30)."),
+    OptionSpec(
+      names: ["--stall-timeout"], valueName: "seconds",
+      help: "Fail a transfer that receives under 10 bytes/s for this long (default 30)."),
+    OptionSpec(names: ["-f", "--force"], valueName: nil, help: "Replace an existing <dest>."),
+    OptionSpec(names: ["-q", "--quiet"], valueName: nil, help: "No progress line."),
+    jsonOption, verboseOption,
+  ],
+  discussion: """
+    Prints 'xxh128:<hex>  <url>' for each URL. A URL fetched before is served
+    from the store while fresh (Cache-Control, Expires) and revalidated when
+    stale (a 304 costs no body). With --expect and the object already stored,
+    no request is made. Bodies are hashed as they arrive and checked against
+    their length and the expected checksums; nothing is stored on a mismatch.
+    An interrupted download resumes on the next fetch. Processes fetching the
+    same URL make one download. Exit status: 1 for HTTP 404/410 or an offline
+    miss, 65 for a checksum mismatch, 69 when the server cannot be used, 75 for
+    a transient failure that outlasted its retries; the first failure's status
+    when several URLs are fetched.
+    """,
+  run: { invocation in try runFetch(invocation) })
+
+private func runFetch(_ invocation: Invocation) throws -> Int32 {
+  var requests: [FetchRequest] = []
+  var expected: [Checksum] = []
+  for text in invocation.allValues("--expect") {
+    do throws(TroveError) {
+      expected.append(try Checksum(parsing: text))
+    } catch {
+      throw invocation.usageError(error.description)
+    }
+  }
+  var template = FetchRequest(url: "", expected: expected)
+  template.expectedSize = try invocation.size("--expect-size")
+  if invocation.flag("--refresh") && invocation.flag("--offline") {
+    throw invocation.usageError("--refresh and --offline contradict each other")
+  }
+  if invocation.flag("--offline") {
+    template.mode = .offline
+  } else if invocation.flag("--refresh") {
+    template.mode = .refresh
+  }
+  template.maxAge = try invocation.duration("--max-age")
+  for line in invocation.allValues("--header") {
+    guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
+      !line.contains(where: { $0 == "\r" || $0 == "\n" })
+    else {
+      throw invocation.usageError("invalid --header '\(line)': expected 'Name: value'")
+    }
+    template.headers.append(line)
+  }
+  for url in invocation.positionals {
+    var request = template
+    request.url = url
+    requests.append(request)
+  }
+  if let input = invocation.value("--input") {
+    requests += try readURLList(input, template: template, invocation: invocation)
+  }
+  guard !requests.isEmpty else {
+    throw invocation.usageError("Missing expected argument '<url>'")
+  }
+  let destination = invocation.value("--output")
+  if destination != nil && requests.count != 1 {
+    throw invocation.usageError("-o names one destination; \(requests.count) URLs given")
+  }
+  var options = FetchOptions()
+  if let retries = try invocation.count("--retries") { options.retries = retries }
+  if let seconds = try invocation.seconds("--connect-timeout") { options.connectTimeout = seconds }
+  if let seconds = try invocation.seconds("--stall-timeout") { options.stallTimeout = seconds }
+  let jobs = try invocation.count("--jobs") ?? 8
+  guard jobs >= 1 else { throw invocation.usageError("invalid --jobs '0': expected at least 1") }
+
+  let store = try invocation.openStore()
+  let showsProgress = !invocation.flag("--quiet") && isatty(2) == 1
+  let line = ProgressLine()
+  let progress: (@Sendable (FetchProgress) -> Void)? =
+    showsProgress ? { @Sendable in line.update($0) } : nil
+  let outcomes =
+    requests.count == 1
+    ? [Result { () throws(TroveError) in try store.fetch(requests[0], options: options, progress: progress) }]
+    : store.fetch(requests, jobs: jobs, options: options, progress: progress)
+  line.clear()
+
+  var status = ExitStatus.success
+  var records: [FetchRecord] = []
+  for outcome in outcomes {
+    do throws(TroveError) {
+      let result = try outcome.get()
+      if let destination {
+        if destination == "-" {
+          try store.write(result.digest, to: FileHandle.standardOutput)
+        } else {
+          let done = try store.materialize(
+            result.digest, at: destination, mode: .auto, replacing: invocation.flag("--force"))
+          if let reason = done.fallbackReason {
+            Output.error("trove: warning: copied '\(destination)', not cloned: \(reason)")
+          }
+        }
+      }
+      if invocation.flag("--json") {
+        records.append(FetchRecord(result))
+      } else if destination != "-" {
+        Output.line("\(result.digest)  \(result.url)")
+      }
+      if invocation.flag("--verbose") {
+        Output.error(
+          "trove: \(result.url): \(Output.size(result.size)) from \(describe(result.source)), \(Output.size(result.bytesTransferred)) transferred in \(String(format: "%.3f", result.seconds)) s"
+        )
+      }
+    } catch {
+      Output.error("Error: \(error)")
+      if status == ExitStatus.success { status = ExitStatus.of(error) }
+    }
+  }
+  if invocation.flag("--json") { Output.json(records) }
+  return status
+}
+
+private func describe(_ source: FetchSource) -> String {
+  switch source {
+  case .network: "the network"
+  case .resumed: "the network, resumed"
+  case .revalidated: "the store, revalidated (304)"
+  case .cache: "the store"
+  }
+}
+
+/// `-i FILE`: one URL a line, optionally followed by its checksums; blank
+/// lines and `#` comments skipped.
+private func readURLList(_ path: String, template: FetchRequest, invocation: Invocation) throws
+  -> [FetchRequest]
+{
+  let data: Data
+  if path == "-" {
+    data = FileHandle.standardInput.readDataToEndOfFile()
+  } else {
+    guard let read = FileManager.default.contents(atPath: path) else {
+      throw TroveError(.sourceMissing, "cannot read URL list '\(path)'", path: path)
+    }
+    data = read
+  }
+  var requests: [FetchRequest] = []
+  for (number, text) in String(decoding: data, as: UTF8.self).split(
+    separator: "\n", omittingEmptySubsequences: false
+  ).enumerated() {
+    let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+    guard let first = words.first, !first.hasPrefix("#") else { continue }
+    var request = template
+    request.url = String(first)
+    for word in words.dropFirst() {
+      do {
+        request.expected.append(try Checksum(parsing: String(word)))
+      } catch {
+        throw invocation.usageError("\(path):\(number + 1): \(error.description)")
+      }
+    }
+    requests.append(request)
+  }
+  return requests
+}
+
+/// `fetch --json`: one record a URL.
+struct FetchRecord: Encodable {
+  var url: String
+  var digest: String
+  var size: Int64
+  var source: String
+  var httpStatus: Int?
+  var bytesTransferred: Int64
+  var seconds: Double
+  var verified: [String]
+
+  init(_ r: FetchResult) {
+    url = r.url
+    digest = r.digest.description
+    size = r.size
+    source = r.source.rawValue
+    httpStatus = r.httpStatus
+    bytesTransferred = r.bytesTransferred
+    seconds = (r.seconds * 1000).rounded() / 1000
+    verified = r.verified.map(\.description)
+  }
+}
+
+/// The progress line on a terminal's stderr: bytes, rate and time left,
+/// of one transfer or of all running ones together; redrawn at most 10
+/// times a second.
+final class ProgressLine: Sendable {
+  private struct State {
+    var transfers: [String: FetchProgress] = [:]
+    var started = ContinuousClock.now
+    var drawn = false
+  }
+  private let state = Mutex(State())
+
+  func update(_ progress: FetchProgress) {
+    let text = state.withLock { s -> String in
+      s.transfers[progress.url] = progress
+      s.drawn = true
+      let received = s.transfers.values.reduce(Int64(0)) { $0 + $1.received }
+      let totals = s.transfers.values.compactMap(\.total)
+      let total = totals.count == s.transfers.count ? totals.reduce(0, +) : nil
+      let elapsed = ContinuousClock.now - s.started
+      let seconds = max(0.001, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+      let rate = Double(received) / seconds
+      var line = s.transfers.count == 1 ? "trove: \(Self.name(progress.url))" : "trove: \(s.transfers.count) URLs"
+      line += "  \(Output.size(received))"
+      if let total { line += " / \(Output.size(total))" }
+      line += "  \(Output.size(Int64(rate)))/s"
+      if let total, rate > 0, total > received {
+        let left = Int(Double(total - received) / rate)
+        line += String(format: "  %d:%02d left", left / 60, left % 60)
+      }
+      return line
+    }
+    FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+  }
+
+  func clear() {
+    if state.withLock({ $0.drawn }) { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+  }
+
+  private static func name(_ url: String) -> String {
+    url.split(separator: "/").last.map(String.init) ?? url
+  }
+}

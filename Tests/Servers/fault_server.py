@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""An HTTP/1.1 server on 127.0.0.1 for the faults nginx will not make.
+
+Usage: fault_server.py LOG PORTFILE -- listens on a free port, writes it to
+PORTFILE (whole, with a newline, by a rename), and appends one line per
+request to LOG:
+    METHOD PATH "Range" "If-Range" "If-None-Match"
+
+Every body is deterministic: /MODE/NAME?size=N serves N bytes (default
+1 MiB) made from NAME, with a strong ETag "v1" and a fixed Last-Modified,
+and honours Range (206) and If-None-Match (304). The MODE changes that:
+
+  ok           as described
+  drop         the first request without Range sends half the body and closes
+  short        every answer sends half the body its Content-Length announces
+  chunked      a chunked body without Content-Length (complete)
+  chunkcut     a chunked body cut before its last chunk
+  norange      ignores Range: 200 with the whole body (the first one dropped)
+  badrange     the first request dropped; a Range answered 206 from byte 0
+  etagchange   the first request dropped; then the ETag is "v2", the body another
+  novalidator  304 answers carry no ETag or Last-Modified
+  wrong        one byte of the body flipped
+  stall        sends 64 KiB, then nothing for 60 s
+  slow         sends 64 KiB every 20 ms (to be killed mid-transfer)
+  status       /status/CODE answers CODE (with Retry-After: 0)
+"""
+import http.server
+import random
+import socketserver
+import sys
+import threading
+import time
+
+LOG = sys.argv[1]
+LOCK = threading.Lock()
+SEEN = {}  # path -> requests so far
+LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
+
+
+def body_for(name, size, version=1):
+    return random.Random(f"{name}:{version}").randbytes(size)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        path, _, query = self.path.partition("?")
+        params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+        parts = path.strip("/").split("/")
+        mode, name = parts[0], "/".join(parts[1:]) or "x"
+        rng = self.headers.get("Range")
+        with LOCK:
+            count = SEEN.get(path, 0) + 1
+            SEEN[path] = count
+            with open(LOG, "a") as log:
+                log.write(f'GET {path} "{rng or "-"}" "{self.headers.get("If-Range") or "-"}" '
+                          f'"{self.headers.get("If-None-Match") or "-"}"\n')
+        if mode == "status":
+            code = int(name)
+            self.send_response(code)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        size = int(params.get("size", 1 << 20))
+        version = 2 if mode == "etagchange" and count > 1 else 1
+        etag = f'"v{version}"'
+        data = body_for(name, size, version)
+        if mode == "wrong":
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
+        inm = self.headers.get("If-None-Match")
+        if inm is not None and inm == etag:
+            self.send_response(304)
+            if mode != "novalidator":
+                self.send_header("ETag", etag)
+                self.send_header("Last-Modified", LAST_MODIFIED)
+            self.end_headers()
+            return
+        first_plain = count == 1 and rng is None
+        if mode in ("chunked", "chunkcut"):
+            self.send_response(200)
+            self.send_header("ETag", etag)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            step = 65536
+            end = len(data) // 2 if mode == "chunkcut" else len(data)
+            for i in range(0, end, step):
+                chunk = data[i:min(i + step, end)]
+                self.wfile.write(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+            if mode == "chunked":
+                self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        start = 0
+        status = 200
+        if rng and rng.startswith("bytes=") and mode not in ("norange",):
+            if_range = self.headers.get("If-Range")
+            if if_range is None or if_range == etag or if_range == LAST_MODIFIED:
+                start = int(rng[6:].split("-")[0])
+                status = 206
+        self.send_response(status)
+        self.send_header("ETag", etag)
+        self.send_header("Last-Modified", LAST_MODIFIED)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(len(data) - start))
+        if status == 206:
+            shown = 0 if mode == "badrange" else start
+            self.send_header("Content-Range", f"bytes {shown}-{len(data) - 1}/{len(data)}")
+        self.end_headers()
+        payload = data[start:]
+        dropping = mode == "short" or (
+            first_plain and mode in ("drop", "norange", "badrange", "etagchange"))
+        if dropping:
+            self.wfile.write(payload[: len(payload) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if mode == "stall":
+            self.wfile.write(payload[:65536])
+            self.wfile.flush()
+            time.sleep(60)
+            self.close_connection = True
+            return
+        if mode == "slow":
+            for i in range(0, len(payload), 65536):
+                self.wfile.write(payload[i:i + 65536])
+                self.wfile.flush()
+                time.sleep(0.02)
+            return
+        self.wfile.write(payload)
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+if __name__ == "__main__":
+    server = Server(("127.0.0.1", 0), Handler)
+    with open(sys.argv[2] + ".tmp", "w") as f:
+        f.write(f"{server.server_address[1]}\n")
+    import os
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+    server.serve_forever()

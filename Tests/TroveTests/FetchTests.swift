@@ -1,0 +1,260 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `trove fetch` against a real nginx on 127.0.0.1, its access log read
+/// to see what went over the wire.
+@Suite(.enabled(if: Nginx.executable != nil, Nginx.missing))
+struct FetchTests {
+  /// `trove --store STORE fetch ARGS` as a process.
+  static func fetch(_ store: String, _ arguments: [String]) throws -> CLI.Result {
+    try CLI.run(["--store", store, "fetch"] + arguments)
+  }
+
+  /// The one `--json` record of a fetch.
+  static func record(_ result: CLI.Result) throws -> [String: Any] {
+    let records = try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [[String: Any]]
+    guard let first = records?.first, records?.count == 1 else {
+      throw TestFailure("no fetch record: exit \(result.status), \(result.stderr)")
+    }
+    return first
+  }
+
+  @Test("a first fetch downloads; a stale one is revalidated (304, no body); a fresh one asks nothing")
+  func downloadRevalidateFresh() throws {
+    let nginx = try Nginx()
+    let body = Bytes.random(3 << 20, seed: 1)
+    let file = try nginx.files.write("model.bin", body)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+
+    let first = try Self.fetch(store, [nginx.url("/model.bin")])
+    #expect(first.status == 0, "\(first.stderr)")
+    let digest = try XXH3Hasher.digest(ofFile: file)
+    #expect(first.out == "\(digest)  \(nginx.url("/model.bin"))\n")
+    if let xxhsum = TestFilesystems.xxhsum {
+      let line = try Spawned(executable: xxhsum, ["-H2", file], io: scratch["xxhsum"]).wait()
+      #expect(String(decoding: line.stdout, as: UTF8.self).hasPrefix(digest.hex))
+    }
+    #expect(nginx.requests("/model.bin").count == 1)
+    #expect(nginx.requests("/model.bin")[0].contains(" 200 \(body.count) "))
+
+    // nginx sends no Cache-Control: the copy is stale at once and revalidated.
+    let again = try Self.fetch(store, ["--json", nginx.url("/model.bin")])
+    let record = try Self.record(again)
+    #expect(record["source"] as? String == "revalidated")
+    #expect(record["bytesTransferred"] as? Int == 0)
+    #expect(record["digest"] as? String == digest.description)
+    let second = nginx.requests("/model.bin")[1]
+    #expect(second.contains(" 304 0 "), "\(second)")
+    #expect(Nginx.quoted(second)[2] != "-", "no If-None-Match: \(second)")
+
+    // /fresh/ says max-age=3600: the second fetch makes no request at all.
+    #expect(try Self.fetch(store, [nginx.url("/fresh/model.bin")]).status == 0)
+    let cached = try Self.record(try Self.fetch(store, ["--json", nginx.url("/fresh/model.bin")]))
+    #expect(cached["source"] as? String == "cache")
+    #expect(nginx.requests("/fresh/model.bin").count == 1)
+    // --refresh asks even so.
+    let refreshed = try Self.record(
+      try Self.fetch(store, ["--json", "--refresh", nginx.url("/fresh/model.bin")]))
+    #expect(refreshed["source"] as? String == "revalidated")
+    #expect(nginx.requests("/fresh/model.bin").count == 2)
+
+    // Stored once, whatever the URL: one object, two keys.
+    let s = try scratch.store()
+    #expect(try s.entries().count == 1)
+    let keys = try s.keys()
+    #expect(keys.map(\.key) == [nginx.url("/fresh/model.bin"), nginx.url("/model.bin")])
+    #expect(keys.allSatisfy { $0.origin?.etag != nil && $0.origin?.size == Int64(body.count) })
+    #expect(keys[0].origin?.expires != nil && keys[1].origin?.expires == nil)
+  }
+
+  @Test("--offline serves what is cached with nginx stopped; a miss is exit 1 and asks nothing")
+  func offline() throws {
+    let nginx = try Nginx()
+    try nginx.files.write("a.txt", Array("alpha\n".utf8))
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let url = nginx.url("/a.txt")
+    #expect(try Self.fetch(store, [url]).status == 0)
+    nginx.stop()
+    let served = try Self.fetch(store, ["--offline", url, "-o", scratch["out.txt"]])
+    #expect(served.status == 0, "\(served.stderr)")
+    #expect(try contents(scratch["out.txt"]) == Array("alpha\n".utf8))
+    let miss = try Self.fetch(store, ["--offline", nginx.url("/b.txt")])
+    #expect(miss.status == 1)
+    #expect(
+      miss.errorLines == [
+        "Error: '\(nginx.url("/b.txt"))' is not in store '\(store)' and --offline forbids fetching it"
+      ])
+    // Without --offline, a stale copy needs the server: it is down.
+    let down = try Self.fetch(store, [url])
+    #expect(down.status == 69)
+    #expect(down.errorLines.count == 1 && down.stderr.contains("curl error 7"), "\(down.stderr)")
+  }
+
+  @Test("a file changed on the server gives a new digest; a redirect is followed")
+  func changedAndRedirected() throws {
+    let nginx = try Nginx()
+    let path = try nginx.files.write("data.json", Array("{\"v\":1}".utf8))
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let first = try Self.record(try Self.fetch(store, ["--json", nginx.url("/data.json")]))
+    // A new body and a new modification time: a new ETag.
+    try Data("{\"v\":2, \"more\": true}".utf8).write(to: URL(fileURLWithPath: path))
+    var times = [timespec(tv_sec: 1_900_000_000, tv_nsec: 0), timespec(tv_sec: 1_900_000_000, tv_nsec: 0)]
+    _ = utimensat(AT_FDCWD, path, &times, 0)
+    let second = try Self.record(try Self.fetch(store, ["--json", nginx.url("/data.json")]))
+    #expect(second["source"] as? String == "network")
+    #expect(second["digest"] as? String != first["digest"] as? String)
+    #expect(second["digest"] as? String == XXH3Hasher.digest(Array("{\"v\":2, \"more\": true}".utf8)).description)
+    #expect(
+      try Self.fetch(store, ["--offline", nginx.url("/data.json")]).out.hasPrefix(
+        second["digest"] as! String))
+
+    let moved = try Self.record(try Self.fetch(store, ["--json", nginx.url("/moved/data.json")]))
+    #expect(moved["digest"] as? String == second["digest"] as? String)
+    #expect(moved["httpStatus"] as? Int == 200)
+    #expect(nginx.requests("/moved/data.json").first?.contains(" 302 ") == true)
+    let binding = try scratch.store().binding(forKey: nginx.url("/moved/data.json"))
+    #expect(binding?.origin?.finalURL == nginx.url("/data.json"))
+  }
+
+  @Test("404 is exit 1 with one line naming the URL and status; nothing is stored or bound")
+  func notFound() throws {
+    let nginx = try Nginx()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let url = nginx.url("/missing.tar")
+    let result = try Self.fetch(store, [url, "-o", scratch["out.tar"]])
+    #expect(result.status == 1)
+    #expect(result.errorLines == ["Error: cannot fetch '\(url)': HTTP 404 Not Found"])
+    #expect(result.out.isEmpty)
+    #expect(!FileManager.default.fileExists(atPath: scratch["out.tar"]))
+    let s = try scratch.store()
+    #expect(try s.entries().isEmpty && s.keys().isEmpty)
+    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.list("store/partial").isEmpty)
+    // Not an http(s) URL: a usage-class error before any request.
+    let bad = try Self.fetch(store, ["ftp://127.0.0.1/x"])
+    #expect(bad.status == 64)
+    #expect(bad.errorLines == ["Error: cannot fetch 'ftp://127.0.0.1/x': only http:// and https:// URLs are fetched"])
+  }
+
+  @Test("--expect sha256: right is stored and serves 'get sha256:HEX' offline; wrong is exit 65, nothing kept")
+  func expectedChecksums() throws {
+    let nginx = try Nginx()
+    let body = Bytes.random(1 << 20, seed: 7)
+    try nginx.files.write("pkg.tar", body)
+    let sha256 = SHA2Hasher(.sha256)
+    body.withUnsafeBytes { sha256.update($0) }
+    let right = sha256.finalize()
+    let wrong = "sha256:" + String(repeating: "ab", count: 32)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let url = nginx.url("/pkg.tar")
+
+    let refused = try Self.fetch(store, ["--expect", wrong, url, "-o", scratch["pkg.tar"]])
+    #expect(refused.status == 65)
+    #expect(
+      refused.errorLines == ["Error: '\(url)' has \(right), expected \(wrong)"], "\(refused.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: scratch["pkg.tar"]))
+    #expect(try scratch.store().entries().isEmpty)
+    #expect(try scratch.store().keys().isEmpty)
+    #expect(scratch.list("store/partial").isEmpty)
+
+    let verified = try Self.record(
+      try Self.fetch(store, ["--json", "--expect", right.description, url]))
+    #expect(verified["verified"] as? [String] == [right.description])
+    let requests = nginx.requests("/pkg.tar").count
+    // Known by its checksum: no request, any URL.
+    let byHash = try Self.record(
+      try Self.fetch(store, ["--json", "--expect", right.description, nginx.url("/mirror/pkg.tar")]))
+    #expect(byHash["source"] as? String == "cache")
+    #expect(nginx.accessLog().count == requests)
+    #expect(nginx.requests("/mirror/pkg.tar").isEmpty)
+    let get = try CLI.run(["--store", store, "get", right.description, scratch["by-sha.tar"]])
+    #expect(get.status == 0, "\(get.stderr)")
+    #expect(try contents(scratch["by-sha.tar"]) == body)
+    // The cached object of a URL that does not match: revalidated (304),
+    // still not matching: 65, and the cached object stays.
+    let stale = try Self.fetch(store, ["--expect", wrong, url])
+    #expect(stale.status == 65)
+    #expect(nginx.requests("/pkg.tar").last?.contains(" 304 ") == true)
+    #expect(try scratch.store().entries().count == 1)
+  }
+
+  @Test("N processes fetching one large file make one full-body GET; all print its digest")
+  func singleFlight() throws {
+    let nginx = try Nginx()
+    let body = Bytes.random(48 << 20, seed: 3)
+    try nginx.files.write("big.bin", body)
+    let digest = XXH3Hasher.digest(body)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let processes = try (0..<4).map { i in
+      try Spawned(
+        ["--store", store, "fetch", nginx.url("/fresh/big.bin")], io: scratch["fetch-\(i)"])
+    }
+    for process in processes {
+      let outcome = try process.wait()
+      #expect(outcome.status == 0, "\(outcome)")
+      #expect(String(decoding: outcome.stdout, as: UTF8.self).hasPrefix(digest.description))
+    }
+    let bodies = nginx.requests("/fresh/big.bin").filter { $0.contains(" 200 ") }
+    #expect(bodies.count == 1, "\(nginx.accessLog())")
+    #expect(try scratch.store().entries().count == 1)
+  }
+
+  @Test("-i FILE with --jobs fetches many URLs in parallel, each with its checksum; one failing does not stop the rest")
+  func many() throws {
+    let nginx = try Nginx()
+    let scratch = try Scratch()
+    var lines: [String] = []
+    var expected: [String: Digest] = [:]
+    for i in 0..<40 {
+      let body = Bytes.random(4096 + i * 1000, seed: UInt64(100 + i))
+      try nginx.files.write("f\(i).dat", body)
+      let sha = SHA2Hasher(.sha256)
+      body.withUnsafeBytes { sha.update($0) }
+      lines.append("\(nginx.url("/f\(i).dat")) \(sha.finalize())")
+      expected[nginx.url("/f\(i).dat")] = XXH3Hasher.digest(body)
+    }
+    lines.append("# a comment, and a URL that is not there")
+    lines.append(nginx.url("/absent.dat"))
+    let list = try scratch.write("urls.txt", Array(lines.joined(separator: "\n").utf8))
+    let result = try Self.fetch(scratch["store"], ["-i", list, "--jobs", "8"])
+    #expect(result.status == 1)
+    #expect(result.errorLines == ["Error: cannot fetch '\(nginx.url("/absent.dat"))': HTTP 404 Not Found"])
+    let printed = result.out.split(separator: "\n").map { $0.split(separator: " ", maxSplits: 2) }
+    #expect(printed.count == 40)
+    for line in printed {
+      #expect(expected[String(line[1])]?.description == String(line[0]), "\(line)")
+    }
+    #expect(try scratch.store().keys().count == 40)
+    // Connections were kept alive: far fewer than one per URL is not
+    // visible in the log, but every URL was asked once.
+    #expect(nginx.accessLog().count == 41)
+  }
+
+  @Test(
+    "-o on the reflink XFS is a clone (FIEMAP shared extents)",
+    .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing))
+  func outputIsClone() throws {
+    let nginx = try Nginx()
+    let body = Bytes.random(2 << 20, seed: 9)
+    try nginx.files.write("w.bin", body)
+    let scratch = try Scratch(under: TestFilesystems.xfs!)
+    let out = scratch["w.bin"]
+    let result = try Self.fetch(scratch["store"], [nginx.url("/w.bin"), "-o", out])
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(try contents(out) == body)
+    let summary = try extents(out)
+    #expect(summary.sharedBytes >= UInt64(body.count), "\(summary)")
+  }
+}

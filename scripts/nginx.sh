@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A throwaway nginx (Debian nginx-light) serving a folder on 127.0.0.1 at a
+# free port, for the tests, the benchmarks and the demo; never a system service.
+#   scripts/nginx.sh start ROOT STATE   serve ROOT; prints the port. STATE gets
+#                                       nginx.conf, nginx.pid, access.log, error.log
+#   scripts/nginx.sh stop STATE         stop it
+# Beside ROOT's files as they are, it serves:
+#   /fresh/NAME      with Cache-Control: max-age=3600
+#   /immutable/NAME  with Cache-Control: max-age=31536000, immutable
+#   /moved/NAME      a 302 redirect to /NAME
+# The access log has one line per request: method, URI, status, body bytes
+# sent, then the Range, If-Range, If-None-Match and If-Modified-Since headers.
+set -euo pipefail
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+
+case "${1:-}" in
+start)
+  # nginx daemonizes and would keep every descriptor it inherits: close all
+  # but stdin, stdout and stderr (a parent waiting for our end, such as
+  # Foundation's Process, would otherwise wait for nginx's).
+  for fd in /proc/$$/fd/*; do
+    n=${fd##*/}
+    [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-" 2>/dev/null || true
+  done
+  root=$(cd "$2" && pwd)
+  mkdir -p "$3"
+  state=$(cd "$3" && pwd)
+  user=""
+  [ "$(id -u)" -eq 0 ] && user="user root root;"
+  for _ in 1 2 3 4 5; do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    cat >"$state/nginx.conf" <<CONF
+$user
+worker_processes 1;
+pid $state/nginx.pid;
+error_log $state/error.log warn;
+events { worker_connections 512; }
+http {
+  default_type application/octet-stream;
+  sendfile on;
+  keepalive_requests 100000;
+  log_format trove '\$request_method \$request_uri \$status \$body_bytes_sent "\$http_range" "\$http_if_range" "\$http_if_none_match" "\$http_if_modified_since"';
+  access_log $state/access.log trove;
+  client_body_temp_path $state/client-body;
+  proxy_temp_path $state/proxy;
+  fastcgi_temp_path $state/fastcgi;
+  uwsgi_temp_path $state/uwsgi;
+  scgi_temp_path $state/scgi;
+  server {
+    listen 127.0.0.1:$port;
+    root $root;
+    location /fresh/ { alias $root/; add_header Cache-Control "max-age=3600"; }
+    location /immutable/ { alias $root/; add_header Cache-Control "max-age=31536000, immutable"; }
+    location /moved/ { rewrite ^/moved/(.*)\$ /\$1 redirect; }
+  }
+}
+CONF
+    # The daemon keeps no descriptor of ours: a caller reading our output
+    # sees its end when this script exits.
+    if "$nginx" -c "$state/nginx.conf" -e "$state/error.log" </dev/null >/dev/null 2>>"$state/error.log"; then
+      for _ in $(seq 50); do
+        [ -s "$state/nginx.pid" ] && { echo "$port"; exit 0; }
+        sleep 0.1
+      done
+    fi
+  done
+  echo "nginx.sh: cannot start nginx; see $state/error.log" >&2
+  exit 1
+  ;;
+stop)
+  state=$2
+  [ -s "$state/nginx.pid" ] || exit 0
+  pid=$(cat "$state/nginx.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || exit 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  ;;
+*)
+  echo "usage: scripts/nginx.sh start ROOT STATE | stop STATE" >&2
+  exit 64
+  ;;
+esac
