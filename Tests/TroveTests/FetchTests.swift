@@ -25,7 +25,8 @@ struct FetchTests {
     return first
   }
 
-  @Test("a first fetch downloads; a stale one is revalidated (304, no body); a fresh one asks nothing")
+  @Test(
+    "a first fetch downloads; a stale one is revalidated (304, no body); a fresh one asks nothing")
   func downloadRevalidateFresh() throws {
     let nginx = try Nginx()
     let body = Bytes.random(3 << 20, seed: 1)
@@ -107,12 +108,16 @@ struct FetchTests {
     let first = try Self.record(try Self.fetch(store, ["--json", nginx.url("/data.json")]))
     // A new body and a new modification time: a new ETag.
     try Data("{\"v\":2, \"more\": true}".utf8).write(to: URL(fileURLWithPath: path))
-    var times = [timespec(tv_sec: 1_900_000_000, tv_nsec: 0), timespec(tv_sec: 1_900_000_000, tv_nsec: 0)]
+    var times = [
+      timespec(tv_sec: 1_900_000_000, tv_nsec: 0), timespec(tv_sec: 1_900_000_000, tv_nsec: 0),
+    ]
     _ = utimensat(AT_FDCWD, path, &times, 0)
     let second = try Self.record(try Self.fetch(store, ["--json", nginx.url("/data.json")]))
     #expect(second["source"] as? String == "network")
     #expect(second["digest"] as? String != first["digest"] as? String)
-    #expect(second["digest"] as? String == XXH3Hasher.digest(Array("{\"v\":2, \"more\": true}".utf8)).description)
+    #expect(
+      second["digest"] as? String
+        == XXH3Hasher.digest(Array("{\"v\":2, \"more\": true}".utf8)).description)
     #expect(
       try Self.fetch(store, ["--offline", nginx.url("/data.json")]).out.hasPrefix(
         second["digest"] as! String))
@@ -143,10 +148,15 @@ struct FetchTests {
     // Not an http(s) URL: a usage-class error before any request.
     let bad = try Self.fetch(store, ["ftp://127.0.0.1/x"])
     #expect(bad.status == 64)
-    #expect(bad.errorLines == ["Error: cannot fetch 'ftp://127.0.0.1/x': only http:// and https:// URLs are fetched"])
+    #expect(
+      bad.errorLines == [
+        "Error: cannot fetch 'ftp://127.0.0.1/x': only http:// and https:// URLs are fetched"
+      ])
   }
 
-  @Test("--expect sha256: right is stored and serves 'get sha256:HEX' offline; wrong is exit 65, nothing kept")
+  @Test(
+    "--expect sha256: right is stored and serves 'get sha256:HEX' offline; wrong is exit 65, nothing kept"
+  )
   func expectedChecksums() throws {
     let nginx = try Nginx()
     let body = Bytes.random(1 << 20, seed: 7)
@@ -162,7 +172,8 @@ struct FetchTests {
     let refused = try Self.fetch(store, ["--expect", wrong, url, "-o", scratch["pkg.tar"]])
     #expect(refused.status == 65)
     #expect(
-      refused.errorLines == ["Error: '\(url)' has \(right), expected \(wrong)"], "\(refused.stderr)")
+      refused.errorLines == ["Error: '\(url)' has \(right), expected \(wrong)"], "\(refused.stderr)"
+    )
     #expect(!FileManager.default.fileExists(atPath: scratch["pkg.tar"]))
     #expect(try scratch.store().entries().isEmpty)
     #expect(try scratch.store().keys().isEmpty)
@@ -174,7 +185,8 @@ struct FetchTests {
     let requests = nginx.requests("/pkg.tar").count
     // Known by its checksum: no request, any URL.
     let byHash = try Self.record(
-      try Self.fetch(store, ["--json", "--expect", right.description, nginx.url("/mirror/pkg.tar")]))
+      try Self.fetch(
+        store, ["--json", "--expect", right.description, nginx.url("/mirror/pkg.tar")]))
     #expect(byHash["source"] as? String == "cache")
     #expect(nginx.accessLog().count == requests)
     #expect(nginx.requests("/mirror/pkg.tar").isEmpty)
@@ -211,7 +223,9 @@ struct FetchTests {
     #expect(try scratch.store().entries().count == 1)
   }
 
-  @Test("-i FILE with --jobs fetches many URLs in parallel, each with its checksum; one failing does not stop the rest")
+  @Test(
+    "-i FILE with --jobs fetches many URLs in parallel, each with its checksum; one failing does not stop the rest"
+  )
   func many() throws {
     let nginx = try Nginx()
     let scratch = try Scratch()
@@ -230,7 +244,9 @@ struct FetchTests {
     let list = try scratch.write("urls.txt", Array(lines.joined(separator: "\n").utf8))
     let result = try Self.fetch(scratch["store"], ["-i", list, "--jobs", "8"])
     #expect(result.status == 1)
-    #expect(result.errorLines == ["Error: cannot fetch '\(nginx.url("/absent.dat"))': HTTP 404 Not Found"])
+    #expect(
+      result.errorLines == ["Error: cannot fetch '\(nginx.url("/absent.dat"))': HTTP 404 Not Found"]
+    )
     let printed = result.out.split(separator: "\n").map { $0.split(separator: " ", maxSplits: 2) }
     #expect(printed.count == 40)
     for line in printed {

@@ -241,12 +241,17 @@ final class Download: HTTPBodySink {
     return store.finishPut(outcome, method: .stream, sweeps: sweeps + writes.reliefs)
   }
 
-  /// Drops what was written: the part file when its bytes are known to be
-  /// wrong, the private writer always.
-  func discard(part discardingPart: Bool) {
+  /// Ends a transfer that failed: what arrived whole is written to the
+  /// part file, to be resumed; or, when its bytes are known to be wrong
+  /// (`discardingPart`), the part file goes. A private writer always goes.
+  func abandon(discardingPart: Bool) {
     writer?.cancel()
     writer = nil
-    if discardingPart { part?.discard() }
+    if discardingPart {
+      part?.discard()
+    } else if part != nil, case .body = answer {
+      _ = flush()
+    }
   }
 
   /// `bytes START-END/TOTAL` (TOTAL may be `*`).

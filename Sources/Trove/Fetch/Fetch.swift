@@ -139,7 +139,9 @@ private struct Fetcher {
   func serve(_ cached: KeyBinding, waitedSince: Int64?) throws(TroveError) -> FetchResult? {
     let now = currentTimeNanoseconds()
     let fetched = cached.origin?.fetched ?? cached.updated
-    let young = request.maxAge.map { now.subtractingSaturated(fetched) < Int64.nanoseconds(fromSeconds: $0) } ?? false
+    let young =
+      request.maxAge.map { now.subtractingSaturated(fetched) < Int64.nanoseconds(fromSeconds: $0) }
+      ?? false
     let servable: Bool
     switch request.mode {
     case .offline: servable = true
@@ -225,7 +227,7 @@ private struct Fetcher {
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }
       if let failure = download.failure {
-        download.discard(part: failure.code == .checksumMismatch)
+        download.abandon(discardingPart: failure.code == .checksumMismatch)
         throw failure
       }
       switch download.answer {
@@ -279,7 +281,7 @@ private struct Fetcher {
         failure = Self.transferError(url, outcome)
       }
       if let failure {
-        download.discard(part: false)  // what arrived whole stays, to resume
+        download.abandon(discardingPart: false)  // what arrived stays, to resume
         if failure.code == .transferFailed, retries < options.retries {
           retries += 1
           pause(retries, head: outcome.head)
@@ -292,7 +294,7 @@ private struct Fetcher {
       do throws(TroveError) {
         verified = try verify(body.digest, size: body.size, computed: body.checksums)
       } catch {
-        download.discard(part: true)
+        download.abandon(discardingPart: true)
         throw error
       }
       let put = try download.publish(body)

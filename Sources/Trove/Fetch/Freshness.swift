@@ -53,7 +53,9 @@ enum Freshness {
   /// `Sunday, 06-Nov-94 08:49:37 GMT` or asctime `Sun Nov  6 08:49:37
   /// 1994`) as nanoseconds since 1970; nil when it is none of them.
   static func httpDate(_ text: String) -> Int64? {
-    let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+    let months = [
+      "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ]
     let words = text.split(whereSeparator: { " ,-".contains($0) }).map(String.init)
     guard words.count >= 5 else { return nil }
     var day: Int?

@@ -151,11 +151,12 @@ final class PartialDownload {
     return temp
   }
 
-  /// Removes the part and its sidecar: its bytes are not what the URL has.
+  /// Empties the part and removes its sidecar: its bytes are not what the
+  /// URL has. (The empty file goes when this is dropped.)
   func discard() {
     try? folder.removeFile(infoName)
     try? file.truncate(to: 0)
-    try? folder.removeFile(partName)
+    try? file.seek(to: 0)
     info = nil
     length = 0
   }

@@ -61,7 +61,8 @@ public struct Checksum: Sendable, Hashable, Codable, CustomStringConvertible {
   init(_ algorithm: ChecksumAlgorithm, bytes: [UInt8]) {
     self.algorithm = algorithm
     let digits = Array("0123456789abcdef".utf8)
-    hex = String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
+    hex = String(
+      decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
   }
 
   /// An object's own digest as a checksum.

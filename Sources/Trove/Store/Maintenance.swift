@@ -10,26 +10,63 @@ extension Store {
   /// Removes files in `tmp/` not modified for `seconds`: leftovers of
   /// writers that died. A live writer touches its file as it writes; one
   /// idle that long and then removed fails its publish cleanly (ENOENT),
-  /// never publishing wrong bytes. O(files in tmp/).
+  /// never publishing wrong bytes. Interrupted downloads in `partial/` and
+  /// URL locks in `locks/` that old go too (a lock only when no fetch
+  /// holds it). O(files in those folders).
   func removeStaleTemporaries(olderThan seconds: Int64, dryRun: Bool) throws(TroveError)
     -> (count: Int, bytes: Int64)
   {
-    let names = try attempt("list", tmpPath) { () throws(SystemCallError) in
-      try tmpDirectory.entries()
-    }
     let cutoff = currentTimeNanoseconds() / 1_000_000_000 - min(seconds, Int64.max / 4)
+    var removed = try removeOld(in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun)
+    let locks = try? FileDescriptor.open(
+      StoreLayout.locks, in: rootDirectory, [.directory, .noFollow])
+    defer { locks?.close() }
+    for name in [StoreLayout.partial, StoreLayout.locks] {
+      guard
+        let folder = try? FileDescriptor.open(name, in: rootDirectory, [.directory, .noFollow])
+      else { continue }
+      defer { folder.close() }
+      // A part or a lock goes only while no fetch holds its URL's lock.
+      let more = try removeOld(in: folder, root + "/" + name, before: cutoff, dryRun: dryRun) {
+        file in
+        let lockName = String(file.prefix { $0 != "." }) + ".lock"
+        return locks.flatMap {
+          try? FileDescriptor.open(lockName, in: $0, [.readWrite, .noFollow])
+        }
+      }
+      removed.count += more.count
+      removed.bytes += more.bytes
+    }
+    return removed
+  }
+
+  /// Removes the files in `folder` older than `cutoff`; with `lock`, only
+  /// those whose lock file (opened by `lock`; nil: none exists) it can take.
+  private func removeOld(
+    in folder: FileDescriptor, _ path: String, before cutoff: Int64, dryRun: Bool,
+    lock lockFile: ((String) -> FileDescriptor?)? = nil
+  ) throws(TroveError) -> (count: Int, bytes: Int64) {
+    let names = try attempt("list", path) { () throws(SystemCallError) in
+      try folder.entries()
+    }
     var removed = (count: 0, bytes: Int64(0))
     for name in names {
-      guard let status = try? tmpDirectory.status(of: name, followSymlinks: false),
+      guard let status = try? folder.status(of: name, followSymlinks: false),
         status.modificationTime < cutoff
       else { continue }
+      // A lock file unlinked while held here: a fetch that opened it
+      // meanwhile holds a lock nobody else will find — one extra download
+      // at worst, never a wrong byte.
+      let lock = lockFile?(name)
+      defer { lock?.close() }
+      if let lock, (try? lock.lock(exclusive: true, wait: false)) != true { continue }
       if !dryRun {
         do throws(SystemCallError) {
-          try tmpDirectory.removeFile(name)
+          try folder.removeFile(name)
         } catch  where error.errno == .noSuchFileOrDirectory {
           continue
         } catch {
-          throw TroveError.system(error, "remove", path: tmpPath + "/" + name)
+          throw TroveError.system(error, "remove", path: path + "/" + name)
         }
       }
       removed.count += 1

@@ -2,7 +2,8 @@ import Trove
 
 /// The commands `trove` knows, in the order `help` lists them.
 let allCommands: [CommandSpec] = [
-  fetchCommand, putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand, statsCommand,
+  fetchCommand, putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand,
+  statsCommand,
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
   recompressCommand, verifyCommand, reindexCommand,
 ]
@@ -103,7 +104,8 @@ extension Invocation {
   func seconds(_ option: String) throws(UsageError) -> Double? {
     guard let text = value(option) else { return nil }
     guard let n = Double(text), n > 0, n <= 86400 else {
-      throw usageError("invalid \(option) '\(text)': expected seconds, more than 0, such as 30 or 2.5")
+      throw usageError(
+        "invalid \(option) '\(text)': expected seconds, more than 0, such as 30 or 2.5")
     }
     return n
   }

@@ -30,7 +30,8 @@ let fetchCommand = CommandSpec(
       help: "Serve a copy fetched less than this long ago without asking (e.g. 10m, 1d)."),
     OptionSpec(
       names: ["-i", "--input"], valueName: "file",
-      help: "Read URLs from <file> ('-': stdin), one per line, each optionally followed by checksums."
+      help:
+        "Read URLs from <file> ('-': stdin), one per line, each optionally followed by checksums."
     ),
     OptionSpec(
       names: ["-j", "--jobs"], valueName: "n", help: "Transfers at once (default 8)."),
@@ -121,7 +122,11 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
     showsProgress ? { @Sendable in line.update($0) } : nil
   let outcomes =
     requests.count == 1
-    ? [Result { () throws(TroveError) in try store.fetch(requests[0], options: options, progress: progress) }]
+    ? [
+      Result { () throws(TroveError) in
+        try store.fetch(requests[0], options: options, progress: progress)
+      }
+    ]
     : store.fetch(requests, jobs: jobs, options: options, progress: progress)
   line.clear()
 
@@ -245,9 +250,12 @@ final class ProgressLine: Sendable {
       let totals = s.transfers.values.compactMap(\.total)
       let total = totals.count == s.transfers.count ? totals.reduce(0, +) : nil
       let elapsed = ContinuousClock.now - s.started
-      let seconds = max(0.001, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+      let seconds = max(
+        0.001, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
       let rate = Double(received) / seconds
-      var line = s.transfers.count == 1 ? "trove: \(Self.name(progress.url))" : "trove: \(s.transfers.count) URLs"
+      var line =
+        s.transfers.count == 1
+        ? "trove: \(Self.name(progress.url))" : "trove: \(s.transfers.count) URLs"
       line += "  \(Output.size(received))"
       if let total { line += " / \(Output.size(total))" }
       line += "  \(Output.size(Int64(rate)))/s"

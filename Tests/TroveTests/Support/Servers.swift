@@ -105,7 +105,8 @@ final class FaultServer {
     }
     guard let port else {
       process.kill()
-      throw TestFailure("the fault server did not start: \((try? process.wait())?.description ?? "")")
+      throw TestFailure(
+        "the fault server did not start: \((try? process.wait())?.description ?? "")")
     }
     self.port = port
   }
