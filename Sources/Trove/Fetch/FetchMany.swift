@@ -12,17 +12,16 @@ extension Store {
   ) -> [Result<FetchResult, TroveError>] {
     let results = Mutex<[Result<FetchResult, TroveError>?]>(
       Array(repeating: nil, count: requests.count))
-    Parallel.forEach(
-      requests.count, width: max(1, jobs),
-      context: { () -> Result<HTTPClient, TroveError> in
-        do throws(TroveError) { return .success(try HTTPClient()) } catch { return .failure(error) }
-      }
-    ) { (client, i) throws(Never) in
+    let makeClient: @Sendable () -> Result<HTTPClient, TroveError> = {
+      do throws(TroveError) { return .success(try HTTPClient()) } catch { return .failure(error) }
+    }
+    let run: @Sendable (Result<HTTPClient, TroveError>, Int) -> Void = { client, i in
       let outcome = Result { () throws(TroveError) -> FetchResult in
         try self.fetch(requests[i], options: options, client: client.get(), progress: progress)
       }
       results.withLock { $0[i] = outcome }
     }
+    Parallel.forEach(requests.count, width: max(1, jobs), context: makeClient, run)
     return results.withLock { $0.map { $0! } }
   }
 }

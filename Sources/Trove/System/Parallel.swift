@@ -13,7 +13,7 @@ enum Parallel {
   static func forEach<Failure: Error & Sendable>(
     _ count: Int, width: Int, _ body: @escaping @Sendable (Int) throws(Failure) -> Void
   ) throws(Failure) {
-    try forEach(count, width: width, context: {}) { (_, i) throws(Failure) in try body(i) }
+    try forEach(count, width: width, context: {}, { (_, i) throws(Failure) in try body(i) })
   }
 
   /// ``forEach(_:width:_:)`` with a context each thread makes for itself
