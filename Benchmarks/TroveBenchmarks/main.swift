@@ -3,13 +3,13 @@ import Foundation
 /// trove-bench: how fast Trove is beside the tools users would otherwise use.
 /// Every figure is printed beside a reference measured in the same run.
 ///
-///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory]...
+///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch]...
 ///               [--json PATH] [--markdown PATH] [--work DIR] [--xfs DIR]
 ///               [--trove PATH] [--sweep-entries N[,N...]]
 
 let suites: [(String, (Bench) throws -> Void)] = [
   ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("sweep", sweepSuite),
-  ("compression", compressionSuite), ("memory", memorySuite),
+  ("compression", compressionSuite), ("memory", memorySuite), ("fetch", fetchSuite),
 ]
 
 @MainActor func usage() -> Never {

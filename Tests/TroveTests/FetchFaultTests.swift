@@ -13,7 +13,7 @@ import Testing
 /// a store `trove verify` finds clean.
 @Suite(.enabled(if: FaultServer.python != nil, FaultServer.missing))
 struct FetchFaultTests {
-  static let size = 1 << 20
+  static let size = 6 << 20  // above Download.smallBody: kept for resuming
 
   static func fetch(_ store: String, _ arguments: [String]) throws -> CLI.Result {
     try CLI.run(["--store", store, "fetch"] + arguments)

@@ -49,6 +49,10 @@ final class Download: HTTPBodySink {
   private var buffered = 0
   private var lastProgress: UInt64 = 0
 
+  /// Bodies of at most this many bytes, their length known, are not kept
+  /// for resuming: a failed one is fetched again whole.
+  static let smallBody: Int64 = 4 << 20
+
   init(
     store: Store, request: FetchRequest, part: PartialDownload?, offset: Int64,
     algorithms: Set<ChecksumAlgorithm>, progress: (@Sendable (FetchProgress) -> Void)?
@@ -116,7 +120,12 @@ final class Download: HTTPBodySink {
           value: request.url))
     }
     do throws(TroveError) {
-      if let part {
+      if let part, offset == 0, let total, total <= Self.smallBody {
+        // Too small to be worth resuming: a private writer (which may
+        // compress as it goes) saves the part file's metadata work.
+        if part.length > 0 || part.info != nil { part.discard() }
+        writer = try store.makeWriter(expectedSize: total, priority: request.priority)
+      } else if let part {
         if offset > 0 {
           try part.rehash { bytes in
             hasher.update(bytes)
@@ -226,17 +235,20 @@ final class Download: HTTPBodySink {
       self.writer = nil
       return try writer.commit()
     }
-    guard let part else { preconditionFailure("a body goes to a writer or a part file") }
+    guard let part, let file = part.file else {
+      // An empty body of unknown length wrote nothing: store it from memory.
+      return try store.put(bytes: [UInt8](), priority: request.priority)
+    }
     let name = try part.handOver()
     let staged: StagedObject
     do throws(TroveError) {
       staged = try store.stage(
-        raw: name, file: part.file, digest: body.digest, size: body.size, writes: &writes)
+        raw: name, file: file, digest: body.digest, size: body.size, writes: &writes)
     } catch {
       try? store.tmpDirectory.removeFile(name)
       throw error
     }
-    defer { if staged.file != part.file { staged.file.close() } }
+    defer { if staged.file != file { staged.file.close() } }
     let outcome = try store.objects.publish(staged)
     return store.finishPut(outcome, method: .stream, sweeps: sweeps + writes.reliefs)
   }
@@ -245,11 +257,12 @@ final class Download: HTTPBodySink {
   /// part file, to be resumed; or, when its bytes are known to be wrong
   /// (`discardingPart`), the part file goes. A private writer always goes.
   func abandon(discardingPart: Bool) {
-    writer?.cancel()
-    writer = nil
-    if discardingPart {
+    if let writer {
+      writer.cancel()
+      self.writer = nil
+    } else if discardingPart {
       part?.discard()
-    } else if part != nil, case .body = answer {
+    } else if part?.file != nil, case .body = answer {
       _ = flush()
     }
   }

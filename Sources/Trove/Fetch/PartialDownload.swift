@@ -29,31 +29,33 @@ final class PartialDownload {
   let store: Store
   private let folder: FileDescriptor
   private let name: String
-  /// The part file, open for reading and appending.
-  let file: FileDescriptor
+  /// The part file, open for reading and writing; nil until there is one.
+  private(set) var file: FileDescriptor?
   /// What the part file is, when its sidecar says and it can be resumed.
   private(set) var info: Info?
   /// The part file's length.
-  private(set) var length: Int64
+  private(set) var length: Int64 = 0
 
   private var partName: String { name + ".part" }
   private var infoName: String { name + ".json" }
   var path: String { store.root + "/" + StoreLayout.partial + "/" + partName }
 
-  /// Opens (or creates) the part file of `url`. The caller holds the URL's
-  /// lock, honoured.
+  /// Opens the part file of `url`, if there is one. The caller holds the
+  /// URL's lock, honoured.
   init(store: Store, url: String) throws(TroveError) {
     self.store = store
     name = Store.downloadName(url)
     folder = try store.ensureFolder(StoreLayout.partial)
-    let partPath = store.root + "/" + StoreLayout.partial + "/" + name + ".part"
     do throws(SystemCallError) {
-      file = try FileDescriptor.open(
-        name + ".part", in: folder, [.readWrite, .create, .noFollow], permissions: 0o600)
+      let file = try FileDescriptor.open(partName, in: folder, [.readWrite, .noFollow])
+      self.file = file
       length = try file.status().size
+    } catch  where error.errno == .noSuchFileOrDirectory {
+      return
     } catch {
+      file?.close()
       folder.close()
-      throw TroveError.system(error, "open", path: partPath)
+      throw TroveError.system(error, "open", path: path)
     }
     if let bytes = try? FileDescriptor.open(infoName, in: folder, [.noFollow]).readAllClosing(),
       let info = try? JSONDecoder().decode(Info.self, from: Data(bytes)),
@@ -65,11 +67,13 @@ final class PartialDownload {
 
   deinit {
     // An empty part resumes nothing: it goes (a finished one was moved).
-    if length == 0 {
-      try? folder.removeFile(partName)
-      try? folder.removeFile(infoName)
+    if let file {
+      if length == 0 {
+        try? folder.removeFile(partName)
+        try? folder.removeFile(infoName)
+      }
+      file.close()
     }
-    file.close()
     folder.close()
   }
 
@@ -84,9 +88,13 @@ final class PartialDownload {
   func restart(_ info: Info?) throws(TroveError) {
     self.info = nil
     try? folder.removeFile(infoName)
-    try attempt("truncate", path) { () throws(SystemCallError) in
-      try file.truncate(to: 0)
-      try file.seek(to: 0)
+    try attempt("create", path) { () throws(SystemCallError) in
+      if file == nil {
+        file = try FileDescriptor.open(
+          partName, in: folder, [.readWrite, .create, .noFollow], permissions: 0o600)
+      }
+      try file?.truncate(to: 0)
+      try file?.seek(to: 0)
     }
     length = 0
     guard let info, let bytes = try? JSONEncoder().encode(info) else { return }
@@ -107,6 +115,7 @@ final class PartialDownload {
   /// Feeds the part's bytes to `update` (a resumed body's digest covers its
   /// prefix) and leaves the file positioned at its end.
   func rehash(_ update: (UnsafeRawBufferPointer) -> Void) throws(TroveError) {
+    guard let file else { return }
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: Transfer.bufferSize, alignment: 4096)
     defer { buffer.deallocate() }
@@ -130,6 +139,7 @@ final class PartialDownload {
     _ bytes: UnsafeRawBufferPointer, writes: inout PressuredWrites, remaining: Int64?
   ) throws(TroveError) {
     do throws(SystemCallError) {
+      guard let file else { preconditionFailure("restart(_:) or a resume comes first") }
       try writes.writeAll(bytes, to: file, remaining: remaining)
     } catch {
       throw TroveError.system(error, "write", path: path)
@@ -154,6 +164,7 @@ final class PartialDownload {
   /// Empties the part and removes its sidecar: its bytes are not what the
   /// URL has. (The empty file goes when this is dropped.)
   func discard() {
+    guard let file else { return }
     try? folder.removeFile(infoName)
     try? file.truncate(to: 0)
     try? file.seek(to: 0)

@@ -51,11 +51,27 @@ struct KeyRecord: Encodable {
   /// The object's size; nil when its file is gone.
   var size: Int64?
   var updated: String
+  /// What `fetch` recorded (absent for `put --key`).
+  var etag: String?
+  var lastModified: String?
+  var fetched: String?
+  /// Until when it is served without asking the server.
+  var freshUntil: String?
+  var immutable: Bool?
+  var finalURL: String?
 
   init(_ binding: KeyBinding, size: Int64?) {
     key = binding.key
     digest = binding.digest.description
     self.size = size
     updated = Output.time(binding.updated)
+    if let origin = binding.origin {
+      etag = origin.etag
+      lastModified = origin.lastModified
+      fetched = Output.time(origin.fetched)
+      freshUntil = origin.expires.map(Output.time)
+      immutable = origin.isImmutable
+      finalURL = origin.finalURL
+    }
   }
 }
