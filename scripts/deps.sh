@@ -2,6 +2,7 @@
 # Installs the Debian packages Trove needs, if any are missing.
 #   scripts/deps.sh build   libraries to build (libxxhash, libzstd, libsqlite3, libcurl,
 #                           libcrypto)
+#   scripts/deps.sh demo    also nginx, which the demo serves a download from
 #   scripts/deps.sh test    also the tools the tests and benchmarks compare against
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
 #                           servers the tests start on 127.0.0.1 themselves (nginx, python3)
@@ -10,6 +11,8 @@ set -euo pipefail
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3)
+elif [ "${1:-build}" = "demo" ]; then
+  packages+=(nginx-light python3)
 fi
 
 missing=()
