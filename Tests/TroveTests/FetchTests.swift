@@ -201,6 +201,30 @@ struct FetchTests {
     #expect(try scratch.store().entries().count == 1)
   }
 
+  @Test("config set checksums sha256: every fetch records its SHA-256, found by 'get sha256:HEX'")
+  func alwaysChecksum() throws {
+    let nginx = try Nginx()
+    let body = Bytes.random(300_000, seed: 11)
+    try nginx.files.write("lib.so", body)
+    let sha = SHA2Hasher(.sha256)
+    body.withUnsafeBytes { sha.update($0) }
+    let checksum = sha.finalize()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try CLI.run(["--store", store, "config", "set", "checksums", "sha256"]).status == 0)
+    #expect(try CLI.run(["--store", store, "config", "get", "checksums"]).out == "sha256\n")
+    let bad = try CLI.run(["--store", store, "config", "set", "checksums", "md5"])
+    #expect(bad.status == 64)
+    #expect(try Self.fetch(store, [nginx.url("/lib.so")]).status == 0)
+    let get = try CLI.run(["--store", store, "get", checksum.description, scratch["lib.so"]])
+    #expect(get.status == 0, "\(get.stderr)")
+    #expect(try contents(scratch["lib.so"]) == body)
+    let miss = try CLI.run([
+      "--store", store, "has", "sha512:" + String(repeating: "0", count: 128),
+    ])
+    #expect(miss.status == 1)
+  }
+
   @Test("N processes fetching one large file make one full-body GET; all print its digest")
   func singleFlight() throws {
     let nginx = try Nginx()

@@ -201,7 +201,9 @@ private struct Fetcher {
     var conditional = cached.flatMap { $0.origin?.hasValidator == true ? $0 : nil }
     var retries = 0
     var restarts = 0
-    let algorithms = Set(request.expected.map(\.algorithm))
+    // The policy's checksums are computed on every body, in the same pass.
+    let always = (try? store.policy().checksums) ?? []
+    let algorithms = Set(request.expected.map(\.algorithm)).union(always)
     func restart(_ why: String) throws(TroveError) {
       restarts += 1
       if restarts > 3 {

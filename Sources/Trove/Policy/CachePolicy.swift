@@ -1,3 +1,5 @@
+import Foundation
+
 /// What a store keeps and for how long: the byte budget, expiry, the
 /// low-water mark sweeps trim to, how coarsely reads are recorded, and how
 /// much free space the volume must keep. Persisted in the store's
@@ -31,6 +33,10 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// Objects smaller than this are stored raw even when compression is on:
   /// the saving would not pay for the CPU.
   public var compressionMinimumSize: Int64
+  /// The SHA-2 checksums every fetch computes (in the same pass as
+  /// XXH3-128) and records beside the object, so that a later `sha256:`
+  /// look-up finds it; empty: only those a fetch is asked to expect.
+  public var checksums: [ChecksumAlgorithm] = []
 
   /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
   /// the volume kept free, leftovers removed after an hour.
@@ -130,6 +136,7 @@ public enum PolicyKey: String, CaseIterable, Sendable {
   case compression
   case compressionWorkers = "compression-workers"
   case compressionMinimumSize = "compression-min-size"
+  case checksums
 
   /// What the setting means, for `trove config`.
   public var summary: String {
@@ -143,6 +150,8 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .compression: return "how new objects are stored (recompress rewrites old ones)"
     case .compressionWorkers: return "zstd threads for large objects (0: none)"
     case .compressionMinimumSize: return "smaller objects are stored raw"
+    case .checksums:
+      return "SHA-2 checksums every fetch computes and records (none: only --expect's)"
     }
   }
 
@@ -160,6 +169,7 @@ public enum PolicyKey: String, CaseIterable, Sendable {
         "none, zstd, or zstd:LEVEL with LEVEL from \(Zstd.levels.lowerBound) to \(Zstd.levels.upperBound), not 0"
     case .compressionWorkers: return "a whole number from 0 to 64"
     case .compressionMinimumSize: return "a size such as 64K or 1M"
+    case .checksums: return "none, sha256, sha512, or sha256,sha512"
     }
   }
 
@@ -175,6 +185,9 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .compression: return policy.compression.description
     case .compressionWorkers: return "\(policy.compressionWorkers)"
     case .compressionMinimumSize: return Quantities.formatSize(policy.compressionMinimumSize)
+    case .checksums:
+      return policy.checksums.isEmpty
+        ? "none" : policy.checksums.map(\.rawValue).joined(separator: ",")
     }
   }
 
@@ -226,6 +239,22 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .compressionMinimumSize:
       guard let size = Quantities.parseSize(text) else { throw invalid }
       policy.compressionMinimumSize = size
+    case .checksums:
+      guard let list = Self.checksums(text) else { throw invalid }
+      policy.checksums = list
     }
+  }
+
+  /// `none`, or SHA-2 names separated by commas, in a fixed order.
+  static func checksums(_ text: String) -> [ChecksumAlgorithm]? {
+    if text.lowercased() == "none" { return [] }
+    var found = Set<ChecksumAlgorithm>()
+    for name in text.lowercased().split(separator: ",") {
+      guard let algorithm = ChecksumAlgorithm(rawValue: name.trimmingCharacters(in: .whitespaces)),
+        algorithm != .xxh128
+      else { return nil }
+      found.insert(algorithm)
+    }
+    return found.isEmpty ? nil : found.sorted { $0.rawValue < $1.rawValue }
   }
 }

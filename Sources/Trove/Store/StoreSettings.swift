@@ -66,6 +66,7 @@ extension CachePolicy {
     case compressionWorkers = "compression-workers"
     case
       compressionMinimumSize = "compression-min-size"
+    case checksums
   }
 
   /// Reads a policy from `config.json`. Numbers outside what `trove config
@@ -114,6 +115,10 @@ extension CachePolicy {
       0,
       try c.decodeIfPresent(Int64.self, forKey: .compressionMinimumSize)
         ?? d.compressionMinimumSize)
+    checksums =
+      (try? c.decodeIfPresent(String.self, forKey: .checksums)).flatMap {
+        $0.flatMap(PolicyKey.checksums)
+      } ?? []
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -130,5 +135,6 @@ extension CachePolicy {
     try c.encode(compression.description, forKey: .compression)
     try c.encode(compressionWorkers, forKey: .compressionWorkers)
     try c.encode(compressionMinimumSize, forKey: .compressionMinimumSize)
+    try c.encode(PolicyKey.checksums.value(in: self), forKey: .checksums)
   }
 }
