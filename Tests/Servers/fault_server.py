@@ -18,6 +18,8 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
   norange      ignores Range: 200 with the whole body (the first one dropped)
   badrange     the first request dropped; a Range answered 206 from byte 0
   etagchange   the first request dropped; then the ETag is "v2", the body another
+  ignoreifrange  as etagchange, but a Range is honoured whatever If-Range says
+  range416     the first request dropped; a Range answered 416
   novalidator  304 answers carry no ETag or Last-Modified
   wrong        one byte of the body flipped
   stall        sends 64 KiB, then nothing for 60 s
@@ -67,7 +69,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         size = int(params.get("size", 1 << 20))
-        version = 2 if mode == "etagchange" and count > 1 else 1
+        version = 2 if mode in ("etagchange", "ignoreifrange") and count > 1 else 1
         etag = f'"v{version}"'
         data = body_for(name, size, version)
         if mode == "wrong":
@@ -81,6 +83,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         first_plain = count == 1 and rng is None
+        if mode == "range416" and rng:
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{len(data)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if mode in ("chunked", "chunkcut"):
             self.send_response(200)
             self.send_header("ETag", etag)
@@ -100,7 +108,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         status = 200
         if rng and rng.startswith("bytes=") and mode not in ("norange",):
             if_range = self.headers.get("If-Range")
-            if if_range is None or if_range == etag or if_range == LAST_MODIFIED:
+            if (if_range is None or if_range == etag or if_range == LAST_MODIFIED
+                    or mode == "ignoreifrange"):
                 start = int(rng[6:].split("-")[0])
                 status = 206
         self.send_response(status)
@@ -114,7 +123,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         payload = data[start:]
         dropping = mode == "short" or (
-            first_plain and mode in ("drop", "norange", "badrange", "etagchange"))
+            first_plain and mode in ("drop", "norange", "badrange", "etagchange", "ignoreifrange",
+                                     "range416"))
         if dropping:
             self.wfile.write(payload[: len(payload) // 2])
             self.wfile.flush()

@@ -94,3 +94,50 @@ struct DigestTests {
     #expect(out.hasPrefix(result.digest.hex + "  "))
   }
 }
+
+@Suite("HTTP dates and freshness")
+struct FreshnessTests {
+  @Test("the three HTTP date forms parse to the same instant; others are refused")
+  func dates() {
+    let expected = Int64(784_111_777) * 1_000_000_000
+    #expect(Freshness.httpDate("Sun, 06 Nov 1994 08:49:37 GMT") == expected)
+    #expect(Freshness.httpDate("Sunday, 06-Nov-94 08:49:37 GMT") == expected)
+    #expect(Freshness.httpDate("Sun Nov  6 08:49:37 1994") == expected)
+    for bad in [
+      "", "0", "-1", "Sun, 06 Nov 1994 08:49:37 +0000", "Mon, 30 Nov 2026 17:51:04 -0500",
+      "Sun, 06 Nov 99999999999999 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT",
+      "Sun, 32 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "tomorrow",
+    ] {
+      #expect(Freshness.httpDate(bad) == nil, "\(bad)")
+    }
+  }
+
+  @Test("max-age less Age, Expires against Date, no-cache, immutable only while fresh")
+  func lifetimes() {
+    func head(_ fields: [(String, String)]) -> HTTPResponseHead {
+      HTTPResponseHead(status: 200, fields: fields.map { (name: $0.0, value: $0.1) })
+    }
+    let s: Int64 = 1_000_000_000
+    #expect(Freshness.lifetime(head([("cache-control", "public, max-age=600")])) == 600 * s)
+    #expect(
+      Freshness.lifetime(head([("cache-control", "max-age=\"600\""), ("age", "100")])) == 500 * s)
+    #expect(Freshness.lifetime(head([("cache-control", "no-cache, max-age=600")])) == 0)
+    #expect(Freshness.lifetime(head([("cache-control", "max-age=soon")])) == 0)
+    #expect(Freshness.lifetime(head([])) == nil)
+    #expect(
+      Freshness.lifetime(
+        head([
+          ("date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("expires", "Sun, 06 Nov 1994 09:49:37 GMT"),
+          ("age", "60"),
+        ])) == 3540 * s)
+    #expect(Freshness.lifetime(head([("expires", "0")])) == 0)
+    let now: Int64 = 2_000_000_000 * s
+    let immutable = Freshness.origin(
+      head([("cache-control", "max-age=60, immutable")]), size: 1, finalURL: nil, now: now)
+    #expect(immutable.isImmutable && immutable.isFresh(at: now + 59 * s))
+    #expect(!immutable.isFresh(at: now + 61 * s))
+    let bare = Freshness.origin(
+      head([("cache-control", "immutable")]), size: 1, finalURL: nil, now: now)
+    #expect(!bare.isImmutable && !bare.isFresh(at: now))
+  }
+}

@@ -139,8 +139,10 @@ struct FetchFaultTests {
   }
 
   @Test(
-    "a resume answered 200, with a wrong Content-Range, or with a changed ETag restarts from zero, never appends",
-    arguments: [("norange", 1), ("badrange", 1), ("etagchange", 2)])
+    "a resume answered 200, 416, with a wrong Content-Range or with another ETag (If-Range honoured or not) restarts from zero, never appends",
+    arguments: [
+      ("norange", 1), ("badrange", 1), ("etagchange", 2), ("ignoreifrange", 2), ("range416", 1),
+    ])
   func resumeRefused(mode: String, version: Int) throws {
     let server = try FaultServer()
     let scratch = try Scratch()

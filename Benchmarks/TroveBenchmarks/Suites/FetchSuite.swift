@@ -38,6 +38,7 @@ func fetchSuite(_ b: Bench) throws {
     [b.trove, "--store", store, "fetch", "-q", url],
     ["curl", "-sSf", "-o", out, url],
     ["sh", "-c", "curl -sSf \"$0\" | xxhsum -H2 -", url],
+    ["sh", "-c", "curl -sSf -o \"$1\" \"$0\" && sync \"$1\"", url, out],
   ]) {
     remove(store)
     remove(out)
@@ -53,6 +54,11 @@ func fetchSuite(_ b: Bench) throws {
       suite: "fetch", name: name, parameters: params, unit: .seconds, trove: large[0],
       referenceName: "curl URL | xxhsum -H2", reference: large[2],
       note: "hashing included on both sides; curl keeps nothing"))
+  b.add(
+    Result(
+      suite: "fetch", name: name, parameters: params, unit: .seconds, trove: large[0],
+      referenceName: "curl -o FILE && sync FILE", reference: large[3],
+      note: "the same durability as trove, without the hash"))
 
   let sha = try Spawn.capture(["sha256sum", www + "/" + big]).prefix(64)
   let verified = try b.timeCommands([

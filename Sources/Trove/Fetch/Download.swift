@@ -86,10 +86,10 @@ final class Download: HTTPBodySink {
     case 304:
       answer = .notModified
       return true
-    case 200..<300:
-      // 200 to a range request is refused by libcurl before this; any
-      // other success status carries no body we asked for.
-      answer = .status(head.status)
+    case 200..<300 where offset > 0, 416 where offset > 0:
+      // A range request answered otherwise (libcurl refuses a 200 with a
+      // body itself, but not one whose length is the offset): start again.
+      answer = .misfit
       return false
     default:
       answer = .status(head.status)
@@ -97,10 +97,14 @@ final class Download: HTTPBodySink {
     }
     answer = .body
     if head.status == 206 {
-      // libcurl checked the range starts at `offset`; check the whole
-      // length is what the part file was started for.
+      // libcurl checked the range starts at `offset`. The rest must be of
+      // the same body: its validator, and the whole length the part was
+      // started for. (A server that ignores If-Range would splice.)
       let range = Self.contentRange(head.field("content-range"))
-      guard let range, range.start == offset else {
+      let validator = part?.info?.validator
+      guard let range, range.start == offset, let validator,
+        head.field("etag") == validator || head.field("last-modified") == validator
+      else {
         answer = .misfit
         return false
       }
@@ -149,7 +153,16 @@ final class Download: HTTPBodySink {
   /// Last-Modified to make the range request conditional on.
   private func resumeInfo(_ head: HTTPResponseHead) -> PartialDownload.Info? {
     let etag = head.field("etag").flatMap { Freshness.isStrong($0) ? $0 : nil }
-    guard let validator = etag ?? head.field("last-modified"),
+    // A Last-Modified is a strong validator only when the response was
+    // sent at least a second after it (RFC 9110 §8.8.2.2): two changes
+    // within its second would otherwise look alike.
+    let modified = head.field("last-modified").flatMap { text -> String? in
+      guard let at = Freshness.httpDate(text), let date = head.field("date"),
+        let sent = Freshness.httpDate(date), sent.subtractingSaturated(at) >= 1_000_000_000
+      else { return nil }
+      return text
+    }
+    guard let validator = etag ?? modified,
       head.field("content-encoding").map({ $0.lowercased() == "identity" }) ?? true
     else { return nil }
     return PartialDownload.Info(
@@ -177,8 +190,10 @@ final class Download: HTTPBodySink {
     return true
   }
 
-  /// Hashes and writes what is gathered.
+  /// Hashes and writes what is gathered. After a failure, never again:
+  /// the gathered bytes were hashed, and the part keeps only whole writes.
   private func flush() -> Bool {
+    guard failure == nil else { return false }
     guard buffered > 0 else { return true }
     let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<buffered])
     hasher.update(bytes)
@@ -240,6 +255,7 @@ final class Download: HTTPBodySink {
       return try store.put(bytes: [UInt8](), priority: request.priority)
     }
     let name = try part.handOver()
+    defer { file.close() }
     let staged: StagedObject
     do throws(TroveError) {
       staged = try store.stage(

@@ -145,7 +145,10 @@ private struct Fetcher {
     let servable: Bool
     switch request.mode {
     case .offline: servable = true
-    case .refresh: servable = waitedSince.map { fetched >= $0 } ?? false
+    case .refresh:
+      servable =
+        (cached.origin.map { $0.isImmutable && $0.isFresh(at: now) } ?? false)
+        || waitedSince.map { fetched >= $0 } ?? false
     case .normal:
       servable =
         (cached.origin?.isFresh(at: now) ?? false) || young
@@ -341,10 +344,16 @@ private struct Fetcher {
   /// `origin` as revalidated now by a 304 with `head`: new freshness,
   /// validators kept unless the server sent new ones.
   static func refreshed(_ origin: KeyOrigin, by head: HTTPResponseHead) -> KeyOrigin {
-    var fresh = Freshness.origin(
-      head, size: origin.size, finalURL: origin.finalURL, now: currentTimeNanoseconds())
+    let now = currentTimeNanoseconds()
+    var fresh = Freshness.origin(head, size: origin.size, finalURL: origin.finalURL, now: now)
     fresh.etag = fresh.etag ?? origin.etag
     fresh.lastModified = fresh.lastModified ?? origin.lastModified
+    if Freshness.lifetime(head) == nil, let expires = origin.expires {
+      // A 304 that says nothing of freshness keeps the stored lifetime
+      // (RFC 9111 §4.3.4), counted from now.
+      fresh.expires = now.addingSaturated(expires.subtractingSaturated(origin.fetched))
+      fresh.isImmutable = origin.isImmutable
+    }
     return fresh
   }
 

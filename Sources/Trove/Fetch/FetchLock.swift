@@ -20,24 +20,44 @@ final class FetchLock {
   /// Only then may the shared partial file be used.
   let isHonoured: Bool
 
-  /// Waits for the lock named `name`.
+  /// Waits for the lock named `name`. The lock is honoured only on a
+  /// local filesystem, where the kernel enforces `flock` for every process
+  /// on the host; on a network filesystem (``FilesystemKind/isShared``),
+  /// whose locks may reach this host alone, it is taken to save work but
+  /// reported not honoured.
   init(store: Store, name: String) throws(TroveError) {
     let folder = try store.ensureFolder(StoreLayout.locks)
     defer { folder.close() }
     let lockName = name + ".lock"
     let path = store.root + "/" + StoreLayout.locks + "/" + lockName
-    file = try attempt("open", path) { () throws(SystemCallError) in
-      try FileDescriptor.open(
-        lockName, in: folder, [.readWrite, .create, .noFollow], permissions: 0o600)
-    }
-    do throws(SystemCallError) {
-      _ = try file.lock(exclusive: true, wait: true)
-      let probe = try FileDescriptor.open(lockName, in: folder, [.readWrite, .noFollow])
-      defer { probe.close() }
-      isHonoured = try !probe.lock(exclusive: true, wait: false)
-    } catch {
-      file.close()
-      throw TroveError.system(error, "lock", path: path)
+    var attempts = 0
+    while true {
+      attempts += 1
+      let file = try attempt("open", path) { () throws(SystemCallError) in
+        try FileDescriptor.open(
+          lockName, in: folder, [.readWrite, .create, .noFollow], permissions: 0o600)
+      }
+      do throws(SystemCallError) {
+        _ = try file.lock(exclusive: true, wait: true)
+        // A sweep may have unlinked the file while this one waited: a lock
+        // on a file no longer under the name excludes nobody. Start over.
+        let held = try file.status()
+        let named = try? folder.status(of: lockName, followSymlinks: false)
+        guard let named, named.device == held.device, named.inode == held.inode else {
+          file.close()
+          if attempts < 100 { continue }
+          throw SystemCallError("flock", .noSuchFileOrDirectory)
+        }
+        let probe = try FileDescriptor.open(lockName, in: folder, [.readWrite, .noFollow])
+        defer { probe.close() }
+        let refused = try !probe.lock(exclusive: true, wait: false)
+        self.file = file
+        isHonoured = refused && !store.objects.filesystem.isShared
+        return
+      } catch {
+        file.close()
+        throw TroveError.system(error, "lock", path: path)
+      }
     }
   }
 

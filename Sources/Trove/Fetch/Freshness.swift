@@ -14,21 +14,32 @@ enum Freshness {
     var origin = KeyOrigin(
       size: size, etag: head.field("etag"), lastModified: head.field("last-modified"),
       expires: nil, isImmutable: false, finalURL: finalURL, fetched: now)
-    let directives = cacheControl(head.field("cache-control"))
-    if directives["no-cache"] != nil || directives["no-store"] != nil { return origin }
-    let age = head.field("age").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } ?? 0
-    if let text = directives["max-age"], let seconds = Int64(text) {
-      origin.expires = now.addingSaturated(
-        Int64.nanoseconds(fromSeconds: max(0, seconds - max(0, age))))
-    } else if let expires = head.field("expires") {
-      // Relative to the server's own clock when it sent one: clock skew
-      // between here and there does not move the expiry.
-      guard let at = httpDate(expires) else { return origin }  // invalid: already expired
-      let base = head.field("date").flatMap(httpDate) ?? currentTimeNanoseconds()
-      origin.expires = now.addingSaturated(at.subtractingSaturated(base))
-    }
-    origin.isImmutable = directives["immutable"] != nil
+    origin.expires = lifetime(head).map { now.addingSaturated($0) }
+    origin.isImmutable =
+      origin.expires != nil && cacheControl(head.field("cache-control"))["immutable"] != nil
     return origin
+  }
+
+  /// How much longer than now the response is fresh (nanoseconds, maybe 0
+  /// or less), from `Cache-Control: max-age` or `Expires`, less its `Age`;
+  /// nil when it says nothing (or `no-cache`, `no-store`: always ask).
+  static func lifetime(_ head: HTTPResponseHead) -> Int64? {
+    let directives = cacheControl(head.field("cache-control"))
+    if directives["no-cache"] != nil || directives["no-store"] != nil { return 0 }
+    let age = head.field("age").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+    let ageNanoseconds = Int64.nanoseconds(fromSeconds: max(0, age))
+    if let text = directives["max-age"] {
+      // An invalid max-age makes the response stale (RFC 9111 §4.2.1).
+      guard let seconds = Int64(text), seconds >= 0 else { return 0 }
+      return Int64.nanoseconds(fromSeconds: seconds).subtractingSaturated(ageNanoseconds)
+    }
+    guard let expires = head.field("expires") else { return nil }
+    // An invalid Expires ("0") means already expired.
+    guard let at = httpDate(expires) else { return 0 }
+    // Relative to the server's own clock when it sent one: clock skew
+    // between here and there does not move the expiry.
+    let base = head.field("date").flatMap(httpDate) ?? currentTimeNanoseconds()
+    return at.subtractingSaturated(base).subtractingSaturated(ageNanoseconds)
   }
 
   /// `Cache-Control` directives by lowercase name, with their values
@@ -49,43 +60,59 @@ enum Freshness {
     return directives
   }
 
-  /// An HTTP date (IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, RFC 850
-  /// `Sunday, 06-Nov-94 08:49:37 GMT` or asctime `Sun Nov  6 08:49:37
-  /// 1994`) as nanoseconds since 1970; nil when it is none of them.
+  /// An HTTP date as nanoseconds since 1970, in one of the three forms
+  /// RFC 9110 §5.6.7 allows — IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`,
+  /// RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT`, asctime `Sun Nov  6
+  /// 08:49:37 1994` — and nothing else (no zone offsets); nil otherwise.
   static func httpDate(_ text: String) -> Int64? {
     let months = [
       "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ]
-    let words = text.split(whereSeparator: { " ,-".contains($0) }).map(String.init)
-    guard words.count >= 5 else { return nil }
-    var day: Int?
-    var month: Int?
-    var year: Int?
-    var time: [Int]?
-    for word in words.dropFirst() {  // the weekday is not checked
-      if let m = months.firstIndex(of: word.lowercased()) {
-        month = m + 1
-      } else if word.contains(":") {
-        let parts = word.split(separator: ":").compactMap { Int($0) }
-        guard parts.count == 3 else { return nil }
-        time = parts
-      } else if let n = Int(word) {
-        if day == nil, word.count <= 2, year == nil { day = n } else { year = n }
-      }
+    func month(_ word: Substring) -> Int? {
+      months.firstIndex(of: word.lowercased()).map { $0 + 1 }
     }
-    guard let day, let month, var year, let time, (1...31).contains(day), time[0] < 24,
-      time[1] < 60, time[2] <= 60
+    func number(_ word: Substring, digits: ClosedRange<Int>) -> Int? {
+      guard digits.contains(word.count), word.allSatisfy(\.isASCII), let n = Int(word) else {
+        return nil
+      }
+      return n
+    }
+    let words = text.split(separator: " ")
+    var fields: (day: Int, month: Int, year: Int, time: Substring)?
+    if words.count == 6, words[0].hasSuffix(","), words[5] == "GMT" {
+      if let d = number(words[1], digits: 2...2), let m = month(words[2]),
+        let y = number(words[3], digits: 4...4)
+      {
+        fields = (d, m, y, words[4])
+      }
+    } else if words.count == 4, words[0].hasSuffix(","), words[3] == "GMT" {
+      let parts = words[1].split(separator: "-")
+      if parts.count == 3, let d = number(parts[0], digits: 2...2), let m = month(parts[1]),
+        let y = number(parts[2], digits: 2...2)
+      {
+        fields = (d, m, y < 70 ? 2000 + y : 1900 + y, words[2])
+      }
+    } else if words.count == 5, let m = month(words[1]),
+      let d = number(words[2], digits: 1...2), let y = number(words[4], digits: 4...4)
+    {
+      fields = (d, m, y, words[3])
+    }
+    guard let fields, (1...31).contains(fields.day) else { return nil }
+    let clock = fields.time.split(separator: ":")
+    guard clock.count == 3, let h = number(clock[0], digits: 2...2),
+      let mi = number(clock[1], digits: 2...2), let se = number(clock[2], digits: 2...2),
+      h < 24, mi < 60, se <= 60
     else { return nil }
-    if year < 100 { year += year < 70 ? 2000 : 1900 }  // RFC 850's two digits
-    // Days since 1970 of the civil date (Howard Hinnant's algorithm).
+    // Days since 1970 of the civil date (Howard Hinnant's algorithm);
+    // four-digit years keep every product far from overflow.
+    let (year, month, day) = (fields.year, fields.month, fields.day)
     let y = month <= 2 ? year - 1 : year
-    let era = (y >= 0 ? y : y - 399) / 400
+    let era = y / 400
     let yearOfEra = y - era * 400
     let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
     let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
     let days = Int64(era * 146097 + dayOfEra - 719468)
-    let seconds = days * 86400 + Int64(time[0] * 3600 + time[1] * 60 + time[2])
-    return Int64.nanoseconds(fromSeconds: seconds)
+    return Int64.nanoseconds(fromSeconds: days * 86400 + Int64(h * 3600 + mi * 60 + se))
   }
 
   /// Whether `etag` is strong (not `W/`): only a strong one may make a

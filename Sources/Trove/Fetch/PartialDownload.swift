@@ -138,10 +138,19 @@ final class PartialDownload {
   func append(
     _ bytes: UnsafeRawBufferPointer, writes: inout PressuredWrites, remaining: Int64?
   ) throws(TroveError) {
+    guard let file else { preconditionFailure("restart(_:) or a resume comes first") }
     do throws(SystemCallError) {
-      guard let file else { preconditionFailure("restart(_:) or a resume comes first") }
       try writes.writeAll(bytes, to: file, remaining: remaining)
     } catch {
+      // What part of `bytes` was written goes: the part holds only whole
+      // appends, so a resume never repeats or skips a byte. If even that
+      // fails, the part is not resumed.
+      do throws(SystemCallError) {
+        try file.truncate(to: length)
+        try file.seek(to: length)
+      } catch {
+        discard()
+      }
       throw TroveError.system(error, "write", path: path)
     }
     length += Int64(bytes.count)
@@ -158,6 +167,8 @@ final class PartialDownload {
     try? folder.removeFile(infoName)
     info = nil
     length = 0
+    // The descriptor now names the staged body: this part has no file.
+    file = nil
     return temp
   }
 

@@ -24,7 +24,8 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
   /// since 1970, from `Cache-Control: max-age` or `Expires`); nil: stale
   /// once fetched, revalidated on every fetch.
   public var expires: Int64?
-  /// `Cache-Control: immutable`: never revalidated.
+  /// `Cache-Control: immutable`: not revalidated while fresh, even by
+  /// ``FetchRequest/Mode/refresh``.
   public var isImmutable: Bool
   /// The URL the body came from, after redirects.
   public var finalURL: String?
@@ -33,7 +34,7 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
 
   /// Whether it may be served at `now` without asking the server.
   public func isFresh(at now: Int64) -> Bool {
-    isImmutable || (expires.map { now < $0 } ?? false)
+    expires.map { now < $0 } ?? false
   }
 
   /// Whether a conditional request can revalidate it.

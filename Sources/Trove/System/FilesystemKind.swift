@@ -12,6 +12,7 @@ public struct FilesystemKind: RawRepresentable, Hashable, Sendable, CustomString
     0xFF53_4D42: "cifs", 0xFE53_4D42: "smb2", 0x0102_1997: "9p", 0xF2F5_2010: "f2fs",
     0x5346_544E: "ntfs",
     0x00C3_6400: "ceph", 0x4D44: "vfat", 0x7366_746E: "ntfs3", 0xCA45_1A4E: "bcachefs",
+    0x0BD0_0BD0: "lustre", 0x4750_4653: "gpfs",
   ]
 
   /// NFS.
@@ -27,12 +28,17 @@ public struct FilesystemKind: RawRepresentable, Hashable, Sendable, CustomString
   public static let plan9 = FilesystemKind(rawValue: 0x0102_1997)
   /// Ceph.
   public static let ceph = FilesystemKind(rawValue: 0x00C3_6400)
+  /// Lustre.
+  public static let lustre = FilesystemKind(rawValue: 0x0BD0_0BD0)
+  /// IBM Spectrum Scale (GPFS).
+  public static let gpfs = FilesystemKind(rawValue: 0x4750_4653)
 
   /// Whether files here may be shared with other hosts or served by a
-  /// process (NFS, SMB, 9p, Ceph, FUSE): no shared memory between the
-  /// processes that use them, and locks only as good as the server's.
+  /// process (NFS, SMB, 9p, Ceph, FUSE, Lustre, GPFS): no shared memory
+  /// between the processes that use them, and locks only as good as the
+  /// server's (or, mounted with local locks, good on this host alone).
   public var isShared: Bool {
-    [.nfs, .cifs, .smb2, .fuse, .plan9, .ceph].contains(self)
+    [.nfs, .cifs, .smb2, .fuse, .plan9, .ceph, .lustre, .gpfs].contains(self)
   }
 
   /// A short name (`xfs`, `btrfs`, `ext4`, …) or the magic in hex.

@@ -108,6 +108,9 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
   if destination != nil && requests.count != 1 {
     throw invocation.usageError("-o names one destination; \(requests.count) URLs given")
   }
+  if destination == "-" && invocation.flag("--json") {
+    throw invocation.usageError("-o - writes the body to stdout: --json has no room there")
+  }
   var options = FetchOptions()
   if let retries = try invocation.count("--retries") { options.retries = retries }
   if let seconds = try invocation.seconds("--connect-timeout") { options.connectTimeout = seconds }
