@@ -43,6 +43,12 @@ static inline int trove_set_pipe_size(int fd, int size) {
   return fcntl(fd, F_SETPIPE_SZ, size);
 }
 
+/// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: start writing back the
+/// dirty pages of a range, without waiting for them.
+static inline int trove_start_writeback(int fd, int64_t offset, int64_t length) {
+  return (int)syscall(SYS_sync_file_range, fd, (off_t)offset, (off_t)length, 2);
+}
+
 /// copy_file_range(2) at the files' current offsets.
 static inline long trove_copy_file_range(int in, int out, size_t len) {
   return (long)syscall(SYS_copy_file_range, in, NULL, out, NULL, len, 0);

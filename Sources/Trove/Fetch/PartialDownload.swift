@@ -153,7 +153,14 @@ final class PartialDownload {
       }
       throw TroveError.system(error, "write", path: path)
     }
+    // Large bodies are written back as they arrive, in the background:
+    // the sync before publishing then waits for the last pieces only.
+    let written = length
     length += Int64(bytes.count)
+    if length / Self.writebackStep > written / Self.writebackStep {
+      let end = length / Self.writebackStep * Self.writebackStep
+      file.startWriteback(at: end - Self.writebackStep, length: Self.writebackStep)
+    }
   }
 
   /// Moves the finished body into `tmp/` under a new temp name, to be
@@ -182,6 +189,9 @@ final class PartialDownload {
     info = nil
     length = 0
   }
+
+  /// How often (in bytes written) writeback of a part is started.
+  static let writebackStep: Int64 = 8 << 20
 
   /// This boot's id: a part written before a reboot is not resumed.
   static let bootID: String = {

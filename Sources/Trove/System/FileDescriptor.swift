@@ -129,6 +129,13 @@ struct FileDescriptor: Sendable, Hashable {
 
   /// Copies up to `count` bytes from `source` in the kernel, from both
   /// files' current offsets; 0 at the end of `source`. `copy_file_range(2)`.
+  /// Starts writing back the dirty pages of `length` bytes at `offset`
+  /// without waiting, so that a later `sync` has less to wait for.
+  /// `sync_file_range(2)` with SYNC_FILE_RANGE_WRITE; a hint, errors ignored.
+  func startWriteback(at offset: Int64, length: Int64) {
+    _ = trove_start_writeback(rawValue, offset, length)
+  }
+
   func copyFileRange(from source: FileDescriptor, count: Int) throws(SystemCallError) -> Int {
     try Sys.call("copy_file_range") {
       trove_copy_file_range(source.rawValue, rawValue, count)
