@@ -40,3 +40,7 @@ static inline CURLcode trove_curl_get_offset(CURL *handle, CURLINFO info, curl_o
 static inline CURLcode trove_curl_get_string(CURL *handle, CURLINFO info, char **value) {
   return curl_easy_getinfo(handle, info, value);
 }
+
+static inline CURLMcode trove_curl_multi_set_long(CURLM *multi, CURLMoption option, long value) {
+  return curl_multi_setopt(multi, option, value);
+}

@@ -1,19 +1,30 @@
 import Synchronization
 
 extension Store {
-  /// Fetches every request, up to `jobs` at a time, each on a thread of
-  /// its own with its own libcurl handle (connections to one server are
-  /// kept alive from one URL to the next). Returns each request's outcome,
-  /// in order; one failing does not stop the others. Requests for one URL
-  /// make one transfer (see ``fetch(_:options:progress:)``).
+  /// Fetches every request, up to `jobs` at a time. Each job runs the
+  /// fetch's logic (cache, lock, checks, store) on a thread of its own; the
+  /// transfers all run through one libcurl multi handle, which shares
+  /// connections between them and multiplexes requests to an HTTP/2 server
+  /// over one. Returns each request's outcome, in order; one failing does
+  /// not stop the others. Requests for one URL make one transfer (see
+  /// ``fetch(_:options:progress:)``).
   public func fetch(
     _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
   ) -> [Result<FetchResult, TroveError>] {
     let results = Mutex<[Result<FetchResult, TroveError>?]>(
       Array(repeating: nil, count: requests.count))
+    let multi: HTTPMulti
+    do throws(TroveError) {
+      multi = try HTTPMulti()
+    } catch {
+      return requests.map { _ in .failure(error) }
+    }
+    defer { multi.shutdown() }
     let makeClient: @Sendable () -> Result<HTTPClient, TroveError> = {
-      do throws(TroveError) { return .success(try HTTPClient()) } catch { return .failure(error) }
+      do throws(TroveError) { return .success(try HTTPClient(multi: multi)) } catch {
+        return .failure(error)
+      }
     }
     let run: @Sendable (Result<HTTPClient, TroveError>, Int) -> Void = { client, i in
       let outcome = Result { () throws(TroveError) -> FetchResult in

@@ -57,8 +57,9 @@ struct HTTPOutcome {
   var succeeded: Bool { code == CURLE_OK && !stoppedBySink }
 }
 
-/// A libcurl easy handle, reused for transfer after transfer on one thread
-/// (so connections, TLS sessions and DNS answers are reused). libcurl is
+/// A libcurl easy handle, reused for transfer after transfer by one thread
+/// (so connections, TLS sessions and DNS answers are reused), run by
+/// `curl_easy_perform` or by a shared ``HTTPMulti``. libcurl is
 /// called directly, not through URLSession: the write callback feeds the
 /// hashers and the file synchronously, so TCP throttles the sender and
 /// memory stays bounded; resume, stall limits and redirects are libcurl's.
@@ -68,13 +69,19 @@ final class HTTPClient {
   private let handle: UnsafeMutableRawPointer
   private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
-  private static let global: Bool = curl_global_init(3) == CURLE_OK  // CURL_GLOBAL_ALL
+  /// libcurl's global set-up, done once (thread-safe: a lazy static).
+  static let libraryReady: Bool = curl_global_init(3) == CURLE_OK  // CURL_GLOBAL_ALL
+  /// Runs the transfers when given: shared connections, HTTP/2 multiplexing.
+  private let multi: HTTPMulti?
 
-  init() throws(TroveError) {
-    guard Self.global, let handle = curl_easy_init() else {
+  /// A client whose transfers run on this thread (`curl_easy_perform`), or
+  /// on `multi`'s thread while this one waits.
+  init(multi: HTTPMulti? = nil) throws(TroveError) {
+    guard Self.libraryReady, let handle = curl_easy_init() else {
       throw TroveError(.ioError, "cannot start libcurl: curl_easy_init failed")
     }
     self.handle = handle
+    self.multi = multi
   }
 
   deinit {
@@ -172,7 +179,7 @@ final class HTTPClient {
       }
       return 0
     }
-    var code = curl_easy_perform(handle)
+    var code = multi?.perform(handle) ?? curl_easy_perform(handle)
     // A response without a body (304, an empty file) calls no write.
     if code == CURLE_OK, !context.began, !context.begin() { code = CURLE_WRITE_ERROR }
     var effective: UnsafeMutablePointer<CChar>?
