@@ -95,6 +95,31 @@ struct FetchFaultTests {
     #expect(scratch.list("store/partial").isEmpty && scratch.list("store/locks").isEmpty)
   }
 
+  @Test(
+    "a write that fails mid-body keeps only whole writes in the part; the next fetch resumes it right"
+  )
+  func writeFault() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let url = server.url("/ok/w?size=\(Self.size)")
+    // The store exists: the fetch's writes are the sidecar's, then the body's.
+    #expect(try CLI.run(["--store", scratch["store"], "stats"]).status == 0)
+    let failed = try CLI.run(
+      ["--store", scratch["store"], "fetch", "--retries", "0", url],
+      environment: ["TROVE_INJECT_FAULT": "write:5:3"])
+    #expect(failed.status == 74)
+    #expect(failed.errorLines.count == 1 && failed.stderr.contains("partial/"), "\(failed.stderr)")
+    let part = scratch.list("store/partial").first { $0.hasSuffix(".part") }
+    let kept = try part.map { try fileStatus(scratch["store/partial/" + $0]).size } ?? -1
+    #expect(kept > 0 && kept < Self.size && kept % (1 << 20) == 0, "kept \(kept)")
+    try Self.expectStore(scratch, holds: [])
+    let record = try FetchTests.record(try Self.fetch(scratch["store"], ["--json", url]))
+    #expect(record["source"] as? String == "resumed")
+    let body = try server.body("w", size: Self.size)
+    #expect(record["digest"] as? String == XXH3Hasher.digest(body).description)
+    try Self.expectStore(scratch, holds: [XXH3Hasher.digest(body)])
+  }
+
   @Test("with retries, a dropped connection is resumed within the same fetch")
   func retryResumes() throws {
     let server = try FaultServer()
