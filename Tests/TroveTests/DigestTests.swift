@@ -107,6 +107,7 @@ struct FreshnessTests {
       "", "0", "-1", "Sun, 06 Nov 1994 08:49:37 +0000", "Mon, 30 Nov 2026 17:51:04 -0500",
       "Sun, 06 Nov 99999999999999 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT",
       "Sun, 32 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "tomorrow",
+      "Sun, 06 Nov 1994 -1:-1:-1 GMT", "Sun, 06 Nov +994 08:49:37 GMT",
     ] {
       #expect(Freshness.httpDate(bad) == nil, "\(bad)")
     }

@@ -318,14 +318,17 @@ private struct Fetcher {
   }
 
   /// Waits before retry number `attempt`: the server's `Retry-After` (in
-  /// seconds, up to a minute) or a doubling delay.
+  /// seconds or as a date, up to a minute away) or a doubling delay.
   func pause(_ attempt: Int, head: HTTPResponseHead) {
     var delay = min(30, options.retryDelay * Double(1 << min(attempt - 1, 10)))
-    if let text = head.field("retry-after"), let seconds = Double(text), seconds >= 0,
-      seconds <= 60
-    {
-      delay = seconds
-    }
+    // Retry-After: seconds, or an HTTP date.
+    let text = head.field("retry-after")
+    let asked =
+      text.flatMap { Double($0) }
+      ?? text.flatMap(Freshness.httpDate).map {
+        Double($0.subtractingSaturated(currentTimeNanoseconds())) / 1e9
+      }
+    if let asked, asked <= 60 { delay = max(0, asked) }
     Thread.sleep(forTimeInterval: delay)
   }
 
@@ -348,10 +351,11 @@ private struct Fetcher {
     var fresh = Freshness.origin(head, size: origin.size, finalURL: origin.finalURL, now: now)
     fresh.etag = fresh.etag ?? origin.etag
     fresh.lastModified = fresh.lastModified ?? origin.lastModified
-    if Freshness.lifetime(head) == nil, let expires = origin.expires {
-      // A 304 that says nothing of freshness keeps the stored lifetime
-      // (RFC 9111 §4.3.4), counted from now.
-      fresh.expires = now.addingSaturated(expires.subtractingSaturated(origin.fetched))
+    if Freshness.lifetime(head) == nil {
+      // A 304 that says nothing of freshness leaves the stored expiry as it
+      // was: right for an `Expires`, and for a `max-age` it only makes the
+      // next fetch ask again sooner.
+      fresh.expires = origin.expires
       fresh.isImmutable = origin.isImmutable
     }
     return fresh

@@ -44,9 +44,10 @@ final class FetchLock {
         let held = try file.status()
         let named = try? folder.status(of: lockName, followSymlinks: false)
         guard let named, named.device == held.device, named.inode == held.inode else {
+          // Closed by the catch below when giving up; here to try again.
+          if attempts >= 100 { throw SystemCallError("flock", .noSuchFileOrDirectory) }
           file.close()
-          if attempts < 100 { continue }
-          throw SystemCallError("flock", .noSuchFileOrDirectory)
+          continue
         }
         let probe = try FileDescriptor.open(lockName, in: folder, [.readWrite, .noFollow])
         defer { probe.close() }

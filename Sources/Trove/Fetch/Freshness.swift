@@ -72,7 +72,9 @@ enum Freshness {
       months.firstIndex(of: word.lowercased()).map { $0 + 1 }
     }
     func number(_ word: Substring, digits: ClosedRange<Int>) -> Int? {
-      guard digits.contains(word.count), word.allSatisfy(\.isASCII), let n = Int(word) else {
+      guard digits.contains(word.count), word.allSatisfy({ ("0"..."9").contains($0) }),
+        let n = Int(word)
+      else {
         return nil
       }
       return n

@@ -57,9 +57,9 @@ struct HTTPOutcome {
   var succeeded: Bool { code == CURLE_OK && !stoppedBySink }
 }
 
-/// A libcurl easy handle, reused for transfer after transfer by one thread
-/// (so connections, TLS sessions and DNS answers are reused), run by
-/// `curl_easy_perform` or by a shared ``HTTPMulti``. libcurl is
+/// A libcurl easy handle, reused for transfer after transfer on one thread
+/// (so connections, TLS sessions and DNS answers are reused, with other
+/// threads' clients too through an ``HTTPShare``). libcurl is
 /// called directly, not through URLSession: the write callback feeds the
 /// hashers and the file synchronously, so TCP throttles the sender and
 /// memory stays bounded; resume, stall limits and redirects are libcurl's.
@@ -71,17 +71,17 @@ final class HTTPClient {
 
   /// libcurl's global set-up, done once (thread-safe: a lazy static).
   static let libraryReady: Bool = curl_global_init(3) == CURLE_OK  // CURL_GLOBAL_ALL
-  /// Runs the transfers when given: shared connections, HTTP/2 multiplexing.
-  private let multi: HTTPMulti?
+  /// Connections, DNS answers and TLS sessions shared with other clients.
+  private let share: HTTPShare?
 
-  /// A client whose transfers run on this thread (`curl_easy_perform`), or
-  /// on `multi`'s thread while this one waits.
-  init(multi: HTTPMulti? = nil) throws(TroveError) {
+  /// A client whose transfers run on the calling thread
+  /// (`curl_easy_perform`), sharing connections through `share` if given.
+  init(share: HTTPShare? = nil) throws(TroveError) {
     guard Self.libraryReady, let handle = curl_easy_init() else {
       throw TroveError(.ioError, "cannot start libcurl: curl_easy_init failed")
     }
     self.handle = handle
-    self.multi = multi
+    self.share = share
   }
 
   deinit {
@@ -135,6 +135,7 @@ final class HTTPClient {
     trove_curl_set_string(handle, CURLOPT_USERAGENT, o.userAgent)
     trove_curl_set_list(handle, CURLOPT_HTTPHEADER, list)
     trove_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+    if let share { trove_curl_set_pointer(handle, CURLOPT_SHARE, share.handle) }
     if request.resumeFrom > 0 {
       trove_curl_set_offset(handle, CURLOPT_RESUME_FROM_LARGE, curl_off_t(request.resumeFrom))
     }
@@ -179,7 +180,7 @@ final class HTTPClient {
       }
       return 0
     }
-    var code = multi?.perform(handle) ?? curl_easy_perform(handle)
+    var code = curl_easy_perform(handle)
     // A response without a body (304, an empty file) calls no write.
     if code == CURLE_OK, !context.began, !context.begin() { code = CURLE_WRITE_ERROR }
     var effective: UnsafeMutablePointer<CChar>?
