@@ -41,16 +41,6 @@ static inline CURLcode trove_curl_get_string(CURL *handle, CURLINFO info, char *
   return curl_easy_getinfo(handle, info, value);
 }
 
-typedef void (*trove_curl_lock_callback)(CURL *, curl_lock_data, curl_lock_access, void *);
-typedef void (*trove_curl_unlock_callback)(CURL *, curl_lock_data, void *);
-
-static inline CURLSHcode trove_curl_share_data(CURLSH *share, curl_lock_data data) {
-  return curl_share_setopt(share, CURLSHOPT_SHARE, data);
-}
-static inline CURLSHcode trove_curl_share_locks(CURLSH *share, trove_curl_lock_callback lock,
-                                                trove_curl_unlock_callback unlock, void *user) {
-  CURLSHcode code = curl_share_setopt(share, CURLSHOPT_LOCKFUNC, lock);
-  if (code == CURLSHE_OK) code = curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, unlock);
-  if (code == CURLSHE_OK) code = curl_share_setopt(share, CURLSHOPT_USERDATA, user);
-  return code;
+static inline CURLMcode trove_curl_multi_set_long(CURLM *multi, CURLMoption option, long value) {
+  return curl_multi_setopt(multi, option, value);
 }

@@ -283,6 +283,33 @@ struct FetchTests {
   }
 
   @Test(
+    "--jobs with large bodies: each transfer paused and resumed as its job catches up, every digest right"
+  )
+  func manyLarge() throws {
+    let nginx = try Nginx()
+    let scratch = try Scratch()
+    var urls: [String] = []
+    var expected: [String: Digest] = [:]
+    for i in 0..<4 {
+      let body = Bytes.random((20 << 20) + i * 4099, seed: UInt64(500 + i))
+      try nginx.files.write("large\(i).bin", body)
+      urls.append(nginx.url("/large\(i).bin"))
+      expected[urls[i]] = XXH3Hasher.digest(body)
+    }
+    #expect(
+      try CLI.run(["--store", scratch["store"], "config", "set", "checksums", "sha256"]).status == 0
+    )
+    let result = try Self.fetch(scratch["store"], ["--jobs", "4"] + urls)
+    #expect(result.status == 0, "\(result.stderr)")
+    for line in result.out.split(separator: "\n") {
+      let fields = line.split(separator: " ", maxSplits: 2)
+      #expect(expected[String(fields[1])]?.description == String(fields[0]), "\(line)")
+    }
+    #expect(result.out.split(separator: "\n").count == 4)
+    #expect(try CLI.run(["--store", scratch["store"], "verify"]).status == 0)
+  }
+
+  @Test(
     "-o on the reflink XFS is a clone (FIEMAP shared extents)",
     .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing))
   func outputIsClone() throws {

@@ -169,8 +169,8 @@ final class Download: HTTPBodySink {
       url: request.url, validator: validator, total: total, boot: PartialDownload.bootID)
   }
 
-  func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
-    guard case .body = answer else { return true }  // a 304 has no body
+  func write(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer {
+    guard case .body = answer else { return .accepted }  // a 304 has no body
     var rest = bytes
     while !rest.isEmpty {
       let n = min(rest.count, buffer.count - buffered)
@@ -178,16 +178,17 @@ final class Download: HTTPBodySink {
         .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
       buffered += n
       rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-      if buffered == buffer.count, !flush() { return false }
+      if buffered == buffer.count, !flush() { return .stop }
     }
     received += Int64(bytes.count)
     if let limit = request.expectedSize, offset + received > limit {
-      return stop(
+      _ = stop(
         TroveError(
           .checksumMismatch,
           "'\(request.url)' is longer than \(limit) bytes (--expect-size)", value: request.url))
+      return .stop
     }
-    return true
+    return .accepted
   }
 
   /// Hashes and writes what is gathered. After a failure, never again:
@@ -212,13 +213,14 @@ final class Download: HTTPBodySink {
     return true
   }
 
-  func progress(received: Int64, expected: Int64?) {
-    guard let progressHandler else { return }
+  func progress(received: Int64, expected: Int64?) -> Bool {
+    guard let progressHandler else { return true }
     let now = DispatchTime.now().uptimeNanoseconds
-    guard now - lastProgress >= 100_000_000 else { return }
+    guard now - lastProgress >= 100_000_000 else { return true }
     lastProgress = now
     progressHandler(
       FetchProgress(url: request.url, received: offset + received, total: total))
+    return true
   }
 
   /// The finished body: every byte hashed and handed on, its length

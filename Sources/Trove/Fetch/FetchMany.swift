@@ -1,26 +1,28 @@
 import Synchronization
 
 extension Store {
-  /// Fetches every request, up to `jobs` at a time, each job on a thread of
-  /// its own that hashes and writes its own bodies; their libcurl handles
-  /// share one pool of connections (and DNS answers, TLS sessions), so a
-  /// connection opened for one URL serves the next. Returns each request's
-  /// outcome, in order; one failing does not stop the others. Requests for
-  /// one URL make one transfer (see ``fetch(_:options:progress:)``).
+  /// Fetches every request, up to `jobs` at a time. Each job runs on a
+  /// thread of its own and hashes and writes its own bodies; the transfers
+  /// all run through one libcurl multi handle (``HTTPMulti``), which shares
+  /// connections between them and multiplexes requests to an HTTP/2 server
+  /// over one. Returns each request's outcome, in order; one failing does
+  /// not stop the others. Requests for one URL make one transfer (see
+  /// ``fetch(_:options:progress:)``).
   public func fetch(
     _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
   ) -> [Result<FetchResult, TroveError>] {
     let results = Mutex<[Result<FetchResult, TroveError>?]>(
       Array(repeating: nil, count: requests.count))
-    let share: HTTPShare
+    let multi: HTTPMulti
     do throws(TroveError) {
-      share = try HTTPShare()
+      multi = try HTTPMulti()
     } catch {
       return requests.map { _ in .failure(error) }
     }
+    defer { multi.shutdown() }
     let makeClient: @Sendable () -> Result<HTTPClient, TroveError> = {
-      do throws(TroveError) { return .success(try HTTPClient(share: share)) } catch {
+      do throws(TroveError) { return .success(try HTTPClient(multi: multi)) } catch {
         return .failure(error)
       }
     }

@@ -18,16 +18,26 @@ struct HTTPResponseHead: Sendable {
   }
 }
 
-/// Where a transfer's body goes: called on the transfer's thread, in order.
+/// What a sink says to a piece of the body.
+enum HTTPWriteAnswer {
+  /// Taken: go on.
+  case accepted
+  /// Stop the transfer.
+  case stop
+  /// Not taken yet: pause the transfer and give it again later.
+  case pause
+}
+
+/// Where a transfer's body goes: called in order, by one thread at a time.
 protocol HTTPBodySink: AnyObject {
   /// The last response's head is in and its body (maybe empty) follows;
   /// false stops the transfer.
   func begin(_ head: HTTPResponseHead) -> Bool
-  /// The next piece of the body; false stops the transfer.
-  func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+  /// The next piece of the body.
+  func write(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer
   /// Body bytes received so far in this response, and how many it has in
-  /// all when the server said.
-  func progress(received: Int64, expected: Int64?)
+  /// all when the server said; false stops the transfer.
+  func progress(received: Int64, expected: Int64?) -> Bool
 }
 
 /// One HTTP GET.
@@ -57,9 +67,9 @@ struct HTTPOutcome {
   var succeeded: Bool { code == CURLE_OK && !stoppedBySink }
 }
 
-/// A libcurl easy handle, reused for transfer after transfer on one thread
-/// (so connections, TLS sessions and DNS answers are reused, with other
-/// threads' clients too through an ``HTTPShare``). libcurl is
+/// A libcurl easy handle, reused for transfer after transfer by one thread
+/// (so connections, TLS sessions and DNS answers are reused), run by
+/// `curl_easy_perform` or by a shared ``HTTPMulti``. libcurl is
 /// called directly, not through URLSession: the write callback feeds the
 /// hashers and the file synchronously, so TCP throttles the sender and
 /// memory stays bounded; resume, stall limits and redirects are libcurl's.
@@ -71,17 +81,19 @@ final class HTTPClient {
 
   /// libcurl's global set-up, done once (thread-safe: a lazy static).
   static let libraryReady: Bool = curl_global_init(3) == CURLE_OK  // CURL_GLOBAL_ALL
-  /// Connections, DNS answers and TLS sessions shared with other clients.
-  private let share: HTTPShare?
+  /// Runs the transfers when given, while this client's thread handles
+  /// their bodies.
+  private let multi: HTTPMulti?
 
   /// A client whose transfers run on the calling thread
-  /// (`curl_easy_perform`), sharing connections through `share` if given.
-  init(share: HTTPShare? = nil) throws(TroveError) {
+  /// (`curl_easy_perform`), or on `multi`'s thread with the body relayed
+  /// back to the calling one.
+  init(multi: HTTPMulti? = nil) throws(TroveError) {
     guard Self.libraryReady, let handle = curl_easy_init() else {
       throw TroveError(.ioError, "cannot start libcurl: curl_easy_init failed")
     }
     self.handle = handle
-    self.share = share
+    self.multi = multi
   }
 
   deinit {
@@ -109,7 +121,10 @@ final class HTTPClient {
   func perform(_ request: HTTPRequest, into sink: any HTTPBodySink) -> HTTPOutcome {
     curl_easy_reset(handle)
     errorBuffer[0] = 0
-    let context = Context(sink: sink)
+    // Through a multi, libcurl calls back on its thread: into a relay,
+    // which this thread drains into `sink`.
+    let relay = multi.map { _ in HTTPRelay() }
+    let context = Context(sink: relay ?? sink)
     let pointer = Unmanaged.passUnretained(context).toOpaque()
     var list: UnsafeMutablePointer<curl_slist>?
     // Compressed transfer encodings break ranges and would hash the
@@ -135,7 +150,7 @@ final class HTTPClient {
     trove_curl_set_string(handle, CURLOPT_USERAGENT, o.userAgent)
     trove_curl_set_list(handle, CURLOPT_HTTPHEADER, list)
     trove_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
-    if let share { trove_curl_set_pointer(handle, CURLOPT_SHARE, share.handle) }
+    if let multi, multi.multiplexes { trove_curl_set_long(handle, CURLOPT_PIPEWAIT, 1) }
     if request.resumeFrom > 0 {
       trove_curl_set_offset(handle, CURLOPT_RESUME_FROM_LARGE, curl_off_t(request.resumeFrom))
     }
@@ -165,24 +180,40 @@ final class HTTPClient {
       let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
       let n = size * count
       guard context.begin() else { return 0 }
-      if n > 0, !context.sink.write(UnsafeRawBufferPointer(start: buffer, count: n)) {
+      guard n > 0 else { return n }
+      switch context.sink.write(UnsafeRawBufferPointer(start: buffer, count: n)) {
+      case .accepted: return n
+      case .pause: return 0x1000_0001  // CURL_WRITEFUNC_PAUSE
+      case .stop:
         context.stopped = true
         return 0
       }
-      return n
     }
     trove_curl_set_long(handle, CURLOPT_NOPROGRESS, 0)
     trove_curl_set_pointer(handle, CURLOPT_XFERINFODATA, pointer)
     trove_curl_set_progress_callback(handle) { user, total, now, _, _ in
       let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
-      if context.began {
-        context.sink.progress(received: Int64(now), expected: total > 0 ? Int64(total) : nil)
-      }
-      return 0
+      guard context.began else { return 0 }
+      let going = context.sink.progress(
+        received: Int64(now), expected: total > 0 ? Int64(total) : nil)
+      return going ? 0 : 1
     }
-    var code = curl_easy_perform(handle)
-    // A response without a body (304, an empty file) calls no write.
-    if code == CURLE_OK, !context.began, !context.begin() { code = CURLE_WRITE_ERROR }
+    var code: CURLcode
+    var stopped = false
+    if let multi, let relay {
+      multi.start(handle, relay: relay)
+      let handle = self.handle
+      (code, stopped) = relay.drain(into: sink) { multi.resume(handle) }
+      // A response without a body (304, an empty file) calls no write.
+      if code == CURLE_OK, !context.began, !stopped, !sink.begin(context.head) {
+        stopped = true
+        code = CURLE_WRITE_ERROR
+      }
+    } else {
+      code = curl_easy_perform(handle)
+      if code == CURLE_OK, !context.began, !context.begin() { code = CURLE_WRITE_ERROR }
+      stopped = context.stopped
+    }
     var effective: UnsafeMutablePointer<CChar>?
     trove_curl_get_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
     let detail = String(cString: errorBuffer)
@@ -190,6 +221,6 @@ final class HTTPClient {
       code: code,
       message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail,
       head: context.head, effectiveURL: effective.map { String(cString: $0) },
-      stoppedBySink: context.stopped)
+      stoppedBySink: stopped)
   }
 }

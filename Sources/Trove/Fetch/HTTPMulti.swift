@@ -1,0 +1,236 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// One libcurl multi handle driving the transfers of several job threads
+/// from a thread of its own: connections (and TLS sessions, DNS answers)
+/// are shared by all of them, and requests to an HTTP/2 server are
+/// multiplexed over one connection.
+///
+/// The multi's thread only moves bytes. Each transfer's body goes through
+/// a ``HTTPRelay`` — a bounded queue — to the job thread that asked for it,
+/// which hashes and writes it there; a full queue pauses that transfer
+/// alone (`CURL_WRITEFUNC_PAUSE`) until its job catches up. A slow disk or
+/// a job waiting for a sweep thus slows its own transfer, never the others.
+///
+/// Multiplexing is off when a proxy is set in the environment: libcurl
+/// before 8.0 (Debian 12 has 7.88) mishandles it through proxies (cargo
+/// #12234).
+final class HTTPMulti: Sendable {
+  private struct Handle: @unchecked Sendable { let raw: UnsafeMutableRawPointer }
+
+  private struct Queue {
+    var pending: [(Handle, HTTPRelay)] = []
+    var unpause: [Handle] = []
+    var stopping = false
+  }
+
+  private let multi: Handle
+  private let queue = Mutex(Queue())
+  private let finished = DispatchSemaphore(value: 0)
+  /// Whether requests wait to be multiplexed over a connection being set up.
+  let multiplexes: Bool
+
+  init() throws(TroveError) {
+    guard HTTPClient.libraryReady, let multi = curl_multi_init() else {
+      throw TroveError(.ioError, "cannot start libcurl: curl_multi_init failed")
+    }
+    self.multi = Handle(raw: multi)
+    let env = ProcessInfo.processInfo.environment
+    let proxied = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+      .contains { !(env[$0] ?? "").isEmpty }
+    multiplexes = !proxied
+    if proxied { trove_curl_multi_set_long(multi, CURLMOPT_PIPELINING, 0) }
+    let thread = Thread { [self] in run() }
+    thread.name = "trove-curl-multi"
+    thread.start()
+  }
+
+  /// Starts the transfer set up on `handle`; its body and its end reach
+  /// `relay`.
+  func start(_ handle: UnsafeMutableRawPointer, relay: HTTPRelay) {
+    let accepted = queue.withLock { q in
+      guard !q.stopping else { return false }
+      q.pending.append((Handle(raw: handle), relay))
+      return true
+    }
+    guard accepted else {
+      relay.finish(CURLE_FAILED_INIT)
+      return
+    }
+    curl_multi_wakeup(multi.raw)
+  }
+
+  /// Lets a transfer paused by a full relay go on (called by its job).
+  func resume(_ handle: UnsafeMutableRawPointer) {
+    queue.withLock { $0.unpause.append(Handle(raw: handle)) }
+    curl_multi_wakeup(multi.raw)
+  }
+
+  /// Stops the thread once no transfer is running, and frees the handle.
+  /// Call once, after every transfer ended.
+  func shutdown() {
+    queue.withLock { $0.stopping = true }
+    curl_multi_wakeup(multi.raw)
+    finished.wait()
+    curl_multi_cleanup(multi.raw)
+  }
+
+  private func run() {
+    let multi = self.multi.raw
+    var running: [UnsafeMutableRawPointer: HTTPRelay] = [:]
+    var failures = 0
+    while true {
+      let (new, unpause, stopping) = queue.withLock { q in
+        defer {
+          q.pending.removeAll()
+          q.unpause.removeAll()
+        }
+        return (q.pending, q.unpause, q.stopping)
+      }
+      for (handle, relay) in new {
+        if curl_multi_add_handle(multi, handle.raw) == CURLM_OK {
+          running[handle.raw] = relay
+        } else {
+          relay.finish(CURLE_FAILED_INIT)
+        }
+      }
+      for handle in unpause where running[handle.raw] != nil {
+        curl_easy_pause(handle.raw, 0)  // CURLPAUSE_CONT
+      }
+      if stopping && running.isEmpty { break }
+      var active: Int32 = 0
+      let performed = curl_multi_perform(multi, &active)
+      var left: Int32 = 0
+      while let message = curl_multi_info_read(multi, &left) {
+        guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else {
+          continue
+        }
+        let code = message.pointee.data.result
+        curl_multi_remove_handle(multi, easy)
+        running.removeValue(forKey: easy)?.finish(code)
+      }
+      let polled = curl_multi_poll(multi, nil, 0, 1000, nil)
+      if performed != CURLM_OK || polled != CURLM_OK {
+        // The multi handle itself failed (out of memory, a broken poll):
+        // end every transfer with an error rather than spin.
+        failures += 1
+        if failures >= 3 {
+          for (easy, relay) in running {
+            curl_multi_remove_handle(multi, easy)
+            relay.finish(CURLE_OUT_OF_MEMORY)
+          }
+          running.removeAll()
+        }
+        usleep(10_000)
+      } else {
+        failures = 0
+      }
+    }
+    finished.signal()
+  }
+}
+
+/// A transfer's bounded queue between the multi's thread (libcurl's
+/// callbacks, which only copy) and the job thread that delivers the head,
+/// the body and the progress to the real sink, in order.
+final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
+  private enum Event {
+    case begin(HTTPResponseHead)
+    case data([UInt8])
+  }
+
+  /// Bytes held at most before the transfer is paused.
+  static let capacity = 2 << 20
+
+  private let condition = NSCondition()
+  private var events: [Event] = []
+  private var queued = 0
+  private var paused = false
+  private var progress: (Int64, Int64?)?
+  private var stopRequested = false
+  private var code: CURLcode?
+
+  // MARK: The multi's thread
+
+  func begin(_ head: HTTPResponseHead) -> Bool {
+    condition.lock()
+    defer { condition.unlock() }
+    events.append(.begin(head))
+    condition.signal()
+    return !stopRequested
+  }
+
+  func write(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer {
+    condition.lock()
+    defer { condition.unlock() }
+    if stopRequested { return .stop }
+    if queued >= Self.capacity {
+      paused = true
+      return .pause
+    }
+    events.append(.data([UInt8](bytes)))
+    queued += bytes.count
+    condition.signal()
+    return .accepted
+  }
+
+  func progress(received: Int64, expected: Int64?) -> Bool {
+    condition.lock()
+    defer { condition.unlock() }
+    progress = (received, expected)
+    return !stopRequested
+  }
+
+  func finish(_ code: CURLcode) {
+    condition.lock()
+    self.code = code
+    condition.signal()
+    condition.unlock()
+  }
+
+  // MARK: The job's thread
+
+  /// Delivers everything to `sink` until the transfer ends; returns
+  /// libcurl's result and whether `sink` stopped it.
+  func drain(into sink: any HTTPBodySink, resume: () -> Void) -> (CURLcode, stopped: Bool) {
+    var stopped = false
+    while true {
+      condition.lock()
+      while events.isEmpty && progress == nil && code == nil { condition.wait() }
+      let batch = events
+      events.removeAll()
+      let latest = progress
+      progress = nil
+      let ended = code
+      condition.unlock()
+      var delivered = 0
+      for event in batch {
+        switch event {
+        case .begin(let head):
+          if !stopped, !sink.begin(head) { stopped = true }
+        case .data(let bytes):
+          delivered += bytes.count
+          if !stopped {
+            let answer = bytes.withUnsafeBytes { sink.write($0) }
+            if answer != .accepted { stopped = true }
+          }
+        }
+      }
+      if let (received, expected) = latest, !stopped {
+        if !sink.progress(received: received, expected: expected) { stopped = true }
+      }
+      condition.lock()
+      queued -= delivered
+      if stopped { stopRequested = true }
+      let wake = paused && (stopped || queued < Self.capacity / 2)
+      if wake { paused = false }
+      let done = code != nil && events.isEmpty
+      condition.unlock()
+      // A stopped transfer is let go on too, so that libcurl calls back and
+      // learns it is to end.
+      if wake { resume() }
+      if let ended, done { return (ended, stopped) }
+    }
+  }
+}
