@@ -183,7 +183,11 @@ final class HTTPClient {
       guard n > 0 else { return n }
       switch context.sink.write(UnsafeRawBufferPointer(start: buffer, count: n)) {
       case .accepted: return n
-      case .pause: return 0x1000_0001  // CURL_WRITEFUNC_PAUSE
+      case .pause where context.sink is HTTPRelay:
+        return 0x1000_0001  // CURL_WRITEFUNC_PAUSE: the relay's job resumes it
+      case .pause:  // nothing would resume it
+        context.stopped = true
+        return 0
       case .stop:
         context.stopped = true
         return 0

@@ -11,11 +11,15 @@ import Synchronization
 /// a ``HTTPRelay`` — a bounded queue — to the job thread that asked for it,
 /// which hashes and writes it there; a full queue pauses that transfer
 /// alone (`CURL_WRITEFUNC_PAUSE`) until its job catches up. A slow disk or
-/// a job waiting for a sweep thus slows its own transfer, never the others.
+/// a job waiting for a sweep thus slows its own transfer, never the others
+/// (on its own connection; see below for HTTP/2).
 ///
-/// Multiplexing is off when a proxy is set in the environment: libcurl
-/// before 8.0 (Debian 12 has 7.88) mishandles it through proxies (cargo
-/// #12234).
+/// HTTP/2 multiplexing is used only with libcurl 8 or later and no proxy
+/// in the environment. Before 8.0 (Debian 12 has 7.88), a paused stream
+/// stops libcurl reading its whole HTTP/2 connection — one job behind would
+/// stall its neighbours — and multiplexing through proxies is mishandled
+/// (cargo #12234). Then each transfer gets a connection of its own (reused
+/// from one URL to the next).
 final class HTTPMulti: Sendable {
   private struct Handle: @unchecked Sendable { let raw: UnsafeMutableRawPointer }
 
@@ -39,8 +43,9 @@ final class HTTPMulti: Sendable {
     let env = ProcessInfo.processInfo.environment
     let proxied = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
       .contains { !(env[$0] ?? "").isEmpty }
-    multiplexes = !proxied
-    if proxied { trove_curl_multi_set_long(multi, CURLMOPT_PIPELINING, 0) }
+    let version = curl_version_info(CURLVERSION_FIRST)?.pointee.version_num ?? 0
+    multiplexes = !proxied && version >= 0x08_00_00
+    if !multiplexes { trove_curl_multi_set_long(multi, CURLMOPT_PIPELINING, 0) }
     let thread = Thread { [self] in run() }
     thread.name = "trove-curl-multi"
     thread.start()
@@ -179,6 +184,7 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
     condition.lock()
     defer { condition.unlock() }
     progress = (received, expected)
+    condition.signal()
     return !stopRequested
   }
 
@@ -229,7 +235,7 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
       condition.unlock()
       // A stopped transfer is let go on too, so that libcurl calls back and
       // learns it is to end.
-      if wake { resume() }
+      if wake && !done { resume() }
       if let ended, done { return (ended, stopped) }
     }
   }
