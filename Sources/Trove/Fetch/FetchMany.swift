@@ -3,7 +3,7 @@ import Synchronization
 extension Store {
   /// Fetches every request, up to `jobs` at a time. Each job runs on a
   /// thread of its own and hashes and writes its own bodies; the transfers
-  /// all run through one libcurl multi handle (``HTTPMulti``), which shares
+  /// all run through one libcurl multi handle, which shares
   /// connections between them (and, with libcurl 8 or later, multiplexes
   /// requests to an HTTP/2 server over one). Returns each request's outcome, in order; one failing does
   /// not stop the others. Requests for one URL make one transfer (see
