@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Trove
@@ -323,5 +324,55 @@ struct FetchTests {
     #expect(try contents(out) == body)
     let summary = try extents(out)
     #expect(summary.sharedBytes >= UInt64(body.count), "\(summary)")
+  }
+}
+
+/// The per-URL lock and the checksums computed from stored objects, through the library.
+struct FetchLockTests {
+  @Test(
+    "a lock file unlinked (by a sweep) while a fetch waited on it is taken again under its name")
+  func retakenAfterUnlink() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    var first: FetchLock? = try FetchLock(store: store, name: "k")
+    #expect(first?.isHonoured == !store.objects.filesystem.isShared)
+    let acquired = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let outcome = Mutex<Bool?>(nil)
+    Thread {
+      let second = try? FetchLock(store: store, name: "k")
+      outcome.withLock { $0 = second != nil }
+      acquired.signal()
+      release.wait()
+      _ = second
+    }.start()
+    usleep(200_000)  // the second waits in flock on the first file
+    #expect(unlink(scratch["store/locks/k.lock"]) == 0)
+    first = nil
+    #expect(acquired.wait(timeout: .now() + 10) == .success)
+    #expect(outcome.withLock { $0 } == true)
+    // The second holds the file now under the name: another opener is refused.
+    let fd = open(scratch["store/locks/k.lock"], O_RDWR)
+    defer { close(fd) }
+    #expect(fd >= 0)
+    #expect(flock(fd, LOCK_EX | LOCK_NB) == -1)
+    release.signal()
+  }
+
+  @Test(
+    "a checksum not recorded is computed from the stored object, checked against its digest, and recorded"
+  )
+  func computedChecksum() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let body = Bytes.random(3 << 20, seed: 21)
+    let digest = try store.put(bytes: body).digest
+    let sha = SHA2Hasher(.sha512)
+    body.withUnsafeBytes { sha.update($0) }
+    let expected = sha.finalize()
+    #expect(try store.digest(for: expected) == nil)
+    let computed = try store.checksums(of: digest, [.sha512, .xxh128])
+    #expect(computed[.sha512] == expected && computed[.xxh128] == Checksum(digest))
+    #expect(try store.digest(for: expected) == digest)
   }
 }

@@ -32,17 +32,11 @@ extension Store {
       }
     } else {
       var xxh = XXH3Hasher()
-      let buffer = UnsafeMutableRawBufferPointer.allocate(
-        byteCount: Transfer.bufferSize, alignment: 4096)
-      defer { buffer.deallocate() }
-      while true {
-        let n = try attempt("read", path) { () throws(SystemCallError) in
-          try object.readFully(into: buffer)
+      _ = try attempt("read", path) { () throws(SystemCallError) in
+        try Transfer.read(from: object) { chunk in
+          xxh.update(chunk)
+          for hasher in hashers { hasher.update(chunk) }
         }
-        if n == 0 { break }
-        let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<n])
-        xxh.update(chunk)
-        for hasher in hashers { hasher.update(chunk) }
       }
       let actual = xxh.finalize()
       if actual != digest { throw corrupt(digest, actual: actual) }

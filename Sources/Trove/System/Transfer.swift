@@ -48,12 +48,24 @@ enum Transfer {
   static func hash(from source: FileDescriptor, into hasher: inout XXH3Hasher)
     throws(SystemCallError) -> Int64
   {
-    do throws(PumpError) {
-      return try pump(from: source, to: nil, hasher: &hasher)
-    } catch {
-      switch error {
-      case .reading(let e), .writing(let e): throw e
-      }
+    try read(from: source) { hasher.update($0) }
+  }
+
+  /// Reads `source` to its end, handing each block to `body` (several
+  /// hashers at once). Returns the bytes read. One buffer of ``bufferSize``.
+  static func read(
+    from source: FileDescriptor, _ body: (UnsafeRawBufferPointer) -> Void
+  ) throws(SystemCallError) -> Int64 {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: bufferSize, alignment: 4096)
+    defer { buffer.deallocate() }
+    var total: Int64 = 0
+    while true {
+      let n = try source.readFully(into: buffer)
+      if n == 0 { return total }
+      body(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+      total += Int64(n)
+      if n < buffer.count { return total }
     }
   }
 
