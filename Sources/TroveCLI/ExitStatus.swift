@@ -22,7 +22,7 @@ enum ExitStatus {
     case .destinationExists, .destinationDirectoryMissing: return cannotCreate
     case .permissionDenied: return permission
     case .cloneUnsupported, .linkUnsupported, .storedCompressed: return unavailable
-    case .corruptObject, .unsupportedFormat, .checksumMismatch: return dataError
+    case .corruptObject, .unsupportedFormat, .checksumMismatch, .indexDamaged: return dataError
     case .unavailable: return unavailable
     case .busy, .lowOnSpace, .transferFailed: return tryAgain
     case .storeUnavailable:

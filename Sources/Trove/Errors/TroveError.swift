@@ -42,6 +42,10 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     public static let unsupportedFormat = Code(rawValue: "unsupported-format")
     /// The index database failed.
     public static let indexFailure = Code(rawValue: "index-failure")
+    /// The index database is damaged (not a database, a damaged page, a
+    /// symbolic link). Opening the store sets a damaged index aside and
+    /// rebuilds it; `verify --repair` does for damage found later.
+    public static let indexDamaged = Code(rawValue: "index-damaged")
     /// Reading or writing failed.
     public static let ioError = Code(rawValue: "io-error")
     /// Another process is sweeping the store.

@@ -31,6 +31,25 @@ final class Index: Sendable {
   let isFresh: Bool
   /// The journal mode in force (`wal` or `delete`).
   let journalMode: String
+  private let damageHandler = Mutex<(@Sendable (TroveError) -> Void)?>(nil)
+
+  /// Called (once) when a statement finds the database damaged.
+  var onDamage: (@Sendable (TroveError) -> Void)? {
+    get { damageHandler.withLock { $0 } }
+    set { damageHandler.withLock { $0 = newValue } }
+  }
+
+  /// Passes a damage error to ``onDamage`` (once), and returns it.
+  private func noticing(_ error: TroveError) -> TroveError {
+    if error.code == .indexDamaged {
+      let handler = damageHandler.withLock { handler in
+        defer { handler = nil }
+        return handler
+      }
+      handler?(error)
+    }
+    return error
+  }
 
   /// The journal mode for an index on `filesystem`: `WAL` where the
   /// filesystem is local; `DELETE` on NFS, SMB, 9p and FUSE, where WAL's
@@ -40,12 +59,14 @@ final class Index: Sendable {
     filesystem.isShared ? "DELETE" : "WAL"
   }
 
-  /// Opens or creates the index at `path`, on a filesystem of `filesystem`'s kind.
+  /// Opens or creates the index at `path` (named so in messages; opened
+  /// as `resolvedPath`, the same file by a path with no symbolic link),
+  /// on a filesystem of `filesystem`'s kind.
   ///
   /// A database another process holds busy as this one opens it (creating
   /// it, recovering its WAL after a crash) is waited for, as every
   /// statement waits (30 s).
-  init(path: String, filesystem: FilesystemKind) throws(TroveError) {
+  init(path: String, resolvedPath: String, filesystem: FilesystemKind) throws(TroveError) {
     self.path = path
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
@@ -56,7 +77,7 @@ final class Index: Sendable {
       let found: Int64
       let created: Bool
       do throws(SQLiteConnection.Failure) {
-        db = try SQLiteConnection(path: path, busyTimeoutMilliseconds: 30_000)
+        db = try SQLiteConnection(path: resolvedPath, busyTimeoutMilliseconds: 30_000)
         try db.query("PRAGMA journal_mode=\(Self.journalMode(on: filesystem))") { row in
           mode = row.text(0).lowercased()
         }
@@ -85,7 +106,13 @@ final class Index: Sendable {
   static func error(_ failure: SQLiteConnection.Failure, _ action: String, _ path: String)
     -> TroveError
   {
-    TroveError(.indexFailure, "cannot \(action) '\(path)': \(failure)", path: path)
+    if failure.isDamage {
+      return TroveError(
+        .indexDamaged,
+        "cannot \(action): index '\(path)' is damaged (\(failure)); run 'trove verify --repair'",
+        path: path, value: failure.description)
+    }
+    return TroveError(.indexFailure, "cannot \(action) '\(path)': \(failure)", path: path)
   }
 
   /// Runs `body` with the connection, outside any explicit transaction:
@@ -100,6 +127,7 @@ final class Index: Sendable {
         return .failure(error)
       }
     }
+    if case .failure(let error) = result { throw noticing(error) }
     return try result.get()
   }
 
@@ -143,6 +171,7 @@ final class Index: Sendable {
     if case .failure(let error) = result, error.code == .retryDurably, !durable {
       return try write(action, durable: true, body)
     }
+    if case .failure(let error) = result { throw noticing(error) }
     return try result.get()
   }
 }

@@ -14,17 +14,27 @@ final class SQLiteConnection: @unchecked Sendable {
     var description: String { "\(message) (sqlite \(code))" }
     /// The database is locked by another connection past the busy timeout.
     var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
+    /// The file is not a database, or a damaged one, or a symbolic link.
+    var isDamage: Bool {
+      code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB
+        || code == SQLITE_CANTOPEN | (6 << 8)  // SQLITE_CANTOPEN_SYMLINK
+    }
   }
 
-  /// Opens (creating if needed) the database at `path`.
+  /// Opens (creating if needed) the database at `path`, which must not
+  /// be reached through a symbolic link (`SQLITE_OPEN_NOFOLLOW`: SQLite
+  /// refuses one anywhere in the path, so pass a resolved one).
   init(path: String, busyTimeoutMilliseconds: Int32) throws(Failure) {
     var db: OpaquePointer?
-    let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+    let flags =
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
     let rc = sqlite3_open_v2(path, &db, flags, nil)
     guard rc == SQLITE_OK, let db else {
       let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+      let code = db.map { sqlite3_extended_errcode($0) } ?? rc
       sqlite3_close_v2(db)
-      throw Failure(code: rc, message: message)
+      let symlink = SQLITE_CANTOPEN | (6 << 8)  // SQLITE_CANTOPEN_SYMLINK
+      throw Failure(code: code, message: code == symlink ? "it is a symbolic link" : message)
     }
     handle = db
     self.path = path

@@ -92,11 +92,7 @@ extension Store {
     throws(TroveError) -> T
   {
     let path = root + "/" + StoreLayout.sweepLock
-    let fd = try attempt("open", path) { () throws(SystemCallError) in
-      try FileDescriptor.open(
-        StoreLayout.sweepLock, in: rootDirectory, [.readWrite, .create, .noFollow],
-        permissions: 0o644)
-    }
+    let fd = try openOwnFile(StoreLayout.sweepLock)
     defer { fd.close() }
     let clock = ContinuousClock()
     let deadline = limit.map { clock.now + $0 }
@@ -122,11 +118,39 @@ extension Store {
     return try body()
   }
 
+  /// Opens (creating) a file of the store's own in its root for reading
+  /// and writing, never through a symbolic link: a planted link under its
+  /// name is unlinked (never followed); a folder or a FIFO is refused,
+  /// never blocked on.
+  func openOwnFile(_ name: String) throws(TroveError) -> FileDescriptor {
+    let path = root + "/" + name
+    for attempt in 0..<2 {
+      do throws(SystemCallError) {
+        let fd = try FileDescriptor.open(
+          name, in: rootDirectory, [.readWrite, .create, .noFollow, .nonBlocking],
+          permissions: 0o644)
+        if try fd.status().isRegular { return fd }
+        fd.close()
+      } catch  where attempt == 0 && error.errno == .tooManySymbolicLinks {
+        try? rootDirectory.removeFile(name)  // the link itself goes
+        continue
+      } catch  where error.errno == .isDirectory {
+      } catch {
+        throw TroveError.system(error, "open", path: path)
+      }
+      break
+    }
+    throw TroveError(
+      .storeUnavailable, "cannot open '\(path)': it is not a regular file; remove it", path: path)
+  }
+
   /// Makes sure the ballast file exists: 1 MiB the store can give back
   /// when the volume fills, so that the index (which needs room to record
   /// deletions) can evict. Best effort: on a full volume it stays absent.
   func ensureReserve() {
-    if (try? rootDirectory.status(of: StoreLayout.reserve))?.size == StoreLayout.reserveSize {
+    if let reserve = try? rootDirectory.status(of: StoreLayout.reserve, followSymlinks: false),
+      reserve.isRegular, reserve.size == StoreLayout.reserveSize
+    {
       return
     }
     let temp = StoreLayout.temporaryName("reserve")

@@ -78,7 +78,7 @@ extension Store {
     do throws(TroveError) {
       if mode == .hardlink {
         do throws(SystemCallError) {
-          try objectsDirectory.link(StoreLayout.objectPath(digest), to: temp, in: parent)
+          try linkObject(digest, opened: object, to: temp, in: parent)
         } catch  where error.errno == .crossDevice || error.errno.meansUnsupported {
           throw TroveError(
             .linkUnsupported,
@@ -130,6 +130,28 @@ extension Store {
     return Materialization(
       digest: digest, destination: destination, method: method, size: size,
       fallbackReason: reason)
+  }
+
+  /// Hard-links `digest`'s raw object file as `temp` in `parent`, then
+  /// checks that the new name is the very file `opened` (the object opened
+  /// with `O_NOFOLLOW` and checked to be a regular file): whatever was
+  /// swapped in under the object's name meanwhile — a symbolic link, some
+  /// other file — is unlinked again and refused (ESTALE), never handed out.
+  private func linkObject(
+    _ digest: Digest, opened: FileDescriptor, to temp: String, in parent: FileDescriptor
+  ) throws(SystemCallError) {
+    let folder = try FileDescriptor.open(
+      StoreLayout.fanout(digest), in: objectsDirectory, [.directory, .noFollow])
+    defer { folder.close() }
+    try folder.link(StoreLayout.objectName(digest), to: temp, in: parent)
+    let linked = try? parent.status(of: temp, followSymlinks: false)
+    let object = try opened.status()
+    guard let linked, linked.isRegular, linked.inode == object.inode,
+      linked.device == object.device
+    else {
+      try? parent.removeFile(temp)
+      throw SystemCallError("linkat", Errno(rawValue: ESTALE))
+    }
   }
 
   /// Writes `digest`'s bytes to `handle` (standard output, a pipe, a

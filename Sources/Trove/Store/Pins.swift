@@ -25,9 +25,7 @@ extension Store {
   /// pins stay.
   @discardableResult
   public func unpin(_ digest: Digest, name: String = "default") throws(TroveError) -> Bool {
-    try index().write("unpin \(digest)") { (tx) throws(TroveError) in
-      try tx.deletePin(digest, name: name)
-    }
+    try objects.unpin(digest, name: name)
   }
 
   /// Every pin, lapsed leases included (a sweep removes those), ordered by

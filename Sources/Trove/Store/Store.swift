@@ -64,6 +64,7 @@ public final class Store: Sendable {
     }
     var opened = [rootFD]
     do throws(TroveError) {
+      try Self.checkAdoptable(rootFD, root: root)
       for name in [StoreLayout.objects, StoreLayout.tmp] where configuration.createIfMissing {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
@@ -72,15 +73,9 @@ public final class Store: Sendable {
           } catch  where error.errno == .fileExists {}
         }
       }
-      let objectsFD = try attempt("open store folder", root + "/objects", code: .storeUnavailable) {
-        () throws(SystemCallError) in
-        try FileDescriptor.open(StoreLayout.objects, in: rootFD, .directory)
-      }
+      let objectsFD = try Self.openFolder(StoreLayout.objects, in: rootFD, root: root)
       opened.append(objectsFD)
-      let tmpFD = try attempt("open store folder", root + "/tmp", code: .storeUnavailable) {
-        () throws(SystemCallError) in
-        try FileDescriptor.open(StoreLayout.tmp, in: rootFD, .directory)
-      }
+      let tmpFD = try Self.openFolder(StoreLayout.tmp, in: rootFD, root: root)
       opened.append(tmpFD)
       device = try attempt("inspect store folder", root + "/tmp", code: .storeUnavailable) {
         () throws(SystemCallError) in try tmpFD.status().device
@@ -88,14 +83,20 @@ public final class Store: Sendable {
       let filesystem = try attempt("inspect store", root, code: .storeUnavailable) {
         () throws(SystemCallError) in try rootFD.filesystemKind()
       }
+      // SQLite opens the index by path, refusing a symbolic link anywhere
+      // in it: the kernel's name for the folder opened has none.
+      let resolvedRoot = (try? rootFD.resolvedPath()) ?? root
       rootDirectory = rootFD
       objects = ObjectTable(
-        root: root, objects: objectsFD, tmp: tmpFD, filesystem: filesystem)
-      try Self.publishIfMissing(
-        StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8),
-        root: root, rootFD: rootFD, tmpFD: tmpFD)
+        root: root, rootDirectory: rootFD, objects: objectsFD, tmp: tmpFD, filesystem: filesystem,
+        resolvedRoot: resolvedRoot, warn: configuration.onWarning ?? { _ in })
+      // The marker first: a folder holding only `objects/` and `tmp/` is
+      // a store another process is creating this moment.
       try Self.publishIfMissing(
         StoreLayout.settings, StoreSettings.initial.encoded(),
+        root: root, rootFD: rootFD, tmpFD: tmpFD)
+      try Self.publishIfMissing(
+        StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8),
         root: root, rootFD: rootFD, tmpFD: tmpFD)
       let (identity, settings) = try Self.readSettings(root: root, rootFD: rootFD)
       cachedSettings = Mutex((identity, settings))
@@ -138,12 +139,50 @@ public final class Store: Sendable {
     }
   }
 
+  /// Opens the store's folder `name`, never through a symbolic link.
+  private static func openFolder(_ name: String, in rootFD: FileDescriptor, root: String)
+    throws(TroveError) -> FileDescriptor
+  {
+    let path = root + "/" + name
+    do throws(SystemCallError) {
+      return try FileDescriptor.open(name, in: rootFD, [.directory, .noFollow])
+    } catch  where error.errno.meansNotAFolder {
+      throw TroveError(
+        .storeUnavailable,
+        "store folder '\(path)' is not a folder (a symbolic link or a file): Trove never follows links inside a store; remove it",
+        path: path)
+    } catch {
+      throw TroveError.system(error, "open store folder", path: path, code: .storeUnavailable)
+    }
+  }
+
+  /// Refuses a folder that is neither empty nor a store: one without
+  /// `config.json` (Trove's marker) that holds anything but the `objects/`
+  /// and `tmp/` folders a store being created has before its marker. Trove
+  /// would otherwise write its files (`reserve`, `sweep.lock`, the index)
+  /// over whatever a mistyped `--store` points at.
+  private static func checkAdoptable(_ rootFD: FileDescriptor, root: String) throws(TroveError) {
+    if (try? rootFD.status(of: StoreLayout.settings, followSymlinks: false)) != nil { return }
+    let names = try attempt("open store", root, code: .storeUnavailable) {
+      () throws(SystemCallError) in try rootFD.entries()
+    }
+    for name in names.sorted() {
+      let isFolder = (try? rootFD.status(of: name, followSymlinks: false))?.isDirectory == true
+      guard isFolder, name == StoreLayout.objects || name == StoreLayout.tmp else {
+        throw TroveError(
+          .storeUnavailable,
+          "'\(root)' is not a Trove store: it holds '\(name)' and no \(StoreLayout.settings); name an empty or new folder",
+          path: root)
+      }
+    }
+  }
+
   /// Writes `bytes` to `name` in the root unless it exists: through a temp
   /// file and a rename that does not replace, so racing openers agree.
   private static func publishIfMissing(
     _ name: String, _ bytes: [UInt8], root: String, rootFD: FileDescriptor, tmpFD: FileDescriptor
   ) throws(TroveError) {
-    if (try? rootFD.status(of: name)) != nil { return }
+    if (try? rootFD.status(of: name, followSymlinks: false)) != nil { return }
     let path = root + "/" + name
     let temp = StoreLayout.temporaryName("meta")
     try attempt("write", path, code: .storeUnavailable) { () throws(SystemCallError) in
@@ -413,8 +452,6 @@ public final class Store: Sendable {
   /// Removes `key`; whether it was bound. The object stays.
   @discardableResult
   public func unbind(key: String) throws(TroveError) -> Bool {
-    try index().write("remove key '\(key)'") { (tx) throws(TroveError) in
-      try tx.deleteKey(key)
-    }
+    try objects.unbind(key: key)
   }
 }

@@ -9,11 +9,28 @@ public struct StoreConfiguration: Sendable, Hashable {
   public var root: String
   /// Create the root (mode 0700) and its layout when missing. Default true.
   public var createIfMissing: Bool
+  /// Told, in one line, what the store repaired on its own — a damaged
+  /// index set aside and rebuilt from the objects — so a tool can show
+  /// it. Default: nothing is said.
+  public var onWarning: (@Sendable (String) -> Void)?
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil.
-  public init(root: String? = nil, createIfMissing: Bool = true) {
+  public init(
+    root: String? = nil, createIfMissing: Bool = true,
+    onWarning: (@Sendable (String) -> Void)? = nil
+  ) {
     self.root = root ?? Self.defaultRoot()
     self.createIfMissing = createIfMissing
+    self.onWarning = onWarning
+  }
+
+  public static func == (a: Self, b: Self) -> Bool {
+    a.root == b.root && a.createIfMissing == b.createIfMissing
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(root)
+    hasher.combine(createIfMissing)
   }
 
   /// Where a store lives when none is named: `TROVE_STORE` when set, else

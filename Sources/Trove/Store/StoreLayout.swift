@@ -11,18 +11,24 @@
 ///   reserve             1 MiB of ballast, released on a full disk
 ///   config.json         format version and settings
 ///   index.sqlite        the index (WAL: -wal, -shm beside it)
+///   references.log      pins and keys as they change: replayed when the index is rebuilt
 ///   objects/ab/<hex>    one read-only file per digest, fanned out by its first two hex digits
 ///   objects/ab/<hex>.zst  the same, stored as a zstd frame
 ///   tmp/                in-flight data, on the store's filesystem
 ///   partial/<k>.part    an interrupted download's body so far (k: XXH3-128 of the URL)
 ///   partial/<k>.json    what it is a part of: URL, validator, length, boot
 ///   locks/<k>.lock      held (flock) by the process fetching that URL
+///   quarantine/         what a repair moved out of objects/ (links, folders, FIFOs)
 /// ```
 enum StoreLayout {
   static let objects = "objects"
   static let tmp = "tmp"
   static let partial = "partial"
   static let locks = "locks"
+  /// Every change of a pin or a key, replayed when the index is rebuilt.
+  static let journal = "references.log"
+  /// What a repair moved out of `objects/`, kept for inspection.
+  static let quarantine = "quarantine"
   static let index = "index.sqlite"
   static let settings = "config.json"
   static let cacheDirTag = "CACHEDIR.TAG"
@@ -56,7 +62,13 @@ enum StoreLayout {
   /// The path of `digest`'s object relative to `objects/`: `ab/<hex>`, or
   /// `ab/<hex>.zst` when it is stored compressed.
   static func objectPath(_ digest: Digest, compressed: Bool = false) -> String {
-    fanout(digest) + "/" + digest.hex + (compressed ? compressedSuffix : "")
+    fanout(digest) + "/" + objectName(digest, compressed: compressed)
+  }
+
+  /// The name of `digest`'s object file inside its fan-out folder: `<hex>`
+  /// or `<hex>.zst`.
+  static func objectName(_ digest: Digest, compressed: Bool = false) -> String {
+    digest.hex + (compressed ? compressedSuffix : "")
   }
 
   /// A name no other writer will pick: the purpose, the process id and 64

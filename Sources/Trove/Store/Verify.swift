@@ -17,8 +17,11 @@ public struct VerifyReport: Sendable, Hashable, Codable {
   /// Objects that went away while being checked (evicted or removed by
   /// another process): not a problem.
   public var vanished: Int
-  /// Paths under `objects/` that are not objects (left alone).
+  /// Paths under `objects/` that are not objects (a symbolic link, a
+  /// folder or a FIFO under an object's name, a stray name).
   public var unexpectedFiles: [String]
+  /// Those a repair moved to `quarantine/` (kept for inspection).
+  public var quarantined: [String] = []
   /// Whether the problems found were repaired.
   public var repaired: Bool
   /// How long it took, in seconds.
@@ -27,6 +30,7 @@ public struct VerifyReport: Sendable, Hashable, Codable {
   /// Whether the store holds exactly what its names and index say.
   public var isClean: Bool {
     corrupt.isEmpty && orphanFiles == 0 && danglingRows == 0 && wrongRows == 0 && twins == 0
+      && unexpectedFiles.isEmpty
   }
 }
 
@@ -41,6 +45,7 @@ extension Store {
   public func verify(repair: Bool = false) throws(TroveError) -> VerifyReport {
     let clock = ContinuousClock()
     let start = clock.now
+    if repair { try objects.checkIndex() }
     var report = VerifyReport(
       checkedObjects: 0, checkedBytes: 0, corrupt: [], orphanFiles: 0, danglingRows: 0,
       wrongRows: 0, twins: 0, vanished: 0, unexpectedFiles: [], repaired: repair, seconds: 0)
@@ -79,6 +84,7 @@ extension Store {
     report.wrongRows = index.corrected
     report.twins = index.twins
     report.unexpectedFiles += index.unexpected.filter { !report.unexpectedFiles.contains($0) }
+    report.quarantined = index.quarantined
     report.seconds = (clock.now - start).seconds
     return report
   }

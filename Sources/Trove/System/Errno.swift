@@ -62,6 +62,10 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
   /// ELOOP: a symbolic link where `O_NOFOLLOW` forbade one (or too many links).
   public static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
 
+  /// Whether an `open` with `O_DIRECTORY|O_NOFOLLOW` found something
+  /// other than a folder: a symbolic link (ELOOP) or a file (ENOTDIR).
+  var meansNotAFolder: Bool { self == .tooManySymbolicLinks || self == .notDirectory }
+
   /// Whether the error says an operation is not available here (so a
   /// fallback is honest), as opposed to a real failure (EIO, ENOSPC, EDQUOT).
   ///

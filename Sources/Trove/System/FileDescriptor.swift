@@ -346,3 +346,15 @@ extension FileDescriptor {
     return filled
   }
 }
+
+extension FileDescriptor {
+  /// The path the kernel has for this open file or folder, with every
+  /// symbolic link resolved: `readlink(2)` of `/proc/self/fd/N`.
+  func resolvedPath() throws(SystemCallError) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let n = try Sys.call("readlink") {
+      readlink("/proc/self/fd/\(rawValue)", &buffer, buffer.count - 1)
+    }
+    return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}

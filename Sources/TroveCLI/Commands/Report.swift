@@ -106,10 +106,17 @@ let reindexCommand = CommandSpec(
   run: { invocation in
     try invocation.requirePositionals([])
     let report = try invocation.openStore().rebuildIndex()
-    for path in report.unexpected { Output.error("trove: unexpected: \(path) (left alone)") }
+    for path in report.unexpected {
+      let moved = report.quarantined.contains(path)
+      Output.error(
+        "trove: unexpected: \(path) (\(moved ? "moved to quarantine/" : "left alone"))")
+    }
     Output.error(
       "trove: index rebuilt: \(report.added) added, \(report.dropped) dropped, "
-        + "\(report.corrected) corrected, \(report.twins) twins removed")
+        + "\(report.corrected) corrected, \(report.twins) twins removed"
+        + (report.pinsRestored + report.keysRestored + report.referencesLost > 0
+          ? "; \(report.pinsRestored) pins and \(report.keysRestored) keys restored, "
+            + "\(report.referencesLost) not restored (object gone)" : ""))
     return ExitStatus.success
   })
 

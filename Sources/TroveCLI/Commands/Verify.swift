@@ -9,7 +9,7 @@ let verifyCommand = CommandSpec(
     OptionSpec(
       names: ["--repair"], valueName: nil,
       help:
-        "Remove corrupt objects, adopt orphan files, drop rows whose file is gone, fix wrong rows."
+        "Remove corrupt objects, adopt orphan files, drop rows whose file is gone, fix wrong rows, move what is not an object to quarantine/."
     ),
     jsonOption,
   ],
@@ -28,7 +28,10 @@ let verifyCommand = CommandSpec(
       for digest in report.corrupt {
         Output.line("corrupt: \(digest)\(fix ? " (removed)" : "")")
       }
-      for path in report.unexpectedFiles { Output.line("unexpected: \(path) (left alone)") }
+      for path in report.unexpectedFiles {
+        let moved = report.quarantined.contains(path)
+        Output.line("unexpected: \(path) (\(moved ? "moved to quarantine/" : "left alone"))")
+      }
       func count(_ n: Int, _ what: String, _ fixed: String) -> String {
         "\(n) \(what)\(fix && n > 0 ? " (\(fixed))" : "")"
       }

@@ -26,8 +26,8 @@ extension ObjectTable {
       guard let row = try tx.entry(for: digest) else { return nil }
       do throws(SystemCallError) {
         try tmpDirectory.renameWithoutReplacing(
-          staged.name, to: StoreLayout.objectPath(digest, compressed: staged.isCompressed),
-          in: objectsDirectory)
+          staged.name, to: StoreLayout.objectName(digest, compressed: staged.isCompressed),
+          in: folder)
         renamed = true
       } catch  where error.errno == .fileExists {
         // A twin left by a crash: it is published, so it holds the bytes.
@@ -44,8 +44,7 @@ extension ObjectTable {
         isCompressed: staged.isCompressed, storedBytes: published.size)
       try tx.upsert(entry)
       do throws(SystemCallError) {
-        try objectsDirectory.removeFile(
-          StoreLayout.objectPath(digest, compressed: old.isCompressed))
+        try folder.removeFile(StoreLayout.objectName(digest, compressed: old.isCompressed))
       } catch  where error.errno == .noSuchFileOrDirectory {
       } catch {
         throw TroveError.system(error, "remove", path: path(digest, compressed: old.isCompressed))

@@ -77,20 +77,31 @@ enum PublishOutcome {
 /// never a row without a file.
 final class ObjectTable: Sendable {
   let root: String
+  /// The store's root folder (the table does not own it).
+  let rootDirectory: FileDescriptor
   let objectsDirectory: FileDescriptor
   let tmpDirectory: FileDescriptor
   /// The kind of filesystem the store is on (for the index's journal mode).
   let filesystem: FilesystemKind
+  /// The store's root folder by a path with no symbolic link, for SQLite.
+  let resolvedRoot: String
+  /// Told, in one line, of what the store repaired on its own.
+  let warn: @Sendable (String) -> Void
   private let opened = Mutex<Index?>(nil)
+  private let rebuilt = Mutex<ReconcileReport?>(nil)
 
   var objectsPath: String { root + "/" + StoreLayout.objects }
   var tmpPath: String { root + "/" + StoreLayout.tmp }
   var indexPath: String { root + "/" + StoreLayout.index }
 
   init(
-    root: String, objects: FileDescriptor, tmp: FileDescriptor, filesystem: FilesystemKind
+    root: String, rootDirectory: FileDescriptor, objects: FileDescriptor, tmp: FileDescriptor,
+    filesystem: FilesystemKind, resolvedRoot: String, warn: @escaping @Sendable (String) -> Void
   ) {
     self.root = root
+    self.resolvedRoot = resolvedRoot
+    self.warn = warn
+    self.rootDirectory = rootDirectory
     objectsDirectory = objects
     tmpDirectory = tmp
     self.filesystem = filesystem
@@ -102,12 +113,13 @@ final class ObjectTable: Sendable {
   }
 
   /// The index, opened on first use. A new index beside existing objects
-  /// (first use, or the index was deleted or lost) is rebuilt from them.
+  /// (first use, or the index was deleted, lost or set aside as damaged)
+  /// is rebuilt from them.
   func index() throws(TroveError) -> Index {
     let opened: Result<(Index, Bool), TroveError> = self.opened.withLock { slot in
       if let index = slot { return .success((index, false)) }
       do throws(TroveError) {
-        let index = try Index(path: indexPath, filesystem: filesystem)
+        let index = try openIndex()
         slot = index
         return .success((index, index.isFresh))
       } catch {
@@ -115,22 +127,56 @@ final class ObjectTable: Sendable {
       }
     }
     let (index, isNew) = try opened.get()
-    if isNew { _ = try reconcileAll(repair: true) }
+    if isNew { try rebuild() }
     return index
+  }
+
+  /// Fills a new index: from `objects/`, then the pins and keys of
+  /// `references.log`; says what it recovered when there was anything.
+  private func rebuild() throws(TroveError) {
+    var report = try reconcileAll(repair: true)
+    let replay = try replayJournal()
+    report.pinsRestored = replay?.pins ?? 0
+    report.keysRestored = replay?.keys ?? 0
+    report.referencesLost = replay?.lost ?? 0
+    rebuilt.withLock { $0 = report }
+    guard report.added > 0 || replay != nil else { return }
+    warn(
+      "index '\(indexPath)' rebuilt from the objects: \(report.added) objects, \(report.pinsRestored) pins and \(report.keysRestored) keys restored from \(StoreLayout.journal)"
+        + (report.referencesLost > 0
+          ? "; \(report.referencesLost) pins or keys not restored (their objects are gone, or their lease ran out)"
+          : ""))
+  }
+
+  /// What the last rebuild of a new index found, taken once (by
+  /// ``Store/rebuildIndex()``, to report it).
+  func takeRebuildReport() -> ReconcileReport? {
+    rebuilt.withLock { report in
+      defer { report = nil }
+      return report
+    }
+  }
+
+  /// Forgets the open index (set aside as damaged): the next
+  /// ``index()`` opens, and rebuilds, a new one.
+  func forgetIndex(_ index: Index) {
+    opened.withLock { slot in if slot === index { slot = nil } }
   }
 
   // MARK: Finding objects (no state change)
 
   /// `digest`'s object file, raw (preferred: it can be cloned) or
   /// compressed, or nil when there is neither. Symbolic links are not
-  /// followed. One `fstatat` for a raw object, two for a compressed one,
-  /// three for a miss.
+  /// followed. One `openat` of its fan-out folder, then one `fstatat` for
+  /// a raw object, two for a compressed one, three for a miss.
   func locate(_ digest: Digest) throws(TroveError) -> StoredObject? {
+    guard let folder = try openFolder(of: digest) else { return nil }
+    defer { folder.close() }
     // Raw, compressed, then raw again: a conversion to raw publishes the
     // raw file before it unlinks the frame, so a look that missed both
     // between the two steps finds the raw one the second time.
     for compressed in [false, true, false] {
-      if let status = try status(digest, compressed: compressed) {
+      if let status = try status(digest, compressed: compressed, in: folder) {
         return StoredObject(status: status, isCompressed: compressed)
       }
     }
@@ -139,14 +185,53 @@ final class ObjectTable: Sendable {
 
   /// The status of one form of `digest`'s object file, nil when absent.
   func status(_ digest: Digest, compressed: Bool) throws(TroveError) -> FileStatus? {
+    guard let folder = try openFolder(of: digest) else { return nil }
+    defer { folder.close() }
+    return try status(digest, compressed: compressed, in: folder)
+  }
+
+  /// The status of one form of `digest`'s object file in its open fan-out
+  /// `folder`, not following a symbolic link; nil when absent.
+  private func status(_ digest: Digest, compressed: Bool, in folder: FileDescriptor)
+    throws(TroveError) -> FileStatus?
+  {
     do throws(SystemCallError) {
-      return try objectsDirectory.status(
-        of: StoreLayout.objectPath(digest, compressed: compressed), followSymlinks: false)
-    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+      return try folder.status(
+        of: StoreLayout.objectName(digest, compressed: compressed), followSymlinks: false)
+    } catch  where error.errno == .noSuchFileOrDirectory {
       return nil
     } catch {
       throw TroveError.system(error, "look up", path: path(digest, compressed: compressed))
     }
+  }
+
+  // MARK: Fan-out folders: every object file is one name in its folder
+
+  /// Opens `digest`'s fan-out folder, as a folder and never through a
+  /// symbolic link (`O_DIRECTORY|O_NOFOLLOW`), so each object file is then
+  /// reached as one name relative to it: nothing in a store's layout can
+  /// lead a look, a write or a removal outside it. Nil when the folder is
+  /// missing or is not a folder (a link, a file: it holds no objects;
+  /// `verify` reports it, `--repair` moves it to `quarantine/`).
+  func openFolder(of digest: Digest) throws(TroveError) -> FileDescriptor? {
+    let name = StoreLayout.fanout(digest)
+    do throws(SystemCallError) {
+      return try FileDescriptor.open(name, in: objectsDirectory, [.directory, .noFollow])
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno.meansNotAFolder {
+      return nil
+    } catch {
+      throw TroveError.system(error, "look up", path: objectsPath + "/" + name)
+    }
+  }
+
+  /// Unlinks one form of `digest`'s object file (whatever sits under that
+  /// name: a link is removed, never followed). `unlinkat(2)` relative to
+  /// its fan-out folder; ENOENT when there is no such file or folder.
+  func unlinkObject(_ digest: Digest, compressed: Bool) throws(SystemCallError) {
+    let folder = try FileDescriptor.open(
+      StoreLayout.fanout(digest), in: objectsDirectory, [.directory, .noFollow])
+    defer { folder.close() }
+    try folder.removeFile(StoreLayout.objectName(digest, compressed: compressed))
   }
 
   /// ``locate(_:)`` made sure: a miss of a digest the index records is
@@ -197,8 +282,10 @@ final class ObjectTable: Sendable {
   /// blocks on a FIFO; anything but a regular file is a corrupt entry.
   /// Nil when there is no object.
   func open(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
+    guard let folder = try openFolder(of: digest) else { return nil }
+    defer { folder.close() }
     for compressed in [false, true, false] {  // as ``locate(_:)`` looks
-      if let fd = try open(digest, compressed: compressed) { return (fd, compressed) }
+      if let fd = try open(digest, compressed: compressed, in: folder) { return (fd, compressed) }
     }
     return nil
   }
@@ -206,12 +293,20 @@ final class ObjectTable: Sendable {
   /// Opens one form of `digest`'s object for reading, as ``open(_:)``
   /// does; nil when that file does not exist.
   func open(_ digest: Digest, compressed: Bool) throws(TroveError) -> FileDescriptor? {
+    guard let folder = try openFolder(of: digest) else { return nil }
+    defer { folder.close() }
+    return try open(digest, compressed: compressed, in: folder)
+  }
+
+  private func open(_ digest: Digest, compressed: Bool, in folder: FileDescriptor)
+    throws(TroveError) -> FileDescriptor?
+  {
     let fd: FileDescriptor
     do throws(SystemCallError) {
       fd = try FileDescriptor.open(
-        StoreLayout.objectPath(digest, compressed: compressed), in: objectsDirectory,
+        StoreLayout.objectName(digest, compressed: compressed), in: folder,
         [.readOnly, .noFollow, .nonBlocking])
-    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+    } catch  where error.errno == .noSuchFileOrDirectory {
       return nil
     } catch  where error.errno == .tooManySymbolicLinks {
       throw notAFile(digest, compressed: compressed, what: "a symbolic link")

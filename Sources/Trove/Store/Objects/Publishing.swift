@@ -39,10 +39,16 @@ extension ObjectTable {
       outcome = try index().write("store \(digest)") {
         (tx) throws(TroveError) -> PublishOutcome in
         if let hit = try hit(tx, digest, size: staged.size, now: now) { return .duplicate(hit) }
+        // Something that is not an object under its name (a link, a
+        // folder, a FIFO) makes way for the real one, kept in quarantine.
+        let name = StoreLayout.objectName(digest, compressed: staged.isCompressed)
+        if let odd = try? folder.status(of: name, followSymlinks: false), !odd.isRegular {
+          var report = ReconcileReport()
+          try setAside(name, inFolder: StoreLayout.fanout(digest), repair: true, into: &report)
+        }
         do throws(SystemCallError) {
           try tmpDirectory.renameWithoutReplacing(
-            temp, to: StoreLayout.objectPath(digest, compressed: staged.isCompressed),
-            in: objectsDirectory)
+            temp, to: StoreLayout.objectName(digest, compressed: staged.isCompressed), in: folder)
         } catch  where error.errno == .fileExists {
           // Only a lock that was not honoured gets here: a file appeared
           // between the look above and the rename. It holds these bytes
@@ -62,8 +68,7 @@ extension ObjectTable {
         } catch {
           // Not published after all: no other writer can have counted on
           // the file (they wait for this transaction), so it goes.
-          try? objectsDirectory.removeFile(
-            StoreLayout.objectPath(digest, compressed: staged.isCompressed))
+          try? folder.removeFile(StoreLayout.objectName(digest, compressed: staged.isCompressed))
           throw error
         }
         return .stored(entry)
@@ -88,8 +93,7 @@ extension ObjectTable {
       guard try tx.entry(for: digest) == nil,
         try status(digest, compressed: staged.isCompressed)?.inode == inode
       else { return }
-      try? objectsDirectory.removeFile(
-        StoreLayout.objectPath(digest, compressed: staged.isCompressed))
+      try? unlinkObject(digest, compressed: staged.isCompressed)
     }
   }
 
@@ -125,11 +129,13 @@ extension ObjectTable {
   }
 
   /// Opens `digest`'s fan-out folder, creating it when missing; a folder
-  /// created here is made durable in `objects/` before anything is put in it.
+  /// created here is made durable in `objects/` before anything is put in
+  /// it. Something else under its name (a symbolic link, a file) is never
+  /// written through: an error asks for `verify --repair`.
   func fanoutFolder(_ digest: Digest) throws(TroveError) -> FileDescriptor {
     let name = StoreLayout.fanout(digest)
-    return try attempt("create folder", objectsPath + "/" + name) {
-      () throws(SystemCallError) -> FileDescriptor in
+    let folderPath = objectsPath + "/" + name
+    do throws(SystemCallError) {
       var created = false
       do throws(SystemCallError) {
         try objectsDirectory.makeDirectory(name)
@@ -137,6 +143,13 @@ extension ObjectTable {
       } catch  where error.errno == .fileExists {}
       if created { try objectsDirectory.sync() }
       return try FileDescriptor.open(name, in: objectsDirectory, [.directory, .noFollow])
+    } catch  where error.errno.meansNotAFolder {
+      throw TroveError(
+        .corruptObject,
+        "store folder '\(folderPath)' is not a folder (a symbolic link or a file): Trove never writes through one; run 'trove verify --repair'",
+        path: folderPath)
+    } catch {
+      throw TroveError.system(error, "create folder", path: folderPath)
     }
   }
 }

@@ -12,8 +12,18 @@ public struct ReconcileReport: Sendable, Hashable, Codable {
   /// Removals found between their two steps (their remover may have
   /// died), finished.
   public var removalsFinished = 0
-  /// Paths under `objects/` that are not objects (left alone).
+  /// Paths under `objects/` that are not objects: symbolic links,
+  /// folders or FIFOs under an object's name, stray names.
   public var unexpected: [String] = []
+  /// Those of ``unexpected`` a repair moved to `quarantine/`.
+  public var quarantined: [String] = []
+  /// Pins a rebuilt index took back from `references.log`.
+  public var pinsRestored = 0
+  /// Keys a rebuilt index took back from `references.log`.
+  public var keysRestored = 0
+  /// Pins and keys of `references.log` a rebuilt index could not take
+  /// back: their object is gone (or the lease ran out).
+  public var referencesLost = 0
 
   /// Whether the index and the folder agreed.
   public var isClean: Bool { added == 0 && dropped == 0 && corrected == 0 && twins == 0 }
@@ -25,6 +35,10 @@ public struct ReconcileReport: Sendable, Hashable, Codable {
     twins += other.twins
     removalsFinished += other.removalsFinished
     unexpected += other.unexpected
+    quarantined += other.quarantined
+    pinsRestored += other.pinsRestored
+    keysRestored += other.keysRestored
+    referencesLost += other.referencesLost
   }
 }
 
@@ -120,7 +134,7 @@ extension ObjectTable {
         let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
         guard let digest = Digest(hex: Substring(hex)), hex == digest.hex, hex.hasPrefix(name)
         else {
-          report.unexpected.append(objectsPath + "/" + name + "/" + file)
+          try setAside(file, inFolder: name, repair: repair, into: &report)
           continue
         }
         forms[digest, default: []].append(compressed)
@@ -146,7 +160,13 @@ extension ObjectTable {
       guard name.utf8.count == 2, UInt8(name, radix: 16) != nil, name == name.lowercased(),
         isFolder == true
       else {
-        report.unexpected.append(objectsPath + "/" + name)
+        if repair {
+          try index().write("quarantine \(name)") { (tx) throws(TroveError) in
+            try setAside(name, inFolder: nil, repair: true, into: &report)
+          }
+        } else {
+          report.unexpected.append(objectsPath + "/" + name)
+        }
         continue
       }
     }
@@ -166,7 +186,9 @@ extension ObjectTable {
         name, in: objectsDirectory, [.directory, .noFollow])
       defer { folder.close() }
       return try folder.entries()
-    } catch  where error.errno == .noSuchFileOrDirectory {
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno.meansNotAFolder {
+      // Not a folder (a link, a file): it holds no objects, and
+      // ``reconcileAll(repair:)`` reports it.
       return []
     } catch {
       throw TroveError.system(error, "list", path: folderPath)
@@ -184,7 +206,9 @@ extension ObjectTable {
     if known?.forms.contains(false) ?? true { raw = try status(digest, compressed: false) }
     if known?.forms.contains(true) ?? true { zst = try status(digest, compressed: true) }
     for (form, status) in [(false, raw), (true, zst)] where status.map({ !$0.isRegular }) == true {
-      report.unexpected.append(path(digest, compressed: form))
+      try setAside(
+        StoreLayout.objectName(digest, compressed: form), inFolder: StoreLayout.fanout(digest),
+        repair: repair, into: &report)
     }
     if raw?.isRegular == false { raw = nil }
     if zst?.isRegular == false { zst = nil }
@@ -220,7 +244,7 @@ extension ObjectTable {
       if repair {
         try attempt("remove", path(digest, compressed: true)) { () throws(SystemCallError) in
           do throws(SystemCallError) {
-            try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: true))
+            try unlinkObject(digest, compressed: true)
           } catch  where error.errno == .noSuchFileOrDirectory {}
         }
         zst = nil

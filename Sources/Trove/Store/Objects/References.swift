@@ -8,6 +8,25 @@ extension ObjectTable {
     let now = currentTimeNanoseconds()
     try withPresent(digest, "pin \(digest)") { (tx) throws(TroveError) in
       try tx.insertPin(digest, name: name, expires: expires, now: now)
+      journal([JournalRecord(op: .pin, digest: digest, name: name, expires: expires)], tx)
+    }
+  }
+
+  /// Removes `name`'s pin of `digest`; whether there was one.
+  func unpin(_ digest: Digest, name: String) throws(TroveError) -> Bool {
+    try index().write("unpin \(digest)") { (tx) throws(TroveError) in
+      let removed = try tx.deletePin(digest, name: name)
+      if removed { journal([JournalRecord(op: .unpin, digest: digest, name: name)], tx) }
+      return removed
+    }
+  }
+
+  /// Removes `key`; whether it was bound. The object stays.
+  func unbind(key: String) throws(TroveError) -> Bool {
+    try index().write("remove key '\(key)'") { (tx) throws(TroveError) in
+      let removed = try tx.deleteKey(key)
+      if removed { journal([JournalRecord(op: .unbind, key: key)], tx) }
+      return removed
     }
   }
 
@@ -24,6 +43,14 @@ extension ObjectTable {
     try withPresent(digest, "bind key '\(key ?? digest.description)'") { (tx) throws(TroveError) in
       if let key { try tx.insertKey(key, digest: digest, origin: origin, at: now) }
       try tx.insertChecksums(checksums, for: digest)
+      if let key {
+        journal(
+          [
+            JournalRecord(
+              op: .bind, digest: digest, key: key, origin: origin,
+              checksums: checksums.isEmpty ? nil : checksums)
+          ], tx)
+      }
     }
   }
 

@@ -130,7 +130,7 @@ extension ObjectTable {
       }
       if try status(digest, compressed: !compressed)?.isRegular == true {
         do throws(SystemCallError) {
-          try objectsDirectory.removeFile(StoreLayout.objectPath(digest, compressed: compressed))
+          try unlinkObject(digest, compressed: compressed)
         } catch  where error.errno == .noSuchFileOrDirectory {
         } catch {
           throw TroveError.system(error, "remove", path: path(digest, compressed: compressed))
@@ -165,8 +165,7 @@ extension ObjectTable {
         FileIdentity(now) == identity
       else { continue }
       do throws(SystemCallError) {
-        try objectsDirectory.removeFile(
-          StoreLayout.objectPath(removal.digest, compressed: compressed))
+        try unlinkObject(removal.digest, compressed: compressed)
         removed = true
       } catch  where error.errno == .noSuchFileOrDirectory {
         continue

@@ -1,0 +1,101 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The index file itself: opened without following a link, and set aside
+/// when damaged so that a new one is rebuilt from `objects/`, the truth.
+extension ObjectTable {
+  /// What SQLite may keep beside the index: its WAL, shared memory and
+  /// rollback journal.
+  static let indexCompanions = ["-wal", "-shm", "-journal"]
+
+  /// Opens the index. Anything but a regular file under a companion's
+  /// name is removed first (SQLite would write through a link). An index
+  /// that is not a database, is damaged where opening reads, or is a
+  /// symbolic link is set aside (``setIndexAside(_:because:)``) and a new
+  /// one made, which ``index()`` rebuilds.
+  func openIndex() throws(TroveError) -> Index {
+    for suffix in Self.indexCompanions {
+      let name = StoreLayout.index + suffix
+      if let status = try? rootDirectory.status(of: name, followSymlinks: false),
+        !status.isRegular
+      {
+        _ = try? rootDirectory.removeFile(name)
+      }
+    }
+    let before = try? rootDirectory.status(of: StoreLayout.index, followSymlinks: false)
+    do throws(TroveError) {
+      return try makeIndex()
+    } catch  where error.code == .indexDamaged {
+      try setIndexAside(before, because: error)
+      return try makeIndex()
+    }
+  }
+
+  private func makeIndex() throws(TroveError) -> Index {
+    let index = try Index(
+      path: indexPath, resolvedPath: resolvedRoot + "/" + StoreLayout.index,
+      filesystem: filesystem)
+    index.onDamage = { [weak self, weak index] error in
+      guard let self, let index else { return }
+      let file = try? self.rootDirectory.status(of: StoreLayout.index, followSymlinks: false)
+      try? self.setIndexAside(file, because: error)
+      self.forgetIndex(index)
+    }
+    return index
+  }
+
+  /// Checks every page of the index (`PRAGMA quick_check`, O(index
+  /// size)); a damaged one is set aside and a new one rebuilt from the
+  /// objects. For `reindex` and `verify --repair`, which read everything
+  /// anyway; other commands find damage when they touch it.
+  func checkIndex() throws(TroveError) {
+    let index = try index()
+    let seen = try? rootDirectory.status(of: StoreLayout.index, followSymlinks: false)
+    var problem: String?
+    do throws(TroveError) {
+      problem = try index.read("check index") { (tx) throws(TroveError) in
+        var lines: [String] = []
+        try tx.run { db throws(SQLiteConnection.Failure) in
+          try db.query("PRAGMA quick_check") { row in lines.append(row.text(0)) }
+        }
+        return lines == ["ok"] ? nil : lines.prefix(3).joined(separator: "; ")
+      }
+    } catch  where error.code == .indexDamaged {
+      _ = try self.index()  // set aside by the failing statement; rebuilt
+      return
+    }
+    guard let problem else { return }
+    try setIndexAside(
+      seen,
+      because: TroveError(.indexDamaged, problem, path: indexPath, value: problem))
+    forgetIndex(index)
+    _ = try self.index()
+  }
+
+  /// Renames the damaged index (and its companions) to
+  /// `index.sqlite.damaged-<time>`, kept for inspection, if it is still
+  /// the file `seen` (another process may have set it aside and made a
+  /// new one meanwhile), and says so through ``warn``. Rename never
+  /// follows a link.
+  func setIndexAside(_ seen: FileStatus?, because error: TroveError) throws(TroveError) {
+    _ = try? rootDirectory.lock()
+    defer { rootDirectory.unlock() }
+    let now = try? rootDirectory.status(of: StoreLayout.index, followSymlinks: false)
+    guard let now, let seen, now.inode == seen.inode, now.device == seen.device else { return }
+    let aside =
+      StoreLayout.index + ".damaged-\(currentTimeNanoseconds() / 1_000_000_000)-"
+      + String(UInt32.random(in: .min ... .max), radix: 16)
+    try attempt("set aside", indexPath) { () throws(SystemCallError) in
+      try rootDirectory.renameWithoutReplacing(StoreLayout.index, to: aside, in: rootDirectory)
+    }
+    for suffix in Self.indexCompanions {
+      try? rootDirectory.rename(
+        StoreLayout.index + suffix, to: aside + suffix, in: rootDirectory)
+    }
+    _ = try? rootDirectory.sync()
+    warn(
+      "index '\(indexPath)' is damaged (\(error.value ?? error.message)); moved it to '\(root)/\(aside)' and rebuilt it from the objects"
+    )
+  }
+}

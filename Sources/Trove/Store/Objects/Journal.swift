@@ -1,0 +1,148 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One change of a pin or a key, as `references.log` records it: one JSON
+/// object a line.
+struct JournalRecord: Codable, Equatable {
+  enum Operation: String, Codable {
+    case pin, unpin, bind, unbind
+  }
+  var op: Operation
+  var digest: Digest?
+  /// A pin's name.
+  var name: String?
+  /// A pin's expiry (nanoseconds since 1970).
+  var expires: Int64?
+  var key: String?
+  var origin: KeyOrigin?
+  var checksums: [Checksum]?
+}
+
+/// `references.log`: every pin and key as it changes, appended in the
+/// index transaction that makes the change, so that pins and keys
+/// outlive the index. When the index is lost (deleted, or set aside as
+/// damaged) and rebuilt from `objects/`, the log is replayed in order onto
+/// the objects that are there: a pinned object stays pinned and the next
+/// sweep cannot take it. A line cut short by a crash is skipped. When the
+/// log grows past 1 MiB and four times what it describes, it is rewritten
+/// from the index (a temp file renamed over it).
+extension ObjectTable {
+  static let journalLimit: Int64 = 1 << 20
+
+  /// Appends `records` (call inside the index write transaction that
+  /// makes the changes). Best effort: a store whose root cannot be
+  /// written (read-only, full) still changes its index — the log is a
+  /// safety net for the index, never a reason to fail.
+  func journal(_ records: [JournalRecord], _ tx: IndexSession) {
+    guard !records.isEmpty else { return }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    var bytes: [UInt8] = []
+    for record in records {
+      guard let line = try? encoder.encode(record) else { continue }
+      bytes += Array(line) + [0x0A]
+    }
+    guard
+      let fd = try? FileDescriptor.open(
+        StoreLayout.journal, in: rootDirectory, [.writeOnly, .append, .create, .noFollow],
+        permissions: 0o644)
+    else { return }
+    defer { fd.close() }
+    guard (try? fd.status().isRegular) == true, (try? fd.writeAll(bytes)) != nil else { return }
+    if let size = try? fd.status().size, size > Self.journalLimit { compactJournal(tx, size: size) }
+  }
+
+  /// Rewrites the log as the pins and keys the index holds now, when it
+  /// is more than four times their size.
+  private func compactJournal(_ tx: IndexSession, size: Int64) {
+    guard let pins = try? tx.pins(), let keys = try? tx.keys() else { return }
+    var records = pins.map {
+      JournalRecord(op: .pin, digest: $0.digest, name: $0.name, expires: $0.expires)
+    }
+    records += keys.map {
+      JournalRecord(
+        op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin,
+        checksums: (try? tx.checksums(of: $0.digest)).flatMap { $0.isEmpty ? nil : $0 })
+    }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    var bytes: [UInt8] = []
+    for record in records {
+      if let line = try? encoder.encode(record) { bytes += Array(line) + [0x0A] }
+    }
+    guard Int64(bytes.count) * 4 < size else { return }
+    let temp = StoreLayout.temporaryName("journal")
+    do throws(SystemCallError) {
+      let fd = try FileDescriptor.open(
+        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
+      defer { fd.close() }
+      try fd.writeAll(bytes)
+      try fd.sync()
+      try tmpDirectory.rename(temp, to: StoreLayout.journal, in: rootDirectory)
+    } catch {
+      try? tmpDirectory.removeFile(temp)
+    }
+  }
+
+  /// What replaying the log onto a rebuilt index did.
+  struct JournalReplay {
+    var pins = 0
+    var keys = 0
+    /// Pins and keys whose object is not in the store (or whose lease ran out).
+    var lost = 0
+  }
+
+  /// Replays the log onto a new index: the last word on each pin and key
+  /// wins, and is applied where its object is present.
+  func replayJournal() throws(TroveError) -> JournalReplay? {
+    guard
+      let fd = try? FileDescriptor.open(StoreLayout.journal, in: rootDirectory, [.noFollow]),
+      (try? fd.status().isRegular) == true
+    else { return nil }
+    let bytes = (try? fd.readAll(limit: 1 << 30)) ?? []
+    fd.close()
+    var pins: [String: JournalRecord] = [:]
+    var keys: [String: JournalRecord] = [:]
+    let decoder = JSONDecoder()
+    for line in bytes.split(separator: 0x0A) {
+      guard let record = try? decoder.decode(JournalRecord.self, from: Data(line)) else { continue }
+      switch record.op {
+      case .pin, .unpin:
+        guard let digest = record.digest, let name = record.name else { continue }
+        pins[digest.hex + "\n" + name] = record.op == .pin ? record : nil
+      case .bind, .unbind:
+        guard let key = record.key else { continue }
+        keys[key] = record.op == .bind ? record : nil
+      }
+    }
+    if pins.isEmpty && keys.isEmpty { return nil }
+    let now = currentTimeNanoseconds()
+    return try index().write("replay \(StoreLayout.journal)") { (tx) throws(TroveError) in
+      var replay = JournalReplay()
+      for record in pins.values {
+        guard let digest = record.digest, let name = record.name,
+          record.expires.map({ $0 > now }) ?? true, try tx.entry(for: digest) != nil
+        else {
+          replay.lost += 1
+          continue
+        }
+        try tx.insertPin(digest, name: name, expires: record.expires, now: now)
+        replay.pins += 1
+      }
+      for record in keys.values {
+        guard let digest = record.digest, let key = record.key, try tx.entry(for: digest) != nil
+        else {
+          replay.lost += 1
+          continue
+        }
+        try tx.insertKey(key, digest: digest, origin: record.origin, at: now)
+        try tx.insertChecksums(record.checksums ?? [], for: digest)
+        replay.keys += 1
+      }
+      return replay
+    }
+  }
+}

@@ -1,0 +1,61 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `quarantine/`: where a repair moves what does not belong in `objects/`
+/// (a symbolic link, a folder or a FIFO under an object's name, a fan-out
+/// folder that is not a folder, a stray name), kept for inspection and
+/// never served, counted or swept.
+extension ObjectTable {
+  /// Moves `name` from `folder` (whose path is `folderPath`) into
+  /// `quarantine/`, under a name that says where it came from and never
+  /// replaces another. A rename: nothing is followed, copied or opened.
+  /// Call inside an index write transaction, like every change to
+  /// `objects/`. Returns the new path.
+  @discardableResult
+  func quarantine(_ name: String, in folder: FileDescriptor, folderPath: String)
+    throws(TroveError) -> String
+  {
+    let quarantinePath = root + "/" + StoreLayout.quarantine
+    let relative = String(folderPath.dropFirst(root.count + 1)) + "/" + name
+    let newName =
+      relative.split(separator: "/").joined(separator: "-") + "."
+      + String(UInt32.random(in: .min ... .max), radix: 16)
+    return try attempt("quarantine", folderPath + "/" + name) { () throws(SystemCallError) in
+      do throws(SystemCallError) {
+        try rootDirectory.makeDirectory(StoreLayout.quarantine)
+      } catch  where error.errno == .fileExists {}
+      let quarantine = try FileDescriptor.open(
+        StoreLayout.quarantine, in: rootDirectory, [.directory, .noFollow])
+      defer { quarantine.close() }
+      try folder.renameWithoutReplacing(name, to: newName, in: quarantine)
+      return quarantinePath + "/" + newName
+    }
+  }
+
+  /// With `repair`, quarantines `name` in `objects/` (`folder` nil) or in
+  /// fan-out folder `folder`, recording it in `report`; always reports it
+  /// as unexpected. Call inside an index write transaction.
+  func setAside(
+    _ name: String, inFolder folder: String?, repair: Bool, into report: inout ReconcileReport
+  )
+    throws(TroveError)
+  {
+    let folderPath = objectsPath + (folder.map { "/" + $0 } ?? "")
+    report.unexpected.append(folderPath + "/" + name)
+    guard repair else { return }
+    let fd: FileDescriptor
+    if let folder {
+      do throws(SystemCallError) {
+        fd = try FileDescriptor.open(folder, in: objectsDirectory, [.directory, .noFollow])
+      } catch {
+        return  // gone meanwhile, or itself not a folder (quarantined as such)
+      }
+    } else {
+      fd = objectsDirectory
+    }
+    defer { if folder != nil { fd.close() } }
+    try quarantine(name, in: fd, folderPath: folderPath)
+    report.quarantined.append(folderPath + "/" + name)
+  }
+}
