@@ -95,14 +95,15 @@ extension ObjectTable {
     var lost = 0
   }
 
-  /// Replays the log onto a new index: the last word on each pin and key
-  /// wins, and is applied where its object is present.
-  func replayJournal() throws(TroveError) -> JournalReplay? {
+  /// Replays the first `length` bytes of the log onto a new index: the
+  /// last word on each pin and key wins, and is applied where its object
+  /// is present.
+  func replayJournal(length: Int64) throws(TroveError) -> JournalReplay? {
     guard
       let fd = try? FileDescriptor.open(StoreLayout.journal, in: rootDirectory, [.noFollow]),
       (try? fd.status().isRegular) == true
     else { return nil }
-    let bytes = (try? fd.readAll(limit: 1 << 30)) ?? []
+    let bytes = (try? fd.readAll(limit: Int(min(length, 1 << 30)))) ?? []
     fd.close()
     var pins: [String: JournalRecord] = [:]
     var keys: [String: JournalRecord] = [:]

@@ -116,26 +116,31 @@ final class ObjectTable: Sendable {
   /// (first use, or the index was deleted, lost or set aside as damaged)
   /// is rebuilt from them.
   func index() throws(TroveError) -> Index {
-    let opened: Result<(Index, Bool), TroveError> = self.opened.withLock { slot in
-      if let index = slot { return .success((index, false)) }
+    let opened: Result<(Index, Int64?), TroveError> = self.opened.withLock { slot in
+      if let index = slot { return .success((index, nil)) }
       do throws(TroveError) {
         let index = try openIndex()
         slot = index
-        return .success((index, index.isFresh))
+        guard index.isFresh else { return .success((index, nil)) }
+        // What the log held before this index existed: later lines are
+        // changes made through it.
+        let logged = try? rootDirectory.status(of: StoreLayout.journal, followSymlinks: false).size
+        return .success((index, logged ?? 0))
       } catch {
         return .failure(error)
       }
     }
-    let (index, isNew) = try opened.get()
-    if isNew { try rebuild() }
+    let (index, logged) = try opened.get()
+    if let logged { try rebuild(journalLength: logged) }
     return index
   }
 
-  /// Fills a new index: from `objects/`, then the pins and keys of
-  /// `references.log`; says what it recovered when there was anything.
-  private func rebuild() throws(TroveError) {
+  /// Fills a new index: from `objects/`, then the pins and keys of the
+  /// first `journalLength` bytes of `references.log`; says what it
+  /// recovered when there was anything.
+  private func rebuild(journalLength: Int64) throws(TroveError) {
     var report = try reconcileAll(repair: true)
-    let replay = try replayJournal()
+    let replay = journalLength > 0 ? try replayJournal(length: journalLength) : nil
     report.pinsRestored = replay?.pins ?? 0
     report.keysRestored = replay?.keys ?? 0
     report.referencesLost = replay?.lost ?? 0
