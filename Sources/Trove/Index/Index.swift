@@ -51,12 +51,35 @@ final class Index: Sendable {
     return error
   }
 
-  /// The journal mode for an index on `filesystem`: `WAL` where the
-  /// filesystem is local; `DELETE` on NFS, SMB, 9p and FUSE, where WAL's
+  /// The journal mode for an index on `filesystem`, whose blocks are
+  /// `blockSize` bytes: `WAL` where the filesystem is local; a persistent
+  /// rollback journal (`PERSIST`) on NFS, SMB, 9p and FUSE, where WAL's
   /// shared-memory file cannot coordinate processes on different hosts
-  /// and a rollback journal relies on the server's byte-range locks.
-  static func journalMode(on filesystem: FilesystemKind) -> String {
-    filesystem.isShared ? "DELETE" : "WAL"
+  /// and a rollback journal relies on the server's byte-range locks — and
+  /// on filesystems with blocks under 4 KiB (ext4 made smaller than
+  /// 512 MiB), where SQLite reserves each 4 KiB page of the mapped
+  /// shared-memory file by writing its last byte, which leaves the rest of
+  /// the page unallocated: on a full volume, touching it kills the process
+  /// (SIGBUS). The journal persists (its header zeroed at commit instead of
+  /// the file deleted), so its blocks stay allocated for the next
+  /// transaction on a full volume.
+  static func journalMode(on filesystem: FilesystemKind, blockSize: Int64 = 4096) -> String {
+    filesystem.isShared || blockSize < 4096 ? "PERSIST" : "WAL"
+  }
+
+  /// Called when a statement finds the volume full: frees some space
+  /// (the store's ballast) and says whether it did, so the statement is
+  /// tried once more.
+  var onFull: (@Sendable () -> Bool)? {
+    get { fullHandler.withLock { $0 } }
+    set { fullHandler.withLock { $0 = newValue } }
+  }
+  private let fullHandler = Mutex<(@Sendable () -> Bool)?>(nil)
+
+  /// Whether `result` failed for a full volume and ``onFull`` freed room.
+  private func relieved<T>(_ result: Result<T, TroveError>) -> Bool {
+    guard case .failure(let error) = result, error.code == .noSpace else { return false }
+    return fullHandler.withLock { $0 }?() ?? false
   }
 
   /// Opens or creates the index at `path` (named so in messages; opened
@@ -66,7 +89,9 @@ final class Index: Sendable {
   /// A database another process holds busy as this one opens it (creating
   /// it, recovering its WAL after a crash) is waited for, as every
   /// statement waits (30 s).
-  init(path: String, resolvedPath: String, filesystem: FilesystemKind) throws(TroveError) {
+  init(path: String, resolvedPath: String, filesystem: FilesystemKind, blockSize: Int64)
+    throws(TroveError)
+  {
     self.path = path
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
@@ -78,9 +103,12 @@ final class Index: Sendable {
       let created: Bool
       do throws(SQLiteConnection.Failure) {
         db = try SQLiteConnection(path: resolvedPath, busyTimeoutMilliseconds: 30_000)
-        try db.query("PRAGMA journal_mode=\(Self.journalMode(on: filesystem))") { row in
+        try db.query(
+          "PRAGMA journal_mode=\(Self.journalMode(on: filesystem, blockSize: blockSize))"
+        ) { row in
           mode = row.text(0).lowercased()
         }
+        if mode == "wal" { db.persistWAL() }
         try db.execute("PRAGMA synchronous=NORMAL;")
         (found, created) = try Schema.migrate(db)
       } catch  where error.isBusy && clock.now < deadline {
@@ -106,6 +134,11 @@ final class Index: Sendable {
   static func error(_ failure: SQLiteConnection.Failure, _ action: String, _ path: String)
     -> TroveError
   {
+    if failure.isFull {
+      return TroveError(
+        .noSpace, "cannot \(action): the volume holding index '\(path)' is full (\(failure))",
+        path: path)
+    }
     if failure.isDamage {
       return TroveError(
         .indexDamaged,
@@ -120,6 +153,15 @@ final class Index: Sendable {
   func read<T>(_ action: String, _ body: (IndexSession) throws(TroveError) -> T)
     throws(TroveError) -> T
   {
+    let result = readOnce(action, body)
+    if relieved(result) { return try readOnce(action, body).get() }
+    if case .failure(let error) = result { throw noticing(error) }
+    return try result.get()
+  }
+
+  private func readOnce<T>(_ action: String, _ body: (IndexSession) throws(TroveError) -> T)
+    -> Result<T, TroveError>
+  {
     let result: Result<T, TroveError> = connection.withLock { db in
       do throws(TroveError) {
         return .success(try body(IndexSession(db: db, path: path, action: action)))
@@ -127,8 +169,7 @@ final class Index: Sendable {
         return .failure(error)
       }
     }
-    if case .failure(let error) = result { throw noticing(error) }
-    return try result.get()
+    return result
   }
 
   /// Runs `body` in one `BEGIN IMMEDIATE` transaction: committed if it
@@ -159,6 +200,18 @@ final class Index: Sendable {
           IndexSession(db: db, path: path, action: action, isDurable: durable))
         do throws(SQLiteConnection.Failure) {
           try db.execute("COMMIT")
+        } catch
+          where error.isFull && db.isInTransaction
+          && fullHandler.withLock({ $0 })?() == true
+        {
+          // The volume is full, the transaction still open, the ballast
+          // released: the commit (only it: the body's steps are done)
+          // is tried once more.
+          do throws(SQLiteConnection.Failure) {
+            try db.execute("COMMIT")
+          } catch {
+            throw Self.error(error, action, path)
+          }
         } catch {
           throw Self.error(error, action, path)
         }
@@ -171,6 +224,7 @@ final class Index: Sendable {
     if case .failure(let error) = result, error.code == .retryDurably, !durable {
       return try write(action, durable: true, body)
     }
+
     if case .failure(let error) = result { throw noticing(error) }
     return try result.get()
   }

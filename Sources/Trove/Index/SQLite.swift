@@ -1,5 +1,9 @@
 import CSQLite
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// A SQLite connection: open, execute, prepare. Not thread-safe by itself;
 /// ``Index`` guards it with a mutex, which is what makes the unchecked
 /// `Sendable` true.
@@ -11,9 +15,15 @@ final class SQLiteConnection: @unchecked Sendable {
   struct Failure: Error, CustomStringConvertible {
     let code: Int32
     let message: String
+    /// The errno of the system call that failed underneath, if one did.
+    var systemErrno: Int32 = 0
     var description: String { "\(message) (sqlite \(code))" }
     /// The database is locked by another connection past the busy timeout.
     var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
+    /// The volume (or the user's quota) is full.
+    var isFull: Bool {
+      code & 0xFF == SQLITE_FULL || systemErrno == ENOSPC || systemErrno == EDQUOT
+    }
     /// The file is not a database, or a damaged one, or a symbolic link.
     var isDamage: Bool {
       code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB
@@ -32,9 +42,12 @@ final class SQLiteConnection: @unchecked Sendable {
     guard rc == SQLITE_OK, let db else {
       let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
       let code = db.map { sqlite3_extended_errcode($0) } ?? rc
+      let systemErrno = db.map { sqlite3_system_errno($0) } ?? 0
       sqlite3_close_v2(db)
       let symlink = SQLITE_CANTOPEN | (6 << 8)  // SQLITE_CANTOPEN_SYMLINK
-      throw Failure(code: code, message: code == symlink ? "it is a symbolic link" : message)
+      throw Failure(
+        code: code, message: code == symlink ? "it is a symbolic link" : message,
+        systemErrno: systemErrno)
     }
     handle = db
     self.path = path
@@ -45,7 +58,21 @@ final class SQLiteConnection: @unchecked Sendable {
   deinit { sqlite3_close_v2(handle) }
 
   private func failure(_ rc: Int32) -> Failure {
-    Failure(code: rc, message: String(cString: sqlite3_errmsg(handle)))
+    Failure(
+      code: rc, message: String(cString: sqlite3_errmsg(handle)),
+      systemErrno: sqlite3_system_errno(handle))
+  }
+
+  /// Whether a transaction is open (`sqlite3_get_autocommit` is 0): after
+  /// a failed COMMIT, whether it can be tried again.
+  var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+  /// Keeps the WAL and shared-memory files when the last connection
+  /// closes (`SQLITE_FCNTL_PERSIST_WAL`), so their disk blocks stay the
+  /// store's: a transaction on a full volume writes into them.
+  func persistWAL() {
+    var on: Int32 = 1
+    _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
   }
 
   /// Runs one or more statements that take no parameters.
@@ -55,7 +82,7 @@ final class SQLiteConnection: @unchecked Sendable {
     if rc != SQLITE_OK {
       let message = error.map { String(cString: $0) } ?? "error"
       sqlite3_free(error)
-      throw Failure(code: rc, message: message)
+      throw Failure(code: rc, message: message, systemErrno: sqlite3_system_errno(handle))
     }
   }
 

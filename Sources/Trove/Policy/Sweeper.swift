@@ -185,7 +185,10 @@ extension Store {
       _ = try index.read("remove expired pins") { (tx) throws(TroveError) in
         try tx.deleteExpiredPins(now: now)
       }
-      report.reconciled = try objects.reconcileNextFolder()
+      // Housekeeping: on a full volume it waits, and the eviction frees room.
+      do throws(TroveError) {
+        report.reconciled = try objects.reconcileNextFolder()
+      } catch  where error.code == .noSpace {}
     }
 
     var total = try index.read("read totals") { (tx) throws(TroveError) in
@@ -230,6 +233,7 @@ extension Store {
       try tx.pinnedTotals(now: now).bytes
     }
     report.seconds = (clock.now - start).seconds
+    if !options.dryRun && report.removedBytes > 0 { restoreReserve() }
     if recording && !options.dryRun { try record(report, at: now) }
     return report
   }

@@ -134,6 +134,8 @@ extension Store {
       } catch  where attempt == 0 && error.errno == .tooManySymbolicLinks {
         try? rootDirectory.removeFile(name)  // the link itself goes
         continue
+      } catch  where attempt == 0 && error.errno == .noSpace && releaseReserve() {
+        continue  // a full volume: the ballast makes room for the file
       } catch  where error.errno == .isDirectory {
       } catch {
         throw TroveError.system(error, "open", path: path)
@@ -165,8 +167,19 @@ extension Store {
     }
   }
 
-  /// Gives the ballast back to the volume; whether there was any.
-  func releaseReserve() -> Bool {
-    (try? rootDirectory.removeFile(StoreLayout.reserve)) != nil
+  /// After a removal freed space: makes the ballast again if it was
+  /// released and the volume has room for it twice over, so the next time
+  /// the volume fills the store can free space again.
+  func restoreReserve() {
+    if (try? rootDirectory.status(of: StoreLayout.reserve, followSymlinks: false)) != nil {
+      return
+    }
+    guard let space = try? Sys.spaceAvailable(at: root),
+      space.available >= 2 * StoreLayout.reserveSize
+    else { return }
+    ensureReserve()
   }
+
+  /// Gives the ballast back to the volume; whether there was any.
+  func releaseReserve() -> Bool { objects.releaseReserve() }
 }

@@ -104,7 +104,15 @@ public final class Store: Sendable {
       for fd in opened { fd.close() }
       throw error
     }
-    if configuration.createIfMissing { ensureReserve() }
+    if configuration.createIfMissing {
+      // What freeing space needs exists from the start: the sweep lock
+      // (the index's WAL and shared memory persist once made), and the
+      // ballast, released when the volume fills.
+      if (try? rootDirectory.status(of: StoreLayout.sweepLock, followSymlinks: false)) == nil {
+        (try? openOwnFile(StoreLayout.sweepLock))?.close()
+      }
+      ensureReserve()
+    }
     #if os(macOS)
       // Time Machine skips the store, as CACHEDIR.TAG makes tar, borg and restic do.
       var url = URL(fileURLWithPath: root, isDirectory: true)
@@ -392,7 +400,9 @@ public final class Store: Sendable {
   /// - Returns: whether the store held it.
   @discardableResult
   public func remove(_ digest: Digest) throws(TroveError) -> Bool {
-    try objects.drop(digest)
+    let removed = try objects.drop(digest)
+    if removed { restoreReserve() }
+    return removed
   }
 
   // MARK: Named keys

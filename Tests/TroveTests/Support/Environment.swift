@@ -35,6 +35,16 @@ enum TestFilesystems {
       "no small filesystem: \(environment["TROVE_TEST_SMALL_UNAVAILABLE"] ?? "TROVE_TEST_SMALL is not set; run scripts/test.sh as root to mount an 8 MiB tmpfs")"
   )
 
+  /// 16 MiB ext4 volumes with 4 KiB and 1 KiB blocks, to fill to the last block.
+  static let full: [String] = ["TROVE_TEST_FULL4K", "TROVE_TEST_FULL1K"].compactMap {
+    environment[$0]
+  }
+  /// Why the full-volume tests are skipped.
+  static let fullMissing = Comment(
+    rawValue:
+      "no volume to fill: \(environment["TROVE_TEST_FULL4K_UNAVAILABLE"] ?? "TROVE_TEST_FULL4K is not set; run scripts/test.sh as root to loop-mount small ext4 volumes")"
+  )
+
   /// Whether the system temp folder's filesystem clones (ext4 here: no).
   static let tempCanClone: Bool = {
     guard let scratch = try? Scratch(), let store = try? scratch.store() else { return false }

@@ -23,19 +23,37 @@ extension ObjectTable {
         _ = try? rootDirectory.removeFile(name)
       }
     }
+    // A full volume: the ballast goes now, so that the index can open
+    // (SQLite maps its shared memory, and a journal takes blocks) and
+    // record what frees space.
+    if let space = try? Sys.spaceAvailable(at: resolvedRoot),
+      space.available < 4 * StoreLayout.reserveSize
+    {
+      _ = releaseReserve()
+    }
     let before = try? rootDirectory.status(of: StoreLayout.index, followSymlinks: false)
     do throws(TroveError) {
       return try makeIndex()
     } catch  where error.code == .indexDamaged {
       try setIndexAside(before, because: error)
       return try makeIndex()
+    } catch  where error.code == .noSpace && releaseReserve() {
+      return try makeIndex()
     }
   }
 
+  /// Gives the store's ballast (`reserve`) back to the volume; whether
+  /// there was any.
+  func releaseReserve() -> Bool {
+    (try? rootDirectory.removeFile(StoreLayout.reserve)) != nil
+  }
+
   private func makeIndex() throws(TroveError) -> Index {
+    let blockSize = (try? rootDirectory.status().blockSize) ?? 4096
     let index = try Index(
       path: indexPath, resolvedPath: resolvedRoot + "/" + StoreLayout.index,
-      filesystem: filesystem)
+      filesystem: filesystem, blockSize: blockSize)
+    index.onFull = { [weak self] in self?.releaseReserve() ?? false }
     index.onDamage = { [weak self, weak index] error in
       guard let self, let index else { return }
       let file = try? self.rootDirectory.status(of: StoreLayout.index, followSymlinks: false)
