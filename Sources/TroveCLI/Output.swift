@@ -6,15 +6,30 @@ import Trove
 #endif
 
 /// Writing to the terminal: machine output alone on stdout, messages on stderr.
+///
+/// Every line printed through ``line(_:)`` and ``error(_:)`` is one line
+/// with no control characters: values echoed in it (a path, a key, an
+/// argument, a server's words) are escaped here, once for every caller
+/// (``MessageText/escaped(_:)``: `\n`, `\t`, `\r`, `\xHH`). JSON is exact
+/// and escaped by JSON's own rules.
 enum Output {
-  /// Prints `text` and a newline on standard output.
-  static func line(_ text: String, terminator: String = "\n") {
-    write(Array((text + terminator).utf8), to: 1)
+  /// Prints `text` and a newline on standard output, its control
+  /// characters escaped.
+  static func line(_ text: String) {
+    write(Array((MessageText.escaped(text) + "\n").utf8), to: 1)
   }
 
-  /// Prints `text` and a newline on standard error.
+  /// Prints `text` as it is on standard output: Trove's own text of
+  /// several lines (help, JSON), or output a program must get exactly
+  /// (`trove path`, like `realpath`).
+  static func raw(_ text: String) {
+    write(Array(text.utf8), to: 1)
+  }
+
+  /// Prints `text` and a newline on standard error, its control
+  /// characters escaped.
   static func error(_ text: String) {
-    write(Array((text + "\n").utf8), to: 2)
+    write(Array((MessageText.escaped(text) + "\n").utf8), to: 2)
   }
 
   /// Writes all of `bytes` to `fd`. If standard output is gone (a closed
@@ -40,7 +55,17 @@ enum Output {
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     // Our values are plain structs of numbers and strings: encoding cannot fail.
     let data = (try? encoder.encode(value)) ?? Data("null".utf8)
-    line(String(decoding: data, as: UTF8.self))
+    // JSONEncoder escapes U+0000–U+001F; DEL and the C1 controls it leaves
+    // raw, and they can only sit inside strings: \u escapes keep them exact.
+    var json = ""
+    for scalar in String(decoding: data, as: UTF8.self).unicodeScalars {
+      if (0x7F...0x9F).contains(scalar.value) {
+        json += "\\u00" + String(scalar.value, radix: 16)
+      } else {
+        json.unicodeScalars.append(scalar)
+      }
+    }
+    raw(json + "\n")
   }
 
   /// A byte count for people: `512 B`, `1.5 KiB`, `3.2 GiB`.

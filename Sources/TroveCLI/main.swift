@@ -13,11 +13,11 @@ signal(SIGPIPE, SIG_IGN)
 let version = "0.1.0"
 
 func main() -> Int32 {
-  let arguments = Array(CommandLine.arguments.dropFirst())
   do {
+    let arguments = try Arguments.decoded(commands: allCommands)
     switch try CommandLineParser.parse(arguments, commands: allCommands) {
     case .help(let command):
-      Output.line(Help.text(for: command, commands: allCommands), terminator: "")
+      Output.raw(Help.text(for: command, commands: allCommands))
       return ExitStatus.success
     case .version:
       Output.line(version)

@@ -2,7 +2,9 @@
 /// system call that failed with its errno.
 ///
 /// `description` is one line, fit for a command-line tool:
-/// `cannot read '/tmp/x': Permission denied (open, errno 13)`.
+/// `cannot read '/tmp/x': Permission denied (open, errno 13)`. ``message``
+/// holds the values as given; `description` escapes their control
+/// characters.
 public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
   /// What kind of failure this is; stable for programs to switch on.
   public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -92,10 +94,13 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     self.cause = cause
   }
 
-  /// One line: the message, then the failing call and errno when known.
+  /// One line: the message, then the failing call and errno when known,
+  /// with control characters escaped (``MessageText/escaped(_:)``), so a
+  /// value echoed in it never splits the line or reaches a terminal raw.
   public var description: String {
-    guard let cause else { return message }
-    return "\(message): \(cause.errno) (\(cause.call), errno \(cause.errno.rawValue))"
+    guard let cause else { return MessageText.escaped(message) }
+    return MessageText.escaped(
+      "\(message): \(cause.errno) (\(cause.call), errno \(cause.errno.rawValue))")
   }
 
   /// An error for a failed system call on `path`, with the code chosen from

@@ -61,6 +61,15 @@ public struct SweepReport: Sendable, Hashable, Codable {
   public var temporaryFiles: Int
   /// Bytes those leftovers took.
   public var temporaryBytes: Int64
+  /// Stale leftovers (in `tmp/`, `partial/`, `locks/`) that could not be
+  /// removed — a folder made immutable, a mount point — and left in place.
+  /// The sweep goes on past them: the budget and the maximum age are
+  /// enforced all the same.
+  public var temporaryFailures: Int = 0
+  /// Why each could not be removed, one line each
+  /// (`cannot remove '…/tmp/x/y': Operation not permitted (unlinkat, errno 1)`),
+  /// for the first 100.
+  public var temporaryErrors: [String] = []
   /// What reconciling one fan-out folder of the index found and fixed
   /// (each sweep takes the next folder, so every orphan is found within
   /// 256 sweeps).
@@ -83,7 +92,8 @@ public struct SweepReport: Sendable, Hashable, Codable {
 
   private enum CodingKeys: String, CodingKey {
     case reason, dryRun, expiredEntries, evictedEntries, removedBytes, freedBytes
-    case skippedEntries, temporaryFiles, temporaryBytes, reconciled, bytesAfter, pinnedBytes
+    case skippedEntries, temporaryFiles, temporaryBytes, temporaryFailures, temporaryErrors
+    case reconciled, bytesAfter, pinnedBytes
     case budget, seconds, removedEntries, overBudget
   }
 
@@ -112,6 +122,8 @@ public struct SweepReport: Sendable, Hashable, Codable {
     skippedEntries = try c.decode(Int.self, forKey: .skippedEntries)
     temporaryFiles = try c.decode(Int.self, forKey: .temporaryFiles)
     temporaryBytes = try c.decode(Int64.self, forKey: .temporaryBytes)
+    temporaryFailures = try c.decodeIfPresent(Int.self, forKey: .temporaryFailures) ?? 0
+    temporaryErrors = try c.decodeIfPresent([String].self, forKey: .temporaryErrors) ?? []
     reconciled = try c.decode(ReconcileReport.self, forKey: .reconciled)
     bytesAfter = try c.decode(Int64.self, forKey: .bytesAfter)
     pinnedBytes = try c.decode(Int64.self, forKey: .pinnedBytes)
@@ -131,6 +143,8 @@ public struct SweepReport: Sendable, Hashable, Codable {
     try c.encode(skippedEntries, forKey: .skippedEntries)
     try c.encode(temporaryFiles, forKey: .temporaryFiles)
     try c.encode(temporaryBytes, forKey: .temporaryBytes)
+    try c.encode(temporaryFailures, forKey: .temporaryFailures)
+    try c.encode(temporaryErrors, forKey: .temporaryErrors)
     try c.encode(reconciled, forKey: .reconciled)
     try c.encode(bytesAfter, forKey: .bytesAfter)
     try c.encode(pinnedBytes, forKey: .pinnedBytes)
@@ -142,7 +156,9 @@ public struct SweepReport: Sendable, Hashable, Codable {
 
 extension Store {
   /// Trims the store to its policy, in four steps:
-  /// 1. removes leftovers of dead writers in `tmp/`;
+  /// 1. removes leftovers of dead writers in `tmp/` (whatever they are:
+  ///    files, links, FIFOs, folders; one it cannot remove is reported in
+  ///    ``SweepReport/temporaryFailures`` and the sweep goes on);
   /// 2. reconciles the index with the next fan-out folder of `objects/`
   ///    (adopting orphans, dropping rows whose file is gone), so that every
   ///    folder is reconciled once in 256 sweeps;
@@ -177,9 +193,12 @@ extension Store {
     let index = try index()
     var report = SweepReport(reason: reason, dryRun: options.dryRun, budget: budget)
 
-    let leftovers = try removeStaleTemporaries(
+    let leftovers = removeStaleTemporaries(
       olderThan: policy.temporaryMaxAge, dryRun: options.dryRun)
-    (report.temporaryFiles, report.temporaryBytes) = leftovers
+    report.temporaryFiles = leftovers.count
+    report.temporaryBytes = leftovers.bytes
+    report.temporaryFailures = leftovers.failures
+    report.temporaryErrors = leftovers.errors
     if !options.dryRun {
       // Looks before it deletes: no write lock when no lease ran out.
       _ = try index.read("remove expired pins") { (tx) throws(TroveError) in

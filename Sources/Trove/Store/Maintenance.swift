@@ -7,17 +7,19 @@
 /// that lets the index record evictions on a full volume. Removing objects
 /// is ``ObjectTable``'s; what to remove is decided in Policy/.
 extension Store {
-  /// Removes files in `tmp/` not modified for `seconds`: leftovers of
+  /// Removes entries in `tmp/` not modified for `seconds`: leftovers of
   /// writers that died. A live writer touches its file as it writes; one
   /// idle that long and then removed fails its publish cleanly (ENOENT),
   /// never publishing wrong bytes. Interrupted downloads in `partial/` and
   /// URL locks in `locks/` that old go too (a lock only when no fetch
-  /// holds it). O(files in those folders).
-  func removeStaleTemporaries(olderThan seconds: Int64, dryRun: Bool) throws(TroveError)
-    -> (count: Int, bytes: Int64)
-  {
+  /// holds it). Whatever an entry is — a file, a symbolic link (removed as
+  /// a link, never followed), a FIFO, a folder with everything in it (see
+  /// ``FileDescriptor/removeTree(_:dryRun:depth:)``) — it goes; one that
+  /// cannot be removed is reported in the result and the rest still go.
+  /// O(entries in those folders).
+  func removeStaleTemporaries(olderThan seconds: Int64, dryRun: Bool) -> Leftovers {
     let cutoff = currentTimeNanoseconds() / 1_000_000_000 - min(seconds, Int64.max / 4)
-    var removed = try removeOld(in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun)
+    var removed = removeOld(in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun)
     let locks = try? FileDescriptor.open(
       StoreLayout.locks, in: rootDirectory, [.directory, .noFollow])
     defer { locks?.close() }
@@ -27,29 +29,59 @@ extension Store {
       else { continue }
       defer { folder.close() }
       // A part or a lock goes only while no fetch holds its URL's lock.
-      let more = try removeOld(in: folder, root + "/" + name, before: cutoff, dryRun: dryRun) {
-        file in
-        let lockName = String(file.prefix { $0 != "." }) + ".lock"
-        return locks.flatMap {
-          try? FileDescriptor.open(lockName, in: $0, [.readWrite, .noFollow])
-        }
-      }
-      removed.count += more.count
-      removed.bytes += more.bytes
+      removed.add(
+        removeOld(in: folder, root + "/" + name, before: cutoff, dryRun: dryRun) { file in
+          let lockName = String(file.prefix { $0 != "." }) + ".lock"
+          return locks.flatMap {
+            try? FileDescriptor.open(lockName, in: $0, [.readWrite, .noFollow])
+          }
+        })
     }
     return removed
   }
 
-  /// Removes the files in `folder` older than `cutoff`; with `lock`, only
-  /// those whose lock file (opened by `lock`; nil: none exists) it can take.
+  /// What clearing leftovers removed, and what it could not.
+  struct Leftovers {
+    /// Entries removed (or, in a dry run, to remove).
+    var count = 0
+    /// Allocated bytes they took.
+    var bytes: Int64 = 0
+    /// Entries that could not be removed (or folders not listed).
+    var failures = 0
+    /// Why, one line each, for the first ``maximumErrors``.
+    var errors: [String] = []
+
+    static let maximumErrors = 100
+
+    mutating func fail(_ error: TroveError) {
+      failures += 1
+      if errors.count < Self.maximumErrors { errors.append(error.description) }
+    }
+
+    mutating func add(_ other: Leftovers) {
+      count += other.count
+      bytes += other.bytes
+      failures += other.failures
+      errors += other.errors.prefix(Self.maximumErrors - errors.count)
+    }
+  }
+
+  /// Removes the entries in `folder` older than `cutoff`; with `lock`,
+  /// only those whose lock file (opened by `lock`; nil: none exists) it
+  /// can take. An entry that cannot be removed is counted and the walk
+  /// goes on.
   private func removeOld(
     in folder: FileDescriptor, _ path: String, before cutoff: Int64, dryRun: Bool,
     lock lockFile: ((String) -> FileDescriptor?)? = nil
-  ) throws(TroveError) -> (count: Int, bytes: Int64) {
-    let names = try attempt("list", path) { () throws(SystemCallError) in
-      try folder.entries()
+  ) -> Leftovers {
+    var result = Leftovers()
+    let names: [String]
+    do throws(SystemCallError) {
+      names = try folder.entries()
+    } catch {
+      result.fail(TroveError.system(error, "list", path: path))
+      return result
     }
-    var removed = (count: 0, bytes: Int64(0))
     for name in names {
       guard let status = try? folder.status(of: name, followSymlinks: false),
         status.modificationTime < cutoff
@@ -60,19 +92,15 @@ extension Store {
       let lock = lockFile?(name)
       defer { lock?.close() }
       if let lock, (try? lock.lock(exclusive: true, wait: false)) != true { continue }
-      if !dryRun {
-        do throws(SystemCallError) {
-          try folder.removeFile(name)
-        } catch  where error.errno == .noSuchFileOrDirectory {
-          continue
-        } catch {
-          throw TroveError.system(error, "remove", path: path + "/" + name)
-        }
+      let removal = folder.removeTree(name, dryRun: dryRun)
+      result.bytes += removal.bytes
+      if let failure = removal.failure {
+        result.fail(TroveError.system(failure.error, "remove", path: path + "/" + failure.path))
+      } else if removal.isRemoved {
+        result.count += 1
       }
-      removed.count += 1
-      removed.bytes += status.allocatedBytes
     }
-    return removed
+    return result
   }
 
   /// Runs `body` holding the sweep lock (`sweep.lock`, with this process's

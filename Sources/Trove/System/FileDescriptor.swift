@@ -358,3 +358,11 @@ extension FileDescriptor {
     return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 }
+
+extension FileDescriptor {
+  /// Removes the empty directory `name` in this directory (ENOTEMPTY if it
+  /// is not empty). `unlinkat(2)` with AT_REMOVEDIR.
+  func removeDirectory(_ name: String) throws(SystemCallError) {
+    _ = try Sys.call("unlinkat(AT_REMOVEDIR)") { unlinkat(rawValue, name, AT_REMOVEDIR) }
+  }
+}

@@ -268,7 +268,7 @@ final class ProgressLine: Sendable {
       }
       return line
     }
-    FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+    FileHandle.standardError.write(Data(("\r\u{1B}[K" + MessageText.escaped(text)).utf8))
   }
 
   func clear() {

@@ -41,10 +41,11 @@ let pathCommand = CommandSpec(
     try invocation.requirePositionals(["digest-or-key"])
     let reference = try invocation.reference(invocation.positionals[0])
     let store = try invocation.openStore()
-    Output.line(
-      try store.path(
-        for: try invocation.resolve(reference, in: store),
-        decompressing: invocation.flag("--decompress")))
+    // Exact, as `realpath` prints it: a program opens this path.
+    let path = try store.path(
+      for: try invocation.resolve(reference, in: store),
+      decompressing: invocation.flag("--decompress"))
+    Output.raw(path + "\n")
     return ExitStatus.success
   })
 

@@ -20,10 +20,11 @@ let sweepCommand = CommandSpec(
     jsonOption,
   ],
   discussion: """
-    Removes leftovers of dead writers in tmp/, then entries not used within the
-    maximum age, then least recently used entries while the store is over its
-    budget, down to the low-water mark (low-water × budget). Pinned entries are
-    never removed. Set the store's own budget with 'trove config set budget 10G'.
+    Removes leftovers of dead writers in tmp/ (files, links, FIFOs, folders; one
+    that cannot be removed is named on stderr and left, and the sweep goes on),
+    then entries not used within the maximum age, then least recently used entries
+    while the store is over its budget, down to the low-water mark (low-water ×
+    budget). Pinned entries are never removed. Set the store's own budget with 'trove config set budget 10G'.
     """,
   run: { invocation in
     try invocation.requirePositionals([])
@@ -31,6 +32,12 @@ let sweepCommand = CommandSpec(
       budget: try invocation.size("--budget"), maxAge: try invocation.duration("--max-age"),
       dryRun: invocation.flag("--dry-run"), wait: !invocation.flag("--no-wait"))
     let report = try invocation.openStore().sweep(options)
+    // Leftovers it could not remove: named, and the sweep still did its work.
+    for error in report.temporaryErrors { Output.error("trove: warning: \(error); left in place") }
+    let unnamed = report.temporaryFailures - report.temporaryErrors.count
+    if unnamed > 0 {
+      Output.error("trove: warning: \(unnamed) more leftovers could not be removed; left in place")
+    }
     if invocation.flag("--json") {
       Output.json(report)
       return ExitStatus.success
@@ -51,6 +58,9 @@ func sweepSummary(_ report: SweepReport) -> String {
   if let freed = report.freedBytes { line += "; freed \(Output.size(freed)) on the volume" }
   if report.reason != .diskFull {
     line += "; \(report.temporaryFiles) leftover temporary files"
+    if report.temporaryFailures > 0 {
+      line += " (\(report.temporaryFailures) could not be removed)"
+    }
   }
   let r = report.reconciled
   if r.added + r.dropped + r.corrected + r.twins > 0 {
