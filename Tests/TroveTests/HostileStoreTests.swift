@@ -212,7 +212,7 @@ struct HostileStoreTests {
     let list = try trove(store, ["ls"])
     #expect(
       list.status == 0 && list.out.contains(XXH3Hasher.digest(data).description), "\(list.stderr)")
-    #expect(list.errorLines.filter { $0.hasPrefix("warning: ") }.count >= 1, "\(list.stderr)")
+    #expect(list.errorLines.filter { $0.hasPrefix("trove: warning: ") }.count >= 1, "\(list.stderr)")
     #expect(try fileStatus(store + "/index.sqlite").isRegular)
     #expect(s.list("store").contains { $0.hasPrefix("index.sqlite.damaged-") })
     try canary.expectUntouched()
@@ -251,7 +251,7 @@ struct HostileStoreTests {
     try s.write("store/index.sqlite", Bytes.random(50_000, seed: 8))
     let get = try trove(store, ["get", digest.description, "-"])
     #expect(get.status == 0 && get.stdout == data, "\(get.stderr)")
-    let warnings = get.errorLines.filter { $0.hasPrefix("warning: ") }
+    let warnings = get.errorLines.filter { $0.hasPrefix("trove: warning: ") }
     #expect(warnings.contains { $0.contains("is damaged") }, "\(get.stderr)")
     let pins = try trove(store, ["pins"])
     #expect(pins.out.contains(digest.description), "the pin survived: \(pins.out)")

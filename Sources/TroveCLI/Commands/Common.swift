@@ -15,7 +15,7 @@ let verboseOption = OptionSpec(
 extension Invocation {
   /// Opens the store named by `--store`, `TROVE_STORE` or the default.
   func openStore() throws(TroveError) -> Store {
-    try Store(StoreConfiguration(root: store, onWarning: { Output.error("warning: " + $0) }))
+    try Store(StoreConfiguration(root: store, onWarning: { Output.error("trove: warning: " + $0) }))
   }
 
   /// Parses a digest argument; bad text is a usage error quoting it.
