@@ -19,7 +19,7 @@ struct StoreTests {
     _ = try store.statistics()
     let names = Set(scratch.list("a/b/store"))
     let expected: Set = [
-      "CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp", "reserve",
+      "CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp", "reserve", "sweep.lock",
     ]
     #expect(names.subtracting(["index.sqlite-wal", "index.sqlite-shm"]) == expected)
     #expect(try fileStatus(root + "/reserve").allocatedBytes >= 1 << 20)

@@ -25,21 +25,26 @@ extension Store {
     defer { object.close() }
     object.adviseSequential()
     let path = objectFilePath(digest, compressed: isCompressed)
-    if isCompressed {
-      _ = try decompressVerified(object, digest: digest, objectPath: path, destination: "<hash>") {
-        (chunk) throws(SystemCallError) in
-        for hasher in hashers { hasher.update(chunk) }
-      }
-    } else {
-      var xxh = XXH3Hasher()
-      _ = try attempt("read", path) { () throws(SystemCallError) in
-        try Transfer.read(from: object) { chunk in
-          xxh.update(chunk)
+    do throws(TroveError) {
+      if isCompressed {
+        _ = try decompressVerified(
+          object, digest: digest, objectPath: path, destination: "<hash>"
+        ) { (chunk) throws(SystemCallError) in
           for hasher in hashers { hasher.update(chunk) }
         }
+      } else {
+        var xxh = XXH3Hasher()
+        _ = try attempt("read", path) { () throws(SystemCallError) in
+          try Transfer.read(from: object) { chunk in
+            xxh.update(chunk)
+            for hasher in hashers { hasher.update(chunk) }
+          }
+        }
+        let actual = xxh.finalize()
+        if actual != digest { throw corrupt(digest, actual: actual) }
       }
-      let actual = xxh.finalize()
-      if actual != digest { throw corrupt(digest, actual: actual) }
+    } catch {
+      throw quarantining(error, digest, object: object, compressed: isCompressed)
     }
     let computed = hashers.map { $0.finalize() }
     try objects.bind(key: nil, to: digest, checksums: computed)

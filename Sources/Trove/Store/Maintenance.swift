@@ -16,7 +16,8 @@ extension Store {
   /// a link, never followed), a FIFO, a folder with everything in it (see
   /// ``FileDescriptor/removeTree(_:dryRun:depth:)``) — it goes; one that
   /// cannot be removed is reported in the result and the rest still go.
-  /// O(entries in those folders).
+  /// Entries of `quarantine/` go ``quarantineDays`` after they were moved
+  /// there. O(entries in those folders).
   func removeStaleTemporaries(olderThan seconds: Int64, dryRun: Bool) -> Leftovers {
     let cutoff = currentTimeNanoseconds() / 1_000_000_000 - min(seconds, Int64.max / 4)
     var removed = removeOld(in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun)
@@ -37,8 +38,23 @@ extension Store {
           }
         })
     }
+    // Quarantined entries go 30 days after they were moved there (a
+    // rename sets their change time).
+    if let quarantine = try? FileDescriptor.open(
+      StoreLayout.quarantine, in: rootDirectory, [.directory, .noFollow])
+    {
+      defer { quarantine.close() }
+      let kept = currentTimeNanoseconds() / 1_000_000_000 - Self.quarantineDays * 86_400
+      removed.add(
+        removeOld(
+          in: quarantine, root + "/" + StoreLayout.quarantine, before: kept, dryRun: dryRun,
+          age: \.changeTime))
+    }
     return removed
   }
+
+  /// How long `quarantine/` keeps what was moved there.
+  static let quarantineDays: Int64 = 30
 
   /// What clearing leftovers removed, and what it could not.
   struct Leftovers {
@@ -72,6 +88,7 @@ extension Store {
   /// goes on.
   private func removeOld(
     in folder: FileDescriptor, _ path: String, before cutoff: Int64, dryRun: Bool,
+    age: KeyPath<FileStatus, Int64> = \.modificationTime,
     lock lockFile: ((String) -> FileDescriptor?)? = nil
   ) -> Leftovers {
     var result = Leftovers()
@@ -84,7 +101,7 @@ extension Store {
     }
     for name in names {
       guard let status = try? folder.status(of: name, followSymlinks: false),
-        status.modificationTime < cutoff
+        status[keyPath: age] < cutoff
       else { continue }
       // A lock file unlinked while held here: a fetch that opened it
       // meanwhile holds a lock nobody else will find — one extra download

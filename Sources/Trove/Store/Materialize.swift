@@ -25,10 +25,17 @@ extension Store {
   ///   `.corruptObject` (a copy whose bytes do not match the digest),
   ///   `.noSpace`, `.permissionDenied`, `.ioError`. Nothing is left at the
   ///   destination when it throws.
+  ///
+  /// A clone or a hard link hands out the object as it is on disk; with
+  /// `verify`, the new file is hashed before it is renamed into place (a
+  /// read of every byte: the cost of a copy, without its disk space), so
+  /// a flipped bit in the store never reaches the destination. Copies and
+  /// decompressions are always verified. An object found corrupt by any
+  /// of them is moved to the store's `quarantine/` and never served again.
   @discardableResult
   public func materialize(
     _ digest: Digest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
-    durable: Bool = false
+    durable: Bool = false, verify: Bool = false
   ) throws(TroveError) -> Materialization {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
@@ -90,7 +97,8 @@ extension Store {
       } else {
         let out = try attempt("write", destination) { () throws(SystemCallError) in
           try FileDescriptor.open(
-            temp, in: parent, [.writeOnly, .create, .exclusive], permissions: 0o666)
+            temp, in: parent, [verify ? .readWrite : .writeOnly, .create, .exclusive],
+            permissions: 0o666)
         }
         defer { out.close() }
         if isCompressed {
@@ -105,6 +113,12 @@ extension Store {
         if durable {
           try attempt("write", destination) { () throws(SystemCallError) in try out.sync() }
         }
+        if verify && (method == .clone || method == .copyFileRange) {
+          try checkMaterialized(out, digest: digest, destination: destination)
+        }
+      }
+      if verify && mode == .hardlink {
+        try checkMaterialized(object, digest: digest, destination: destination)
       }
       try attempt("write", destination) { () throws(SystemCallError) in
         if replacing {
@@ -119,6 +133,7 @@ extension Store {
       }
     } catch {
       try? parent.removeFile(temp)
+      let error = quarantining(error, digest, object: object, compressed: isCompressed)
       if error.cause?.errno == .fileExists && error.code != .destinationExists {
         throw TroveError(
           .destinationExists, "cannot write '\(destination)': it already exists",
@@ -130,6 +145,21 @@ extension Store {
     return Materialization(
       digest: digest, destination: destination, method: method, size: size,
       fallbackReason: reason)
+  }
+
+  /// Hashes a file made from `digest`'s object (a clone, or the object
+  /// itself for a hard link) from its start; throws `.corruptObject` when
+  /// its bytes are not the digest's.
+  private func checkMaterialized(_ file: FileDescriptor, digest: Digest, destination: String)
+    throws(TroveError)
+  {
+    var hasher = XXH3Hasher()
+    try attempt("read", destination) { () throws(SystemCallError) in
+      try file.seek(to: 0)
+      _ = try Transfer.hash(from: file, into: &hasher)
+    }
+    let actual = hasher.finalize()
+    if actual != digest { throw corrupt(digest, actual: actual) }
   }
 
   /// Hard-links `digest`'s raw object file as `temp` in `parent`, then
@@ -164,21 +194,88 @@ extension Store {
     defer { object.close() }
     object.adviseSequential()
     let output = FileDescriptor(rawValue: handle.fileDescriptor)
-    let count =
-      isCompressed
-      ? try decompressVerified(
-        object, to: output, digest: digest, objectPath: objectFilePath(digest, compressed: true),
-        destination: "<output>")
-      : try verifiedCopy(from: object, to: output, digest: digest, destination: "<output>")
+    let count: Int64
+    do throws(TroveError) {
+      if let small = try smallObject(object, digest: digest, isCompressed: isCompressed) {
+        // Small enough to check before a byte goes out: a corrupt object
+        // writes nothing.
+        try attempt("write", "<output>") { () throws(SystemCallError) in
+          try output.writeAll(small)
+        }
+        count = Int64(small.count)
+      } else {
+        count =
+          isCompressed
+          ? try decompressVerified(
+            object, to: output, digest: digest,
+            objectPath: objectFilePath(digest, compressed: true), destination: "<output>")
+          : try verifiedCopy(from: object, to: output, digest: digest, destination: "<output>")
+      }
+    } catch {
+      throw quarantining(error, digest, object: object, compressed: isCompressed)
+    }
     recordRead(digest)
     return count
   }
 
+  /// Objects up to this size are read and checked whole before
+  /// ``write(_:to:)`` writes any of their bytes.
+  static let checkedBeforeWriting: Int64 = 16 << 20
+
+  /// The object's bytes, verified, when they are at most
+  /// ``checkedBeforeWriting`` (a compressed object: when its frame says
+  /// so); nil for larger ones, which are streamed.
+  private func smallObject(_ object: FileDescriptor, digest: Digest, isCompressed: Bool)
+    throws(TroveError) -> [UInt8]?
+  {
+    let path = objectFilePath(digest, compressed: isCompressed)
+    let stored = try attempt("read", path) { () throws(SystemCallError) in
+      try object.status().size
+    }
+    if isCompressed {
+      let header = UnsafeMutableRawBufferPointer.allocate(byteCount: 18, alignment: 8)
+      defer { header.deallocate() }
+      let n = try attempt("read", path) { () throws(SystemCallError) -> Int in
+        try object.read(into: header, at: 0)
+      }
+      let size = Zstd.contentSize(ofFrameStart: UnsafeRawBufferPointer(rebasing: header[..<n]))
+      guard let size, size <= Self.checkedBeforeWriting else { return nil }
+      var out: [UInt8] = []
+      out.reserveCapacity(Int(size))
+      _ = try decompressVerified(object, digest: digest, objectPath: path, destination: "<output>")
+      {
+        (chunk) throws(SystemCallError) in
+        // A frame that says less than it holds is corrupt: never more
+        // than it said is kept.
+        guard out.count + chunk.count <= size else { throw SystemCallError("read", .ioError) }
+        out.append(contentsOf: chunk)
+      }
+      return out
+    }
+    guard stored <= Self.checkedBeforeWriting else { return nil }
+    let bytes = try attempt("read", path) { () throws(SystemCallError) in
+      try object.readAll(limit: Int(stored) + 1)
+    }
+    let actual = XXH3Hasher.digest(bytes)
+    guard bytes.count == stored, actual == digest else { throw corrupt(digest, actual: actual) }
+    return bytes
+  }
+
   /// `digest`'s bytes in memory, verified. For small objects; use
-  /// ``materialize(_:at:mode:replacing:durable:)`` or ``path(for:decompressing:)`` for large ones.
+  /// ``materialize(_:at:mode:replacing:durable:verify:)`` or ``path(for:decompressing:)`` for large ones.
   public func bytes(for digest: Digest) throws(TroveError) -> [UInt8] {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
+    do throws(TroveError) {
+      return try bytes(of: object, digest: digest, isCompressed: isCompressed)
+    } catch {
+      throw quarantining(error, digest, object: object, compressed: isCompressed)
+    }
+  }
+
+  private func bytes(of object: FileDescriptor, digest: Digest, isCompressed: Bool)
+    throws(TroveError) -> [UInt8]
+  {
     let path = objectFilePath(digest, compressed: isCompressed)
     if isCompressed {
       // Decompression hashes and checks the bytes as they pass.
@@ -211,6 +308,25 @@ extension Store {
   func openObject(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
     guard let opened = try objects.openFound(digest) else { throw notFound(digest) }
     return opened
+  }
+
+  /// After a read through `object` (one form of `digest`'s object) found
+  /// its bytes corrupt (`error`): moves that file to `quarantine/`, so it
+  /// is never served again and a put of the bytes stores them afresh, and
+  /// returns the error to throw, saying where it went. Errors of any
+  /// other kind pass through.
+  func quarantining(
+    _ error: TroveError, _ digest: Digest, object: FileDescriptor, compressed: Bool
+  ) -> TroveError {
+    guard error.code == .corruptObject, let inode = try? object.status().inode,
+      let moved = try? objects.quarantineCorrupt(digest, compressed: compressed, inode: inode)
+    else { return error }
+    let tail = "; remove it and store it again"
+    let message =
+      error.message.hasSuffix(tail) ? String(error.message.dropLast(tail.count)) : error.message
+    return TroveError(
+      .corruptObject, message + "; moved it to '\(moved)': store the bytes again",
+      path: error.path, value: error.value, cause: error.cause)
   }
 
   func corrupt(_ digest: Digest, actual: Digest) -> TroveError {

@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// Open one with a ``StoreConfiguration``; put files, streams or bytes in
 /// (``put(file:priority:)``, ``makeWriter(expectedSize:priority:)``, ``put(bytes:priority:)``); get them out as
-/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:)``),
+/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:verify:)``),
 /// read them in place (``path(for:decompressing:)``), list, remove, and count.
 ///
 /// A `Store` is `Sendable` and safe to use from many threads at once, and

@@ -53,6 +53,12 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   public var skippedIncompressible: Int64
   /// Objects stored raw with compression on because they were small.
   public var skippedSmall: Int64
+  /// Entries in `quarantine/`: corrupt objects and what a repair moved out
+  /// of `objects/` — never served, not counted above; sweeps remove them
+  /// 30 days after they were moved there.
+  public var quarantinedEntries = 0
+  /// Their allocated bytes.
+  public var quarantinedBytes: Int64 = 0
 
   /// Logical ÷ stored bytes: 1 without compression.
   public var compressionRatio: Double {
@@ -110,6 +116,7 @@ extension Store {
       )
     }
     let space = try freeSpace()
+    let quarantine = objects.quarantineContents()
     let policy = try currentSettings().policy
     let clones = try cloneSupport()
     return StoreStatistics(
@@ -123,7 +130,8 @@ extension Store {
       lastPressureEviction: pressure.map(StoreStatistics.LastSweep.init), keys: keys,
       compression: policy.compression.description,
       storedBytes: totals.storedBytes, compressedEntries: totals.compressedEntries,
-      skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall)
+      skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall,
+      quarantinedEntries: quarantine.entries, quarantinedBytes: quarantine.bytes)
   }
 
   /// Probes whether objects can be cloned into `folder` (the store's own

@@ -4,7 +4,8 @@ public struct VerifyReport: Sendable, Hashable, Codable {
   public var checkedObjects: Int
   /// Their bytes.
   public var checkedBytes: Int64
-  /// Objects whose bytes do not hash to their name (removed by a repair).
+  /// Objects whose bytes do not hash to their name (moved to
+  /// `quarantine/` by a repair).
   public var corrupt: [Digest]
   /// Object files the index did not know (adopted by a repair).
   public var orphanFiles: Int
@@ -74,7 +75,9 @@ extension Store {
         report.checkedObjects += 1
         if !intact {
           report.corrupt.append(file.digest)
-          if repair { try objects.drop(file.digest, compressed: file.isCompressed, inode: inode) }
+          if repair {
+            try objects.quarantineCorrupt(file.digest, compressed: file.isCompressed, inode: inode)
+          }
         }
       }
     }

@@ -4,7 +4,8 @@ import Trove
 let getCommand = CommandSpec(
   name: "get",
   abstract: "Write an object to a file (a clone where possible) or to stdout.",
-  usage: "[--mode <mode>] [--force] [--sync] [--json] [-v] <digest-or-key> <destination>",
+  usage:
+    "[--mode <mode>] [--force] [--sync] [--verify] [--json] [-v] <digest-or-key> <destination>",
   arguments: [
     (
       "digest-or-key",
@@ -20,6 +21,9 @@ let getCommand = CommandSpec(
     OptionSpec(
       names: ["--sync"], valueName: nil,
       help: "fsync the destination before it appears (whole after a crash too)."),
+    OptionSpec(
+      names: ["--verify"], valueName: nil,
+      help: "Hash a clone or hard link before it appears (copies are always checked)."),
     jsonOption, verboseOption,
   ],
   discussion: """
@@ -27,6 +31,10 @@ let getCommand = CommandSpec(
     first; when the filesystems cannot clone (another filesystem, ext4, NFS), the
     object is copied and a warning says why. 'hardlink' makes the destination
     the store's own read-only file: never modify it (see Docs/CLI.md).
+    A clone or hard link is the object as it is on disk: --verify reads it
+    back first. An object found corrupt is moved to the store's quarantine/
+    and the command fails (65); with '-', objects up to 16 MiB are checked
+    before any byte is written, larger ones as they stream.
     """,
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key", "destination"])
@@ -45,7 +53,7 @@ let getCommand = CommandSpec(
     }
     let done = try store.materialize(
       digest, at: destination, mode: mode, replacing: invocation.flag("--force"),
-      durable: invocation.flag("--sync"))
+      durable: invocation.flag("--sync"), verify: invocation.flag("--verify"))
     if invocation.flag("--json") {
       Output.json(GetRecord(done))
     }

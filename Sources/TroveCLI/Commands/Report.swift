@@ -84,6 +84,12 @@ let statsCommand = CommandSpec(
       ("last sweep", s.lastSweep.map(describe) ?? "never"),
       ("for space", s.lastPressureEviction.map(describe) ?? "never"),
       ("keys", "\(s.keys)"),
+      (
+        "quarantine",
+        s.quarantinedEntries == 0
+          ? "empty"
+          : "\(s.quarantinedEntries) entries, \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
+      ),
     ]
     for (name, value) in rows {
       Output.line(name + String(repeating: " ", count: max(1, 12 - name.count)) + value)

@@ -9,7 +9,7 @@ let verifyCommand = CommandSpec(
     OptionSpec(
       names: ["--repair"], valueName: nil,
       help:
-        "Remove corrupt objects, adopt orphan files, drop rows whose file is gone, fix wrong rows, move what is not an object to quarantine/."
+        "Move corrupt objects to quarantine/, adopt orphan files, drop rows whose file is gone, fix wrong rows, move what is not an object to quarantine/."
     ),
     jsonOption,
   ],
@@ -26,7 +26,7 @@ let verifyCommand = CommandSpec(
     } else {
       let fix = report.repaired
       for digest in report.corrupt {
-        Output.line("corrupt: \(digest)\(fix ? " (removed)" : "")")
+        Output.line("corrupt: \(digest)\(fix ? " (moved to quarantine/)" : "")")
       }
       for path in report.unexpectedFiles {
         let moved = report.quarantined.contains(path)
@@ -39,7 +39,7 @@ let verifyCommand = CommandSpec(
         "checked \(report.checkedObjects) objects (\(Output.size(report.checkedBytes))) in "
           + String(format: "%.3f s", report.seconds) + ": "
           + [
-            count(report.corrupt.count, "corrupt", "removed"),
+            count(report.corrupt.count, "corrupt", "moved to quarantine/"),
             count(report.orphanFiles, "orphan files", "adopted"),
             count(report.danglingRows, "rows without a file", "dropped"),
             count(report.wrongRows, "wrong rows", "corrected"),

@@ -58,4 +58,45 @@ extension ObjectTable {
     try quarantine(name, in: fd, folderPath: folderPath)
     report.quarantined.append(folderPath + "/" + name)
   }
+
+  /// Moves one form of `digest`'s object file, found corrupt (its bytes
+  /// do not hash to its name), to `quarantine/` — if it is still the file
+  /// that was read (`inode`; the reader holds it open, so the number is
+  /// not reused): one evicted and stored again meanwhile is another file.
+  /// In one transaction: the rename, then the row made to agree — naming
+  /// the other form if there is one, else gone with its pins and keys — so
+  /// the bad bytes are never served again and a put stores good ones.
+  /// Returns where the file went; nil when it was no longer that file.
+  @discardableResult
+  func quarantineCorrupt(_ digest: Digest, compressed: Bool, inode: UInt64)
+    throws(TroveError) -> String?
+  {
+    try index().write("quarantine \(digest)", durable: true) { (tx) throws(TroveError) -> String? in
+      guard let bad = try status(digest, compressed: compressed), bad.isRegular,
+        bad.inode == inode, let folder = try openFolder(of: digest)
+      else { return nil }
+      defer { folder.close() }
+      let moved = try quarantine(
+        StoreLayout.objectName(digest, compressed: compressed), in: folder,
+        folderPath: objectsPath + "/" + StoreLayout.fanout(digest))
+      var deferred: [Digest] = []
+      _ = try reconcile(tx, digest, repair: true, deferred: &deferred)
+      return moved
+    }
+  }
+
+  /// The entries in `quarantine/` and their allocated bytes (whole trees).
+  func quarantineContents() -> (entries: Int, bytes: Int64) {
+    guard
+      let folder = try? FileDescriptor.open(
+        StoreLayout.quarantine, in: rootDirectory, [.directory, .noFollow]),
+      let names = try? folder.entries()
+    else { return (0, 0) }
+    defer { folder.close() }
+    var bytes: Int64 = 0
+    for name in names {
+      bytes += folder.removeTree(name, dryRun: true).bytes
+    }
+    return (names.count, bytes)
+  }
 }

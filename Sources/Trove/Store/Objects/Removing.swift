@@ -116,45 +116,6 @@ extension ObjectTable {
     }
   }
 
-  /// Removes one form of `digest`'s object file — a corrupt one, found by
-  /// verify — if it is still the file verify read (`inode`; verify holds
-  /// it open, so the number is not reused): one that was evicted and
-  /// stored again meanwhile is another file. When the other form is there
-  /// too, the row is made to name it, in the transaction that unlinks the
-  /// bad file; otherwise the object goes as ``drop(_:)`` removes it.
-  func drop(_ digest: Digest, compressed: Bool, inode: UInt64) throws(TroveError) {
-    let proceed = try index().write("remove \(digest)", durable: true) {
-      (tx) throws(TroveError) -> Bool in
-      guard let bad = try status(digest, compressed: compressed), bad.inode == inode else {
-        return false
-      }
-      if try status(digest, compressed: !compressed)?.isRegular == true {
-        do throws(SystemCallError) {
-          try unlinkObject(digest, compressed: compressed)
-        } catch  where error.errno == .noSuchFileOrDirectory {
-        } catch {
-          throw TroveError.system(error, "remove", path: path(digest, compressed: compressed))
-        }
-        var unmeasured: [Digest] = []
-        _ = try reconcile(tx, digest, repair: true, deferred: &unmeasured)
-        return false
-      }
-      _ = try tx.deleteObject(digest)
-      let identity = FileIdentity(bad)
-      try tx.insertRemovals(
-        [
-          Removal(
-            digest: digest, isExplicit: true, raw: compressed ? nil : identity,
-            compressed: compressed ? identity : nil)
-        ], now: currentTimeNanoseconds())
-      return true
-    }
-    if proceed {
-      let (_, _, failure) = try finishRemovals([digest])
-      if let failure { throw failure }
-    }
-  }
-
   /// Unlinks the files `removal` names, each only if the file under that
   /// name is still the one it names; whether one was unlinked. Call
   /// inside a write transaction.
