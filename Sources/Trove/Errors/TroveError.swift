@@ -119,6 +119,13 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
       default: chosen = .ioError
       }
     }
+    if error.errno == .noKey {
+      // fscrypt: the folder is encrypted and its key is not loaded.
+      return TroveError(
+        code ?? .storeUnavailable,
+        "cannot \(action) '\(path)': the store is on a locked encrypted directory (unlock it, e.g. 'fscrypt unlock')",
+        path: path, cause: error)
+    }
     return TroveError(chosen, "cannot \(action) '\(path)'", path: path, cause: error)
   }
 }

@@ -34,8 +34,11 @@ final class FetchLock {
     while true {
       attempts += 1
       let file = try attempt("open", path) { () throws(SystemCallError) in
-        try FileDescriptor.open(
-          lockName, in: folder, [.readWrite, .create, .noFollow], permissions: 0o600)
+        let file = try FileDescriptor.open(
+          lockName, in: folder, [.readWrite, .create, .noFollow],
+          permissions: store.access.sharedFileMode)
+        file.shareForStore(store.access)
+        return file
       }
       do throws(SystemCallError) {
         _ = try file.lock(exclusive: true, wait: true)
@@ -70,10 +73,7 @@ extension Store {
   func ensureFolder(_ name: String) throws(TroveError) -> FileDescriptor {
     try attempt("create store folder", root + "/" + name) {
       () throws(SystemCallError) -> FileDescriptor in
-      do throws(SystemCallError) {
-        try rootDirectory.makeDirectory(name)
-      } catch  where error.errno == .fileExists {}
-      return try FileDescriptor.open(name, in: rootDirectory, [.directory, .noFollow])
+      try rootDirectory.makeStoreFolder(name, access: access).0
     }
   }
 

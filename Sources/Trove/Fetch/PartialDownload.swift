@@ -91,7 +91,9 @@ final class PartialDownload {
     try attempt("create", path) { () throws(SystemCallError) in
       if file == nil {
         file = try FileDescriptor.open(
-          partName, in: folder, [.readWrite, .create, .noFollow], permissions: 0o600)
+          partName, in: folder, [.readWrite, .create, .noFollow],
+          permissions: store.access.sharedFileMode)
+        file?.shareForStore(store.access)
       }
       try file?.truncate(to: 0)
       try file?.seek(to: 0)
@@ -102,8 +104,10 @@ final class PartialDownload {
     let temp = StoreLayout.temporaryName("part")
     do throws(SystemCallError) {
       let fd = try FileDescriptor.open(
-        temp, in: folder, [.writeOnly, .create, .exclusive], permissions: 0o600)
+        temp, in: folder, [.writeOnly, .create, .exclusive],
+        permissions: store.access.sharedFileMode)
       defer { fd.close() }
+      fd.shareForStore(store.access)
       try fd.writeAll(Array(bytes))
       try folder.rename(temp, to: infoName, in: folder)
       self.info = info

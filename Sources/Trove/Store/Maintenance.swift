@@ -173,8 +173,11 @@ extension Store {
       do throws(SystemCallError) {
         let fd = try FileDescriptor.open(
           name, in: rootDirectory, [.readWrite, .create, .noFollow, .nonBlocking],
-          permissions: 0o644)
-        if try fd.status().isRegular { return fd }
+          permissions: access.sharedFileMode)
+        if try fd.status().isRegular {
+          fd.shareForStore(access)
+          return fd
+        }
         fd.close()
       } catch  where attempt == 0 && error.errno == .tooManySymbolicLinks {
         try? rootDirectory.removeFile(name)  // the link itself goes

@@ -23,6 +23,8 @@ public final class Store: Sendable {
   public var root: String { configuration.root }
 
   let rootDirectory: FileDescriptor
+  /// Who may read and write the store, as its root folder's mode says.
+  public let access: StoreAccess
   /// The one owner of every change to an object's state (and of the index).
   let objects: ObjectTable
   /// `st_dev` of `tmp/`: sources on this device can be cloned in.
@@ -65,12 +67,14 @@ public final class Store: Sendable {
     var opened = [rootFD]
     do throws(TroveError) {
       try Self.checkAdoptable(rootFD, root: root)
+      let access = try attempt("inspect store", root, code: .storeUnavailable) {
+        () throws(SystemCallError) in StoreAccess(rootMode: try rootFD.status().mode)
+      }
+      self.access = access
       for name in [StoreLayout.objects, StoreLayout.tmp] where configuration.createIfMissing {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
-          do throws(SystemCallError) {
-            try rootFD.makeDirectory(name)
-          } catch  where error.errno == .fileExists {}
+          try rootFD.makeStoreFolder(name, access: access).0.close()
         }
       }
       let objectsFD = try Self.openFolder(StoreLayout.objects, in: rootFD, root: root)
@@ -89,7 +93,7 @@ public final class Store: Sendable {
       rootDirectory = rootFD
       objects = ObjectTable(
         root: root, rootDirectory: rootFD, objects: objectsFD, tmp: tmpFD, filesystem: filesystem,
-        resolvedRoot: resolvedRoot, warn: configuration.onWarning ?? { _ in })
+        access: access, resolvedRoot: resolvedRoot, warn: configuration.onWarning ?? { _ in })
       // The marker first: a folder holding only `objects/` and `tmp/` is
       // a store another process is creating this moment.
       try Self.publishIfMissing(

@@ -27,6 +27,10 @@ struct FileStatus: Sendable, Equatable {
   var modificationTimeNanoseconds: Int64
   /// `st_blksize`: the filesystem's preferred I/O size.
   var blockSize: Int64
+  /// `st_uid`: the owner.
+  var owner: UInt32
+  /// `st_gid`: the group.
+  var group: UInt32
 
   init(_ s: stat) {
     size = Int64(s.st_size)
@@ -38,6 +42,8 @@ struct FileStatus: Sendable, Equatable {
     modificationTime = Int64(s.st_mtim.tv_sec)
     modificationTimeNanoseconds = Int64(s.st_mtim.tv_sec) * 1_000_000_000 + Int64(s.st_mtim.tv_nsec)
     blockSize = max(512, Int64(s.st_blksize))
+    owner = UInt32(s.st_uid)
+    group = UInt32(s.st_gid)
     changeTime = Int64(s.st_ctim.tv_sec) * 1_000_000_000 + Int64(s.st_ctim.tv_nsec)
   }
 

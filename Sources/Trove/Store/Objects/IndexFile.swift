@@ -54,6 +54,17 @@ extension ObjectTable {
       path: indexPath, resolvedPath: resolvedRoot + "/" + StoreLayout.index,
       filesystem: filesystem, blockSize: blockSize)
     index.onFull = { [weak self] in self?.releaseReserve() ?? false }
+    if access == .group {
+      // SQLite made them with the umask's mode; every member writes them.
+      for suffix in [""] + Self.indexCompanions {
+        if let file = try? FileDescriptor.open(
+          StoreLayout.index + suffix, in: rootDirectory, [.readOnly, .noFollow, .nonBlocking])
+        {
+          file.shareForStore(access)
+          file.close()
+        }
+      }
+    }
     index.onDamage = { [weak self, weak index] error in
       guard let self, let index else { return }
       let file = try? self.rootDirectory.status(of: StoreLayout.index, followSymlinks: false)

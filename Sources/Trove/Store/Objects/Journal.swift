@@ -51,6 +51,7 @@ extension ObjectTable {
         permissions: 0o644)
     else { return }
     defer { fd.close() }
+    fd.shareForStore(access)
     guard (try? fd.status().isRegular) == true, (try? fd.writeAll(bytes)) != nil else { return }
     if let size = try? fd.status().size, size > Self.journalLimit { compactJournal(tx, size: size) }
   }
@@ -79,6 +80,7 @@ extension ObjectTable {
       let fd = try FileDescriptor.open(
         temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
       defer { fd.close() }
+      fd.shareForStore(access)
       try fd.writeAll(bytes)
       try fd.sync()
       try tmpDirectory.rename(temp, to: StoreLayout.journal, in: rootDirectory)

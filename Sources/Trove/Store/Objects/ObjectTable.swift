@@ -83,6 +83,8 @@ final class ObjectTable: Sendable {
   let tmpDirectory: FileDescriptor
   /// The kind of filesystem the store is on (for the index's journal mode).
   let filesystem: FilesystemKind
+  /// Who may read and write the store: the modes of what the table makes.
+  let access: StoreAccess
   /// The store's root folder by a path with no symbolic link, for SQLite.
   let resolvedRoot: String
   /// Told, in one line, of what the store repaired on its own.
@@ -96,9 +98,11 @@ final class ObjectTable: Sendable {
 
   init(
     root: String, rootDirectory: FileDescriptor, objects: FileDescriptor, tmp: FileDescriptor,
-    filesystem: FilesystemKind, resolvedRoot: String, warn: @escaping @Sendable (String) -> Void
+    filesystem: FilesystemKind, access: StoreAccess, resolvedRoot: String,
+    warn: @escaping @Sendable (String) -> Void
   ) {
     self.root = root
+    self.access = access
     self.resolvedRoot = resolvedRoot
     self.warn = warn
     self.rootDirectory = rootDirectory

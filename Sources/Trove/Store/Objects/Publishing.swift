@@ -136,13 +136,16 @@ extension ObjectTable {
     let name = StoreLayout.fanout(digest)
     let folderPath = objectsPath + "/" + name
     do throws(SystemCallError) {
-      var created = false
-      do throws(SystemCallError) {
-        try objectsDirectory.makeDirectory(name)
-        created = true
-      } catch  where error.errno == .fileExists {}
-      if created { try objectsDirectory.sync() }
-      return try FileDescriptor.open(name, in: objectsDirectory, [.directory, .noFollow])
+      let (folder, created) = try objectsDirectory.makeStoreFolder(name, access: access)
+      if created {
+        do throws(SystemCallError) {
+          try objectsDirectory.sync()
+        } catch {
+          folder.close()
+          throw error
+        }
+      }
+      return folder
     } catch  where error.errno.meansNotAFolder {
       throw TroveError(
         .corruptObject,

@@ -22,11 +22,7 @@ extension ObjectTable {
       relative.split(separator: "/").joined(separator: "-") + "."
       + String(UInt32.random(in: .min ... .max), radix: 16)
     return try attempt("quarantine", folderPath + "/" + name) { () throws(SystemCallError) in
-      do throws(SystemCallError) {
-        try rootDirectory.makeDirectory(StoreLayout.quarantine)
-      } catch  where error.errno == .fileExists {}
-      let quarantine = try FileDescriptor.open(
-        StoreLayout.quarantine, in: rootDirectory, [.directory, .noFollow])
+      let quarantine = try rootDirectory.makeStoreFolder(StoreLayout.quarantine, access: access).0
       defer { quarantine.close() }
       try folder.renameWithoutReplacing(name, to: newName, in: quarantine)
       return quarantinePath + "/" + newName

@@ -1,0 +1,188 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Who may read and write a store: the Linux counterpart of the seeds'
+/// protection classes (one user's private data, or data a team shares).
+///
+/// The store's root folder says which, so that every process — whatever
+/// its umask — makes new folders and files alike: a root with the setgid
+/// bit and group read, write and search (`2770`) is shared by its group;
+/// anything else is private to its owner.
+public enum StoreAccess: String, Sendable, Hashable, Codable, CaseIterable {
+  /// Only the owner: folders `0700`, files `0600`/`0644` inside them.
+  case `private`
+  /// The root folder's group: folders `2770` (setgid, so everything made
+  /// in them belongs to the group), files that every member writes (the
+  /// index, locks, the journal, partial downloads) `0660`, objects
+  /// read-only `0444` and owned by whoever stored them. Members can read
+  /// every object and store their own; none can change an object's bytes
+  /// (Trove never replaces an object file, and none is writable), and
+  /// anyone outside the group is refused by the root folder's mode.
+  case group
+
+  /// The mode of every folder in the store.
+  var folderMode: mode_t { self == .group ? 0o2770 : 0o700 }
+  /// The mode of files any writer of the store opens to write (the index
+  /// and its journal, locks, the references log, partial downloads).
+  var sharedFileMode: mode_t { self == .group ? 0o660 : 0o644 }
+
+  /// The access a root folder of `mode` gives.
+  init(rootMode mode: UInt32) {
+    self = mode & 0o2070 == 0o2070 ? .group : .private
+  }
+}
+
+extension FileDescriptor {
+  /// Creates folder `name` here for a store with `access`, and opens it
+  /// (never through a symbolic link); one that exists is opened as it is.
+  /// A folder made here gets exactly `access`'s mode, whatever the umask.
+  /// Returns it and whether it was made.
+  func makeStoreFolder(_ name: String, access: StoreAccess) throws(SystemCallError)
+    -> (FileDescriptor, created: Bool)
+  {
+    var created = false
+    do throws(SystemCallError) {
+      try makeDirectory(name, permissions: access.folderMode)
+      created = true
+    } catch  where error.errno == .fileExists {}
+    let folder = try FileDescriptor.open(name, in: self, [.directory, .noFollow])
+    if created && access == .group {
+      do throws(SystemCallError) {
+        try folder.setPermissions(access.folderMode)
+      } catch {
+        folder.close()
+        throw error
+      }
+    }
+    return (folder, created)
+  }
+
+  /// Gives a file this process just created `access`'s shared-file mode
+  /// (the umask may have taken group write away). Best effort: a file
+  /// another user made keeps the mode they gave it.
+  func shareForStore(_ access: StoreAccess) {
+    guard access == .group else { return }
+    try? setPermissions(access.sharedFileMode)
+  }
+}
+
+extension FileDescriptor {
+  /// Gives the file the group `gid` (its owner stays). `fchown(2)`.
+  func setGroup(_ gid: UInt32) throws(SystemCallError) {
+    _ = try Sys.call("fchown") { fchown(rawValue, uid_t.max, gid) }
+  }
+
+  /// Gives `name` here the group `gid`, never following a symbolic link.
+  /// `fchownat(2)` with AT_SYMLINK_NOFOLLOW.
+  func setGroup(of name: String, _ gid: UInt32) throws(SystemCallError) {
+    _ = try Sys.call("fchownat") {
+      fchownat(rawValue, name, uid_t.max, gid, AT_SYMLINK_NOFOLLOW)
+    }
+  }
+}
+
+/// What ``Store/setAccess(_:)`` changed, and what it could not.
+public struct AccessChange: Sendable, Hashable, Codable {
+  /// The access the store has now.
+  public var access: StoreAccess
+  /// The group it is shared with (the root folder's), by number.
+  public var groupID: UInt32
+  /// Folders and files whose mode or group was set.
+  public var changed = 0
+  /// Those that could not be (another user's files: run as their owner,
+  /// or as root), one line each for the first 20.
+  public var failures: [String] = []
+}
+
+extension Store {
+  /// Makes the store private to its owner, or shared with its root
+  /// folder's group (`chgrp` the folder to the team's group first): sets
+  /// the root folder's mode, then every folder's (`2770` or `0700`) and
+  /// group, the files every writer opens (the index, locks, the journal,
+  /// partial downloads: `0660` or `0644`), and the group of every object
+  /// (objects stay read-only, `0444`). Nothing is followed through a
+  /// symbolic link. Files another user owns cannot be changed by this
+  /// process: they are listed in the result. O(files in the store).
+  ///
+  /// This `Store` keeps the access it was opened with: open the store
+  /// again to write with the new one.
+  public func setAccess(_ access: StoreAccess) throws(TroveError) -> AccessChange {
+    let gid = try attempt("inspect store", root) { () throws(SystemCallError) -> UInt32 in
+      try rootDirectory.status().group
+    }
+    var change = AccessChange(access: access, groupID: gid)
+    try attempt("change access of", root) { () throws(SystemCallError) in
+      try rootDirectory.setPermissions(access.folderMode)
+    }
+    change.changed += 1
+    func note(_ path: String, _ error: SystemCallError) {
+      if change.failures.count < 20 {
+        change.failures.append(TroveError.system(error, "change access of", path: path).description)
+      }
+    }
+    /// Walks `folder` (at `path`): sub-folders get the folder mode; files
+    /// the shared mode when `shared` says so; all get the group.
+    func walk(_ folder: FileDescriptor, _ path: String, shared: (String) -> Bool, depth: Int) {
+      guard let names = try? folder.entries() else { return }
+      for name in names {
+        guard let status = try? folder.status(of: name, followSymlinks: false) else { continue }
+        let here = path + "/" + name
+        if status.isDirectory {
+          guard depth > 0,
+            let sub = try? FileDescriptor.open(name, in: folder, [.directory, .noFollow])
+          else { continue }
+          defer { sub.close() }
+          do throws(SystemCallError) {
+            try sub.setGroup(gid)
+            try sub.setPermissions(access.folderMode)
+            change.changed += 1
+          } catch {
+            note(here, error)
+          }
+          walk(sub, here, shared: shared, depth: depth - 1)
+        } else if status.isRegular && shared(name) {
+          do throws(SystemCallError) {
+            let file = try FileDescriptor.open(
+              name, in: folder, [.readOnly, .noFollow, .nonBlocking])
+            defer { file.close() }
+            try file.setGroup(gid)
+            try file.setPermissions(access.sharedFileMode)
+            change.changed += 1
+          } catch {
+            note(here, error)
+          }
+        } else if status.isRegular {
+          do throws(SystemCallError) {
+            try folder.setGroup(of: name, gid)
+            change.changed += 1
+          } catch {
+            note(here, error)
+          }
+        }
+      }
+    }
+    let sharedAtRoot = Set(
+      [StoreLayout.sweepLock, StoreLayout.journal, StoreLayout.index]
+        + ObjectTable.indexCompanions.map { StoreLayout.index + $0 })
+    func walkFolder(_ name: String, shared: Bool) {
+      guard let folder = try? FileDescriptor.open(name, in: rootDirectory, [.directory, .noFollow])
+      else { return }
+      defer { folder.close() }
+      do throws(SystemCallError) {
+        try folder.setGroup(gid)
+        try folder.setPermissions(access.folderMode)
+        change.changed += 1
+      } catch {
+        note(root + "/" + name, error)
+      }
+      walk(folder, root + "/" + name, shared: { _ in shared }, depth: 2)
+    }
+    walk(rootDirectory, root, shared: { sharedAtRoot.contains($0) }, depth: 0)
+    for name in [StoreLayout.objects, StoreLayout.tmp, StoreLayout.quarantine] {
+      walkFolder(name, shared: false)
+    }
+    for name in [StoreLayout.partial, StoreLayout.locks] { walkFolder(name, shared: true) }
+    return change
+  }
+}
