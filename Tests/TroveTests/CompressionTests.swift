@@ -281,22 +281,28 @@ struct CompressionTests {
     } throws: { ($0 as? TroveError)?.code == .corruptObject && "\($0)".contains("zstd") }
     #expect(!FileManager.default.fileExists(atPath: scratch["out"]))
     #expect(scratch.list("").sorted() == ["store"])
+    // Found corrupt, the object went to quarantine/: never served again.
+    #expect(scratch.list("store/quarantine").count == 1)
+    #expect(try store.contains(digest) == false)
     #expect(throws: TroveError.self) { try store.bytes(for: digest) }
     let cli = try CLI.run(["--store", scratch["store"], "get", digest.description, scratch["cli"]])
-    #expect(cli.status == 65 && cli.errorLines.count == 1)
-    // A valid frame of other bytes under this name: caught by the digest.
+    #expect(cli.status == 1 && cli.errorLines.count == 1)
+    // Stored again, then a valid frame of other bytes under its name:
+    // caught by the digest, by the CLI as by the library.
+    #expect(try store.put(bytes: data).digest == digest)
     let other = try store.put(bytes: Self.text(1 << 20, seed: 15)).digest
     try FileManager.default.removeItem(atPath: object)
     try FileManager.default.copyItem(
       atPath: scratch["store/objects/\(other.hex.prefix(2))/\(other.hex).zst"], toPath: object)
-    #expect {
-      try store.materialize(digest, at: scratch["out"])
-    } throws: {
-      ($0 as? TroveError)?.code == .corruptObject && "\($0)".contains("hash to \(other)")
-    }
-    let report = try store.verify(repair: true)
-    #expect(report.corrupt == [digest])
+    let swapped = try CLI.run([
+      "--store", scratch["store"], "get", digest.description, scratch["cli"],
+    ])
+    #expect(swapped.status == 65 && swapped.errorLines.count == 1, "\(swapped.stderr)")
+    #expect(swapped.stderr.contains("hash to \(other)"), "\(swapped.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: scratch["cli"]))
+    #expect(scratch.list("store/quarantine").count == 2)
     #expect(try store.contains(digest) == false)
+    #expect(try store.verify(repair: true).isClean)
   }
 
   @Test("compression settings are validated with the accepted forms")

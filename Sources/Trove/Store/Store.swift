@@ -74,7 +74,9 @@ public final class Store: Sendable {
       for name in [StoreLayout.objects, StoreLayout.tmp] where configuration.createIfMissing {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
-          try rootFD.makeStoreFolder(name, access: access).0.close()
+          do throws(SystemCallError) {
+            try rootFD.makeStoreFolder(name, access: access).0.close()
+          } catch  where error.errno.meansNotAFolder {}  // said below, when it is opened
         }
       }
       let objectsFD = try Self.openFolder(StoreLayout.objects, in: rootFD, root: root)
