@@ -12,6 +12,7 @@ enum ExitStatus {
   static let ioError: Int32 = 74  // EX_IOERR
   static let tryAgain: Int32 = 75  // EX_TEMPFAIL
   static let permission: Int32 = 77  // EX_NOPERM
+  static let config: Int32 = 78  // EX_CONFIG
 
   /// The status for a library error.
   static func of(_ error: TroveError) -> Int32 {
@@ -24,6 +25,8 @@ enum ExitStatus {
     case .cloneUnsupported, .linkUnsupported, .storedCompressed: return unavailable
     case .corruptObject, .unsupportedFormat, .checksumMismatch, .indexDamaged: return dataError
     case .unavailable: return unavailable
+    case .tooLarge: return dataError
+    case .invalidConfig: return config
     case .busy, .lowOnSpace, .transferFailed: return tryAgain
     case .storeUnavailable:
       switch error.cause?.errno {

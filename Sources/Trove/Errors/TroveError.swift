@@ -60,6 +60,13 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     /// Bytes do not match what their publisher said (`--expect`,
     /// `--expect-size`): nothing was stored.
     public static let checksumMismatch = Code(rawValue: "checksum-mismatch")
+    /// An input is larger than the store's `max-object-size` allows:
+    /// nothing was stored.
+    public static let tooLarge = Code(rawValue: "too-large")
+    /// The store's `config.json` holds a setting that cannot be used (or is
+    /// not readable): what depends on the policy is refused until it is
+    /// repaired (`trove config set`, `trove config reset`).
+    public static let invalidConfig = Code(rawValue: "invalid-config")
     /// A download failed in a way that may pass (a dropped connection, a
     /// stall, a body cut short, HTTP 408, 429 or 5xx), after its retries.
     public static let transferFailed = Code(rawValue: "transfer-failed")

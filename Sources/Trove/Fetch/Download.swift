@@ -25,6 +25,8 @@ final class Download: HTTPBodySink {
   let part: PartialDownload?
   /// Where the asked range starts (0: the whole body was asked for).
   let offset: Int64
+  /// The lengths the body may have (`--expect-size`, `max-object-size`).
+  let limit: SizeLimit
   private let progressHandler: (@Sendable (FetchProgress) -> Void)?
 
   private(set) var answer: Answer?
@@ -55,12 +57,14 @@ final class Download: HTTPBodySink {
 
   init(
     store: Store, request: FetchRequest, part: PartialDownload?, offset: Int64,
-    algorithms: Set<ChecksumAlgorithm>, progress: (@Sendable (FetchProgress) -> Void)?
+    algorithms: Set<ChecksumAlgorithm>, limit: SizeLimit,
+    progress: (@Sendable (FetchProgress) -> Void)?
   ) {
     self.store = store
     self.request = request
     self.part = part
     self.offset = offset
+    self.limit = limit
     progressHandler = progress
     shaHashers = algorithms.subtracting([.xxh128]).sorted { $0.rawValue < $1.rawValue }.map {
       SHA2Hasher($0)
@@ -116,19 +120,14 @@ final class Download: HTTPBodySink {
     } else {
       total = head.field("content-length").flatMap { Int64($0) }
     }
-    if let expected = request.expectedSize, let total, total != expected {
-      return stop(
-        TroveError(
-          .checksumMismatch,
-          "'\(request.url)' is \(total) bytes, expected \(expected) (--expect-size)",
-          value: request.url))
-    }
     do throws(TroveError) {
+      if let total { try limit.checkAnnounced(total) }
       if let part, offset == 0, let total, total <= Self.smallBody {
         // Too small to be worth resuming: a private writer (which may
         // compress as it goes) saves the part file's metadata work.
         if part.length > 0 || part.info != nil { part.discard() }
-        writer = try store.makeWriter(expectedSize: total, priority: request.priority)
+        writer = try store.makeWriter(
+          expectedSize: total, priority: request.priority, source: request.url)
       } else if let part {
         if offset > 0 {
           try part.rehash { bytes in
@@ -141,7 +140,8 @@ final class Download: HTTPBodySink {
         sweeps = try store.admit(
           size: total.map { $0 - offset }, priority: request.priority, input: request.url)
       } else {
-        writer = try store.makeWriter(expectedSize: total, priority: request.priority)
+        writer = try store.makeWriter(
+          expectedSize: total, priority: request.priority, source: request.url)
       }
     } catch {
       return stop(error)
@@ -171,6 +171,13 @@ final class Download: HTTPBodySink {
 
   func write(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer {
     guard case .body = answer else { return .accepted }  // a 304 has no body
+    // Past the expected size or the store's limit: no byte of it is kept.
+    do throws(TroveError) {
+      try limit.checkReceived(offset + received + Int64(bytes.count))
+    } catch {
+      _ = stop(error)
+      return .stop
+    }
     var rest = bytes
     while !rest.isEmpty {
       let n = min(rest.count, buffer.count - buffered)
@@ -181,13 +188,6 @@ final class Download: HTTPBodySink {
       if buffered == buffer.count, !flush() { return .stop }
     }
     received += Int64(bytes.count)
-    if let limit = request.expectedSize, offset + received > limit {
-      _ = stop(
-        TroveError(
-          .checksumMismatch,
-          "'\(request.url)' is longer than \(limit) bytes (--expect-size)", value: request.url))
-      return .stop
-    }
     return .accepted
   }
 

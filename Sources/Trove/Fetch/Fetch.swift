@@ -29,8 +29,11 @@ extension Store {
   /// - Throws: `.notFound` (HTTP 404 or 410; a miss with `.offline`),
   ///   `.checksumMismatch`, `.transferFailed` (transient, after retries),
   ///   `.unavailable` (no such host, refused, TLS, other HTTP failures),
-  ///   `.invalidArgument` (not an http or https URL), and the store's
-  ///   own errors (`.noSpace`, `.ioError`…).
+  ///   `.invalidArgument` (not an http or https URL), `.tooLarge` (a body
+  ///   longer than the policy's ``CachePolicy/maximumObjectSize``, refused at
+  ///   its `Content-Length` or as soon as it passes it), `.invalidConfig`
+  ///   (the store's settings cannot be used: no fetch is made, not even
+  ///   from the cache), and the store's own errors (`.noSpace`, `.ioError`…).
   public func fetch(
     _ request: FetchRequest, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
@@ -43,7 +46,7 @@ extension Store {
     _ request: FetchRequest, options: FetchOptions, client: HTTPClient,
     progress: (@Sendable (FetchProgress) -> Void)?
   ) throws(TroveError) -> FetchResult {
-    var fetcher = Fetcher(
+    var fetcher = try Fetcher(
       store: self, request: request, options: options, client: client, progress: progress)
     return try fetcher.run()
   }
@@ -56,6 +59,8 @@ private struct Fetcher {
   let options: FetchOptions
   let client: HTTPClient
   let progress: (@Sendable (FetchProgress) -> Void)?
+  /// The store's policy: what every body is checked against and hashed for.
+  let policy: CachePolicy
   let started = ContinuousClock.now
   var url: String { request.url }
   /// Body bytes received by this fetch.
@@ -66,12 +71,15 @@ private struct Fetcher {
   init(
     store: Store, request: FetchRequest, options: FetchOptions, client: HTTPClient,
     progress: (@Sendable (FetchProgress) -> Void)?
-  ) {
+  ) throws(TroveError) {
     self.store = store
     self.request = request
     self.options = options
     self.client = client
     self.progress = progress
+    // Settings that cannot be used stop a fetch before anything else, even
+    // one the store could serve: what a fetch does never depends on luck.
+    policy = try store.policy()
   }
 
   mutating func run() throws(TroveError) -> FetchResult {
@@ -171,11 +179,7 @@ private struct Fetcher {
   func verify(_ digest: Digest, size: Int64, computed: [Checksum] = []) throws(TroveError)
     -> [Checksum]
   {
-    if let expected = request.expectedSize, expected != size {
-      throw TroveError(
-        .checksumMismatch, "'\(url)' is \(size) bytes, expected \(expected) (--expect-size)",
-        value: url)
-    }
+    try SizeLimit(source: url, expected: request.expectedSize, maximum: nil).checkComplete(size)
     guard !request.expected.isEmpty else { return [] }
     var known = Dictionary(computed.map { ($0.algorithm, $0) }) { a, _ in a }
     known[.xxh128] = Checksum(digest)
@@ -205,8 +209,9 @@ private struct Fetcher {
     var retries = 0
     var restarts = 0
     // The policy's checksums are computed on every body, in the same pass.
-    let always = (try? store.policy().checksums) ?? []
-    let algorithms = Set(request.expected.map(\.algorithm)).union(always)
+    let algorithms = Set(request.expected.map(\.algorithm)).union(policy.checksums)
+    let limit = SizeLimit(
+      source: url, expected: request.expectedSize, maximum: policy.maximumObjectSize)
     func restart(_ why: String) throws(TroveError) {
       restarts += 1
       if restarts > 3 {
@@ -225,14 +230,16 @@ private struct Fetcher {
       }
       let download = Download(
         store: store, request: request, part: part, offset: offset, algorithms: algorithms,
-        progress: progress)
+        limit: limit, progress: progress)
       let outcome = client.perform(
         HTTPRequest(url: url, headers: headers, resumeFrom: offset, options: options),
         into: download)
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }
       if let failure = download.failure {
-        download.abandon(discardingPart: failure.code == .checksumMismatch)
+        // Bytes known to be wrong, or more than the store takes: not kept.
+        download.abandon(
+          discardingPart: failure.code == .checksumMismatch || failure.code == .tooLarge)
         throw failure
       }
       switch download.answer {

@@ -37,10 +37,15 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// XXH3-128) and records beside the object, so that a later `sha256:`
   /// look-up finds it; empty: only those a fetch is asked to expect.
   public var checksums: [ChecksumAlgorithm] = []
+  /// The most bytes one object may have: a put or fetch of more is refused
+  /// before its first byte when its length is known, and stopped as soon as
+  /// it passes the limit when it streams (``TroveError/Code/tooLarge``);
+  /// nil for no limit.
+  public var maximumObjectSize: Int64?
 
   /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
-  /// the volume kept free, leftovers removed after an hour.
-  /// No compression.
+  /// the volume kept free, leftovers removed after an hour, no limit on an
+  /// object's size. No compression.
   public static let `default` = CachePolicy(
     budget: nil, maxAge: nil, lowWater: 0.9, accessResolution: 60,
     minimumFree: .percent(10), temporaryMaxAge: 3600)
@@ -49,7 +54,8 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   public init(
     budget: Int64?, maxAge: Int64?, lowWater: Double, accessResolution: Int64,
     minimumFree: FreeSpaceThreshold, temporaryMaxAge: Int64, compression: Compression = .none,
-    compressionWorkers: Int32 = 0, compressionMinimumSize: Int64 = 64 * 1024
+    compressionWorkers: Int32 = 0, compressionMinimumSize: Int64 = 64 * 1024,
+    maximumObjectSize: Int64? = nil
   ) {
     self.budget = budget
     self.maxAge = maxAge
@@ -60,6 +66,7 @@ public struct CachePolicy: Sendable, Hashable, Codable {
     self.compression = compression
     self.compressionWorkers = compressionWorkers
     self.compressionMinimumSize = compressionMinimumSize
+    self.maximumObjectSize = maximumObjectSize
   }
 }
 
@@ -126,12 +133,13 @@ public enum FreeSpaceThreshold: Sendable, Hashable, Codable, CustomStringConvert
 
 /// The settings `trove config` knows, with their parsers and the forms
 /// they accept.
-public enum PolicyKey: String, CaseIterable, Sendable {
+public enum PolicyKey: String, CaseIterable, Sendable, Codable {
   case budget
   case maxAge = "max-age"
   case lowWater = "low-water"
   case accessResolution = "access-resolution"
   case minimumFree = "min-free"
+  case maximumObjectSize = "max-object-size"
   case temporaryMaxAge = "tmp-max-age"
   case compression
   case compressionWorkers = "compression-workers"
@@ -146,6 +154,7 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .lowWater: return "fraction of the budget a sweep trims to"
     case .accessResolution: return "reads record access only when the last is older than this"
     case .minimumFree: return "free space the volume keeps; below it optional puts are skipped"
+    case .maximumObjectSize: return "largest object a put or fetch may store (none: no limit)"
     case .temporaryMaxAge: return "in-flight files idle this long are removed by sweeps"
     case .compression: return "how new objects are stored (recompress rewrites old ones)"
     case .compressionWorkers: return "zstd threads for large objects (0: none)"
@@ -163,6 +172,7 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .lowWater: return "a ratio above 0 and at most 1, such as 0.9"
     case .accessResolution: return "a duration up to 36500d such as 60s, 5m or 0"
     case .minimumFree: return "a percentage such as 10% or a size such as 1G"
+    case .maximumObjectSize: return "a size such as 10G or 500M, or 'none'"
     case .temporaryMaxAge: return "a duration from 1s to 36500d such as 1h or 30m"
     case .compression:
       return
@@ -181,6 +191,8 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     case .lowWater: return "\(policy.lowWater)"
     case .accessResolution: return Quantities.formatDuration(policy.accessResolution)
     case .minimumFree: return policy.minimumFree.description
+    case .maximumObjectSize:
+      return policy.maximumObjectSize.map { Quantities.formatSize($0) } ?? "none"
     case .temporaryMaxAge: return Quantities.formatDuration(policy.temporaryMaxAge)
     case .compression: return policy.compression.description
     case .compressionWorkers: return "\(policy.compressionWorkers)"
@@ -191,7 +203,9 @@ public enum PolicyKey: String, CaseIterable, Sendable {
     }
   }
 
-  /// Sets the setting in `policy` from `text`.
+  /// Sets the setting in `policy` from `text`: the one validation of a
+  /// setting, made by `trove config set` and by every read of a store's
+  /// `config.json` (a number there is read as bytes, seconds or a ratio).
   ///
   /// - Throws: `.invalidArgument` quoting `text` and listing the accepted forms.
   public func set(_ text: String, in policy: inout CachePolicy) throws(TroveError) {
@@ -227,6 +241,13 @@ public enum PolicyKey: String, CaseIterable, Sendable {
         guard let size = Quantities.parseSize(text) else { throw invalid }
         policy.minimumFree = .bytes(size)
       }
+    case .maximumObjectSize:
+      if none {
+        policy.maximumObjectSize = nil
+        return
+      }
+      guard let size = Quantities.parseSize(text) else { throw invalid }
+      policy.maximumObjectSize = size
     case .temporaryMaxAge:
       guard let seconds = Quantities.parseDuration(text), seconds > 0 else { throw invalid }
       policy.temporaryMaxAge = seconds

@@ -19,6 +19,12 @@ public enum Quantities {
       "tib": 1_099_511_627_776,
     ]
     guard let multiplier = multipliers[unit.lowercased()] else { return nil }
+    // Whole numbers exactly (a Double holds only 53 bits): a size read
+    // back from config.json is the size written.
+    if let whole = Int64(number) {
+      let (bytes, overflow) = whole.multipliedReportingOverflow(by: Int64(multiplier))
+      return overflow ? nil : bytes
+    }
     let bytes = (value * multiplier).rounded()
     guard bytes < 9.2e18 else { return nil }
     return Int64(bytes)

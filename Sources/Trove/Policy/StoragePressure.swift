@@ -78,7 +78,7 @@ extension Store {
     return FreeSpace(available: space.available, total: space.total, threshold: threshold)
   }
 
-  private func volumeSpace() throws(TroveError) -> (available: Int64, total: Int64) {
+  func volumeSpace() throws(TroveError) -> (available: Int64, total: Int64) {
     try attempt("inspect", root) { () throws(SystemCallError) in
       try Sys.spaceAvailable(at: root)
     }

@@ -8,6 +8,10 @@ import Foundation
 /// One writer belongs to one task at a time. A write that fails discards
 /// the writer; later writes and ``commit()`` throw that failure again.
 ///
+/// A write that takes the bytes past the store's `max-object-size` fails
+/// (`.tooLarge`) before any of its bytes are written, and discards the
+/// writer: an endless stream stops there.
+///
 /// With compression on, the first 256 KiB are held back and sampled: bytes
 /// that compress go into a zstd frame as they arrive (one pass, no raw
 /// copy); others are written raw. A stream of unknown length gets a frame
@@ -28,6 +32,8 @@ public final class BlobWriter {
   /// Whether `expectedSize` is certain (bytes in memory), so a frame may
   /// record it as its content size.
   private let sizeIsExact: Bool
+  /// The lengths the bytes may have: checked as they arrive and at commit.
+  let limit: SizeLimit
   private var hasher = XXH3Hasher()
   /// Bytes written by the caller.
   private var size: Int64 = 0
@@ -54,8 +60,10 @@ public final class BlobWriter {
 
   init(
     store: Store, expectedSize: Int64?, sizeIsExact: Bool = false, mayCompress: Bool = false,
-    priority: PutPriority = .important, sweeps: [SweepReport] = []
+    priority: PutPriority = .important, sweeps: [SweepReport] = [], limit: SizeLimit
   ) throws(TroveError) {
+    // The policy before the temp file: settings that cannot be used leave nothing.
+    let policy = try store.currentSettings().policy
     let name = StoreLayout.temporaryName("put")
     file = try attempt("create temporary file in", store.tmpPath) { () throws(SystemCallError) in
       try FileDescriptor.open(
@@ -66,8 +74,9 @@ public final class BlobWriter {
     self.expectedSize = expectedSize
     self.sizeIsExact = sizeIsExact && expectedSize != nil
     self.sweeps = sweeps
+    self.limit = limit
     writes = PressuredWrites(store: store, priority: priority)
-    if mayCompress, let policy = try? store.currentSettings().policy, policy.compression != .none {
+    if mayCompress, policy.compression != .none {
       sample = UnsafeMutableRawBufferPointer.allocate(
         byteCount: CachePolicy.sampleSize, alignment: 4096)
     }
@@ -105,9 +114,10 @@ public final class BlobWriter {
   /// Appends `bytes`.
   public func write(_ bytes: UnsafeRawBufferPointer) throws(TroveError) {
     try requireOpen("write")
-    hasher.update(bytes)
-    size += Int64(bytes.count)
     do throws(TroveError) {
+      try limit.checkReceived(size + Int64(bytes.count))
+      hasher.update(bytes)
+      size += Int64(bytes.count)
       var rest = bytes
       if let held = sample {
         let n = min(rest.count, held.count - sampled)
@@ -221,6 +231,7 @@ public final class BlobWriter {
     } catch {
       throw fail(TroveError.system(error, "read", path: path))
     }
+    do throws(TroveError) { try limit.checkReceived(size) } catch { throw fail(error) }
   }
 
   /// Publishes the bytes written so far under their digest. If the store
@@ -233,6 +244,7 @@ public final class BlobWriter {
   func commit(method: IngestMethod) throws(TroveError) -> PutResult {
     try requireOpen("commit")
     do throws(TroveError) {
+      try limit.checkComplete(size)
       // A stream that ended within the sample is written raw and judged
       // below with its real length.
       try settle(compressing: false)

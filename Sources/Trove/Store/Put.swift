@@ -45,14 +45,23 @@ extension Store {
   /// hashed first, and a re-put of known bytes writes nothing.
   /// Memory is bounded (one 1 MiB buffer) whatever the size.
   ///
+  /// Give `expectedSize` when you know how long the file must be (as
+  /// `trove put --expect-size` does): a file of another length is refused,
+  /// and one that grows past it while it is read is stopped there. A file
+  /// larger than the policy's ``CachePolicy/maximumObjectSize`` is refused
+  /// before anything is read, and stopped as soon as it passes it if it
+  /// grows.
+  ///
   /// - Throws: `.sourceMissing`, `.sourceNotFile` (a directory),
   ///   `.permissionDenied`, `.noSpace` (naming `path` when it cannot fit
   ///   even if every unpinned entry were evicted), `.lowOnSpace`
-  ///   (`.opportunistic` below `min-free`), `.ioError`; nothing is left in
-  ///   the store when it throws.
-  public func put(file path: String, priority: PutPriority = .important) throws(TroveError)
-    -> PutResult
-  {
+  ///   (`.opportunistic` below `min-free`), `.checksumMismatch` (not
+  ///   `expectedSize` bytes), `.tooLarge` (more than `max-object-size`),
+  ///   `.invalidConfig` (the store's settings cannot be used), `.ioError`;
+  ///   nothing is left in the store when it throws.
+  public func put(
+    file path: String, expectedSize: Int64? = nil, priority: PutPriority = .important
+  ) throws(TroveError) -> PutResult {
     let source: FileDescriptor
     do throws(SystemCallError) {
       source = try FileDescriptor.open(path)
@@ -62,26 +71,39 @@ extension Store {
       throw TroveError.system(error, "read", path: path)
     }
     defer { source.close() }
-    return try ingest(source, path: path, priority: priority)
+    return try ingest(source, path: path, expectedSize: expectedSize, priority: priority)
   }
 
   /// Stores everything `handle` yields until its end (standard input, a
   /// pipe, a socket): one pass, bounded memory. A regular file (`< FILE`)
-  /// is stored the way ``put(file:priority:)`` stores it, from its current offset.
-  public func put(reading handle: FileHandle, priority: PutPriority = .important)
-    throws(TroveError) -> PutResult
-  {
+  /// is stored the way ``put(file:expectedSize:priority:)`` stores it, from
+  /// its current offset.
+  ///
+  /// A stream is read only until it passes `expectedSize`, when given, or
+  /// the policy's ``CachePolicy/maximumObjectSize``: then the put fails
+  /// (`.checksumMismatch`, `.tooLarge`) and stores nothing, so an endless
+  /// stream ends.
+  public func put(
+    reading handle: FileHandle, expectedSize: Int64? = nil, priority: PutPriority = .important
+  ) throws(TroveError) -> PutResult {
     try ingest(
-      FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", priority: priority)
+      FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>",
+      expectedSize: expectedSize, priority: priority)
   }
 
   /// Stores `bytes`. When an object of their size is stored, they are
   /// hashed first, and bytes the store holds cost nothing more: no write,
   /// and no eviction to make room for them.
+  ///
+  /// - Throws: `.tooLarge` for more than the policy's
+  ///   ``CachePolicy/maximumObjectSize``, and the errors of
+  ///   ``put(file:expectedSize:priority:)``.
   public func put(bytes: some ContiguousBytes, priority: PutPriority = .important)
     throws(TroveError) -> PutResult
   {
     let count = bytes.withUnsafeBytes { Int64($0.count) }
+    let limit = try sizeLimit(for: "<bytes>", expected: nil)
+    try limit.checkAnnounced(count)
     if count > 0,
       try index().read(
         "look up size",
@@ -97,7 +119,7 @@ extension Store {
     let sweeps = try admit(size: count, priority: priority, input: "<bytes>")
     let writer = try BlobWriter(
       store: self, expectedSize: count, sizeIsExact: true, mayCompress: true,
-      priority: priority, sweeps: sweeps)
+      priority: priority, sweeps: sweeps, limit: limit)
     try writer.write(bytes)
     return try writer.commit(method: .stream)
   }
@@ -110,20 +132,46 @@ extension Store {
   /// and a full disk is met by evicting what is still to come. An
   /// `.opportunistic` writer is refused (`.lowOnSpace`) when the volume is
   /// below the policy's minimum free space.
+  ///
+  /// A write that takes the bytes past the policy's
+  /// ``CachePolicy/maximumObjectSize`` fails (`.tooLarge`) and discards
+  /// the writer; an `expectedSize` above it is refused here.
   public func makeWriter(expectedSize: Int64? = nil, priority: PutPriority = .important)
     throws(TroveError) -> BlobWriter
   {
-    let sweeps = try admit(size: expectedSize, priority: priority, input: "<stream>")
+    try makeWriter(expectedSize: expectedSize, priority: priority, source: "<stream>")
+  }
+
+  /// A writer for bytes from `source` (a URL, for messages).
+  func makeWriter(expectedSize: Int64?, priority: PutPriority, source: String)
+    throws(TroveError) -> BlobWriter
+  {
+    let limit = try sizeLimit(for: source, expected: nil)
+    if let expectedSize { try limit.checkAnnounced(expectedSize, isExact: false) }
+    let sweeps = try admit(size: expectedSize, priority: priority, input: source)
     return try BlobWriter(
       store: self, expectedSize: expectedSize, mayCompress: true, priority: priority,
-      sweeps: sweeps)
+      sweeps: sweeps, limit: limit)
+  }
+
+  /// The lengths an input from `source` may have: `expected`, and the
+  /// policy's `max-object-size`.
+  ///
+  /// - Throws: `.invalidConfig` when the store's settings cannot be used.
+  func sizeLimit(for source: String, expected: Int64?) throws(TroveError) -> SizeLimit {
+    SizeLimit(
+      source: source, expected: expected,
+      maximum: try currentSettings().policy.maximumObjectSize)
   }
 
   /// Brings the bytes of `source`, from its current offset to its end, into
   /// the store by the cheapest exact way the filesystems allow.
-  private func ingest(_ source: FileDescriptor, path: String, priority: PutPriority)
-    throws(TroveError) -> PutResult
-  {
+  private func ingest(
+    _ source: FileDescriptor, path: String, expectedSize: Int64?, priority: PutPriority
+  ) throws(TroveError) -> PutResult {
+    // Settings that cannot be used stop a put before it reads a byte, even
+    // one of bytes already stored: what a put does never depends on luck.
+    let limit = try sizeLimit(for: path, expected: expectedSize)
     let status = try attempt("read", path) { () throws(SystemCallError) in try source.status() }
     if status.isDirectory {
       throw TroveError(.sourceNotFile, "cannot put '\(path)': it is a directory", path: path)
@@ -131,6 +179,8 @@ extension Store {
     let start =
       status.isRegular
       ? try attempt("read", path) { () throws(SystemCallError) in try source.offset() } : 0
+    let size = status.isRegular ? status.size - start : nil
+    if let size { try limit.checkAnnounced(size) }
     let isWholeFile = status.isRegular && start == 0
     if isWholeFile, status.size > 0,
       try index().read(
@@ -138,11 +188,10 @@ extension Store {
         { (tx) throws(TroveError) in
           try tx.hasObject(ofSize: status.size)
         }),
-      let known = try existingObject(hashing: source, path: path)
+      let known = try existingObject(hashing: source, path: path, limit: limit)
     {
       return known
     }
-    let size = status.isRegular ? status.size - start : nil
     if let size,
       case .zstd(let level, let workers, let ratio) = try compressionPlan(source, size, start)
     {
@@ -154,7 +203,7 @@ extension Store {
       source.adviseSequential()
       return try ingestCompressed(
         source, size: size, level: level, workers: workers, path: path, priority: priority,
-        sweeps: sweeps)
+        sweeps: sweeps, limit: limit)
     }
     let canClone = isWholeFile && status.device == device
     // A clone takes no data blocks; a copy takes `size`.
@@ -163,7 +212,7 @@ extension Store {
     // writer from its first bytes.
     let writer = try BlobWriter(
       store: self, expectedSize: size, mayCompress: !status.isRegular, priority: priority,
-      sweeps: sweeps)
+      sweeps: sweeps, limit: limit)
     if canClone {
       var cloned = false
       do throws(SystemCallError) {
@@ -214,15 +263,17 @@ extension Store {
   /// counts a dedup hit: one read, nothing written. Otherwise (or when the
   /// object was evicted meanwhile) rewinds `source` and returns nil. Taken
   /// only when an object of the file's size exists, so new content does
-  /// not pay for a second read.
-  private func existingObject(hashing source: FileDescriptor, path: String) throws(TroveError)
-    -> PutResult?
+  /// not pay for a second read. A file that grew past `limit` meanwhile
+  /// is read no further than one block past it, and refused.
+  private func existingObject(hashing source: FileDescriptor, path: String, limit: SizeLimit)
+    throws(TroveError) -> PutResult?
   {
     source.adviseSequential()
     var hasher = XXH3Hasher()
     let size = try attempt("read", path) { () throws(SystemCallError) in
-      try Transfer.hash(from: source, into: &hasher)
+      try Transfer.hash(from: source, into: &hasher, stoppingAfter: limit.ceiling)
     }
+    try limit.checkComplete(size)
     let digest = hasher.finalize()
     if try objects.locate(digest) != nil, try objects.recordHit(digest, size: size) != nil {
       return PutResult(digest: digest, size: size, isDuplicate: true, method: .existing)
@@ -233,16 +284,28 @@ extension Store {
 
   /// Stores `size` bytes of the regular file `source` (from its current
   /// offset) as a zstd frame in one pass: each block read is hashed and
-  /// compressed, so no raw copy is written.
+  /// compressed, so no raw copy is written. A file that grows while it is
+  /// read fails (the frame was pledged `size` bytes); one that grew past
+  /// `limit` fails saying so.
   private func ingestCompressed(
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
-    priority: PutPriority, sweeps: [SweepReport]
+    priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit
   ) throws(TroveError) -> PutResult {
     var hasher = XXH3Hasher()
-    let temp = try compressToTemporary(
-      source, size: size, level: level, workers: workers, path: path, priority: priority,
-      rewind: false
-    ) { hasher.update($0) }
+    var read: Int64 = 0
+    let temp: (name: String, file: FileDescriptor, storedBytes: Int64, reliefs: [SweepReport])
+    do throws(TroveError) {
+      temp = try compressToTemporary(
+        source, size: size, level: level, workers: workers, path: path, priority: priority,
+        rewind: false
+      ) {
+        hasher.update($0)
+        read += Int64($0.count)
+      }
+    } catch {
+      try limit.checkReceived(read)
+      throw error
+    }
     defer { temp.file.close() }
     let staged = StagedObject(
       name: temp.name, file: temp.file, digest: hasher.finalize(), size: size,

@@ -8,7 +8,7 @@ import Synchronization
 /// A content-addressed store of blobs named by their XXH3-128 digest.
 ///
 /// Open one with a ``StoreConfiguration``; put files, streams or bytes in
-/// (``put(file:priority:)``, ``makeWriter(expectedSize:priority:)``, ``put(bytes:priority:)``); get them out as
+/// (``put(file:expectedSize:priority:)``, ``makeWriter(expectedSize:priority:)``, ``put(bytes:priority:)``); get them out as
 /// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:verify:)``),
 /// read them in place (``path(for:decompressing:)``), list, remove, and count.
 ///
@@ -214,7 +214,7 @@ public final class Store: Sendable {
     }
   }
 
-  private static func readSettings(root: String, rootFD: FileDescriptor) throws(TroveError)
+  static func readSettings(root: String, rootFD: FileDescriptor) throws(TroveError)
     -> (identity: [Int64], settings: StoreSettings)
   {
     let path = root + "/" + StoreLayout.settings
@@ -227,9 +227,9 @@ public final class Store: Sendable {
     return (identity, try StoreSettings.decode(bytes, path: path))
   }
 
-  /// The store's settings as `config.json` now has them: one `fstatat`
-  /// when no process changed them since they were last read.
-  func currentSettings() throws(TroveError) -> StoreSettings {
+  /// The store's settings as `config.json` now has them, problems and all:
+  /// one `fstatat` when no process changed them since they were last read.
+  func loadedSettings() throws(TroveError) -> StoreSettings {
     let identity = try? rootDirectory.status(of: StoreLayout.settings).identity
     if let identity,
       let cached = cachedSettings.withLock({ $0.identity == identity ? $0.settings : nil })
@@ -241,45 +241,17 @@ public final class Store: Sendable {
     return fresh.settings
   }
 
-  /// What the store keeps and for how long, as `config.json` now says.
-  public func policy() throws(TroveError) -> CachePolicy {
-    try currentSettings().policy
+  /// The store's settings, for a decision that depends on them.
+  ///
+  /// - Throws: `.invalidConfig` naming `config.json`, the setting and its
+  ///   value when one cannot be used: nothing decides on a default in its
+  ///   place.
+  func currentSettings() throws(TroveError) -> StoreSettings {
+    try loadedSettings().checked(path: settingsPath)
   }
 
-  /// Changes the persisted policy: reads the latest, applies `change`, and
-  /// replaces `config.json` atomically (temp file, fsync, rename). Two
-  /// processes changing it at once are serialized by a lock on the store's
-  /// root; where locks are ignored, the later change wins whole — the file
-  /// is never torn.
-  /// - Returns: the policy now in force.
-  @discardableResult
-  public func updatePolicy(_ change: (inout CachePolicy) throws(TroveError) -> Void)
-    throws(TroveError) -> CachePolicy
-  {
-    let path = root + "/" + StoreLayout.settings
-    _ = try? rootDirectory.lock()
-    defer { rootDirectory.unlock() }
-    var settings = try Self.readSettings(root: root, rootFD: rootDirectory).settings
-    try change(&settings.policy)
-    let bytes = settings.encoded()
-    let temp = StoreLayout.temporaryName("meta")
-    try attempt("write", path) { () throws(SystemCallError) in
-      let fd = try FileDescriptor.open(
-        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
-      defer { fd.close() }
-      do throws(SystemCallError) {
-        try fd.writeAll(bytes)
-        try fd.sync()
-        try tmpDirectory.rename(temp, to: StoreLayout.settings, in: rootDirectory)
-        try rootDirectory.sync()
-      } catch {
-        try? tmpDirectory.removeFile(temp)
-        throw error
-      }
-    }
-    _ = try currentSettings()
-    return settings.policy
-  }
+  /// The path of `config.json`.
+  var settingsPath: String { root + "/" + StoreLayout.settings }
 
   // MARK: Looking up
 
@@ -306,7 +278,9 @@ public final class Store: Sendable {
   @discardableResult
   func recordRead(_ digest: Digest) -> Bool {
     let now = currentTimeNanoseconds()
-    guard let policy = try? currentSettings().policy else { return true }
+    // A read needs no sound policy: an invalid access-resolution is taken
+    // at its default here, and only here.
+    guard let policy = try? loadedSettings().policy else { return true }
     let resolution = Int64.nanoseconds(fromSeconds: policy.accessResolution)
     if resolution > 0,
       let last = recentReads.withLock({ $0[digest] }), now.subtractingSaturated(last) < resolution

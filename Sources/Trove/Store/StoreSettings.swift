@@ -1,140 +1,252 @@
 import Foundation
 
 /// The settings persisted beside a store in `config.json`, so every process
-/// that writes the store uses the same ones.
-struct StoreSettings: Codable, Sendable, Equatable {
+/// that writes the store uses the same ones, as they were read: a setting
+/// that cannot be used is listed in ``problems`` (and holds its default in
+/// ``policy``), never taken as it is and never silently replaced.
+struct StoreSettings: Sendable, Equatable {
   /// The on-disk format this store was written in.
   var format: Int
-  /// What the store keeps and for how long.
+  /// What the store keeps and for how long: every setting that could be
+  /// read; one listed in ``problems`` holds its default here.
   var policy: CachePolicy
+  /// Settings that cannot be used as written, in ``PolicyKey`` order, or
+  /// one problem without a key when the file as a whole cannot be read.
+  var problems: [PolicyProblem] = []
+  /// Values of `policy` kept as the file has them, so that rewriting the
+  /// file changes only what was changed: invalid settings, and keys this
+  /// build does not know (written by a later Trove of the same format).
+  var kept: [String: JSONValue] = [:]
 
   /// The format this build writes and the newest it reads.
   static let currentFormat = 1
 
   static let initial = StoreSettings(format: currentFormat, policy: .default)
 
-  init(format: Int, policy: CachePolicy) {
-    self.format = format
-    self.policy = policy
-  }
+  /// Whether the file as a whole could not be read (not JSON, no format):
+  /// a change starts from the defaults.
+  var isUnreadable: Bool { problems.contains { $0.key == nil } }
 
-  enum CodingKeys: String, CodingKey { case format, policy }
-
-  init(from decoder: any Decoder) throws {
-    let c = try decoder.container(keyedBy: CodingKeys.self)
-    format = try c.decode(Int.self, forKey: .format)
-    policy = try c.decodeIfPresent(CachePolicy.self, forKey: .policy) ?? .default
-  }
-
+  /// The file's bytes: `format`, and `policy` with every sound setting in
+  /// its exact unit and every kept value as it was.
   func encoded() -> [UInt8] {
+    struct File: Encodable {
+      var format: Int
+      var policy: [String: JSONValue]
+    }
+    var object = kept
+    for key in PolicyKey.allCases where !problems.contains(where: { $0.key == key }) {
+      object[key.rawValue] = key.json(in: policy)
+    }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    // Encoding a struct of plain values cannot fail.
-    return Array((try? encoder.encode(self)) ?? Data()) + [0x0A]
+    // Encoding plain values cannot fail.
+    return Array((try? encoder.encode(File(format: format, policy: object))) ?? Data()) + [0x0A]
   }
 
+  /// Reads `config.json`'s bytes. Each setting goes through
+  /// ``PolicyKey/set(_:in:)``, the validation `trove config set` makes;
+  /// what fails it, and a file that is not a settings object at all, is
+  /// listed in ``problems`` rather than thrown, so that reads still work.
+  ///
+  /// - Throws: `.unsupportedFormat` when a newer Trove wrote the file.
   static func decode(_ bytes: [UInt8], path: String) throws(TroveError) -> StoreSettings {
-    let settings: StoreSettings
-    do {
-      settings = try JSONDecoder().decode(StoreSettings.self, from: Data(bytes))
-    } catch {
-      throw TroveError(
-        .unsupportedFormat, "cannot read store settings '\(path)': \(error)", path: path)
+    func unreadable(_ why: String) -> StoreSettings {
+      var settings = initial
+      settings.problems = [PolicyProblem(key: nil, found: why)]
+      return settings
     }
-    guard settings.format <= currentFormat, settings.format >= 1 else {
+    guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else {
+      return unreadable("it is not valid JSON")
+    }
+    guard case .object(let file) = value else { return unreadable("it is not a JSON object") }
+    guard let format = file["format"]?.integer, format >= 1 else {
+      return unreadable("it has no valid format number")
+    }
+    guard format <= currentFormat else {
       throw TroveError(
         .unsupportedFormat,
-        "store '\(path)' has format \(settings.format); this trove reads formats 1 to \(currentFormat)",
+        "store '\(path)' has format \(format); this trove reads formats 1 to \(currentFormat)",
         path: path)
     }
+    var settings = StoreSettings(format: Int(format), policy: .default)
+    switch file["policy"] {
+    case nil: break
+    case .object(let object)?:
+      (settings.policy, settings.problems, settings.kept) = CachePolicy.read(object)
+    case let other?:
+      return unreadable("its policy is \(other.text), not a JSON object")
+    }
     return settings
+  }
+
+  /// These settings, or the error naming the first problem, the file
+  /// and how to repair it.
+  func checked(path: String) throws(TroveError) -> StoreSettings {
+    guard problems.isEmpty else { throw PolicyProblem.error(problems, path: path) }
+    return self
+  }
+
+  /// Sets `key` from `text` (validated by ``PolicyKey/set(_:in:)``),
+  /// repairing it if it was invalid; other settings stay as they are. An
+  /// unreadable file is started again from the defaults.
+  mutating func set(_ key: PolicyKey, _ text: String) throws(TroveError) {
+    var changed = isUnreadable ? .initial : self
+    try key.set(text, in: &changed.policy)
+    changed.problems.removeAll { $0.key == key }
+    changed.kept[key.rawValue] = nil
+    self = changed
   }
 }
 
 extension CachePolicy {
-  /// The keys of `config.json`'s `policy` object: the `trove config` names.
-  enum CodingKeys: String, CodingKey {
-    case budget
-    case maxAge = "max-age"
-    case lowWater = "low-water"
-    case
-      accessResolution = "access-resolution"
-    case minimumFree = "min-free"
-    case
-      temporaryMaxAge = "tmp-max-age"
-    case compression
-    case compressionWorkers = "compression-workers"
-    case
-      compressionMinimumSize = "compression-min-size"
-    case checksums
-  }
-
-  /// Reads a policy from `config.json`. Numbers outside what `trove config
-  /// set` accepts (a hand-edited file, an older Trove) are brought to the
-  /// nearest accepted value, so such a setting never crashes a store or
-  /// stops it working (a value of the wrong type, or too large for its
-  /// type, is refused with an error naming the file): budgets, sizes and
-  /// durations below 0 become 0
-  /// (`tmp-max-age` 1 s), durations above 100 years become 100 years, a
-  /// `low-water` outside (0, 1] becomes the default 0.9, and worker counts
-  /// are kept within 0–64.
-  public init(from decoder: any Decoder) throws {
-    let c = try decoder.container(keyedBy: CodingKeys.self)
-    let d = CachePolicy.default
-    func duration(_ key: CodingKeys, minimum: Int64 = 0) throws -> Int64? {
-      try c.decodeIfPresent(Int64.self, forKey: key).map {
-        min(max($0, minimum), Quantities.maximumDuration)
+  /// Reads the settings in `config.json`'s `policy` object: each known key
+  /// through ``PolicyKey/set(_:in:)``; a missing key means its default.
+  /// Returns the policy, the keys that failed (holding their default in
+  /// the policy), and the values to keep as written: those that failed
+  /// and unknown keys.
+  static func read(_ object: [String: JSONValue]) -> (
+    CachePolicy, [PolicyProblem], kept: [String: JSONValue]
+  ) {
+    var policy = CachePolicy.default
+    var problems: [PolicyProblem] = []
+    var kept = object.filter { PolicyKey(rawValue: $0.key) == nil }
+    for key in PolicyKey.allCases {
+      guard let value = object[key.rawValue] else { continue }
+      do throws(TroveError) {
+        try key.set(value.settingText(seconds: key.takesSeconds), in: &policy)
+      } catch {
+        problems.append(PolicyProblem(key: key, found: value.text))
+        kept[key.rawValue] = value
       }
     }
-    budget = try c.decodeIfPresent(Int64.self, forKey: .budget).map { max(0, $0) }
-    maxAge = try duration(.maxAge)
-    let lowWater = try c.decodeIfPresent(Double.self, forKey: .lowWater) ?? d.lowWater
-    self.lowWater = lowWater > 0 && lowWater <= 1 ? lowWater : d.lowWater
-    accessResolution = try duration(.accessResolution) ?? d.accessResolution
-    temporaryMaxAge = try duration(.temporaryMaxAge, minimum: 1) ?? d.temporaryMaxAge
-    if let text = try? c.decodeIfPresent(String.self, forKey: .minimumFree) {
-      var policy = d
-      _ = try? PolicyKey.minimumFree.set(text, in: &policy)
-      minimumFree = policy.minimumFree
-    } else if let bytes = try c.decodeIfPresent(Int64.self, forKey: .minimumFree) {
-      minimumFree = .bytes(max(0, bytes))
-    } else {
-      minimumFree = d.minimumFree
-    }
-    let compressionText = try c.decodeIfPresent(String.self, forKey: .compression) ?? "none"
-    guard let compression = Compression(compressionText) else {
-      throw DecodingError.dataCorruptedError(
-        forKey: .compression, in: c, debugDescription: "unknown compression '\(compressionText)'")
-    }
-    self.compression = compression
-    compressionWorkers = min(
-      max(
-        try c.decodeIfPresent(Int32.self, forKey: .compressionWorkers) ?? d.compressionWorkers, 0),
-      64)
-    compressionMinimumSize = max(
-      0,
-      try c.decodeIfPresent(Int64.self, forKey: .compressionMinimumSize)
-        ?? d.compressionMinimumSize)
-    checksums =
-      (try? c.decodeIfPresent(String.self, forKey: .checksums)).flatMap {
-        $0.flatMap(PolicyKey.checksums)
-      } ?? []
+    return (policy, problems, kept)
   }
 
-  public func encode(to encoder: any Encoder) throws {
-    var c = encoder.container(keyedBy: CodingKeys.self)
-    try c.encode(budget, forKey: .budget)
-    try c.encode(maxAge, forKey: .maxAge)
-    try c.encode(lowWater, forKey: .lowWater)
-    try c.encode(accessResolution, forKey: .accessResolution)
-    switch minimumFree {
-    case .percent: try c.encode(minimumFree.description, forKey: .minimumFree)
-    case .bytes(let n): try c.encode(n, forKey: .minimumFree)
+  /// Reads a policy from a `policy` object as `config.json` holds it,
+  /// validated as ``PolicyKey/set(_:in:)`` validates `trove config set`.
+  ///
+  /// - Throws: `DecodingError.dataCorrupted` naming the first invalid
+  ///   setting and the forms it accepts.
+  public init(from decoder: any Decoder) throws {
+    let (policy, problems, _) = CachePolicy.read(try [String: JSONValue](from: decoder))
+    if let problem = problems.first {
+      throw DecodingError.dataCorrupted(
+        DecodingError.Context(codingPath: decoder.codingPath, debugDescription: "\(problem)"))
     }
-    try c.encode(temporaryMaxAge, forKey: .temporaryMaxAge)
-    try c.encode(compression.description, forKey: .compression)
-    try c.encode(compressionWorkers, forKey: .compressionWorkers)
-    try c.encode(compressionMinimumSize, forKey: .compressionMinimumSize)
-    try c.encode(PolicyKey.checksums.value(in: self), forKey: .checksums)
+    self = policy
+  }
+
+  /// Writes the policy as `config.json` holds it: sizes in bytes, durations
+  /// in seconds, `null` for none.
+  public func encode(to encoder: any Encoder) throws {
+    try [String: JSONValue](
+      uniqueKeysWithValues: PolicyKey.allCases.map { ($0.rawValue, $0.json(in: self)) }
+    ).encode(to: encoder)
+  }
+}
+
+extension PolicyKey {
+  /// Whether the setting is a duration, which `config.json` holds in seconds.
+  var takesSeconds: Bool {
+    switch self {
+    case .maxAge, .accessResolution, .temporaryMaxAge: return true
+    default: return false
+    }
+  }
+
+  /// The setting's value in `policy` as `config.json` holds it.
+  func json(in policy: CachePolicy) -> JSONValue {
+    func optional(_ n: Int64?) -> JSONValue { n.map { .integer($0) } ?? .null }
+    switch self {
+    case .budget: return optional(policy.budget)
+    case .maxAge: return optional(policy.maxAge)
+    case .lowWater: return .number(policy.lowWater)
+    case .accessResolution: return .integer(policy.accessResolution)
+    case .minimumFree:
+      switch policy.minimumFree {
+      case .percent: return .string(policy.minimumFree.description)
+      case .bytes(let n): return .integer(n)
+      }
+    case .maximumObjectSize: return optional(policy.maximumObjectSize)
+    case .temporaryMaxAge: return .integer(policy.temporaryMaxAge)
+    case .compression: return .string(policy.compression.description)
+    case .compressionWorkers: return .integer(Int64(policy.compressionWorkers))
+    case .compressionMinimumSize: return .integer(policy.compressionMinimumSize)
+    case .checksums: return .string(value(in: policy))
+    }
+  }
+}
+
+/// A JSON value as a file holds it, to be written back unchanged.
+enum JSONValue: Codable, Sendable, Hashable {
+  case null
+  case bool(Bool)
+  case integer(Int64)
+  case number(Double)
+  case string(String)
+  case array([JSONValue])
+  case object([String: JSONValue])
+
+  init(from decoder: any Decoder) throws {
+    let c = try decoder.singleValueContainer()
+    if c.decodeNil() {
+      self = .null
+    } else if let bool = try? c.decode(Bool.self) {
+      self = .bool(bool)
+    } else if let integer = try? c.decode(Int64.self) {
+      self = .integer(integer)
+    } else if let number = try? c.decode(Double.self) {
+      self = .number(number)
+    } else if let string = try? c.decode(String.self) {
+      self = .string(string)
+    } else if let array = try? c.decode([JSONValue].self) {
+      self = .array(array)
+    } else {
+      self = .object(try c.decode([String: JSONValue].self))
+    }
+  }
+
+  func encode(to encoder: any Encoder) throws {
+    var c = encoder.singleValueContainer()
+    switch self {
+    case .null: try c.encodeNil()
+    case .bool(let b): try c.encode(b)
+    case .integer(let n): try c.encode(n)
+    case .number(let d): try c.encode(d)
+    case .string(let s): try c.encode(s)
+    case .array(let a): try c.encode(a)
+    case .object(let o): try c.encode(o)
+    }
+  }
+
+  /// A whole number, if this is one.
+  var integer: Int64? {
+    switch self {
+    case .integer(let n): return n
+    case .number(let d) where d == d.rounded() && abs(d) < 9e18: return Int64(d)
+    default: return nil
+    }
+  }
+
+  /// The value as compact JSON text, for messages: `-5`, `"lots"`.
+  var text: String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
+  }
+
+  /// The value as `trove config set` would take it: text as it is, `null`
+  /// as `none`, a number in the setting's exact unit (`seconds`: a
+  /// duration). Anything else is its JSON text, which no setting accepts.
+  func settingText(seconds: Bool) -> String {
+    let unit = seconds ? "s" : ""
+    switch self {
+    case .null: return "none"
+    case .string(let s): return s
+    case .integer(let n): return "\(n)\(unit)"
+    case .number(let d): return integer.map { "\($0)\(unit)" } ?? "\(d)\(unit)"
+    case .bool, .array, .object: return text
+    }
   }
 }

@@ -59,6 +59,10 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   public var quarantinedEntries = 0
   /// Their allocated bytes.
   public var quarantinedBytes: Int64 = 0
+  /// Settings in `config.json` that cannot be used (see ``PolicyProblem``):
+  /// the store refuses puts, fetches and sweeps until they are repaired.
+  /// The policy values above hold their defaults for those settings.
+  public var configProblems: [PolicyProblem] = []
 
   /// Logical ÷ stored bytes: 1 without compression.
   public var compressionRatio: Double {
@@ -115,9 +119,14 @@ extension Store {
         try tx.lastSweep(reasons: [.lowSpace, .diskFull]), try tx.keyCount()
       )
     }
-    let space = try freeSpace()
     let quarantine = objects.quarantineContents()
-    let policy = try currentSettings().policy
+    // Statistics describe a store whose settings are damaged too.
+    let settings = try loadedSettings()
+    let policy = settings.policy
+    let volume = try volumeSpace()
+    let space = FreeSpace(
+      available: volume.available, total: volume.total,
+      threshold: policy.minimumFree.bytes(ofVolume: volume.total))
     let clones = try cloneSupport()
     return StoreStatistics(
       root: root, entries: totals.entries, logicalBytes: totals.logicalBytes,
@@ -131,7 +140,8 @@ extension Store {
       compression: policy.compression.description,
       storedBytes: totals.storedBytes, compressedEntries: totals.compressedEntries,
       skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall,
-      quarantinedEntries: quarantine.entries, quarantinedBytes: quarantine.bytes)
+      quarantinedEntries: quarantine.entries, quarantinedBytes: quarantine.bytes,
+      configProblems: settings.problems)
   }
 
   /// Probes whether objects can be cloned into `folder` (the store's own

@@ -45,16 +45,19 @@ enum Transfer {
 
   /// Reads `source` to its end, feeding every byte to `hasher` only.
   /// Returns the bytes read.
-  static func hash(from source: FileDescriptor, into hasher: inout XXH3Hasher)
-    throws(SystemCallError) -> Int64
-  {
-    try read(from: source) { hasher.update($0) }
+  static func hash(
+    from source: FileDescriptor, into hasher: inout XXH3Hasher, stoppingAfter limit: Int64? = nil
+  ) throws(SystemCallError) -> Int64 {
+    try read(from: source, stoppingAfter: limit) { hasher.update($0) }
   }
 
-  /// Reads `source` to its end, handing each block to `body` (several
-  /// hashers at once). Returns the bytes read. One buffer of ``bufferSize``.
+  /// Reads `source` to its end — or, given a `limit`, only until more than
+  /// `limit` bytes were read (a file growing without end) — handing each
+  /// block to `body` (several hashers at once). Returns the bytes read. One
+  /// buffer of ``bufferSize``.
   static func read(
-    from source: FileDescriptor, _ body: (UnsafeRawBufferPointer) -> Void
+    from source: FileDescriptor, stoppingAfter limit: Int64? = nil,
+    _ body: (UnsafeRawBufferPointer) -> Void
   ) throws(SystemCallError) -> Int64 {
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: bufferSize, alignment: 4096)
@@ -65,7 +68,7 @@ enum Transfer {
       if n == 0 { return total }
       body(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
       total += Int64(n)
-      if n < buffer.count { return total }
+      if n < buffer.count || total > limit ?? .max { return total }
     }
   }
 

@@ -85,6 +85,11 @@ enum Zstd {
       tap(chunk)
       let left = max(0, size - consumed)
       consumed += Int64(n)
+      // More than was pledged (a file growing as it is read): stop here,
+      // whatever zstd would do with its workers.
+      if consumed > size {
+        throw .codec(Failure(function: "read", name: "more input than the \(size) bytes pledged"))
+      }
       written += try compressor.compress(chunk, end: last) { (bytes) throws(SystemCallError) in
         try sink(bytes, left)
       }

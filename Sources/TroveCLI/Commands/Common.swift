@@ -11,6 +11,10 @@ let allCommands: [CommandSpec] = [
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
 let verboseOption = OptionSpec(
   names: ["-v", "--verbose"], valueName: nil, help: "Say what was done on stderr.")
+/// `--expect-size N` of `fetch` and `put`, read with `size("--expect-size")`.
+let expectSizeOption = OptionSpec(
+  names: ["--expect-size"], valueName: "n",
+  help: "The input's exact length in bytes: any other fails (exit 65) and stores nothing.")
 
 extension Invocation {
   /// Opens the store named by `--store`, `TROVE_STORE` or the default.

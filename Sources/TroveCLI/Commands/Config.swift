@@ -2,8 +2,8 @@ import Trove
 
 let configCommand = CommandSpec(
   name: "config",
-  abstract: "Show or change the store's settings.",
-  usage: "[get <key> | set <key> <value>]",
+  abstract: "Show, change or reset the store's settings.",
+  usage: "[get <key> | set <key> <value> | reset]",
   arguments: [
     ("key", PolicyKey.allCases.map(\.rawValue).joined(separator: ", ")),
     ("value", "The new value, in one of the forms listed above."),
@@ -11,9 +11,16 @@ let configCommand = CommandSpec(
   options: [],
   discussion: """
     Settings live in the store's config.json, so every process using the store
-    follows them. With no arguments, lists every key with its value and meaning.
+    follows them. With no arguments, lists every key with its value and meaning;
+    reset writes the defaults.
 
     \(PolicyKey.allCases.map { "  \($0.rawValue): \($0.acceptedForms)" }.joined(separator: "\n"))
+
+    A config.json holding a value these forms do not allow (edited by hand), or
+    that is not readable at all, is reported naming the setting (exit 78): reads
+    still work, but puts, fetches and sweeps are refused until it is repaired.
+    'set' repairs one setting and keeps the others as they are ('reset' or 'set'
+    on a file that is not JSON at all writes the defaults for the others).
     """,
   run: { invocation in
     let args = invocation.positionals
@@ -27,8 +34,17 @@ let configCommand = CommandSpec(
     }
     switch args.first {
     case nil:
-      let policy = try invocation.openStore().policy()
-      let rows = PolicyKey.allCases.map { ($0.rawValue, $0.value(in: policy), $0.summary) }
+      let status = try invocation.openStore().policyStatus()
+      if status.problems.contains(where: { $0.key == nil }), let error = status.error() {
+        throw error
+      }
+      let rows = PolicyKey.allCases.map { key in
+        (
+          key.rawValue,
+          status.problem(with: key).map { "invalid: \($0.found)" } ?? key.value(in: status.policy),
+          key.summary
+        )
+      }
       let nameWidth = rows.map(\.0.count).max()! + 2
       let valueWidth = rows.map(\.1.count).max()! + 2
       for (name, value, summary) in rows {
@@ -36,9 +52,13 @@ let configCommand = CommandSpec(
           name + String(repeating: " ", count: nameWidth - name.count) + value
             + String(repeating: " ", count: valueWidth - value.count) + summary)
       }
+      if let error = status.error() { throw error }
     case "get":
       try invocation.requirePositionals(["get", "key"])
-      Output.line(try key(args[1]).value(in: try invocation.openStore().policy()))
+      let chosen = try key(args[1])
+      let status = try invocation.openStore().policyStatus()
+      if let error = status.error(for: chosen) { throw error }
+      Output.line(chosen.value(in: status.policy))
     case "set":
       try invocation.requirePositionals(["set", "key", "value"])
       let chosen = try key(args[1])
@@ -48,11 +68,24 @@ let configCommand = CommandSpec(
       } catch {
         throw invocation.usageError(error.description)
       }
-      try invocation.openStore().updatePolicy { (policy) throws(TroveError) in
-        try chosen.set(args[2], in: &policy)
+      let store = try invocation.openStore()
+      let before = try store.policyStatus()
+      let after = try store.setPolicy(chosen, to: args[2])
+      if let damage = before.problems.first(where: { $0.key == nil }) {
+        Output.error(
+          "trove: '\(before.path)' was damaged (\(damage.found)): written again with \(chosen.rawValue) \(chosen.value(in: after.policy)) and the defaults for the other settings"
+        )
+      } else if let repaired = before.problem(with: chosen) {
+        Output.error(
+          "trove: repaired \(chosen.rawValue) in '\(before.path)': \(repaired.found) is now \(chosen.value(in: after.policy))"
+        )
       }
+      if let remaining = after.error() { Output.error("trove: warning: \(remaining)") }
+    case "reset":
+      try invocation.requirePositionals(["reset"])
+      try invocation.openStore().resetPolicy()
     default:
-      throw invocation.usageError("unknown action '\(args[0])': expected get or set")
+      throw invocation.usageError("unknown action '\(args[0])': expected get, set or reset")
     }
     return ExitStatus.success
   })

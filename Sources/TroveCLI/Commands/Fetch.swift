@@ -19,7 +19,7 @@ let fetchCommand = CommandSpec(
     OptionSpec(
       names: ["--expect"], valueName: "algo:hex",
       help: "The publisher's checksum: sha256:HEX, sha512:HEX or xxh128:HEX (repeatable)."),
-    OptionSpec(names: ["--expect-size"], valueName: "n", help: "The body's length in bytes."),
+    expectSizeOption,
     OptionSpec(
       names: ["--refresh"], valueName: nil, help: "Revalidate with the server even if fresh."),
     OptionSpec(

@@ -4,7 +4,7 @@ import Trove
 let putCommand = CommandSpec(
   name: "put",
   abstract: "Store files (or standard input) and print their digests.",
-  usage: "[--optional] [--key <key>] [--json] [-v] <file>...",
+  usage: "[--optional] [--key <key>] [--expect-size <n>] [--json] [-v] <file>...",
   arguments: [("file", "A file to store, or '-' for standard input.")],
   options: [
     OptionSpec(
@@ -13,13 +13,15 @@ let putCommand = CommandSpec(
     OptionSpec(
       names: ["--key"], valueName: "key",
       help: "Bind a name (a URL, a package id) to the digest; one file only."),
-    jsonOption, verboseOption,
+    expectSizeOption, jsonOption, verboseOption,
   ],
   discussion: """
     Prints 'DIGEST  NAME' per input, as xxhsum -H2 does. A file on the store's
     filesystem is cloned in (no data copied) where the filesystem can clone;
     others are read once. Content the store already holds is not stored again.
-    Every input is tried; the exit status is that of the first failure.
+    Every input is tried; the exit status is that of the first failure. An
+    input longer than the store's max-object-size, or than --expect-size, is
+    read no further than that and stored not at all (exit 65).
     """,
   run: { invocation in
     guard !invocation.positionals.isEmpty else {
@@ -28,6 +30,11 @@ let putCommand = CommandSpec(
     let key = invocation.value("--key")
     if key != nil && invocation.positionals.count != 1 {
       throw invocation.usageError("--key names one file; \(invocation.positionals.count) given")
+    }
+    let expectedSize = try invocation.size("--expect-size")
+    if expectedSize != nil && invocation.positionals.count != 1 {
+      throw invocation.usageError(
+        "--expect-size gives one file's length; \(invocation.positionals.count) files given")
     }
     let priority: PutPriority = invocation.flag("--optional") ? .opportunistic : .important
     let store = try invocation.openStore()
@@ -38,8 +45,9 @@ let putCommand = CommandSpec(
       do throws(TroveError) {
         let result =
           name == "-"
-          ? try store.put(reading: FileHandle.standardInput, priority: priority)
-          : try store.put(file: name, priority: priority)
+          ? try store.put(
+            reading: FileHandle.standardInput, expectedSize: expectedSize, priority: priority)
+          : try store.put(file: name, expectedSize: expectedSize, priority: priority)
         if let key { try store.bind(key: key, to: result.digest) }
         if invocation.flag("--json") {
           results.append(PutRecord(name: name, result: result))

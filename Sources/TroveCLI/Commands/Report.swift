@@ -48,6 +48,8 @@ let statsCommand = CommandSpec(
   discussion: """
     Sizes are human-readable here and exact (bytes) in JSON. Allocated bytes are
     st_blocks × 512 when stored; clones share extents, so the disk may hold less.
+    Settings in config.json that cannot be used are shown as invalid, with a
+    'config' line saying what is wrong.
     """,
   run: { invocation in
     try invocation.requirePositionals([])
@@ -56,41 +58,61 @@ let statsCommand = CommandSpec(
       Output.json(s)
       return ExitStatus.success
     }
-    let rows: [(String, String)] = [
-      ("store", s.root),
-      ("entries", "\(s.entries)"),
-      ("logical", "\(Output.size(s.logicalBytes)) (\(s.logicalBytes) bytes)"),
-      ("allocated", "\(Output.size(s.allocatedBytes)) (\(s.allocatedBytes) bytes)"),
-      ("dedup hits", "\(s.dedupHits) (saved \(Output.size(s.dedupSavedBytes)))"),
-      ("filesystem", s.filesystem),
-      ("clones", s.cloneSupported ? "supported" : "not supported (gets are copies)"),
-      (
-        "free space",
-        "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes)) (keeps \(Output.size(s.minimumFreeBytes)) free)"
-      ),
-      (
-        "budget",
-        (s.budget.map { Output.size($0) } ?? "none") + ", \(Output.size(s.allocatedBytes)) used"
-          + (s.isOverBudget
-            ? " (over budget: \(Output.size(s.pinnedBytes)) pinned, \(Output.size(s.allocatedBytes)) in use)"
-            : "")
-      ),
-      ("max age", s.maxAge.map(Quantities.formatDuration) ?? "none"),
-      ("pinned", "\(s.pinnedEntries) entries, \(Output.size(s.pinnedBytes))"),
-      (
-        "compression",
-        "\(s.compression); \(s.compressedEntries) compressed, stored \(Output.size(s.storedBytes)) (ratio \(String(format: "%.2f", s.compressionRatio)), saved \(Output.size(s.logicalBytes - s.storedBytes))); skipped \(s.skippedIncompressible) incompressible, \(s.skippedSmall) small"
-      ),
-      ("last sweep", s.lastSweep.map(describe) ?? "never"),
-      ("for space", s.lastPressureEviction.map(describe) ?? "never"),
-      ("keys", "\(s.keys)"),
-      (
-        "quarantine",
-        s.quarantinedEntries == 0
-          ? "empty"
-          : "\(s.quarantinedEntries) entries, \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
-      ),
-    ]
+    /// A setting's value, or what config.json holds instead when it cannot be used.
+    func setting(_ key: PolicyKey, _ value: String) -> String {
+      guard let problem = s.configProblems.first(where: { $0.key == key || $0.key == nil }) else {
+        return value
+      }
+      return problem.key == nil ? "unknown (config.json is damaged)" : "invalid: \(problem.found)"
+    }
+    let config =
+      s.configProblems.isEmpty
+      ? []
+      : [
+        (
+          "config",
+          s.configProblems.map { ($0.key == nil ? "config.json is damaged: " : "") + "\($0)" }
+            .joined(separator: "; ")
+            + "; puts, fetches and sweeps are refused until 'trove config set' or 'trove config reset' repairs it"
+        )
+      ]
+    let rows: [(String, String)] =
+      config + [
+        ("store", s.root),
+        ("entries", "\(s.entries)"),
+        ("logical", "\(Output.size(s.logicalBytes)) (\(s.logicalBytes) bytes)"),
+        ("allocated", "\(Output.size(s.allocatedBytes)) (\(s.allocatedBytes) bytes)"),
+        ("dedup hits", "\(s.dedupHits) (saved \(Output.size(s.dedupSavedBytes)))"),
+        ("filesystem", s.filesystem),
+        ("clones", s.cloneSupported ? "supported" : "not supported (gets are copies)"),
+        (
+          "free space",
+          "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes)) (keeps \(setting(.minimumFree, Output.size(s.minimumFreeBytes))) free)"
+        ),
+        (
+          "budget",
+          setting(.budget, s.budget.map { Output.size($0) } ?? "none")
+            + ", \(Output.size(s.allocatedBytes)) used"
+            + (s.isOverBudget
+              ? " (over budget: \(Output.size(s.pinnedBytes)) pinned, \(Output.size(s.allocatedBytes)) in use)"
+              : "")
+        ),
+        ("max age", setting(.maxAge, s.maxAge.map(Quantities.formatDuration) ?? "none")),
+        ("pinned", "\(s.pinnedEntries) entries, \(Output.size(s.pinnedBytes))"),
+        (
+          "compression",
+          "\(setting(.compression, s.compression)); \(s.compressedEntries) compressed, stored \(Output.size(s.storedBytes)) (ratio \(String(format: "%.2f", s.compressionRatio)), saved \(Output.size(s.logicalBytes - s.storedBytes))); skipped \(s.skippedIncompressible) incompressible, \(s.skippedSmall) small"
+        ),
+        ("last sweep", s.lastSweep.map(describe) ?? "never"),
+        ("for space", s.lastPressureEviction.map(describe) ?? "never"),
+        ("keys", "\(s.keys)"),
+        (
+          "quarantine",
+          s.quarantinedEntries == 0
+            ? "empty"
+            : "\(s.quarantinedEntries) entries, \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
+        ),
+      ]
     for (name, value) in rows {
       Output.line(name + String(repeating: " ", count: max(1, 12 - name.count)) + value)
     }

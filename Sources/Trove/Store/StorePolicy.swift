@@ -1,0 +1,101 @@
+/// A store's policy as its `config.json` holds it: reading it, changing
+/// it, and repairing a file that holds settings that cannot be used.
+extension Store {
+  /// What the store keeps and for how long, as `config.json` now says.
+  ///
+  /// - Throws: `.invalidConfig` naming the file, the setting and its value
+  ///   when a setting cannot be used (see ``PolicyProblem``).
+  public func policy() throws(TroveError) -> CachePolicy {
+    try currentSettings().policy
+  }
+
+  /// The policy as `config.json` now has it, with the settings in it that
+  /// cannot be used: what `trove config` shows. Never throws for such a
+  /// setting.
+  public func policyStatus() throws(TroveError) -> PolicyStatus {
+    let settings = try loadedSettings()
+    return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
+  }
+
+  /// Changes the persisted policy: reads the latest, applies `change`, and
+  /// replaces `config.json` atomically (temp file, fsync, rename). Two
+  /// processes changing it at once are serialized by a lock on the store's
+  /// root; where locks are ignored, the later change wins whole — the file
+  /// is never torn. Settings are validated as ``PolicyKey/set(_:in:)``
+  /// validates them.
+  ///
+  /// - Throws: `.invalidArgument` naming a setting `change` made invalid
+  ///   (nothing is written); `.invalidConfig` when the file already holds a
+  ///   setting that cannot be used: repair it first with
+  ///   ``setPolicy(_:to:)`` or ``resetPolicy()``.
+  /// - Returns: the policy now in force.
+  @discardableResult
+  public func updatePolicy(_ change: (inout CachePolicy) throws(TroveError) -> Void)
+    throws(TroveError) -> CachePolicy
+  {
+    try rewriteSettings { (settings) throws(TroveError) in
+      settings = try settings.checked(path: settingsPath)
+      try change(&settings.policy)
+      let reread = try StoreSettings.decode(settings.encoded(), path: settingsPath)
+      if let problem = reread.problems.first {
+        throw TroveError(.invalidArgument, problem.description, value: problem.found)
+      }
+    }.policy
+  }
+
+  /// Sets one setting from its text (`10G`, `30d`, `none`), as `trove
+  /// config set` does, validated by ``PolicyKey/set(_:in:)``. This repairs
+  /// the setting when `config.json` holds an invalid value for it; other
+  /// settings are kept as they are, invalid ones included. A file that
+  /// cannot be read at all is written again from the defaults.
+  ///
+  /// - Throws: `.invalidArgument` quoting `text` (nothing is written).
+  /// - Returns: the settings now in the file, with those still invalid.
+  @discardableResult
+  public func setPolicy(_ key: PolicyKey, to text: String) throws(TroveError) -> PolicyStatus {
+    let settings = try rewriteSettings { (settings) throws(TroveError) in
+      try settings.set(key, text)
+    }
+    return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
+  }
+
+  /// Writes the default policy (``CachePolicy/default``) over whatever
+  /// `config.json` holds, as `trove config reset` does.
+  /// - Returns: the policy now in force.
+  @discardableResult
+  public func resetPolicy() throws(TroveError) -> CachePolicy {
+    try rewriteSettings(reading: false) { _ in }.policy
+  }
+
+  /// Reads `config.json` under the root's lock (or, without `reading`,
+  /// starts from the defaults), applies `change`, and replaces the file
+  /// atomically with the result, which it returns.
+  private func rewriteSettings(
+    reading: Bool = true, _ change: (inout StoreSettings) throws(TroveError) -> Void
+  ) throws(TroveError) -> StoreSettings {
+    let path = settingsPath
+    _ = try? rootDirectory.lock()
+    defer { rootDirectory.unlock() }
+    var settings =
+      reading ? try Self.readSettings(root: root, rootFD: rootDirectory).settings : .initial
+    try change(&settings)
+    let bytes = settings.encoded()
+    let temp = StoreLayout.temporaryName("meta")
+    try attempt("write", path) { () throws(SystemCallError) in
+      let fd = try FileDescriptor.open(
+        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
+      defer { fd.close() }
+      do throws(SystemCallError) {
+        try fd.writeAll(bytes)
+        try fd.sync()
+        try tmpDirectory.rename(temp, to: StoreLayout.settings, in: rootDirectory)
+        try rootDirectory.sync()
+      } catch {
+        try? tmpDirectory.removeFile(temp)
+        throw error
+      }
+    }
+    _ = try loadedSettings()
+    return settings
+  }
+}
