@@ -89,7 +89,8 @@ struct AccessTests {
     }
   }
 
-  @Test("setAccess(.group) shares an existing private store; setAccess(.private) takes it back")
+  @Test(
+    "config set access group shares an existing private store; setAccess(.private) takes it back")
   func convert() throws {
     let scratch = try scratch()
     let store = scratch["store"]
@@ -98,8 +99,9 @@ struct AccessTests {
     _ = try made.put(bytes: Bytes.random(10_000, seed: 502))
     try made.pin(XXH3Hasher.digest(Bytes.random(10_000, seed: 502)))
     #expect(chown(store, 0, Self.team) == 0)
-    let change = try made.setAccess(.group)
-    #expect(change.failures.isEmpty, "\(change.failures)")
+    let set = try CLI.run(["--store", store, "config", "set", "access", "group"])
+    #expect(set.status == 0, "\(set.stderr)")
+    #expect(try CLI.run(["--store", store, "config", "get", "access"]).out == "group\n")
     #expect(try Store(StoreConfiguration(root: store)).access == .group)
     try expectShared(store, scratch)
     let back = try Store(StoreConfiguration(root: store)).setAccess(.private)

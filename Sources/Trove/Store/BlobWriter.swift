@@ -223,8 +223,13 @@ public final class BlobWriter {
   func absorbWritten() throws(TroveError) {
     precondition(sample == nil && compressor == nil, "a clone is stored raw")
     do throws(SystemCallError) {
-      let reader = try FileDescriptor.open(name, in: store.tmpDirectory)
+      // A second descriptor of the same file (its own offset), checked to
+      // be that file: a name swapped in tmp/ is never what gets hashed.
+      let reader = try FileDescriptor.open(name, in: store.tmpDirectory, [.readOnly, .noFollow])
       defer { reader.close() }
+      guard try reader.status().inode == file.status().inode else {
+        throw SystemCallError("open", Errno(rawValue: ESTALE))
+      }
       reader.adviseSequential()
       size = try Transfer.hash(from: reader, into: &hasher)
       passedOn = size

@@ -220,9 +220,12 @@ public final class Store: Sendable {
     let path = root + "/" + StoreLayout.settings
     let (identity, bytes) = try attempt("read", path, code: .storeUnavailable) {
       () throws(SystemCallError) -> ([Int64], [UInt8]) in
-      let fd = try FileDescriptor.open(StoreLayout.settings, in: rootFD)
+      let fd = try FileDescriptor.open(
+        StoreLayout.settings, in: rootFD, [.readOnly, .noFollow, .nonBlocking])
       defer { fd.close() }
-      return (try fd.status().identity, try fd.readAll(limit: 64 * 1024))
+      let status = try fd.status()
+      guard status.isRegular else { throw SystemCallError("open", .isDirectory) }
+      return (status.identity, try fd.readAll(limit: 64 * 1024))
     }
     return (identity, try StoreSettings.decode(bytes, path: path))
   }
@@ -230,7 +233,8 @@ public final class Store: Sendable {
   /// The store's settings as `config.json` now has them, problems and all:
   /// one `fstatat` when no process changed them since they were last read.
   func loadedSettings() throws(TroveError) -> StoreSettings {
-    let identity = try? rootDirectory.status(of: StoreLayout.settings).identity
+    let identity = try? rootDirectory.status(of: StoreLayout.settings, followSymlinks: false)
+      .identity
     if let identity,
       let cached = cachedSettings.withLock({ $0.identity == identity ? $0.settings : nil })
     {
