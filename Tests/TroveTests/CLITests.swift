@@ -221,7 +221,8 @@ struct CLITests {
     #expect(list.status == 0)
     #expect(
       list.out.split(separator: "\n").map { $0.split(separator: " ").first ?? "" } == [
-        "budget", "max-age", "low-water", "access-resolution", "min-free", "max-object-size",
+        "access", "budget", "max-age", "low-water", "access-resolution", "min-free",
+        "max-object-size",
         "tmp-max-age", "compression", "compression-workers", "compression-min-size", "checksums",
       ])
     #expect(try CLI.run(["--store", store, "config", "set", "budget", "1.5GiB"]).status == 0)

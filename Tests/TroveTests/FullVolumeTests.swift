@@ -29,15 +29,21 @@ struct FullVolumeTests {
   }
 
   /// Writes zeros to `volume/fill` until the volume has no block left.
+  /// Again after each close: ext4 gives a file's unused preallocated
+  /// blocks back when it is closed.
   func fill(_ volume: String) throws {
-    let fd = open(volume + "/fill", O_WRONLY | O_CREAT | O_APPEND, 0o644)
-    #expect(fd >= 0)
-    defer { close(fd) }
     let block = [UInt8](repeating: 0, count: 4096)
-    var small = [UInt8](repeating: 0, count: 512)
-    while block.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
-    while small.withUnsafeMutableBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
-    #expect(errno == ENOSPC)
+    for _ in 0..<4 {
+      let fd = open(volume + "/fill", O_WRONLY | O_CREAT | O_APPEND, 0o644)
+      #expect(fd >= 0)
+      for size in [4096, 512] {
+        while block.withUnsafeBytes({ write(fd, $0.baseAddress, size) }) > 0 {}
+      }
+      #expect(errno == ENOSPC)
+      fsync(fd)
+      close(fd)
+      if try freeBytes(volume) < 4096 { break }
+    }
     #expect(try freeBytes(volume) < 4096, "the volume is full")
   }
 
