@@ -76,6 +76,12 @@ struct AccessTests {
     let store = scratch["store"]
     try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
     #expect(chown(store, 0, Self.team) == 0 && chmod(store, 0o2770) == 0)
+    // A member whose umask keeps everything private changes a setting;
+    // the others still read it.
+    let strict = try CLI.run(
+      ["--store", store, "config", "set", "max-age", "30d"],
+      prefix: Self.bob + ["/bin/sh", "-c", "umask 077; exec \"$0\" \"$@\""])
+    #expect(strict.status == 0, "\(strict.stderr)")
     try expectShared(store, scratch)
     // What members made is the group's, with the group's modes.
     for name in ["objects", "tmp"] {

@@ -311,6 +311,88 @@ struct HostileStoreTests {
     #expect(try trove(store, ["has", keptDigest.description]).status == 0)
     #expect(try trove(store, ["has", XXH3Hasher.digest(other).description]).status == 1)
   }
+
+  @Test(
+    "a rebuild cut short is done again by the next open: pins survive, the next sweep keeps them")
+  func interruptedRebuild() throws {
+    let s = try scratch()
+    let store = s["store"]
+    let kept = Bytes.random(30_000, seed: 20)
+    let digest = XXH3Hasher.digest(kept)
+    #expect(try trove(store, ["put", try s.write("kept", kept)]).status == 0)
+    #expect(try trove(store, ["pin", digest.description]).status == 0)
+    for suffix in ["", "-wal", "-shm"] {
+      try? FileManager.default.removeItem(atPath: store + "/index.sqlite" + suffix)
+    }
+    // A process killed right after it made the new index's schema: the
+    // index exists, empty, its rebuild not done.
+    do {
+      let opened = try Store(StoreConfiguration(root: store))
+      #expect(try opened.objects.openIndex().needsRebuild)
+    }
+    let pins = try trove(store, ["pins"])
+    #expect(pins.out.contains(digest.description), "\(pins.out) \(pins.stderr)")
+    #expect(try trove(store, ["config", "set", "budget", "0"]).status == 0)
+    #expect(try trove(store, ["sweep"]).status == 0)
+    #expect(try trove(store, ["has", digest.description]).status == 0)
+  }
+
+  @Test("an rm's pins and keys do not come back with a later copy when the index is rebuilt")
+  func removedReferencesStayRemoved() throws {
+    let s = try scratch()
+    let store = s["store"]
+    let file = try s.write("in", Bytes.random(30_000, seed: 21))
+    let digest = XXH3Hasher.digest(try contents(file))
+    #expect(try trove(store, ["put", "--key", "mykey", file]).status == 0)
+    #expect(try trove(store, ["pin", digest.description]).status == 0)
+    #expect(try trove(store, ["rm", digest.description]).status == 0)
+    #expect(try trove(store, ["put", file]).status == 0)
+    for suffix in ["", "-wal", "-shm"] {
+      try? FileManager.default.removeItem(atPath: store + "/index.sqlite" + suffix)
+    }
+    let pins = try trove(store, ["pins"])
+    #expect(pins.status == 0 && !pins.out.contains(digest.description), "\(pins.out)")
+    #expect(!(try trove(store, ["keys"]).out.contains("mykey")))
+  }
+
+  @Test("a FIFO at references.log never blocks a pin or a keyed put")
+  func journalFIFO() throws {
+    let s = try scratch()
+    let store = s["store"]
+    let file = try s.write("in", Bytes.random(10_000, seed: 22))
+    let digest = XXH3Hasher.digest(try contents(file))
+    #expect(try trove(store, ["put", file]).status == 0)
+    #expect(mkfifo(store + "/references.log", 0o644) == 0)
+    let pin = try trove(store, ["pin", digest.description])
+    #expect(pin.status == 0, "\(pin.status) \(pin.stderr)")
+    let keyed = try trove(store, ["put", "--key", "k", file])
+    #expect(keyed.status == 0, "\(keyed.status) \(keyed.stderr)")
+  }
+
+  @Test(
+    "a folder holding objects/ and tmp/ of someone else's is not a store: nothing in it is swept")
+  func lookalikeFolder() throws {
+    let s = try scratch()
+    let project = s["project"]
+    try FileManager.default.createDirectory(
+      atPath: project + "/tmp/important", withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      atPath: project + "/objects", withIntermediateDirectories: true)
+    try s.write("project/tmp/important/notes.txt", Array("mine\n".utf8))
+    try s.write("project/objects/README", Array("mine too\n".utf8))
+    let old = Date(timeIntervalSinceNow: -10 * 86_400)
+    for path in ["tmp/important/notes.txt", "tmp/important", "objects/README"] {
+      try FileManager.default.setAttributes(
+        [.modificationDate: old], ofItemAtPath: project + "/" + path)
+    }
+    for arguments in [["sweep"], ["verify", "--repair"], ["ls"]] {
+      let run = try trove(project, arguments)
+      #expect(run.status == 73 && run.stderr.contains("is not a Trove store"), "\(run.stderr)")
+    }
+    #expect(try contents(project + "/tmp/important/notes.txt") == Array("mine\n".utf8))
+    #expect(s.list("project") == ["objects", "tmp"])
+    #expect(s.list("project/objects") == ["README"])
+  }
 }
 
 /// Reads a whole file (``contents(_:)``, under a name a member called

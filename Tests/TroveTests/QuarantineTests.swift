@@ -116,4 +116,21 @@ struct QuarantineTests {
     try expectQuarantined(store, digest, data)
     #expect(try CLI.run(["--store", store, "verify"]).status == 0)
   }
+
+  @Test("sweeps remove a quarantined entry 30 days after it was moved there, not before")
+  func quarantineExpires() throws {
+    let scratch = try Scratch()
+    let data = Bytes.random(50_000, seed: 404)
+    let (store, digest) = try corruptedStore(scratch, data)
+    #expect(try CLI.run(["--store", store, "get", digest.description, "-"]).status == 65)
+    #expect(quarantined(store).count == 1)
+    let opened = try Store(StoreConfiguration(root: store))
+    let day: Int64 = 86_400 * 1_000_000_000
+    let now = currentTimeNanoseconds()
+    _ = opened.removeStaleTemporaries(olderThan: 3600, dryRun: false, now: now + 29 * day)
+    #expect(quarantined(store).count == 1, "kept for 30 days")
+    let swept = opened.removeStaleTemporaries(olderThan: 3600, dryRun: false, now: now + 31 * day)
+    #expect(quarantined(store).isEmpty && swept.count == 1 && swept.failures == 0)
+    #expect(try opened.statistics().quarantinedEntries == 0)
+  }
 }

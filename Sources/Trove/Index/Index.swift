@@ -27,8 +27,10 @@ final class Index: Sendable {
   private let connection: Mutex<SQLiteConnection>
   /// The database file.
   let path: String
-  /// Whether the schema was created by this open (a new or lost index).
-  let isFresh: Bool
+  /// Whether the index is new and not yet filled from the objects and
+  /// `references.log` (created by this open, or by one that did not finish
+  /// the rebuild).
+  let needsRebuild: Bool
   /// The journal mode in force (`wal` or `delete`).
   let journalMode: String
   private let damageHandler = Mutex<(@Sendable (TroveError) -> Void)?>(nil)
@@ -100,7 +102,7 @@ final class Index: Sendable {
       let db: SQLiteConnection
       var mode = ""
       let found: Int64
-      let created: Bool
+      var pending: Int64 = 0
       do throws(SQLiteConnection.Failure) {
         db = try SQLiteConnection(path: resolvedPath, busyTimeoutMilliseconds: 30_000)
         try db.query(
@@ -108,9 +110,21 @@ final class Index: Sendable {
         ) { row in
           mode = row.text(0).lowercased()
         }
-        if mode == "wal" { db.persistWAL() }
+        if mode == "wal" {
+          // The WAL and shared-memory files stay when the last connection
+          // closes, the WAL cut to zero bytes: it exists for a full volume,
+          // and the next open has no frames to read back.
+          db.persistWAL()
+          try db.execute("PRAGMA journal_size_limit=0;")
+        }
         try db.execute("PRAGMA synchronous=NORMAL;")
-        (found, created) = try Schema.migrate(db)
+        (found, _) = try Schema.migrate(db)
+        if found <= Schema.version {
+          try db.query("SELECT value FROM counters WHERE name = 'rebuild_pending'") { row in
+            pending = row.integer(0)
+          }
+        }
+
       } catch  where error.isBusy && clock.now < deadline {
         attempt += 1
         usleep(UInt32(min(attempt, 20)) * 5_000)
@@ -125,7 +139,7 @@ final class Index: Sendable {
           path: path)
       }
       journalMode = mode
-      isFresh = created
+      needsRebuild = pending != 0
       connection = Mutex(db)
       return
     }

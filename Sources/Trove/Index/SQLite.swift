@@ -68,8 +68,7 @@ final class SQLiteConnection: @unchecked Sendable {
   var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
   /// Keeps the WAL and shared-memory files when the last connection
-  /// closes (`SQLITE_FCNTL_PERSIST_WAL`), so their disk blocks stay the
-  /// store's: a transaction on a full volume writes into them.
+  /// closes (`SQLITE_FCNTL_PERSIST_WAL`): they exist when the volume fills.
   func persistWAL() {
     var on: Int32 = 1
     _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)

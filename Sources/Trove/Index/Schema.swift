@@ -40,6 +40,12 @@ enum Schema {
         if (1...4).contains(version) { try db.execute(toVersion5) }
         try db.execute(tables)
         try db.execute(triggers)
+        if created {
+          // Cleared once the objects and references.log are in: until
+          // then, every open rebuilds (a kill mid-rebuild loses nothing).
+          try db.execute(
+            "INSERT OR REPLACE INTO counters(name, value) VALUES ('rebuild_pending', 1)")
+        }
         if (1...3).contains(version) { try db.execute(toVersion4) }
         try db.execute("PRAGMA user_version = \(Self.version)")
       }

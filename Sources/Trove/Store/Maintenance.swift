@@ -18,8 +18,10 @@ extension Store {
   /// cannot be removed is reported in the result and the rest still go.
   /// Entries of `quarantine/` go ``quarantineDays`` after they were moved
   /// there. O(entries in those folders).
-  func removeStaleTemporaries(olderThan seconds: Int64, dryRun: Bool) -> Leftovers {
-    let cutoff = currentTimeNanoseconds() / 1_000_000_000 - min(seconds, Int64.max / 4)
+  func removeStaleTemporaries(
+    olderThan seconds: Int64, dryRun: Bool, now: Int64 = currentTimeNanoseconds()
+  ) -> Leftovers {
+    let cutoff = now / 1_000_000_000 - min(seconds, Int64.max / 4)
     var removed = removeOld(in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun)
     let locks = try? FileDescriptor.open(
       StoreLayout.locks, in: rootDirectory, [.directory, .noFollow])
@@ -44,11 +46,11 @@ extension Store {
       StoreLayout.quarantine, in: rootDirectory, [.directory, .noFollow])
     {
       defer { quarantine.close() }
-      let kept = currentTimeNanoseconds() / 1_000_000_000 - Self.quarantineDays * 86_400
+      let kept = now / 1_000_000_000 - Self.quarantineDays * 86_400
       removed.add(
         removeOld(
           in: quarantine, root + "/" + StoreLayout.quarantine, before: kept, dryRun: dryRun,
-          age: \.changeTime))
+          age: \.changeTimeSeconds))
     }
     return removed
   }

@@ -71,6 +71,10 @@ public final class Store: Sendable {
         () throws(SystemCallError) in StoreAccess(rootMode: try rootFD.status().mode)
       }
       self.access = access
+      // The marker before anything else: a folder without it holds only
+      // what a creator writes first (its marker's temp file), so nothing
+      // in someone's folder is ever taken for the store's.
+      try Self.publishMarker(rootFD, root: root)
       for name in [StoreLayout.objects, StoreLayout.tmp] where configuration.createIfMissing {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
@@ -96,11 +100,6 @@ public final class Store: Sendable {
       objects = ObjectTable(
         root: root, rootDirectory: rootFD, objects: objectsFD, tmp: tmpFD, filesystem: filesystem,
         access: access, resolvedRoot: resolvedRoot, warn: configuration.onWarning ?? { _ in })
-      // The marker first: a folder holding only `objects/` and `tmp/` is
-      // a store another process is creating this moment.
-      try Self.publishIfMissing(
-        StoreLayout.settings, StoreSettings.initial.encoded(),
-        root: root, rootFD: rootFD, tmpFD: tmpFD)
       try Self.publishIfMissing(
         StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8),
         root: root, rootFD: rootFD, tmpFD: tmpFD)
@@ -171,22 +170,51 @@ public final class Store: Sendable {
   }
 
   /// Refuses a folder that is neither empty nor a store: one without
-  /// `config.json` (Trove's marker) that holds anything but the `objects/`
-  /// and `tmp/` folders a store being created has before its marker. Trove
-  /// would otherwise write its files (`reserve`, `sweep.lock`, the index)
-  /// over whatever a mistyped `--store` points at.
+  /// `config.json` (Trove's marker) that holds anything but the temp file
+  /// a creator writes its marker through. Trove would otherwise write its
+  /// files (`reserve`, `sweep.lock`, the index) over, and sweep, whatever
+  /// a mistyped `--store` points at.
   private static func checkAdoptable(_ rootFD: FileDescriptor, root: String) throws(TroveError) {
     if (try? rootFD.status(of: StoreLayout.settings, followSymlinks: false)) != nil { return }
     let names = try attempt("open store", root, code: .storeUnavailable) {
       () throws(SystemCallError) in try rootFD.entries()
     }
     for name in names.sorted() {
-      let isFolder = (try? rootFD.status(of: name, followSymlinks: false))?.isDirectory == true
-      guard isFolder, name == StoreLayout.objects || name == StoreLayout.tmp else {
+      let isRegular = (try? rootFD.status(of: name, followSymlinks: false))?.isRegular == true
+      guard isRegular, Self.isMarkerTemporary(name) else {
         throw TroveError(
           .storeUnavailable,
           "'\(root)' is not a Trove store: it holds '\(name)' and no \(StoreLayout.settings); name an empty or new folder",
           path: root)
+      }
+    }
+  }
+
+  /// The name of the temp file `config.json` is first written through,
+  /// in the root itself (`tmp/` does not exist yet).
+  private static func isMarkerTemporary(_ name: String) -> Bool {
+    name.hasPrefix(".config-") && name.hasSuffix(".tmp")
+  }
+
+  /// Writes `config.json` with the initial settings unless it exists,
+  /// through a temp file in the root and a rename that does not replace,
+  /// so racing creators agree; its mode is `0644` whatever the umask.
+  private static func publishMarker(_ rootFD: FileDescriptor, root: String) throws(TroveError) {
+    if (try? rootFD.status(of: StoreLayout.settings, followSymlinks: false)) != nil { return }
+    let path = root + "/" + StoreLayout.settings
+    let temp = "." + StoreLayout.temporaryName("config")
+    try attempt("write", path, code: .storeUnavailable) { () throws(SystemCallError) in
+      let fd = try FileDescriptor.open(
+        temp, in: rootFD, [.writeOnly, .create, .exclusive], permissions: 0o644)
+      defer { fd.close() }
+      do throws(SystemCallError) {
+        try fd.setPermissions(0o644)
+        try fd.writeAll(StoreSettings.initial.encoded())
+        try fd.sync()
+        try rootFD.renameWithoutReplacing(temp, to: StoreLayout.settings, in: rootFD)
+      } catch {
+        try? rootFD.removeFile(temp)
+        if error.errno != .fileExists { throw error }
       }
     }
   }
@@ -204,6 +232,7 @@ public final class Store: Sendable {
         temp, in: tmpFD, [.writeOnly, .create, .exclusive], permissions: 0o644)
       defer { fd.close() }
       do throws(SystemCallError) {
+        try fd.setPermissions(0o644)  // every user of the store reads it, whatever the umask
         try fd.writeAll(bytes)
         try fd.sync()
         try tmpFD.renameWithoutReplacing(temp, to: name, in: rootFD)

@@ -16,9 +16,11 @@ public enum StoreAccess: String, Sendable, Hashable, Codable, CaseIterable {
   /// in them belongs to the group), files that every member writes (the
   /// index, locks, the journal, partial downloads) `0660`, objects
   /// read-only `0444` and owned by whoever stored them. Members can read
-  /// every object and store their own; none can change an object's bytes
-  /// (Trove never replaces an object file, and none is writable), and
-  /// anyone outside the group is refused by the root folder's mode.
+  /// every object, store their own and evict any; Trove never writes or
+  /// replaces an object file and none is writable, but members are trusted:
+  /// one who can remove an object could put other bytes under its name by
+  /// hand (copies and `verify: true` gets catch it). Anyone outside the
+  /// group is refused by the root folder's mode.
   case group
 
   /// The mode of every folder in the store.
@@ -179,6 +181,17 @@ extension Store {
       walk(folder, root + "/" + name, shared: { _ in shared }, depth: 2)
     }
     walk(rootDirectory, root, shared: { sharedAtRoot.contains($0) }, depth: 0)
+    // Read by every user of the store, whatever umask made them.
+    for name in [StoreLayout.settings, StoreLayout.cacheDirTag] {
+      do throws(SystemCallError) {
+        let file = try FileDescriptor.open(
+          name, in: rootDirectory, [.readOnly, .noFollow, .nonBlocking])
+        defer { file.close() }
+        try file.setPermissions(0o644)
+      } catch {
+        note(root + "/" + name, error)
+      }
+    }
     for name in [StoreLayout.objects, StoreLayout.tmp, StoreLayout.quarantine] {
       walkFolder(name, shared: false)
     }

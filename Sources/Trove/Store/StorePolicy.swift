@@ -86,6 +86,7 @@ extension Store {
         temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
       defer { fd.close() }
       do throws(SystemCallError) {
+        try fd.setPermissions(0o644)  // every user of the store reads it, whatever the umask
         try fd.writeAll(bytes)
         try fd.sync()
         try tmpDirectory.rename(temp, to: StoreLayout.settings, in: rootDirectory)

@@ -59,6 +59,8 @@ struct FileStatus: Sendable, Equatable {
 
   /// `st_ctime` in nanoseconds: changes whenever the file does.
   var changeTime: Int64
+  /// `st_ctime` in seconds since the epoch: when its name, mode or owner last changed.
+  var changeTimeSeconds: Int64 { changeTime / 1_000_000_000 }
 
   /// Identifies this version of a file: a replaced or rewritten file
   /// differs in one of inode, size, or change time.

@@ -9,6 +9,9 @@ import Foundation
 struct JournalRecord: Codable, Equatable {
   enum Operation: String, Codable {
     case pin, unpin, bind, unbind
+    /// The object's row went, with every pin and key of it (an `rm`, an
+    /// eviction, a quarantine, a reconcile that found its file gone).
+    case drop
   }
   var op: Operation
   var digest: Digest?
@@ -47,13 +50,27 @@ extension ObjectTable {
     }
     guard
       let fd = try? FileDescriptor.open(
-        StoreLayout.journal, in: rootDirectory, [.writeOnly, .append, .create, .noFollow],
-        permissions: 0o644)
+        StoreLayout.journal, in: rootDirectory,
+        [.writeOnly, .append, .create, .noFollow, .nonBlocking], permissions: 0o644)
     else { return }
     defer { fd.close() }
     fd.shareForStore(access)
     guard (try? fd.status().isRegular) == true, (try? fd.writeAll(bytes)) != nil else { return }
     if let size = try? fd.status().size, size > Self.journalLimit { compactJournal(tx, size: size) }
+  }
+
+  /// Deletes `digests`' rows with their pins, keys and checksums (see
+  /// ``IndexSession/deleteObject(_:)``), and says so in the log, so that a
+  /// rebuild never brings their pins and keys back onto a later copy.
+  /// Call inside the write transaction.
+  func forget(_ digests: [Digest], _ tx: IndexSession) throws(TroveError) {
+    for digest in digests { _ = try tx.deleteObject(digest) }
+    journalDrops(digests, tx)
+  }
+
+  /// Records that `digests` lost every pin and key (their rows went).
+  func journalDrops(_ digests: [Digest], _ tx: IndexSession) {
+    journal(digests.map { JournalRecord(op: .drop, digest: $0) }, tx)
   }
 
   /// Rewrites the log as the pins and keys the index holds now, when it
@@ -102,23 +119,38 @@ extension ObjectTable {
   /// is present.
   func replayJournal(length: Int64) throws(TroveError) -> JournalReplay? {
     guard
-      let fd = try? FileDescriptor.open(StoreLayout.journal, in: rootDirectory, [.noFollow]),
+      let fd = try? FileDescriptor.open(
+        StoreLayout.journal, in: rootDirectory, [.readOnly, .noFollow, .nonBlocking]),
       (try? fd.status().isRegular) == true
     else { return nil }
     let bytes = (try? fd.readAll(limit: Int(min(length, 1 << 30)))) ?? []
     fd.close()
     var pins: [String: JournalRecord] = [:]
     var keys: [String: JournalRecord] = [:]
+    var pinsOf: [Digest: Set<String>] = [:]
+    var keysOf: [Digest: Set<String>] = [:]
     let decoder = JSONDecoder()
     for line in bytes.split(separator: 0x0A) {
       guard let record = try? decoder.decode(JournalRecord.self, from: Data(line)) else { continue }
       switch record.op {
       case .pin, .unpin:
         guard let digest = record.digest, let name = record.name else { continue }
-        pins[digest.hex + "\n" + name] = record.op == .pin ? record : nil
+        let id = digest.hex + "\n" + name
+        pins[id] = record.op == .pin ? record : nil
+        if record.op == .pin { pinsOf[digest, default: []].insert(id) }
       case .bind, .unbind:
         guard let key = record.key else { continue }
+        if let old = keys[key]?.digest { keysOf[old]?.remove(key) }
         keys[key] = record.op == .bind ? record : nil
+        if record.op == .bind, let digest = record.digest {
+          keysOf[digest, default: []].insert(key)
+        }
+      case .drop:
+        guard let digest = record.digest else { continue }
+        for id in pinsOf.removeValue(forKey: digest) ?? [] { pins[id] = nil }
+        for key in keysOf.removeValue(forKey: digest) ?? [] where keys[key]?.digest == digest {
+          keys[key] = nil
+        }
       }
     }
     if pins.isEmpty && keys.isEmpty { return nil }

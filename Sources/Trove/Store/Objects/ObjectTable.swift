@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -89,7 +90,7 @@ final class ObjectTable: Sendable {
   let resolvedRoot: String
   /// Told, in one line, of what the store repaired on its own.
   let warn: @Sendable (String) -> Void
-  private let opened = Mutex<Index?>(nil)
+  private let state = Mutex<IndexState>(.closed)
   private let rebuilt = Mutex<ReconcileReport?>(nil)
 
   var objectsPath: String { root + "/" + StoreLayout.objects }
@@ -118,25 +119,77 @@ final class ObjectTable: Sendable {
 
   /// The index, opened on first use. A new index beside existing objects
   /// (first use, or the index was deleted, lost or set aside as damaged)
-  /// is rebuilt from them.
+  /// is rebuilt from them and from `references.log` before any other
+  /// thread of this process gets it (they wait), and by every process that
+  /// opens it until a rebuild has finished: a sweep never runs on an index
+  /// whose pins are not back yet.
   func index() throws(TroveError) -> Index {
-    let opened: Result<(Index, Int64?), TroveError> = self.opened.withLock { slot in
-      if let index = slot { return .success((index, nil)) }
-      do throws(TroveError) {
-        let index = try openIndex()
-        slot = index
-        guard index.isFresh else { return .success((index, nil)) }
-        // What the log held before this index existed: later lines are
-        // changes made through it.
-        let logged = try? rootDirectory.status(of: StoreLayout.journal, followSymlinks: false).size
-        return .success((index, logged ?? 0))
-      } catch {
-        return .failure(error)
+    let me = ObjectIdentifier(Thread.current)
+    while true {
+      let step: Result<IndexStep, TroveError> = state.withLock { state in
+        switch state {
+        case .ready(let index): return .success(.use(index))
+        case .rebuilding(let index, let owner): return .success(owner == me ? .use(index) : .wait)
+        case .closed:
+          do throws(TroveError) {
+            let index = try openIndex()
+            guard index.needsRebuild else {
+              state = .ready(index)
+              return .success(.use(index))
+            }
+            // What the log holds now: later lines are changes made
+            // through this index.
+            let logged = try? rootDirectory.status(of: StoreLayout.journal, followSymlinks: false)
+              .size
+            state = .rebuilding(index, owner: me)
+            return .success(.rebuild(index, journalLength: logged ?? 0))
+          } catch {
+            return .failure(error)
+          }
+        }
+      }
+      switch try step.get() {
+      case .use(let index): return index
+      case .wait: usleep(2_000)
+      case .rebuild(let index, let logged):
+        do throws(TroveError) {
+          try rebuild(journalLength: logged)
+        } catch {
+          forgetIndex(index)
+          throw error
+        }
+        state.withLock { state in
+          if case .rebuilding(let current, _) = state, current === index { state = .ready(index) }
+        }
+        return index
       }
     }
-    let (index, logged) = try opened.get()
-    if let logged { try rebuild(journalLength: logged) }
-    return index
+  }
+
+  /// Where this process stands with the index.
+  enum IndexState {
+    case closed
+    /// Being filled by thread `owner` (whose own calls get it).
+    case rebuilding(Index, owner: ObjectIdentifier)
+    case ready(Index)
+  }
+
+  private enum IndexStep {
+    case use(Index)
+    case wait
+    case rebuild(Index, journalLength: Int64)
+  }
+
+  /// Forgets the open index (set aside as damaged, or its rebuild
+  /// failed): the next ``index()`` opens, and rebuilds, one again.
+  func forgetIndex(_ index: Index) {
+    state.withLock { state in
+      switch state {
+      case .ready(let current) where current === index: state = .closed
+      case .rebuilding(let current, _) where current === index: state = .closed
+      default: break
+      }
+    }
   }
 
   /// Fills a new index: from `objects/`, then the pins and keys of the
@@ -145,6 +198,9 @@ final class ObjectTable: Sendable {
   private func rebuild(journalLength: Int64) throws(TroveError) {
     var report = try reconcileAll(repair: true)
     let replay = journalLength > 0 ? try replayJournal(length: journalLength) : nil
+    try index().write("finish rebuilding the index") { (tx) throws(TroveError) in
+      try tx.clearRebuildPending()
+    }
     report.pinsRestored = replay?.pins ?? 0
     report.keysRestored = replay?.keys ?? 0
     report.referencesLost = replay?.lost ?? 0
@@ -164,12 +220,6 @@ final class ObjectTable: Sendable {
       defer { report = nil }
       return report
     }
-  }
-
-  /// Forgets the open index (set aside as damaged): the next
-  /// ``index()`` opens, and rebuilds, a new one.
-  func forgetIndex(_ index: Index) {
-    opened.withLock { slot in if slot === index { slot = nil } }
   }
 
   // MARK: Finding objects (no state change)

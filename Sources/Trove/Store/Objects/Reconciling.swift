@@ -123,7 +123,7 @@ extension ObjectTable {
           _ = try tx.deleteRemovals([digest])
           if rows[digest] == nil {
             if try unlinkFiles(of: record) { report.removalsFinished += 1 }
-            _ = try tx.deleteObject(digest)  // pins and keys a crash left
+            try forget([digest], tx)  // pins and keys a crash left
           }
         }
       }
@@ -223,12 +223,12 @@ extension ObjectTable {
         _ = try tx.deleteRemovals([digest])
         if try unlinkFiles(of: record) {
           report.removalsFinished += 1
-          _ = try tx.deleteObject(digest)
+          try forget([digest], tx)
           return report
         }
         // Not the file the `rm` meant (one stored since): it stays, and
         // is reconciled below like any other.
-        _ = try tx.deleteObject(digest)
+        try forget([digest], tx)
         if let status = try status(digest, compressed: false), status.isRegular { raw = status }
         if let status = try status(digest, compressed: true), status.isRegular { zst = status }
       }
@@ -253,7 +253,7 @@ extension ObjectTable {
     guard let file = raw ?? zst else {
       if row != nil { report.dropped += 1 }
       // The row, and any pins and keys a crash left without it.
-      if repair { _ = try tx.deleteObject(digest) }
+      if repair { try forget([digest], tx) }
       return report
     }
     let isCompressed = raw == nil

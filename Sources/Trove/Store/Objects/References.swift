@@ -6,27 +6,68 @@ extension ObjectTable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   func pin(_ digest: Digest, name: String, expires: Int64?) throws(TroveError) {
     let now = currentTimeNanoseconds()
-    try withPresent(digest, "pin \(digest)") { (tx) throws(TroveError) in
-      try tx.insertPin(digest, name: name, expires: expires, now: now)
-      journal([JournalRecord(op: .pin, digest: digest, name: name, expires: expires)], tx)
+    do throws(TroveError) {
+      try withPresent(digest, "pin \(digest)") { (tx) throws(TroveError) in
+        try tx.insertPin(digest, name: name, expires: expires, now: now)
+        journal([JournalRecord(op: .pin, digest: digest, name: name, expires: expires)], tx)
+      }
+    } catch {
+      journalAsIs(pin: (digest, name))
+      throw error
     }
   }
 
   /// Removes `name`'s pin of `digest`; whether there was one.
   func unpin(_ digest: Digest, name: String) throws(TroveError) -> Bool {
-    try index().write("unpin \(digest)") { (tx) throws(TroveError) in
-      let removed = try tx.deletePin(digest, name: name)
-      if removed { journal([JournalRecord(op: .unpin, digest: digest, name: name)], tx) }
-      return removed
+    do throws(TroveError) {
+      return try index().write("unpin \(digest)") { (tx) throws(TroveError) in
+        let removed = try tx.deletePin(digest, name: name)
+        if removed { journal([JournalRecord(op: .unpin, digest: digest, name: name)], tx) }
+        return removed
+      }
+    } catch {
+      journalAsIs(pin: (digest, name))
+      throw error
     }
   }
 
   /// Removes `key`; whether it was bound. The object stays.
   func unbind(key: String) throws(TroveError) -> Bool {
-    try index().write("remove key '\(key)'") { (tx) throws(TroveError) in
-      let removed = try tx.deleteKey(key)
-      if removed { journal([JournalRecord(op: .unbind, key: key)], tx) }
-      return removed
+    do throws(TroveError) {
+      return try index().write("remove key '\(key)'") { (tx) throws(TroveError) in
+        let removed = try tx.deleteKey(key)
+        if removed { journal([JournalRecord(op: .unbind, key: key)], tx) }
+        return removed
+      }
+    } catch {
+      journalAsIs(key: key)
+      throw error
+    }
+  }
+
+  /// After a change that failed — its line may be in `references.log`
+  /// though its transaction rolled back — appends what the index holds
+  /// now for that pin or key, so the log's last word is the truth.
+  /// Best effort, like every append.
+  func journalAsIs(pin: (Digest, String)? = nil, key: String? = nil) {
+    _ = try? index().write("journal a failed change") { (tx) throws(TroveError) in
+      if let (digest, name) = pin {
+        let held = try tx.pins().first { $0.digest == digest && $0.name == name }
+        journal(
+          [
+            held.map { JournalRecord(op: .pin, digest: digest, name: name, expires: $0.expires) }
+              ?? JournalRecord(op: .unpin, digest: digest, name: name)
+          ], tx)
+      }
+      if let key {
+        let bound = try tx.binding(forKey: key)
+        journal(
+          [
+            bound.map {
+              JournalRecord(op: .bind, digest: $0.digest, key: key, origin: $0.origin)
+            } ?? JournalRecord(op: .unbind, key: key)
+          ], tx)
+      }
     }
   }
 
@@ -40,17 +81,23 @@ extension ObjectTable {
     key: String?, to digest: Digest, origin: KeyOrigin? = nil, checksums: [Checksum] = []
   ) throws(TroveError) {
     let now = currentTimeNanoseconds()
-    try withPresent(digest, "bind key '\(key ?? digest.description)'") { (tx) throws(TroveError) in
-      if let key { try tx.insertKey(key, digest: digest, origin: origin, at: now) }
-      try tx.insertChecksums(checksums, for: digest)
-      if let key {
-        journal(
-          [
-            JournalRecord(
-              op: .bind, digest: digest, key: key, origin: origin,
-              checksums: checksums.isEmpty ? nil : checksums)
-          ], tx)
+    do throws(TroveError) {
+      try withPresent(digest, "bind key '\(key ?? digest.description)'") {
+        (tx) throws(TroveError) in
+        if let key { try tx.insertKey(key, digest: digest, origin: origin, at: now) }
+        try tx.insertChecksums(checksums, for: digest)
+        if let key {
+          journal(
+            [
+              JournalRecord(
+                op: .bind, digest: digest, key: key, origin: origin,
+                checksums: checksums.isEmpty ? nil : checksums)
+            ], tx)
+        }
       }
+    } catch {
+      if let key { journalAsIs(key: key) }
+      throw error
     }
   }
 

@@ -55,6 +55,7 @@ extension ObjectTable {
     let hadRow = try index().write("remove \(digest)", durable: true) {
       (tx) throws(TroveError) -> Bool in
       let hadRow = try tx.deleteObject(digest)
+      journalDrops([digest], tx)
       try tx.insertRemovals(
         [try removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
       return hadRow
@@ -111,7 +112,9 @@ extension ObjectTable {
         _ = try reconcile(tx, digests[position], repair: true, deferred: &unmeasured)
         removed[position] = false
       }
-      try tx.deleteReferences(to: digests.indices.filter { removed[$0] }.map { digests[$0] })
+      let gone = digests.indices.filter { removed[$0] }.map { digests[$0] }
+      try tx.deleteReferences(to: gone)
+      journalDrops(gone, tx)
       return (removed, unlinked.withLock { $0 }, failed.first?.value)
     }
   }
