@@ -120,8 +120,10 @@ func sweepSuite(_ b: Bench) throws {
 private func populate(_ root: String, count: Int) throws -> [String: [UInt8]] {
   var files: [String: [UInt8]] = [:]
   files.reserveCapacity(count)
+  // A store first (its marker, objects/, tmp/): Trove adopts no folder
+  // that holds anything else.
+  _ = try Store(StoreConfiguration(root: root))
   let objects = root + "/objects"
-  try FileManager.default.createDirectory(atPath: objects, withIntermediateDirectories: true)
   for i in 0..<count {
     var bytes = [UInt8](repeating: 0, count: 200)
     withUnsafeBytes(of: UInt64(i).littleEndian) { raw in
