@@ -242,13 +242,21 @@ extension Store {
       guard let size, size <= Self.checkedBeforeWriting else { return nil }
       var out: [UInt8] = []
       out.reserveCapacity(Int(size))
-      _ = try decompressVerified(object, digest: digest, objectPath: path, destination: "<output>")
-      {
-        (chunk) throws(SystemCallError) in
-        // A frame that says less than it holds is corrupt: never more
-        // than it said is kept.
-        guard out.count + chunk.count <= size else { throw SystemCallError("read", .ioError) }
-        out.append(contentsOf: chunk)
+      let tooLong = Errno(rawValue: EFBIG)
+      do throws(TroveError) {
+        _ = try decompressVerified(
+          object, digest: digest, objectPath: path, destination: "<output>"
+        ) { (chunk) throws(SystemCallError) in
+          // A frame that says less than it holds is corrupt: never more
+          // than it said is kept.
+          guard out.count + chunk.count <= size else { throw SystemCallError("read", tooLong) }
+          out.append(contentsOf: chunk)
+        }
+      } catch  where error.cause?.errno == tooLong {
+        throw TroveError(
+          .corruptObject,
+          "object '\(path)' is corrupt: its zstd frame holds more than the \(size) bytes its header declares; remove it and store it again",
+          path: path, value: digest.description)
       }
       return out
     }

@@ -95,7 +95,11 @@ public final class Store: Sendable {
       }
       // SQLite opens the index by path, refusing a symbolic link anywhere
       // in it: the kernel's name for the folder opened has none.
-      let resolvedRoot = (try? rootFD.resolvedPath()) ?? root
+      let resolvedRoot =
+        (try? rootFD.resolvedPath()) ?? realpath(root, nil).map { resolved in
+          defer { free(resolved) }
+          return String(cString: resolved)
+        } ?? root
       rootDirectory = rootFD
       objects = ObjectTable(
         root: root, rootDirectory: rootFD, objects: objectsFD, tmp: tmpFD, filesystem: filesystem,
