@@ -47,10 +47,24 @@ extension ObjectTable {
 
   /// After a change that failed — its line may be in `references.log`
   /// though its transaction rolled back — appends what the index holds
-  /// now for that pin or key, so the log's last word is the truth.
+  /// now for that pin or key (or every pin and key of `digests`, after a
+  /// failed removal), so the log's last word is the truth.
   /// Best effort, like every append.
-  func journalAsIs(pin: (Digest, String)? = nil, key: String? = nil) {
+  func journalAsIs(pin: (Digest, String)? = nil, key: String? = nil, digests: [Digest] = []) {
     _ = try? index().write("journal a failed change") { (tx) throws(TroveError) in
+      if !digests.isEmpty {
+        // A failed removal: every pin and key the index still holds for them.
+        let wanted = Set(digests)
+        let pins = try tx.pins().filter { wanted.contains($0.digest) }
+        let keys = try tx.keys().filter { wanted.contains($0.digest) }
+        journal(
+          pins.map {
+            JournalRecord(op: .pin, digest: $0.digest, name: $0.name, expires: $0.expires)
+          }
+            + keys.map {
+              JournalRecord(op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin)
+            }, tx)
+      }
       if let (digest, name) = pin {
         let held = try tx.pins().first { $0.digest == digest && $0.name == name }
         journal(

@@ -52,13 +52,19 @@ extension ObjectTable {
   /// again); a read, a pin or a key finds the object gone. Whether there
   /// was anything.
   func drop(_ digest: Digest) throws(TroveError) -> Bool {
-    let hadRow = try index().write("remove \(digest)", durable: true) {
-      (tx) throws(TroveError) -> Bool in
-      let hadRow = try tx.deleteObject(digest)
-      journalDrops([digest], tx)
-      try tx.insertRemovals(
-        [try removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
-      return hadRow
+    let hadRow: Bool
+    do throws(TroveError) {
+      hadRow = try index().write("remove \(digest)", durable: true) {
+        (tx) throws(TroveError) -> Bool in
+        let hadRow = try tx.deleteObject(digest)
+        journalDrops([digest], tx)
+        try tx.insertRemovals(
+          [try removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
+        return hadRow
+      }
+    } catch {
+      journalAsIs(digests: [digest])
+      throw error
     }
     let (_, unlinked, failure) = try finishRemovals([digest])
     if let failure { throw failure }
@@ -88,7 +94,18 @@ extension ObjectTable {
     throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failure: TroveError?)
   {
     guard !digests.isEmpty else { return ([], [], nil) }
-    return try index().write("remove \(digests.count) files") {
+    do throws(TroveError) {
+      return try finishRemovalsOnce(digests)
+    } catch {
+      journalAsIs(digests: digests)
+      throw error
+    }
+  }
+
+  private func finishRemovalsOnce(_ digests: [Digest])
+    throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failure: TroveError?)
+  {
+    try index().write("remove \(digests.count) files") {
       (tx) throws(TroveError) -> ([Bool], [Bool], TroveError?) in
       let records = try tx.takeRemovals(digests)
       var removed = records.map { $0 != nil }
