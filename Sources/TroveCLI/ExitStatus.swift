@@ -12,6 +12,9 @@ enum ExitStatus {
   static let ioError: Int32 = 74  // EX_IOERR
   static let tryAgain: Int32 = 75  // EX_TEMPFAIL
   static let permission: Int32 = 77  // EX_NOPERM
+  /// Standard output closed under us (`trove get D - | head`): the status
+  /// of a process SIGPIPE ended, as shells report it.
+  static let brokenPipe: Int32 = 141
   static let config: Int32 = 78  // EX_CONFIG
 
   /// The status for a library error.
@@ -19,7 +22,7 @@ enum ExitStatus {
     switch error.code {
     case .invalidDigest, .invalidArgument: return usage
     case .notFound: return failure
-    case .sourceMissing, .sourceNotFile: return noInput
+    case .sourceMissing, .sourceNotFile, .storeMissing: return noInput
     case .destinationExists, .destinationDirectoryMissing: return cannotCreate
     case .permissionDenied: return permission
     case .cloneUnsupported, .linkUnsupported, .storedCompressed: return unavailable

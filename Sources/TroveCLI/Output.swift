@@ -32,8 +32,18 @@ enum Output {
     write(Array((MessageText.escaped(text) + "\n").utf8), to: 2)
   }
 
-  /// Writes all of `bytes` to `fd`. If standard output is gone (a closed
-  /// pipe), there is nobody left to tell: exit quietly with EX_IOERR.
+  /// The status a closed standard output ends the command with: that of
+  /// SIGPIPE (141) for commands whose output is data, 0 for listings
+  /// (`trove ls | head -1`), as git does.
+  nonisolated(unsafe) static var closedPipeStatus = ExitStatus.brokenPipe
+
+  /// Ends the command quietly because standard output was closed (a pipe
+  /// whose reader left): there is nobody left to tell.
+  static func closedPipe() -> Never { exit(closedPipeStatus) }
+
+  /// Writes all of `bytes` to `fd`. A closed standard output ends the
+  /// command (``closedPipe()``); another failure to write it is said on
+  /// stderr once, exit 74.
   private static func write(_ bytes: [UInt8], to fd: Int32) {
     bytes.withUnsafeBytes { raw in
       var offset = 0
@@ -41,8 +51,11 @@ enum Output {
         let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
         if n < 0 && errno == EINTR { continue }
         if n <= 0 {
-          if fd == 1 { exit(ExitStatus.ioError) }
-          return
+          guard fd == 1 else { return }
+          if n < 0 && errno == EPIPE { closedPipe() }
+          let reason = n < 0 ? String(cString: strerror(errno)) : "nothing was written"
+          error("Error: cannot write to standard output: \(reason)")
+          exit(ExitStatus.ioError)
         }
         offset += n
       }

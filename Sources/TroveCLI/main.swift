@@ -23,6 +23,10 @@ func main() -> Int32 {
       Output.line(version)
       return ExitStatus.success
     case .run(let invocation):
+      if ["ls", "keys", "pins", "stats", "config", "dir", "path"].contains(invocation.command.name)
+      {
+        Output.closedPipeStatus = ExitStatus.success
+      }
       return try invocation.command.run(invocation)
     }
   } catch let error as UsageError {
@@ -31,6 +35,8 @@ func main() -> Int32 {
     let topic = error.command.map { "trove \($0.name) --help" } ?? "trove --help"
     Output.error("  See '\(topic)' for more information.")
     return ExitStatus.usage
+  } catch let error as TroveError where error.cause?.errno == .brokenPipe {
+    Output.closedPipe()  // `trove get D - | head`: the reader left, quietly
   } catch let error as TroveError {
     Output.error("Error: \(error)")
     return ExitStatus.of(error)

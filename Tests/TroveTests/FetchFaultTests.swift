@@ -103,7 +103,7 @@ struct FetchFaultTests {
     let scratch = try Scratch()
     let url = server.url("/ok/w?size=\(Self.size)")
     // The store exists: the fetch's writes are the sidecar's, then the body's.
-    #expect(try CLI.run(["--store", scratch["store"], "stats"]).status == 0)
+    #expect(try CLI.run(["--store", scratch["store"], "sweep"]).status == 0)
     let failed = try CLI.run(
       ["--store", scratch["store"], "fetch", "--retries", "0", url],
       environment: ["TROVE_INJECT_FAULT": "write:5:3"])

@@ -56,6 +56,7 @@ struct MessageTests {
   func keyArgument() throws {
     let scratch = try Scratch()
     let store = scratch["store"]
+    #expect(try CLI.run(["--store", store, "sweep"]).status == 0)  // the store exists
     for args in [
       ["get", Self.hostile, scratch["out"]], ["rm", Self.hostile], ["pin", Self.hostile],
     ] {
@@ -140,6 +141,7 @@ struct MessageTests {
   func invalidUTF8() throws {
     let scratch = try Scratch()
     let store = scratch["store"]
+    #expect(try CLI.run(["--store", store, "sweep"]).status == 0)  // the store exists
     // "\xff" decodes to U+FFFD: a file with that name must not be the one put.
     try scratch.write("\u{FFFD}", [7, 7, 7])
     let raw = Array((scratch.path + "/").utf8) + [0xFF]

@@ -40,6 +40,9 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     public static let corruptObject = Code(rawValue: "corrupt-object")
     /// The store cannot be opened or created.
     public static let storeUnavailable = Code(rawValue: "store-unavailable")
+    /// There is no store at the path, and it was opened without creating
+    /// one (``StoreConfiguration/createIfMissing`` false).
+    public static let storeMissing = Code(rawValue: "store-missing")
     /// The store was written by a newer Trove.
     public static let unsupportedFormat = Code(rawValue: "unsupported-format")
     /// The index database failed.

@@ -45,6 +45,8 @@ public final class Store: Sendable {
   /// Opens the store at `configuration.root`, creating it (mode 0700, with
   /// `objects/`, `tmp/`, `CACHEDIR.TAG`, `config.json` and the index) when
   /// missing and allowed. Safe to race with other processes opening it.
+  /// A store opened without creating it that is not there (no folder, or
+  /// one without `config.json`) is `.storeMissing`, and nothing is made.
   ///
   /// - Throws: ``TroveError`` `.storeUnavailable` naming the path and the
   ///   failing call when the root cannot be created or opened,
@@ -60,9 +62,13 @@ public final class Store: Sendable {
         try Self.makeDirectories(root)
       }
     }
-    let rootFD = try attempt("open store", root, code: .storeUnavailable) {
-      () throws(SystemCallError) in
-      try FileDescriptor.open(root, .directory)
+    let rootFD: FileDescriptor
+    do throws(SystemCallError) {
+      rootFD = try FileDescriptor.open(root, .directory)
+    } catch  where error.errno == .noSuchFileOrDirectory && !configuration.createIfMissing {
+      throw Self.missing(root)
+    } catch {
+      throw TroveError.system(error, "open store", path: root, code: .storeUnavailable)
     }
     var opened = [rootFD]
     do throws(TroveError) {
@@ -74,7 +80,11 @@ public final class Store: Sendable {
       // The marker before anything else: a folder without it holds only
       // what a creator writes first (its marker's temp file), so nothing
       // in someone's folder is ever taken for the store's.
-      try Self.publishMarker(rootFD, root: root)
+      if configuration.createIfMissing {
+        try Self.publishMarker(rootFD, root: root)
+      } else if (try? rootFD.status(of: StoreLayout.settings, followSymlinks: false)) == nil {
+        throw Self.missing(root)
+      }
       for name in [StoreLayout.objects, StoreLayout.tmp] where configuration.createIfMissing {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
@@ -154,6 +164,12 @@ public final class Store: Sendable {
         continue
       }
     }
+  }
+
+  /// The error for a store that is not there, opened without creating it.
+  private static func missing(_ root: String) -> TroveError {
+    TroveError(
+      .storeMissing, "no store at '\(root)': nothing was ever stored there", path: root)
   }
 
   /// Opens the store's folder `name`, never through a symbolic link.

@@ -1,11 +1,16 @@
+import Foundation
 import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// The commands `trove` knows, in the order `help` lists them.
 let allCommands: [CommandSpec] = [
   fetchCommand, putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand,
   statsCommand,
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
-  recompressCommand, verifyCommand, reindexCommand,
+  recompressCommand, verifyCommand, reindexCommand, dirCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
@@ -17,9 +22,46 @@ let expectSizeOption = OptionSpec(
   help: "The input's exact length in bytes: any other fails (exit 65) and stores nothing.")
 
 extension Invocation {
-  /// Opens the store named by `--store`, `TROVE_STORE` or the default.
+  /// Opens the store named by `--store`, `TROVE_STORE` or the default
+  /// (see ``storeRoot``). Only the commands that store, sweep or
+  /// configure create a missing store; those that only read (and `rm`,
+  /// `pin`, `unpin`) say it is not there (exit 66) and make nothing.
   func openStore() throws(TroveError) -> Store {
-    try Store(StoreConfiguration(root: store, onWarning: { Output.error("trove: warning: " + $0) }))
+    let creating = ["put", "fetch", "sweep", "recompress", "reindex", "config"].contains(
+      command.name)
+    return try Store(
+      StoreConfiguration(
+        root: storeRoot, createIfMissing: creating,
+        onWarning: { Output.error("trove: warning: " + $0) }))
+  }
+
+  /// The store's folder as an absolute path: `--store`, else
+  /// `TROVE_STORE`, else the caches folder's `trove`; a leading `~` or
+  /// `~user` expanded as a shell would (a quoted `'~/x'` reaches Trove
+  /// unexpanded), and a relative path made absolute, so every message and
+  /// `trove path` name it whole.
+  var storeRoot: String {
+    let named = StoreConfiguration(root: store).root
+    let expanded = Self.expandingTilde(named)
+    if expanded.hasPrefix("/") { return expanded }
+    return FileManager.default.currentDirectoryPath + "/" + expanded
+  }
+
+  /// `~` → `$HOME`, `~user` → that user's home, as shells expand them.
+  static func expandingTilde(_ path: String) -> String {
+    guard path.hasPrefix("~") else { return path }
+    let slash = path.firstIndex(of: "/") ?? path.endIndex
+    let user = String(path[path.index(after: path.startIndex)..<slash])
+    let home: String?
+    if user.isEmpty {
+      home =
+        ProcessInfo.processInfo.environment["HOME"]
+        ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_dir) }
+    } else {
+      home = getpwnam(user).map { String(cString: $0.pointee.pw_dir) }
+    }
+    guard let home else { return path }
+    return home + path[slash...]
   }
 
   /// Parses a digest argument; bad text is a usage error quoting it.

@@ -36,6 +36,11 @@ let putCommand = CommandSpec(
       throw invocation.usageError(
         "--expect-size gives one file's length; \(invocation.positionals.count) files given")
     }
+    let readsOfInput = invocation.positionals.filter { $0 == "-" }.count
+    if readsOfInput > 1 {
+      throw invocation.usageError(
+        "standard input can be read once: '-' is given \(readsOfInput) times")
+    }
     let priority: PutPriority = invocation.flag("--optional") ? .opportunistic : .important
     let store = try invocation.openStore()
     let verbose = invocation.flag("--verbose")

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+/// The command line as Unix tools behave (issue 12, in part): a closed
+/// pipe ends a command quietly, a store that is not there is never made
+/// by a command that only reads, and store paths are expanded and
+/// absolute.
+@Suite("pipes and store names")
+struct PipesAndStoreNamesTests {
+  /// Runs `script` in bash with `$0` the trove executable; returns what
+  /// it printed and wrote on stderr.
+  func bash(_ script: String) throws -> CLI.Result {
+    try CLI.run([], prefix: ["/bin/bash", "-c", script])
+  }
+
+  @Test("a closed stdout ends get - with 141 and a listing with 0, both without a word")
+  func closedPipes() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let big = try scratch.write("big", Bytes.random(2 << 20, seed: 600))
+    #expect(try CLI.run(["--store", store, "put", big]).status == 0)
+    let digest = XXH3Hasher.digest(try contents(big))
+    let get = try bash(
+      "\"$0\" --store '\(store)' get \(digest) - | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}")
+    #expect(get.out == "141\n" && get.stderr.isEmpty, "\(get.out) \(get.stderr)")
+    // More lines than a pipe holds, so the listing outlives its reader.
+    var files: [String] = []
+    for i in 0..<1500 { files.append(try scratch.write("f\(i)", Array("file \(i)\n".utf8))) }
+    #expect(try CLI.run(["--store", store, "put"] + files).status == 0)
+    for listing in ["ls", "keys", "pins"] {
+      let run = try bash(
+        "set -o pipefail; \"$0\" --store '\(store)' \(listing) | head -1 >/dev/null; echo $?")
+      #expect(run.out == "0\n" && run.stderr.isEmpty, "\(listing): \(run.out) \(run.stderr)")
+    }
+  }
+
+  @Test("put - - is refused: standard input can be read once")
+  func stdinTwice() throws {
+    let scratch = try Scratch()
+    let put = try CLI.run(["--store", scratch["store"], "put", "-", "-"], stdin: [1, 2, 3])
+    #expect(put.status == 64 && put.stderr.contains("read once"), "\(put.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: scratch["store/objects"]))
+  }
+
+  @Test("commands that only read never create a store: a missing one is exit 66, naming it")
+  func missingStore() throws {
+    let scratch = try Scratch()
+    let typo = scratch["typo"]
+    let digest = XXH3Hasher.digest([1]).description
+    for arguments in [
+      ["has", digest], ["get", digest, scratch["out"]], ["path", digest], ["ls"], ["stats"],
+      ["pins"], ["keys"], ["verify"], ["rm", digest], ["pin", digest], ["dir"],
+    ] {
+      let run = try CLI.run(["--store", typo] + arguments)
+      if arguments == ["dir"] {
+        #expect(run.status == 0 && run.out == typo + "\n")
+      } else {
+        #expect(run.status == 66, "\(arguments): \(run.status) \(run.stderr)")
+        #expect(
+          run.errorLines == ["Error: no store at '\(typo)': nothing was ever stored there"],
+          "\(arguments): \(run.stderr)")
+      }
+      #expect(!FileManager.default.fileExists(atPath: typo), "\(arguments) made the store")
+    }
+    // An empty folder is not a store yet either, and stays empty.
+    try FileManager.default.createDirectory(atPath: typo, withIntermediateDirectories: false)
+    #expect(try CLI.run(["--store", typo, "ls"]).status == 66)
+    #expect(scratch.list("typo").isEmpty)
+    // Storing makes it.
+    #expect(try CLI.run(["--store", typo, "put", "-"], stdin: [1]).status == 0)
+    #expect(try CLI.run(["--store", typo, "has", digest]).status == 0)
+  }
+
+  @Test("~ in --store is expanded as a shell would; a relative store prints absolute paths")
+  func storeNames() throws {
+    let scratch = try Scratch()
+    let home = ["HOME": scratch.path]
+    let dir = try CLI.run(["--store", "~/cache", "dir"], environment: home)
+    #expect(dir.out == scratch["cache"] + "\n", "\(dir.out)")
+    #expect(
+      try CLI.run(["--store", "~/cache", "put", "-"], stdin: [7], environment: home).status == 0)
+    #expect(FileManager.default.fileExists(atPath: scratch["cache/config.json"]))
+    #expect(
+      !FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/~"))
+    let root = try CLI.run(["--store", "~root/x", "dir"])
+    #expect(root.out == "/root/x\n", "\(root.out)")
+    // Relative to where trove runs: `path` prints the whole path.
+    let digest = XXH3Hasher.digest([7])
+    let relative = try CLI.run(
+      [],
+      prefix: ["/bin/sh", "-c", "cd '\(scratch.path)' && exec \"$0\" --store cache path \(digest)"])
+    let object = scratch["cache/objects/\(digest.hex.prefix(2))/\(digest.hex)"]
+    #expect(
+      relative.out == URL(fileURLWithPath: object).standardizedFileURL.path + "\n",
+      "\(relative.out) \(relative.stderr)")
+  }
+}
