@@ -61,6 +61,9 @@ let globalOptions = [
     names: ["--store"], valueName: "dir",
     help: "The store folder (default: $TROVE_STORE, else the caches folder + trove)."),
   OptionSpec(names: ["-h", "--help"], valueName: nil, help: "Show help information."),
+  OptionSpec(
+    names: ["-q", "--quiet"], valueName: nil,
+    help: "No warnings (e.g. copied, not cloned) and no progress line; errors still print."),
 ]
 
 /// Parses `arguments` (after the program name) the way swift-argument-parser
@@ -76,6 +79,7 @@ enum CommandLineParser {
   static func parse(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> Outcome {
     var rest = arguments[...]
     var store: String?
+    var quiet = false
     // Global options before the subcommand.
     while let first = rest.first, first.hasPrefix("-"), first != "-" {
       rest.removeFirst()
@@ -85,6 +89,8 @@ enum CommandLineParser {
       case "--version": return .version
       case "--store":
         store = try takeValue(name, inline, &rest, spec: globalOptions[0], command: nil)
+      case "-q", "--quiet":
+        quiet = true
       default:
         throw UsageError(message: "Unknown option '\(first)'", command: nil)
       }
@@ -119,6 +125,10 @@ enum CommandLineParser {
         store = try takeValue(name, inline, &rest, spec: globalOptions[0], command: command)
         continue
       }
+      if (name == "-q" || name == "--quiet") && inline == nil {
+        quiet = true
+        continue
+      }
       guard let spec = command.options.first(where: { $0.names.contains(name) }) else {
         throw UsageError(message: "Unknown option '\(argument)'", command: command)
       }
@@ -134,6 +144,7 @@ enum CommandLineParser {
         lists[long, default: []].append(value)
       }
     }
+    if quiet { values["--quiet"] = "" }
     return .run(
       Invocation(
         command: command, store: store, positionals: positionals, values: values, lists: lists))

@@ -26,6 +26,17 @@ enum Output {
     write(Array(text.utf8), to: 1)
   }
 
+  /// Whether `-q`/`--quiet` was given: warnings are not printed.
+  nonisolated(unsafe) static var quiet = false
+
+  /// Prints `trove: warning: TEXT` on standard error, unless `--quiet`.
+  /// A warning says what went otherwise than asked while the command still
+  /// succeeded (copied, not cloned; a leftover left in place; a repair
+  /// made on the way); errors are never silenced.
+  static func warning(_ text: String) {
+    if !quiet { error("trove: warning: " + text) }
+  }
+
   /// Prints `text` and a newline on standard error, its control
   /// characters escaped.
   static func error(_ text: String) {

@@ -23,6 +23,7 @@ func main() -> Int32 {
       Output.line(version)
       return ExitStatus.success
     case .run(let invocation):
+      Output.quiet = invocation.flag("--quiet")
       if ["ls", "keys", "pins", "stats", "config", "dir", "path"].contains(invocation.command.name)
       {
         Output.closedPipeStatus = ExitStatus.success

@@ -96,4 +96,25 @@ struct PipesAndStoreNamesTests {
       relative.out == URL(fileURLWithPath: object).standardizedFileURL.path + "\n",
       "\(relative.out) \(relative.stderr)")
   }
+
+  @Test(
+    "-q silences warnings (copied, not cloned), before or after the subcommand; errors still print",
+    .enabled(
+      if: !TestFilesystems.tempCanClone,
+      "the temp folder's filesystem clones: no fallback to warn of"
+    ))
+  func quiet() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try CLI.run(["--store", store, "put", "-"], stdin: [1, 2, 3]).status == 0)
+    let digest = XXH3Hasher.digest([1, 2, 3]).description
+    let loud = try CLI.run(["--store", store, "get", digest, scratch["a"]])
+    #expect(loud.status == 0 && loud.stderr.contains("trove: warning: copied"), "\(loud.stderr)")
+    let quietAfter = try CLI.run(["--store", store, "get", "-q", digest, scratch["b"]])
+    let quietBefore = try CLI.run(["-q", "--store", store, "get", digest, scratch["c"]])
+    #expect(quietAfter.status == 0 && quietAfter.stderr.isEmpty, "\(quietAfter.stderr)")
+    #expect(quietBefore.status == 0 && quietBefore.stderr.isEmpty, "\(quietBefore.stderr)")
+    let failing = try CLI.run(["--store", store, "get", "--quiet", digest, scratch["c"]])
+    #expect(failing.status == 73 && failing.stderr.hasPrefix("Error: "), "\(failing.stderr)")
+  }
 }

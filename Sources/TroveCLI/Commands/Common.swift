@@ -32,7 +32,7 @@ extension Invocation {
     return try Store(
       StoreConfiguration(
         root: storeRoot, createIfMissing: creating,
-        onWarning: { Output.error("trove: warning: " + $0) }))
+        onWarning: { Output.warning($0) }))
   }
 
   /// The store's folder as an absolute path: `--store`, else

@@ -99,7 +99,7 @@ let configCommand = CommandSpec(
           "trove: repaired \(chosen.rawValue) in '\(before.path)': \(repaired.found) is now \(chosen.value(in: after.policy))"
         )
       }
-      if let remaining = after.error() { Output.error("trove: warning: \(remaining)") }
+      if let remaining = after.error() { Output.warning("\(remaining)") }
     case "reset":
       try invocation.requirePositionals(["reset"])
       try invocation.openStore().resetPolicy()

@@ -47,7 +47,8 @@ let fetchCommand = CommandSpec(
       names: ["--stall-timeout"], valueName: "seconds",
       help: "Fail a transfer that receives under 10 bytes/s for this long (default 30)."),
     OptionSpec(names: ["-f", "--force"], valueName: nil, help: "Replace an existing <dest>."),
-    OptionSpec(names: ["-q", "--quiet"], valueName: nil, help: "No progress line."),
+    OptionSpec(
+      names: ["-q", "--quiet"], valueName: nil, help: "No progress line and no warnings."),
     jsonOption, verboseOption,
   ],
   discussion: """
@@ -145,7 +146,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
           let done = try store.materialize(
             result.digest, at: destination, mode: .auto, replacing: invocation.flag("--force"))
           if let reason = done.fallbackReason {
-            Output.error("trove: warning: copied '\(destination)', not cloned: \(reason)")
+            Output.warning("copied '\(destination)', not cloned: \(reason)")
           }
         }
       }

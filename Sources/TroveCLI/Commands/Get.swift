@@ -58,8 +58,8 @@ let getCommand = CommandSpec(
       Output.json(GetRecord(done))
     }
     if let reason = done.fallbackReason {
-      Output.error(
-        "trove: warning: copied '\(destination)' (\(done.method.rawValue)), not cloned: \(reason)")
+      Output.warning(
+        "copied '\(destination)' (\(done.method.rawValue)), not cloned: \(reason)")
     } else if invocation.flag("--verbose") {
       Output.error(
         "trove: \(done.method.rawValue) \(digest) -> '\(destination)' (\(Output.size(done.size)))")

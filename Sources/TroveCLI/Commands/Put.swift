@@ -68,8 +68,8 @@ let putCommand = CommandSpec(
         }
         if result.exceedsBudget {
           let budget = (try? store.policy().budget).flatMap { $0 }.map { Output.size($0) } ?? "?"
-          Output.error(
-            "trove: warning: \(name) (\(Output.size(result.size))) alone exceeds the store's \(budget) budget; it is stored, and the rest of the store was trimmed to its low-water mark"
+          Output.warning(
+            "\(name) (\(Output.size(result.size))) alone exceeds the store's \(budget) budget; it is stored, and the rest of the store was trimmed to its low-water mark"
           )
         }
       } catch {

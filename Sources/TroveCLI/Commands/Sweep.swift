@@ -33,10 +33,10 @@ let sweepCommand = CommandSpec(
       dryRun: invocation.flag("--dry-run"), wait: !invocation.flag("--no-wait"))
     let report = try invocation.openStore().sweep(options)
     // Leftovers it could not remove: named, and the sweep still did its work.
-    for error in report.temporaryErrors { Output.error("trove: warning: \(error); left in place") }
+    for error in report.temporaryErrors { Output.warning("\(error); left in place") }
     let unnamed = report.temporaryFailures - report.temporaryErrors.count
     if unnamed > 0 {
-      Output.error("trove: warning: \(unnamed) more leftovers could not be removed; left in place")
+      Output.warning("\(unnamed) more leftovers could not be removed; left in place")
     }
     if invocation.flag("--json") {
       Output.json(report)
