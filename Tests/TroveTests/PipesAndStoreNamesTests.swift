@@ -118,3 +118,50 @@ struct PipesAndStoreNamesTests {
     #expect(failing.status == 73 && failing.stderr.hasPrefix("Error: "), "\(failing.stderr)")
   }
 }
+
+/// `trove hash` and `--format xxhsum` (issue 12, in part): lines that
+/// `xxhsum -c` checks.
+@Suite("hash and xxhsum lines")
+struct XXHsumFormatTests {
+  @Test(
+    "hash prints put's digest without storing; --format xxhsum lines pass xxhsum -c",
+    .enabled(if: TestFilesystems.xxhsum != nil, "xxhsum is not installed"))
+  func xxhsumLines() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let a = try scratch.write("a", Bytes.random(300_000, seed: 700))
+    let b = try scratch.write("b", Bytes.random(5, seed: 701))
+    let hash = try CLI.run(["hash", a, b])
+    #expect(hash.status == 0)
+    #expect(
+      hash.out
+        == "\(XXH3Hasher.digest(try contents(a)))  \(a)\n\(XXH3Hasher.digest(try contents(b)))  \(b)\n"
+    )
+    #expect(!FileManager.default.fileExists(atPath: store), "hash opens no store")
+    let piped = try CLI.run(["hash", "-"], stdin: try contents(a))
+    #expect(piped.out == "\(XXH3Hasher.digest(try contents(a)))  -\n")
+    let missing = try CLI.run(["hash", scratch["missing"]])
+    #expect(missing.status == 66 && missing.errorLines.count == 1, "\(missing.stderr)")
+    // Each form of lines, checked by xxhsum itself.
+    let forms = [
+      try CLI.run(["hash", "--format", "xxhsum", a, b]),
+      try CLI.run(["--store", store, "put", "--format", "xxhsum", a, b]),
+      try CLI.run(["--store", store, "ls", "--format", "xxhsum"]),
+    ]
+    for (i, lines) in forms.enumerated() {
+      #expect(
+        lines.status == 0 && lines.out.split(separator: "\n").count == 2, "\(i): \(lines.out)")
+      let list = try scratch.write("sums-\(i)", lines.stdout)
+      let check = Process()
+      check.executableURL = URL(fileURLWithPath: TestFilesystems.xxhsum!)
+      check.arguments = ["-c", list]
+      check.standardOutput = FileHandle.nullDevice
+      check.standardError = FileHandle.nullDevice
+      try check.run()
+      check.waitUntilExit()
+      #expect(check.terminationStatus == 0, "\(i): xxhsum -c rejected \(lines.out)")
+    }
+    let bad = try CLI.run(["hash", "--format", "md5", a])
+    #expect(bad.status == 64)
+  }
+}

@@ -4,7 +4,8 @@ import Trove
 let putCommand = CommandSpec(
   name: "put",
   abstract: "Store files (or standard input) and print their digests.",
-  usage: "[--optional] [--key <key>] [--expect-size <n>] [--json] [-v] <file>...",
+  usage:
+    "[--optional] [--key <key>] [--expect-size <n>] [--format <format>] [--json] [-v] <file>...",
   arguments: [("file", "A file to store, or '-' for standard input.")],
   options: [
     OptionSpec(
@@ -13,7 +14,7 @@ let putCommand = CommandSpec(
     OptionSpec(
       names: ["--key"], valueName: "key",
       help: "Bind a name (a URL, a package id) to the digest; one file only."),
-    expectSizeOption, jsonOption, verboseOption,
+    expectSizeOption, formatOption, jsonOption, verboseOption,
   ],
   discussion: """
     Prints 'DIGEST  NAME' per input, as xxhsum -H2 does. A file on the store's
@@ -41,6 +42,7 @@ let putCommand = CommandSpec(
       throw invocation.usageError(
         "standard input can be read once: '-' is given \(readsOfInput) times")
     }
+    let xxhsum = try invocation.xxhsumFormat()
     let priority: PutPriority = invocation.flag("--optional") ? .opportunistic : .important
     let store = try invocation.openStore()
     let verbose = invocation.flag("--verbose")
@@ -57,7 +59,7 @@ let putCommand = CommandSpec(
         if invocation.flag("--json") {
           results.append(PutRecord(name: name, result: result))
         } else {
-          Output.line("\(result.digest)  \(name)")
+          Output.line(digestLine(result.digest, name, xxhsum: xxhsum))
         }
         if verbose {
           let how = result.isDuplicate ? "already stored" : "stored by \(result.method.rawValue)"
