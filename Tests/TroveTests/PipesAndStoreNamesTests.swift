@@ -165,3 +165,37 @@ struct XXHsumFormatTests {
     #expect(bad.status == 64)
   }
 }
+
+/// `trove clean` (issue 12, in part), as `ccache -C` and `uv cache clean`.
+@Suite("clean")
+struct CleanTests {
+  @Test(
+    "clean empties the store, or keeps the pinned; it asks, or needs --yes; damaged settings do not stop it"
+  )
+  func clean() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    var digests: [Digest] = []
+    for i in 0..<4 {
+      let data = Bytes.random(20_000, seed: UInt64(800 + i))
+      #expect(try CLI.run(["--store", store, "put", "-"], stdin: data).status == 0)
+      digests.append(XXH3Hasher.digest(data))
+    }
+    #expect(try CLI.run(["--store", store, "pin", digests[0].description]).status == 0)
+    let dry = try CLI.run(["--store", store, "clean", "--dry-run"])
+    #expect(dry.status == 0 && dry.out.hasPrefix("would remove 4 objects"), "\(dry.out)")
+    let unasked = try CLI.run(["--store", store, "clean"])
+    #expect(unasked.status == 64 && unasked.stderr.contains("--yes"), "\(unasked.stderr)")
+    #expect(try CLI.run(["--store", store, "ls"]).out.split(separator: "\n").count == 4)
+    let keep = try CLI.run(["--store", store, "clean", "--keep-pinned", "--yes"])
+    #expect(
+      keep.status == 0 && keep.out.hasPrefix("removed 3 objects"), "\(keep.out) \(keep.stderr)")
+    #expect(try CLI.run(["--store", store, "has", digests[0].description]).status == 0)
+    // Settings written by hand that no command may act on: clean still empties.
+    try scratch.write("store/config.json", Array("{ not json".utf8))
+    let all = try CLI.run(["--store", store, "clean", "-y"])
+    #expect(all.status == 0 && all.out.hasPrefix("removed 1 object "), "\(all.out) \(all.stderr)")
+    #expect(try CLI.run(["--store", store, "ls"]).out.isEmpty)
+    #expect(try CLI.run(["--store", store, "pins"]).out.isEmpty)
+  }
+}

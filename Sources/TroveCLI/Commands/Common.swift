@@ -10,7 +10,7 @@ let allCommands: [CommandSpec] = [
   fetchCommand, putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand,
   statsCommand,
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
-  recompressCommand, verifyCommand, reindexCommand, dirCommand, hashCommand,
+  recompressCommand, verifyCommand, reindexCommand, dirCommand, hashCommand, cleanCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
