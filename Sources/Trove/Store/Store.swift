@@ -72,19 +72,11 @@ public final class Store: Sendable {
     }
     var opened = [rootFD]
     do throws(TroveError) {
-      try Self.checkAdoptable(rootFD, root: root)
+      try Self.adopt(rootFD, root: root, creating: configuration.createIfMissing)
       let access = try attempt("inspect store", root, code: .storeUnavailable) {
         () throws(SystemCallError) in StoreAccess(rootMode: try rootFD.status().mode)
       }
       self.access = access
-      // The marker before anything else: a folder without it holds only
-      // what a creator writes first (its marker's temp file), so nothing
-      // in someone's folder is ever taken for the store's.
-      if configuration.createIfMissing {
-        try Self.publishMarker(rootFD, root: root)
-      } else if (try? rootFD.status(of: StoreLayout.settings, followSymlinks: false)) == nil {
-        throw Self.missing(root)
-      }
       for name in [StoreLayout.objects, StoreLayout.tmp] where configuration.createIfMissing {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
@@ -115,8 +107,8 @@ public final class Store: Sendable {
         root: root, rootDirectory: rootFD, objects: objectsFD, tmp: tmpFD, filesystem: filesystem,
         access: access, resolvedRoot: resolvedRoot, warn: configuration.onWarning ?? { _ in })
       try Self.publishIfMissing(
-        StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8),
-        root: root, rootFD: rootFD, tmpFD: tmpFD)
+        StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8), root: root,
+        in: rootFD, through: StoreLayout.temporaryName("meta"), in: tmpFD)
       let (identity, settings) = try Self.readSettings(root: root, rootFD: rootFD)
       cachedSettings = Mutex((identity, settings))
     } catch {
@@ -189,75 +181,58 @@ public final class Store: Sendable {
     }
   }
 
-  /// Refuses a folder that is neither empty nor a store: one without
-  /// `config.json` (Trove's marker) that holds anything but the temp file
-  /// a creator writes its marker through. Trove would otherwise write its
-  /// files (`reserve`, `sweep.lock`, the index) over, and sweep, whatever
-  /// a mistyped `--store` points at.
-  private static func checkAdoptable(_ rootFD: FileDescriptor, root: String) throws(TroveError) {
+  /// Takes the folder as the store, or refuses it. A folder holding
+  /// `config.json` (Trove's marker) is a store. One without it is taken
+  /// only when it holds nothing but the temp file a creator writes its
+  /// marker through — Trove would otherwise write its files (`reserve`,
+  /// `sweep.lock`, the index) over, and sweep, whatever a mistyped
+  /// `--store` points at — and only when `creating`: then the marker is
+  /// written before anything else (a temp file in the root, a rename that
+  /// does not replace, so racing creators agree). Without `creating`, a
+  /// folder with no marker is `.storeMissing`, and nothing is made.
+  private static func adopt(_ rootFD: FileDescriptor, root: String, creating: Bool)
+    throws(TroveError)
+  {
     if (try? rootFD.status(of: StoreLayout.settings, followSymlinks: false)) != nil { return }
     let names = try attempt("open store", root, code: .storeUnavailable) {
       () throws(SystemCallError) in try rootFD.entries()
     }
     for name in names.sorted() {
       let isRegular = (try? rootFD.status(of: name, followSymlinks: false))?.isRegular == true
-      guard isRegular, Self.isMarkerTemporary(name) else {
+      guard isRegular, name.hasPrefix(".config-"), name.hasSuffix(".tmp") else {
         throw TroveError(
           .storeUnavailable,
           "'\(root)' is not a Trove store: it holds '\(name)' and no \(StoreLayout.settings); name an empty or new folder",
           path: root)
       }
     }
+    guard creating else { throw missing(root) }
+    try publishIfMissing(
+      StoreLayout.settings, StoreSettings.initial.encoded(), root: root, in: rootFD,
+      through: "." + StoreLayout.temporaryName("config"), in: rootFD)
   }
 
-  /// The name of the temp file `config.json` is first written through,
-  /// in the root itself (`tmp/` does not exist yet).
-  private static func isMarkerTemporary(_ name: String) -> Bool {
-    name.hasPrefix(".config-") && name.hasSuffix(".tmp")
-  }
-
-  /// Writes `config.json` with the initial settings unless it exists,
-  /// through a temp file in the root and a rename that does not replace,
-  /// so racing creators agree; its mode is `0644` whatever the umask.
-  private static func publishMarker(_ rootFD: FileDescriptor, root: String) throws(TroveError) {
-    if (try? rootFD.status(of: StoreLayout.settings, followSymlinks: false)) != nil { return }
-    let path = root + "/" + StoreLayout.settings
-    let temp = "." + StoreLayout.temporaryName("config")
-    try attempt("write", path, code: .storeUnavailable) { () throws(SystemCallError) in
+  /// Writes `bytes` to `name` in `folder` unless it exists: through
+  /// `temp` in `tempFolder` (`fsync`ed, mode `0644` whatever the umask:
+  /// every user of the store reads it) and a rename that does not
+  /// replace, so racing openers agree.
+  private static func publishIfMissing(
+    _ name: String, _ bytes: [UInt8], root: String, in folder: FileDescriptor,
+    through temp: String, in tempFolder: FileDescriptor
+  ) throws(TroveError) {
+    if (try? folder.status(of: name, followSymlinks: false)) != nil { return }
+    try attempt("write", root + "/" + name, code: .storeUnavailable) {
+      () throws(SystemCallError) in
       let fd = try FileDescriptor.open(
-        temp, in: rootFD, [.writeOnly, .create, .exclusive], permissions: 0o644)
+        temp, in: tempFolder, [.writeOnly, .create, .exclusive], permissions: 0o644)
       defer { fd.close() }
       do throws(SystemCallError) {
         try fd.setPermissions(0o644)
-        try fd.writeAll(StoreSettings.initial.encoded())
-        try fd.sync()
-        try rootFD.renameWithoutReplacing(temp, to: StoreLayout.settings, in: rootFD)
-      } catch {
-        try? rootFD.removeFile(temp)
-        if error.errno != .fileExists { throw error }
-      }
-    }
-  }
-
-  /// Writes `bytes` to `name` in the root unless it exists: through a temp
-  /// file and a rename that does not replace, so racing openers agree.
-  private static func publishIfMissing(
-    _ name: String, _ bytes: [UInt8], root: String, rootFD: FileDescriptor, tmpFD: FileDescriptor
-  ) throws(TroveError) {
-    if (try? rootFD.status(of: name, followSymlinks: false)) != nil { return }
-    let path = root + "/" + name
-    let temp = StoreLayout.temporaryName("meta")
-    try attempt("write", path, code: .storeUnavailable) { () throws(SystemCallError) in
-      let fd = try FileDescriptor.open(
-        temp, in: tmpFD, [.writeOnly, .create, .exclusive], permissions: 0o644)
-      defer { fd.close() }
-      do throws(SystemCallError) {
-        try fd.setPermissions(0o644)  // every user of the store reads it, whatever the umask
         try fd.writeAll(bytes)
         try fd.sync()
-        try tmpFD.renameWithoutReplacing(temp, to: name, in: rootFD)
+        try tempFolder.renameWithoutReplacing(temp, to: name, in: folder)
       } catch {
-        try? tmpFD.removeFile(temp)
+        try? tempFolder.removeFile(temp)
         if error.errno != .fileExists { throw error }
       }
     }

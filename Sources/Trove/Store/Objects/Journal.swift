@@ -41,13 +41,7 @@ extension ObjectTable {
   /// safety net for the index, never a reason to fail.
   func journal(_ records: [JournalRecord], _ tx: IndexSession) {
     guard !records.isEmpty else { return }
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    var bytes: [UInt8] = []
-    for record in records {
-      guard let line = try? encoder.encode(record) else { continue }
-      bytes += Array(line) + [0x0A]
-    }
+    let bytes = Self.lines(records)
     guard
       let fd = try? FileDescriptor.open(
         StoreLayout.journal, in: rootDirectory,
@@ -73,6 +67,18 @@ extension ObjectTable {
     journal(digests.map { JournalRecord(op: .drop, digest: $0) }, tx)
   }
 
+  /// `records` as the log's lines: one JSON object each.
+  private static func lines(_ records: [JournalRecord]) -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    var bytes: [UInt8] = []
+    for record in records {
+      // A record of plain values always encodes.
+      if let line = try? encoder.encode(record) { bytes += Array(line) + [0x0A] }
+    }
+    return bytes
+  }
+
   /// Rewrites the log as the pins and keys the index holds now, when it
   /// is more than four times their size.
   private func compactJournal(_ tx: IndexSession, size: Int64) {
@@ -85,12 +91,7 @@ extension ObjectTable {
         op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin,
         checksums: (try? tx.checksums(of: $0.digest)).flatMap { $0.isEmpty ? nil : $0 })
     }
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    var bytes: [UInt8] = []
-    for record in records {
-      if let line = try? encoder.encode(record) { bytes += Array(line) + [0x0A] }
-    }
+    let bytes = Self.lines(records)
     guard Int64(bytes.count) * 4 < size else { return }
     let temp = StoreLayout.temporaryName("journal")
     do throws(SystemCallError) {
