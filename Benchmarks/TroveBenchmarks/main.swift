@@ -3,17 +3,20 @@ import Foundation
 /// trove-bench: how fast Trove is beside the tools users would otherwise use.
 /// Every figure is printed beside a reference measured in the same run.
 ///
-///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch]...
+///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process]...
 ///               [--json PATH] [--markdown PATH] [--work DIR] [--xfs DIR]
 ///               [--trove PATH] [--sweep-entries N[,N...]]
 
 let suites: [(String, (Bench) throws -> Void)] = [
   ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("sweep", sweepSuite),
   ("compression", compressionSuite), ("memory", memorySuite), ("fetch", fetchSuite),
+  ("process", processSuite),
 ]
 
-@MainActor func usage() -> Never {
-  FileHandle.standardError.write(
+/// Prints the usage: on stdout with status 0 when asked for (`--help`),
+/// on stderr with status 64 after a wrong argument.
+@MainActor func usage(asked: Bool = false) -> Never {
+  (asked ? FileHandle.standardOutput : FileHandle.standardError).write(
     Data(
       """
       usage: trove-bench [--quick] [--suite NAME]... [--json PATH] [--markdown PATH] [--work DIR]
@@ -24,7 +27,7 @@ let suites: [(String, (Bench) throws -> Void)] = [
         --markdown PATH  also write the results as a Markdown table (as in Docs/Benchmarks.md)
 
       """.utf8))
-  exit(64)
+  exit(asked ? 0 : 64)
 }
 
 var quick = false
@@ -59,7 +62,7 @@ while let arg = args.popFirst() {
       usage()
     }
     sweepEntries = counts
-  case "-h", "--help": usage()
+  case "-h", "--help": usage(asked: true)
   default:
     FileHandle.standardError.write(Data("trove-bench: unknown argument '\(arg)'\n".utf8))
     usage()
