@@ -76,6 +76,9 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     /// A server cannot be used (no such host, connection refused, a TLS
     /// failure, too many redirects, an HTTP status that is not a miss).
     public static let unavailable = Code(rawValue: "unavailable")
+    /// The task that asked for the work was cancelled before it was done
+    /// (the `async` calls): nothing was stored or written.
+    public static let cancelled = Code(rawValue: "cancelled")
     /// Internal: an index transaction must be committed durably; it is run
     /// again so. Never reaches a caller.
     static let retryDurably = Code(rawValue: "retry-durably")

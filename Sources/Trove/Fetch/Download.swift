@@ -50,6 +50,9 @@ final class Download: HTTPBodySink {
     byteCount: Transfer.bufferSize, alignment: 4096)
   private var buffered = 0
   private var lastProgress: UInt64 = 0
+  /// Set by an `async` fetch whose task was cancelled: the transfer stops
+  /// at the next progress call (at least once a second).
+  var cancellation: Cancellation?
 
   /// Bodies of at most this many bytes, their length known, are not kept
   /// for resuming: a failed one is fetched again whole.
@@ -214,6 +217,9 @@ final class Download: HTTPBodySink {
   }
 
   func progress(received: Int64, expected: Int64?) -> Bool {
+    if let cancellation, cancellation.isCancelled {
+      return stop(cancellation.error("fetch '\(request.url)'"))
+    }
     guard let progressHandler else { return true }
     let now = DispatchTime.now().uptimeNanoseconds
     guard now - lastProgress >= 100_000_000 else { return true }

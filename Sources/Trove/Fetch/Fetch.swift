@@ -44,10 +44,11 @@ extension Store {
 
   func fetch(
     _ request: FetchRequest, options: FetchOptions, client: HTTPClient,
-    progress: (@Sendable (FetchProgress) -> Void)?
+    progress: (@Sendable (FetchProgress) -> Void)?, cancellation: Cancellation? = nil
   ) throws(TroveError) -> FetchResult {
     var fetcher = try Fetcher(
       store: self, request: request, options: options, client: client, progress: progress)
+    fetcher.cancellation = cancellation
     return try fetcher.run()
   }
 }
@@ -59,6 +60,8 @@ private struct Fetcher {
   let options: FetchOptions
   let client: HTTPClient
   let progress: (@Sendable (FetchProgress) -> Void)?
+  /// Set when the task of an `async` fetch is cancelled.
+  var cancellation: Cancellation?
   /// The store's policy: what every body is checked against and hashed for.
   let policy: CachePolicy
   let started = ContinuousClock.now
@@ -231,6 +234,7 @@ private struct Fetcher {
       let download = Download(
         store: store, request: request, part: part, offset: offset, algorithms: algorithms,
         limit: limit, progress: progress)
+      download.cancellation = cancellation
       let outcome = client.perform(
         HTTPRequest(url: url, headers: headers, resumeFrom: offset, options: options),
         into: download)

@@ -2,11 +2,11 @@ import Foundation
 
 /// Bytes on their way into a store: written to a private temp file in
 /// `tmp/` and hashed as they pass; published under their digest by
-/// ``commit()``, or discarded by ``cancel()`` (or when the writer is
+/// ``commit(expecting:size:)``, or discarded by ``cancel()`` (or when the writer is
 /// dropped without committing).
 ///
 /// One writer belongs to one task at a time. A write that fails discards
-/// the writer; later writes and ``commit()`` throw that failure again.
+/// the writer; later writes and ``commit(expecting:size:)`` throw that failure again.
 ///
 /// A write that takes the bytes past the store's `max-object-size` fails
 /// (`.tooLarge`) before any of its bytes are written, and discards the
@@ -43,6 +43,8 @@ public final class BlobWriter {
   private var writes: PressuredWrites
   /// Evictions made for this put before its first byte.
   var sweeps: [SweepReport]
+  /// A key to bind in the transaction that publishes the bytes.
+  var binding: KeyRequest?
   /// The first bytes, held back until there are enough to judge them;
   /// nil once the form is settled (or when compression is off).
   private var sample: UnsafeMutableRawBufferPointer?
@@ -242,14 +244,31 @@ public final class BlobWriter {
   /// Publishes the bytes written so far under their digest. If the store
   /// already holds them, the temp file is dropped and the result says
   /// `isDuplicate`. After a failed write, throws that failure.
-  public func commit() throws(TroveError) -> PutResult {
-    try commit(method: .stream)
+  ///
+  /// A caller that knows what it should get (a digest from a lock file, a
+  /// length from a manifest) gives `digest` and `size`: bytes that are
+  /// anything else are discarded and the commit fails
+  /// (`.checksumMismatch`), so they are never published.
+  public func commit(expecting digest: Digest? = nil, size expectedSize: Int64? = nil)
+    throws(TroveError) -> PutResult
+  {
+    try commit(method: .stream, expecting: digest, size: expectedSize)
   }
 
-  func commit(method: IngestMethod) throws(TroveError) -> PutResult {
+  func commit(
+    method: IngestMethod, expecting expected: Digest? = nil, size expectedSize: Int64? = nil
+  )
+    throws(TroveError) -> PutResult
+  {
     try requireOpen("commit")
     do throws(TroveError) {
       try limit.checkComplete(size)
+      if let expectedSize, size != expectedSize {
+        throw TroveError(
+          .checksumMismatch,
+          "the bytes written are \(size) bytes long, not the \(expectedSize) expected",
+          value: String(expectedSize))
+      }
       // A stream that ended within the sample is written raw and judged
       // below with its real length.
       try settle(compressing: false)
@@ -257,9 +276,15 @@ public final class BlobWriter {
     } catch {
       throw fail(error)
     }
+    let digest = hasher.finalize()
+    if let expected, digest != expected {
+      throw fail(
+        TroveError(
+          .checksumMismatch, "the bytes written hash to \(digest), not the expected \(expected)",
+          value: expected.description))
+    }
     state = .committed
     defer { file.close() }
-    let digest = hasher.finalize()
     let staged: StagedObject
     do throws(TroveError) {
       staged =
@@ -273,7 +298,7 @@ public final class BlobWriter {
       throw error
     }
     defer { if staged.file != file { staged.file.close() } }
-    let outcome = try store.objects.publish(staged)
+    let outcome = try store.objects.publish(staged, binding: binding)
     return store.finishPut(outcome, method: method, sweeps: sweeps + writes.reliefs)
   }
 

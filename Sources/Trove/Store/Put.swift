@@ -52,6 +52,11 @@ extension Store {
   /// before anything is read, and stopped as soon as it passes it if it
   /// grows.
   ///
+  /// Give `key` to bind it to the object in the transaction that publishes
+  /// the object (or counts a put of bytes already stored): there is no
+  /// moment when a sweep could remove the object before its key names it,
+  /// as there is between a put and a later ``bind(key:to:)``.
+  ///
   /// - Throws: `.sourceMissing`, `.sourceNotFile` (a directory),
   ///   `.permissionDenied`, `.noSpace` (naming `path` when it cannot fit
   ///   even if every unpinned entry were evicted), `.lowOnSpace`
@@ -60,7 +65,8 @@ extension Store {
   ///   `.invalidConfig` (the store's settings cannot be used), `.ioError`;
   ///   nothing is left in the store when it throws.
   public func put(
-    file path: String, expectedSize: Int64? = nil, priority: PutPriority = .important
+    file path: String, key: String? = nil, expectedSize: Int64? = nil,
+    priority: PutPriority = .important
   ) throws(TroveError) -> PutResult {
     let source: FileDescriptor
     do throws(SystemCallError) {
@@ -71,36 +77,40 @@ extension Store {
       throw TroveError.system(error, "read", path: path)
     }
     defer { source.close() }
-    return try ingest(source, path: path, expectedSize: expectedSize, priority: priority)
+    return try ingest(
+      source, path: path, key: key, expectedSize: expectedSize, priority: priority)
   }
 
   /// Stores everything `handle` yields until its end (standard input, a
   /// pipe, a socket): one pass, bounded memory. A regular file (`< FILE`)
-  /// is stored the way ``put(file:expectedSize:priority:)`` stores it, from
-  /// its current offset.
+  /// is stored the way ``put(file:key:expectedSize:priority:)`` stores it,
+  /// from its current offset; `key` is bound as that method binds it.
   ///
   /// A stream is read only until it passes `expectedSize`, when given, or
   /// the policy's ``CachePolicy/maximumObjectSize``: then the put fails
   /// (`.checksumMismatch`, `.tooLarge`) and stores nothing, so an endless
   /// stream ends.
   public func put(
-    reading handle: FileHandle, expectedSize: Int64? = nil, priority: PutPriority = .important
+    reading handle: FileHandle, key: String? = nil, expectedSize: Int64? = nil,
+    priority: PutPriority = .important
   ) throws(TroveError) -> PutResult {
     try ingest(
-      FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>",
+      FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", key: key,
       expectedSize: expectedSize, priority: priority)
   }
 
   /// Stores `bytes`. When an object of their size is stored, they are
   /// hashed first, and bytes the store holds cost nothing more: no write,
-  /// and no eviction to make room for them.
+  /// and no eviction to make room for them. `key` is bound as
+  /// ``put(file:key:expectedSize:priority:)`` binds it.
   ///
   /// - Throws: `.tooLarge` for more than the policy's
   ///   ``CachePolicy/maximumObjectSize``, and the errors of
-  ///   ``put(file:expectedSize:priority:)``.
-  public func put(bytes: some ContiguousBytes, priority: PutPriority = .important)
-    throws(TroveError) -> PutResult
-  {
+  ///   ``put(file:key:expectedSize:priority:)``.
+  public func put(
+    bytes: some ContiguousBytes, key: String? = nil, priority: PutPriority = .important
+  ) throws(TroveError) -> PutResult {
+    let binding = key.map { KeyRequest(key: $0) }
     let count = bytes.withUnsafeBytes { Int64($0.count) }
     let limit = try sizeLimit(for: "<bytes>", expected: nil)
     try limit.checkAnnounced(count)
@@ -112,7 +122,9 @@ extension Store {
         })
     {
       let digest = bytes.withUnsafeBytes { XXH3Hasher.digest($0) }
-      if try objects.locate(digest) != nil, try objects.recordHit(digest, size: count) != nil {
+      if try objects.locate(digest) != nil,
+        try objects.recordHit(digest, size: count, binding: binding) != nil
+      {
         return PutResult(digest: digest, size: count, isDuplicate: true, method: .stream)
       }
     }
@@ -120,12 +132,13 @@ extension Store {
     let writer = try BlobWriter(
       store: self, expectedSize: count, sizeIsExact: true, mayCompress: true,
       priority: priority, sweeps: sweeps, limit: limit)
+    writer.binding = binding
     try writer.write(bytes)
     return try writer.commit(method: .stream)
   }
 
   /// A writer for bytes that arrive in pieces (a download body): write
-  /// them, then ``BlobWriter/commit()``. Until then they are invisible.
+  /// them, then ``BlobWriter/commit(expecting:size:)``. Until then they are invisible.
   ///
   /// Give `expectedSize` when it is known (a Content-Length): room is made
   /// for it before the first byte, a put that cannot fit fails before it,
@@ -136,10 +149,15 @@ extension Store {
   /// A write that takes the bytes past the policy's
   /// ``CachePolicy/maximumObjectSize`` fails (`.tooLarge`) and discards
   /// the writer; an `expectedSize` above it is refused here.
-  public func makeWriter(expectedSize: Int64? = nil, priority: PutPriority = .important)
-    throws(TroveError) -> BlobWriter
-  {
-    try makeWriter(expectedSize: expectedSize, priority: priority, source: "<stream>")
+  ///
+  /// `key`, when given, is bound to the object in the transaction that
+  /// publishes it at ``BlobWriter/commit(expecting:size:)``.
+  public func makeWriter(
+    key: String? = nil, expectedSize: Int64? = nil, priority: PutPriority = .important
+  ) throws(TroveError) -> BlobWriter {
+    let writer = try makeWriter(expectedSize: expectedSize, priority: priority, source: "<stream>")
+    writer.binding = key.map { KeyRequest(key: $0) }
+    return writer
   }
 
   /// A writer for bytes from `source` (a URL, for messages).
@@ -167,8 +185,10 @@ extension Store {
   /// Brings the bytes of `source`, from its current offset to its end, into
   /// the store by the cheapest exact way the filesystems allow.
   private func ingest(
-    _ source: FileDescriptor, path: String, expectedSize: Int64?, priority: PutPriority
+    _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
+    priority: PutPriority
   ) throws(TroveError) -> PutResult {
+    let binding = key.map { KeyRequest(key: $0) }
     // Settings that cannot be used stop a put before it reads a byte, even
     // one of bytes already stored: what a put does never depends on luck.
     let limit = try sizeLimit(for: path, expected: expectedSize)
@@ -188,7 +208,8 @@ extension Store {
         { (tx) throws(TroveError) in
           try tx.hasObject(ofSize: status.size)
         }),
-      let known = try existingObject(hashing: source, path: path, limit: limit)
+      let known = try existingObject(
+        hashing: source, path: path, limit: limit, binding: binding)
     {
       return known
     }
@@ -203,7 +224,7 @@ extension Store {
       source.adviseSequential()
       return try ingestCompressed(
         source, size: size, level: level, workers: workers, path: path, priority: priority,
-        sweeps: sweeps, limit: limit)
+        sweeps: sweeps, limit: limit, binding: binding)
     }
     let canClone = isWholeFile && status.device == device
     // A clone takes no data blocks; a copy takes `size`.
@@ -213,6 +234,7 @@ extension Store {
     let writer = try BlobWriter(
       store: self, expectedSize: size, mayCompress: !status.isRegular, priority: priority,
       sweeps: sweeps, limit: limit)
+    writer.binding = binding
     if canClone {
       var cloned = false
       do throws(SystemCallError) {
@@ -265,9 +287,9 @@ extension Store {
   /// only when an object of the file's size exists, so new content does
   /// not pay for a second read. A file that grew past `limit` meanwhile
   /// is read no further than one block past it, and refused.
-  private func existingObject(hashing source: FileDescriptor, path: String, limit: SizeLimit)
-    throws(TroveError) -> PutResult?
-  {
+  private func existingObject(
+    hashing source: FileDescriptor, path: String, limit: SizeLimit, binding: KeyRequest?
+  ) throws(TroveError) -> PutResult? {
     source.adviseSequential()
     var hasher = XXH3Hasher()
     let size = try attempt("read", path) { () throws(SystemCallError) in
@@ -275,7 +297,9 @@ extension Store {
     }
     try limit.checkComplete(size)
     let digest = hasher.finalize()
-    if try objects.locate(digest) != nil, try objects.recordHit(digest, size: size) != nil {
+    if try objects.locate(digest) != nil,
+      try objects.recordHit(digest, size: size, binding: binding) != nil
+    {
       return PutResult(digest: digest, size: size, isDuplicate: true, method: .existing)
     }
     try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
@@ -289,7 +313,7 @@ extension Store {
   /// `limit` fails saying so.
   private func ingestCompressed(
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
-    priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit
+    priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit, binding: KeyRequest?
   ) throws(TroveError) -> PutResult {
     var hasher = XXH3Hasher()
     var read: Int64 = 0
@@ -311,7 +335,7 @@ extension Store {
       name: temp.name, file: temp.file, digest: hasher.finalize(), size: size,
       isCompressed: true, storedBytes: temp.storedBytes)
     return try finishPut(
-      objects.publish(staged), method: .copy, sweeps: sweeps + temp.reliefs)
+      objects.publish(staged, binding: binding), method: .copy, sweeps: sweeps + temp.reliefs)
   }
 
   /// The result of a published put, after the sweep it may call for: if

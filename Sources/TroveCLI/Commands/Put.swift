@@ -53,9 +53,9 @@ let putCommand = CommandSpec(
         let result =
           name == "-"
           ? try store.put(
-            reading: FileHandle.standardInput, expectedSize: expectedSize, priority: priority)
-          : try store.put(file: name, expectedSize: expectedSize, priority: priority)
-        if let key { try store.bind(key: key, to: result.digest) }
+            reading: FileHandle.standardInput, key: key, expectedSize: expectedSize,
+            priority: priority)
+          : try store.put(file: name, key: key, expectedSize: expectedSize, priority: priority)
         if invocation.flag("--json") {
           results.append(PutRecord(name: name, result: result))
         } else {

@@ -11,8 +11,11 @@ extension ObjectTable {
   /// The durability sequence: data sync, fan-out folder, then in one index
   /// transaction a rename that never replaces, the row, and a sync of the
   /// folder. A failure after the rename undoes it: the put throws and
-  /// leaves nothing.
-  func publish(_ staged: StagedObject) throws(TroveError) -> PublishOutcome {
+  /// leaves nothing. `binding`, when given, is bound in the transaction
+  /// that publishes the object or counts its hit.
+  func publish(_ staged: StagedObject, binding: KeyRequest? = nil) throws(TroveError)
+    -> PublishOutcome
+  {
     let digest = staged.digest
     let objectPath = path(digest, compressed: staged.isCompressed)
     let temp = staged.name
@@ -20,7 +23,9 @@ extension ObjectTable {
     defer { if !renamed { try? tmpDirectory.removeFile(temp) } }
 
     // Known content: drop the copy before paying for a sync.
-    if try locate(digest) != nil, let entry = try recordHit(digest, size: staged.size) {
+    if try locate(digest) != nil,
+      let entry = try recordHit(digest, size: staged.size, binding: binding)
+    {
       return .duplicate(entry)
     }
     let allocated = try attempt("store", objectPath) { () throws(SystemCallError) -> Int64 in
@@ -38,7 +43,10 @@ extension ObjectTable {
     do throws(TroveError) {
       outcome = try index().write("store \(digest)") {
         (tx) throws(TroveError) -> PublishOutcome in
-        if let hit = try hit(tx, digest, size: staged.size, now: now) { return .duplicate(hit) }
+        if let hit = try hit(tx, digest, size: staged.size, now: now) {
+          try record(binding, for: digest, tx)
+          return .duplicate(hit)
+        }
         // Something that is not an object under its name (a link, a
         // folder, a FIFO) makes way for the real one, kept in quarantine.
         let name = StoreLayout.objectName(digest, compressed: staged.isCompressed)
@@ -53,7 +61,10 @@ extension ObjectTable {
           // Only a lock that was not honoured gets here: a file appeared
           // between the look above and the rename. It holds these bytes
           // if it is an object at all.
-          if let hit = try hit(tx, digest, size: staged.size, now: now) { return .duplicate(hit) }
+          if let hit = try hit(tx, digest, size: staged.size, now: now) {
+            try record(binding, for: digest, tx)
+            return .duplicate(hit)
+          }
           throw notAFile(digest, compressed: staged.isCompressed, what: "not a regular file")
         } catch {
           throw TroveError.system(error, "store", path: objectPath)
@@ -62,6 +73,7 @@ extension ObjectTable {
         do throws(TroveError) {
           try tx.upsert(entry)
           if let skip = staged.skipped { try tx.countSkip(skip) }
+          try record(binding, for: digest, tx)
           // The new name is durable before the row can be: whatever survives
           // a power loss, no row names a file that did not.
           try attempt("store", objectPath) { () throws(SystemCallError) in try folder.sync() }
@@ -78,6 +90,7 @@ extension ObjectTable {
       // network filesystem): take the file back, in a transaction of its
       // own, unless another writer has recorded it since.
       if renamed { undoPublish(staged) }
+      if let key = binding?.key { journalAsIs(key: key) }
       throw error
     }
     return outcome
@@ -101,11 +114,21 @@ extension ObjectTable {
   /// object is there, refreshes its last access (adopting it if the index
   /// lost its row) and counts the hit, all in one transaction. Nil when
   /// the object is not there — it may have just been evicted — and the
-  /// caller must store its own copy.
-  func recordHit(_ digest: Digest, size: Int64) throws(TroveError) -> Entry? {
+  /// caller must store its own copy. `binding`, when given, is bound in
+  /// the same transaction when the object is there.
+  func recordHit(_ digest: Digest, size: Int64, binding: KeyRequest? = nil)
+    throws(TroveError) -> Entry?
+  {
     let now = currentTimeNanoseconds()
-    return try index().write("record duplicate \(digest)") { (tx) throws(TroveError) in
-      try hit(tx, digest, size: size, now: now)
+    do throws(TroveError) {
+      return try index().write("record duplicate \(digest)") { (tx) throws(TroveError) in
+        guard let entry = try hit(tx, digest, size: size, now: now) else { return nil }
+        try record(binding, for: digest, tx)
+        return entry
+      }
+    } catch {
+      if let key = binding?.key { journalAsIs(key: key) }
+      throw error
     }
   }
 

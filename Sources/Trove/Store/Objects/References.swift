@@ -94,24 +94,37 @@ extension ObjectTable {
   func bind(
     key: String?, to digest: Digest, origin: KeyOrigin? = nil, checksums: [Checksum] = []
   ) throws(TroveError) {
-    let now = currentTimeNanoseconds()
+    let request = KeyRequest(key: key, origin: origin, checksums: checksums)
     do throws(TroveError) {
       try withPresent(digest, "bind key '\(key ?? digest.description)'") {
         (tx) throws(TroveError) in
-        if let key { try tx.insertKey(key, digest: digest, origin: origin, at: now) }
-        try tx.insertChecksums(checksums, for: digest)
-        if let key {
-          journal(
-            [
-              JournalRecord(
-                op: .bind, digest: digest, key: key, origin: origin,
-                checksums: checksums.isEmpty ? nil : checksums)
-            ], tx)
-        }
+        try record(request, for: digest, tx)
       }
     } catch {
       if let key { journalAsIs(key: key) }
       throw error
+    }
+  }
+
+  /// Writes `request` (its key, origin and checksums) for `digest` inside
+  /// `tx`, a transaction in which the object is there, and journals the key.
+  /// A put that names a key binds it this way in the transaction that
+  /// publishes the object (or counts its dedup hit), so no sweep can come
+  /// between the object and its key.
+  func record(_ request: KeyRequest?, for digest: Digest, _ tx: IndexSession) throws(TroveError) {
+    guard let request else { return }
+    let now = currentTimeNanoseconds()
+    if let key = request.key {
+      try tx.insertKey(key, digest: digest, origin: request.origin, at: now)
+    }
+    try tx.insertChecksums(request.checksums, for: digest)
+    if let key = request.key {
+      journal(
+        [
+          JournalRecord(
+            op: .bind, digest: digest, key: key, origin: request.origin,
+            checksums: request.checksums.isEmpty ? nil : request.checksums)
+        ], tx)
     }
   }
 
@@ -141,4 +154,12 @@ extension ObjectTable {
     }
     throw notFound(digest)
   }
+}
+
+/// A key (and what a fetch learnt about its object) to bind in the
+/// transaction that confirms or publishes the object.
+struct KeyRequest: Sendable {
+  var key: String?
+  var origin: KeyOrigin? = nil
+  var checksums: [Checksum] = []
 }
