@@ -27,7 +27,7 @@ public struct SweepOptions: Sendable, Hashable {
 
 /// Why entries were removed.
 public enum SweepReason: String, Sendable, Hashable, Codable {
-  /// A sweep someone asked for (`trove sweep`, ``Store/sweep(_:)``).
+  /// A sweep someone asked for (`trove sweep`, ``Store/sweep(_:)-5oy0``).
   case requested = "sweep"
   /// A put took the store over its budget.
   case overBudget = "over-budget"

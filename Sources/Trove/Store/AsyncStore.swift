@@ -18,7 +18,7 @@ import Synchronization
 /// end (each keeps the store whole at every step, so there is no half-way
 /// point to stop at that would save work), and their result is returned.
 extension Store {
-  /// ``put(file:key:expectedSize:priority:)``, off the cooperative pool.
+  /// ``put(file:key:expectedSize:priority:)-2hevg``, off the cooperative pool.
   public func put(
     file path: String, key: String? = nil, expectedSize: Int64? = nil,
     priority: PutPriority = .important
@@ -28,7 +28,7 @@ extension Store {
     }
   }
 
-  /// ``put(bytes:key:priority:)``, off the cooperative pool.
+  /// ``put(bytes:key:priority:)-(ContiguousBytes,_,_)``, off the cooperative pool.
   public func put(
     bytes: [UInt8], key: String? = nil, priority: PutPriority = .important
   ) async throws(TroveError) -> PutResult {
@@ -37,7 +37,7 @@ extension Store {
     }
   }
 
-  /// ``materialize(_:at:mode:replacing:durable:verify:)``, off the
+  /// ``materialize(_:at:mode:replacing:durable:verify:)-1eq6``, off the
   /// cooperative pool.
   public func materialize(
     _ digest: Digest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
@@ -50,7 +50,7 @@ extension Store {
     }
   }
 
-  /// ``fetch(_:options:progress:)``, off the cooperative pool; cancelling
+  /// ``fetch(_:options:progress:)-4zg2s``, off the cooperative pool; cancelling
   /// the task stops the transfer.
   public func fetch(
     _ request: FetchRequest, options: FetchOptions = FetchOptions(),
@@ -65,12 +65,12 @@ extension Store {
     }
   }
 
-  /// ``verify(repair:)``, off the cooperative pool.
+  /// ``verify(repair:)-5ktl0``, off the cooperative pool.
   public func verify(repair: Bool = false) async throws(TroveError) -> VerifyReport {
     try await Self.detached("verify") { () throws(TroveError) in try self.verify(repair: repair) }
   }
 
-  /// ``sweep(_:)``, off the cooperative pool.
+  /// ``sweep(_:)-5oy0``, off the cooperative pool.
   public func sweep(_ options: SweepOptions = SweepOptions()) async throws(TroveError)
     -> SweepReport
   {

@@ -270,7 +270,7 @@ extension Store {
   }
 
   /// `digest`'s bytes in memory, verified. For small objects; use
-  /// ``materialize(_:at:mode:replacing:durable:verify:)`` or ``path(for:decompressing:)`` for large ones.
+  /// ``materialize(_:at:mode:replacing:durable:verify:)-1eq6`` or ``path(for:decompressing:)`` for large ones.
   public func bytes(for digest: Digest) throws(TroveError) -> [UInt8] {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }

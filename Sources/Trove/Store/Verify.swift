@@ -1,4 +1,4 @@
-/// What ``Store/verify(repair:)`` found, and what it fixed.
+/// What ``Store/verify(repair:)-5ktl0`` found, and what it fixed.
 public struct VerifyReport: Sendable, Hashable, Codable {
   /// Objects whose bytes were hashed.
   public var checkedObjects: Int
