@@ -52,6 +52,9 @@ extension Store {
   /// before anything is read, and stopped as soon as it passes it if it
   /// grows.
   ///
+  /// `onProgress`, when given, hears of the bytes read (or hashed after a
+  /// clone) block by block, out of the file's length.
+  ///
   /// - Throws: `.sourceMissing`, `.sourceNotFile` (a directory),
   ///   `.permissionDenied`, `.noSpace` (naming `path` when it cannot fit
   ///   even if every unpinned entry were evicted), `.lowOnSpace`
@@ -60,7 +63,8 @@ extension Store {
   ///   `.invalidConfig` (the store's settings cannot be used), `.ioError`;
   ///   nothing is left in the store when it throws.
   public func put(
-    file path: String, expectedSize: Int64? = nil, priority: PutPriority = .important
+    file path: String, expectedSize: Int64? = nil, priority: PutPriority = .important,
+    onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
     let source: FileDescriptor
     do throws(SystemCallError) {
@@ -71,24 +75,27 @@ extension Store {
       throw TroveError.system(error, "read", path: path)
     }
     defer { source.close() }
-    return try ingest(source, path: path, expectedSize: expectedSize, priority: priority)
+    return try ingest(
+      source, path: path, expectedSize: expectedSize, priority: priority, onProgress: onProgress)
   }
 
   /// Stores everything `handle` yields until its end (standard input, a
   /// pipe, a socket): one pass, bounded memory. A regular file (`< FILE`)
-  /// is stored the way ``put(file:expectedSize:priority:)`` stores it, from
+  /// is stored the way ``put(file:expectedSize:priority:onProgress:)`` stores it, from
   /// its current offset.
   ///
   /// A stream is read only until it passes `expectedSize`, when given, or
   /// the policy's ``CachePolicy/maximumObjectSize``: then the put fails
   /// (`.checksumMismatch`, `.tooLarge`) and stores nothing, so an endless
-  /// stream ends.
+  /// stream ends. `onProgress` hears of the bytes read, out of the file's
+  /// length, else `expectedSize`, else an unknown total.
   public func put(
-    reading handle: FileHandle, expectedSize: Int64? = nil, priority: PutPriority = .important
+    reading handle: FileHandle, expectedSize: Int64? = nil, priority: PutPriority = .important,
+    onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
     try ingest(
       FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>",
-      expectedSize: expectedSize, priority: priority)
+      expectedSize: expectedSize, priority: priority, onProgress: onProgress)
   }
 
   /// Stores `bytes`. When an object of their size is stored, they are
@@ -97,7 +104,7 @@ extension Store {
   ///
   /// - Throws: `.tooLarge` for more than the policy's
   ///   ``CachePolicy/maximumObjectSize``, and the errors of
-  ///   ``put(file:expectedSize:priority:)``.
+  ///   ``put(file:expectedSize:priority:onProgress:)``.
   public func put(bytes: some ContiguousBytes, priority: PutPriority = .important)
     throws(TroveError) -> PutResult
   {
@@ -167,7 +174,8 @@ extension Store {
   /// Brings the bytes of `source`, from its current offset to its end, into
   /// the store by the cheapest exact way the filesystems allow.
   private func ingest(
-    _ source: FileDescriptor, path: String, expectedSize: Int64?, priority: PutPriority
+    _ source: FileDescriptor, path: String, expectedSize: Int64?, priority: PutPriority,
+    onProgress: ProgressHandler?
   ) throws(TroveError) -> PutResult {
     // Settings that cannot be used stop a put before it reads a byte, even
     // one of bytes already stored: what a put does never depends on luck.
@@ -182,13 +190,15 @@ extension Store {
     let size = status.isRegular ? status.size - start : nil
     if let size { try limit.checkAnnounced(size) }
     let isWholeFile = status.isRegular && start == 0
+    let progress = onProgress.map { ByteProgress(total: size ?? expectedSize, handler: $0) }
     if isWholeFile, status.size > 0,
       try index().read(
         "look up size",
         { (tx) throws(TroveError) in
           try tx.hasObject(ofSize: status.size)
         }),
-      let known = try existingObject(hashing: source, path: path, limit: limit)
+      let known = try existingObject(
+        hashing: source, path: path, limit: limit, progress: progress)
     {
       return known
     }
@@ -203,7 +213,7 @@ extension Store {
       source.adviseSequential()
       return try ingestCompressed(
         source, size: size, level: level, workers: workers, path: path, priority: priority,
-        sweeps: sweeps, limit: limit)
+        sweeps: sweeps, limit: limit, progress: progress)
     }
     let canClone = isWholeFile && status.device == device
     // A clone takes no data blocks; a copy takes `size`.
@@ -225,7 +235,7 @@ extension Store {
         throw TroveError.system(error, "clone", path: path)
       }
       if cloned {
-        try writer.absorbWritten()
+        try writer.absorbWritten(progress: progress)
         return try writer.commit(method: .clone)
       }
       sweeps = try admit(size: size, priority: priority, input: path)
@@ -240,7 +250,7 @@ extension Store {
       // their kernel time there). Best effort: the limit may be lower.
       _ = try? source.setPipeBuffer(Int32(Transfer.bufferSize))
     }
-    try writer.absorb(from: source, path: path)
+    try writer.absorb(from: source, path: path, progress: progress)
     return try writer.commit(method: status.isRegular ? .copy : .stream)
   }
 
@@ -265,13 +275,16 @@ extension Store {
   /// only when an object of the file's size exists, so new content does
   /// not pay for a second read. A file that grew past `limit` meanwhile
   /// is read no further than one block past it, and refused.
-  private func existingObject(hashing source: FileDescriptor, path: String, limit: SizeLimit)
-    throws(TroveError) -> PutResult?
-  {
+  private func existingObject(
+    hashing source: FileDescriptor, path: String, limit: SizeLimit, progress: ByteProgress?
+  ) throws(TroveError) -> PutResult? {
     source.adviseSequential()
     var hasher = XXH3Hasher()
     let size = try attempt("read", path) { () throws(SystemCallError) in
-      try Transfer.hash(from: source, into: &hasher, stoppingAfter: limit.ceiling)
+      try Transfer.read(from: source, stoppingAfter: limit.ceiling) {
+        hasher.update($0)
+        progress?.add($0.count)
+      }
     }
     try limit.checkComplete(size)
     let digest = hasher.finalize()
@@ -279,6 +292,7 @@ extension Store {
       return PutResult(digest: digest, size: size, isDuplicate: true, method: .existing)
     }
     try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
+    progress?.restart()
     return nil
   }
 
@@ -289,7 +303,7 @@ extension Store {
   /// `limit` fails saying so.
   private func ingestCompressed(
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
-    priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit
+    priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit, progress: ByteProgress?
   ) throws(TroveError) -> PutResult {
     var hasher = XXH3Hasher()
     var read: Int64 = 0
@@ -301,6 +315,7 @@ extension Store {
       ) {
         hasher.update($0)
         read += Int64($0.count)
+        progress?.add($0.count)
       }
     } catch {
       try limit.checkReceived(read)

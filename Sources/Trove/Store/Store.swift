@@ -8,7 +8,7 @@ import Synchronization
 /// A content-addressed store of blobs named by their XXH3-128 digest.
 ///
 /// Open one with a ``StoreConfiguration``; put files, streams or bytes in
-/// (``put(file:expectedSize:priority:)``, ``makeWriter(expectedSize:priority:)``, ``put(bytes:priority:)``); get them out as
+/// (``put(file:expectedSize:priority:onProgress:)``, ``makeWriter(expectedSize:priority:)``, ``put(bytes:priority:)``); get them out as
 /// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:verify:)``),
 /// read them in place (``path(for:decompressing:)``), list, remove, and count.
 ///
