@@ -207,23 +207,23 @@ private func readGetList(_ path: String, invocation: Invocation) throws
   ).enumerated() {
     let text = line.drop(while: blank)
     guard let first = text.first, first != "#" else { continue }
-    let where_ = "\(path == "-" ? "<stdin>" : path):\(number + 1)"
+    let place = "\(path == "-" ? "<stdin>" : path):\(number + 1)"
     let name = text.prefix(while: { !blank($0) })
     var rest = text.dropFirst(name.count).drop(while: blank)
     while let last = rest.last, blank(last) { rest = rest.dropLast() }
     guard !rest.isEmpty else {
       throw invocation.usageError(
-        "\(where_): expected 'DIGEST-OR-KEY DESTINATION', got '\(line)'")
+        "\(place): expected 'DIGEST-OR-KEY DESTINATION', got '\(line)'")
     }
     guard rest != "-" else {
       throw invocation.usageError(
-        "\(where_): '-' (standard output) cannot be one of many destinations")
+        "\(place): '-' (standard output) cannot be one of many destinations")
     }
     let reference: ObjectReference
     do {
       reference = try invocation.reference(String(name))
     } catch {
-      throw invocation.usageError("\(where_): \(error.message)")
+      throw invocation.usageError("\(place): \(error.message)")
     }
     items.append((reference, String(rest)))
   }
