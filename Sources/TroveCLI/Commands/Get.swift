@@ -202,8 +202,9 @@ private func readGetList(_ path: String, invocation: Invocation) throws
   }
   let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
   var items: [(reference: ObjectReference, destination: String?)] = []
+  // "\r\n" is one Character: a CRLF list splits on it too.
   for (number, line) in String(decoding: data, as: UTF8.self).split(
-    separator: "\n", omittingEmptySubsequences: false
+    omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }
   ).enumerated() {
     let text = line.drop(while: blank)
     guard let first = text.first, first != "#" else { continue }
