@@ -78,6 +78,12 @@ struct ProgressTests {
     ])
     #expect(get.status == 0)
     #expect(drawnLines(get.screen).isEmpty, "-q: \(get.screen.debugDescription)")
+    let sweep = try onTerminal(["--store", store, "sweep", "--budget", "0"])
+    #expect(sweep.status == 0, "\(sweep.screen)")
+    #expect(
+      drawnLines(sweep.screen).contains { $0.hasPrefix("trove: sweep  ") && $0.contains("/s") })
+    #expect(endsErased(sweep.screen))
+    #expect(try CLI.run(["--store", store, "put", big]).status == 0)
     let getShown = try onTerminal([
       "--store", store, "get", "--force", digest.description, "-C", scratch["out"],
     ])
@@ -163,6 +169,14 @@ struct ProgressTests {
       reports.withLock { $0 } == [
         ProgressReport(unit: .items, completed: 1, total: 2),
         ProgressReport(unit: .items, completed: 2, total: 2),
+      ])
+
+    reports.withLock { $0 = [] }
+    let sweep = try store.sweep(SweepOptions(budget: 0, maxAge: nil), onProgress: record)
+    #expect(sweep.removedBytes > 0)
+    #expect(
+      reports.withLock { $0 } == [
+        ProgressReport(unit: .bytes, completed: sweep.removedBytes, total: sweep.removedBytes)
       ])
   }
 }
