@@ -40,7 +40,7 @@ enum Output {
   /// Prints `text` and a newline on standard error, its control
   /// characters escaped; a progress line drawn there is erased first.
   static func error(_ text: String) {
-    Progress.eraseForMessage()
+    ProgressLine.eraseForMessage()
     write(Array((MessageText.escaped(text) + "\n").utf8), to: 2)
   }
 

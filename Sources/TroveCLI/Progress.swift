@@ -17,7 +17,7 @@ import Trove
 /// Nothing is drawn before the first interval has passed, so quick work
 /// leaves no trace. `TROVE_PROGRESS_INTERVAL_MS` sets the interval, for
 /// tests only (0: draw at every report).
-final class Progress: Sendable {
+final class ProgressLine: Sendable {
   private struct State {
     var label: String
     var unit: ProgressReport.Unit
@@ -33,7 +33,7 @@ final class Progress: Sendable {
 
   /// The line on the screen now, if any: ``Output`` erases it before a
   /// message.
-  private static let shown = Mutex<Progress?>(nil)
+  private static let shown = Mutex<ProgressLine?>(nil)
 
   private init(label: String, unit: ProgressReport.Unit, total: Int64?, interval: Duration) {
     state = Mutex(State(label: label, unit: unit, total: total))
@@ -45,11 +45,11 @@ final class Progress: Sendable {
   /// terminal, `--quiet`, `--json`). Ends any line shown before.
   static func start(
     _ label: String, unit: ProgressReport.Unit, total: Int64? = nil, for invocation: Invocation
-  ) -> Progress? {
+  ) -> ProgressLine? {
     guard isatty(2) == 1, !invocation.flag("--quiet"), !invocation.flag("--json") else {
       return nil
     }
-    let progress = Progress(label: label, unit: unit, total: total, interval: drawInterval)
+    let progress = ProgressLine(label: label, unit: unit, total: total, interval: drawInterval)
     let previous = shown.withLock { current in
       defer { current = progress }
       return current

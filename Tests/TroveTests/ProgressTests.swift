@@ -127,6 +127,29 @@ struct ProgressTests {
     }
   }
 
+  @Test(
+    "fetch draws its line through the same component, erased before the digest line; none with --json",
+    .enabled(if: scriptAvailable, "script(1) (util-linux) is not installed"),
+    .enabled(if: Nginx.executable != nil, Nginx.missing))
+  func fetchOnTerminal() throws {
+    let nginx = try Nginx()
+    let body = Bytes.random(3 << 20, seed: 1205)
+    try nginx.files.write("model.bin", body)
+    let scratch = try Scratch()
+    let url = nginx.url("/model.bin")
+    let run = try onTerminal(["--store", scratch["store"], "fetch", url])
+    #expect(run.status == 0, "\(run.screen)")
+    #expect(
+      drawnLines(run.screen).contains {
+        $0.hasPrefix("trove: model.bin  ") && $0.contains("/ 3.0 MiB") && $0.contains("/s")
+      }, "\(run.screen.debugDescription)")
+    #expect(endsErased(run.screen))
+    #expect(run.screen.contains("\u{1B}[K\(XXH3Hasher.digest(body))  \(url)"))
+    let json = try onTerminal(["--store", scratch["store"], "fetch", "--json", "--refresh", url])
+    #expect(json.status == 0)
+    #expect(!json.screen.contains("\u{1B}"), "\(json.screen.debugDescription)")
+  }
+
   @Test("nothing progress-like when stderr is a file")
   func notOnAFile() throws {
     let scratch = try Scratch()

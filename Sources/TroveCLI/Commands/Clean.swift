@@ -53,7 +53,7 @@ private func clean(_ invocation: Invocation) throws -> Int32 {
       return ExitStatus.failure
     }
   }
-  let progress = Progress.start("clean", unit: .bytes, for: invocation)
+  let progress = ProgressLine.start("clean", unit: .bytes, for: invocation)
   let (removed, freed) = try empty(store, keeping: kept, onProgress: progress?.handler)
   progress?.finish()
   Output.line("removed \(objects(removed, freed)) from '\(store.root)'")

@@ -122,7 +122,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
   let store = try invocation.openStore()
   var line: TransferTally?
   var progress: (@Sendable (FetchProgress) -> Void)?
-  if let shown = Progress.start("fetch", unit: .bytes, for: invocation) {
+  if let shown = ProgressLine.start("fetch", unit: .bytes, for: invocation) {
     let tally = TransferTally(shown)
     line = tally
     progress = { @Sendable in tally.update($0) }
@@ -238,13 +238,13 @@ struct FetchRecord: Encodable {
   }
 }
 
-/// The transfers of one fetch summed for its ``Progress`` line: bytes,
+/// The transfers of one fetch summed for its ``ProgressLine``: bytes,
 /// rate and time left of one transfer, or of all running ones together.
 private final class TransferTally: Sendable {
-  let progress: Progress
+  let progress: ProgressLine
   private let transfers = Mutex<[String: FetchProgress]>([:])
 
-  init(_ progress: Progress) { self.progress = progress }
+  init(_ progress: ProgressLine) { self.progress = progress }
 
   func update(_ transfer: FetchProgress) {
     let (report, label) = transfers.withLock { all in

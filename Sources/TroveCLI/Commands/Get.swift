@@ -138,7 +138,7 @@ private func runGetMany(_ invocation: Invocation) throws -> Int32 {
     }
     requests.append(MaterializeRequest(digest, at: destination))
   }
-  let progress = Progress.start(
+  let progress = ProgressLine.start(
     "get", unit: .items, total: Int64(requests.count), for: invocation)
   let results = try store.materialize(
     requests, mode: mode, replacing: invocation.flag("--force"),

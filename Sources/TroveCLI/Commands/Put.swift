@@ -54,7 +54,7 @@ let putCommand = CommandSpec(
         let label =
           (name == "-" ? "put stdin" : "put \(name.split(separator: "/").last ?? "")")
           + (count > 1 ? " (\(number + 1)/\(count))" : "")
-        let progress = Progress.start(label, unit: .bytes, for: invocation)
+        let progress = ProgressLine.start(label, unit: .bytes, for: invocation)
         defer { progress?.finish() }
         let result =
           name == "-"

@@ -16,7 +16,7 @@ let recompressCommand = CommandSpec(
   run: { invocation in
     try invocation.requirePositionals([])
     let store = try invocation.openStore()
-    let progress = Progress.start("recompress", unit: .items, for: invocation)
+    let progress = ProgressLine.start("recompress", unit: .items, for: invocation)
     let report = try store.recompress(onProgress: progress?.handler)
     progress?.finish()
     if invocation.flag("--json") {

@@ -32,7 +32,7 @@ let sweepCommand = CommandSpec(
       budget: try invocation.size("--budget"), maxAge: try invocation.duration("--max-age"),
       dryRun: invocation.flag("--dry-run"), wait: !invocation.flag("--no-wait"))
     let store = try invocation.openStore()
-    let progress = Progress.start("sweep", unit: .bytes, for: invocation)
+    let progress = ProgressLine.start("sweep", unit: .bytes, for: invocation)
     let report = try store.sweep(options, onProgress: progress?.handler)
     progress?.finish()
     // Leftovers it could not remove: named, and the sweep still did its work.

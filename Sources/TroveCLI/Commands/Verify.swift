@@ -21,7 +21,7 @@ let verifyCommand = CommandSpec(
   run: { invocation in
     try invocation.requirePositionals([])
     let store = try invocation.openStore()
-    let progress = Progress.start("verify", unit: .bytes, for: invocation)
+    let progress = ProgressLine.start("verify", unit: .bytes, for: invocation)
     let report = try store.verify(
       repair: invocation.flag("--repair"), onProgress: progress?.handler)
     progress?.finish()
