@@ -38,8 +38,9 @@ enum Output {
   }
 
   /// Prints `text` and a newline on standard error, its control
-  /// characters escaped.
+  /// characters escaped; a progress line drawn there is erased first.
   static func error(_ text: String) {
+    ProgressLine.eraseForMessage()
     write(Array((MessageText.escaped(text) + "\n").utf8), to: 2)
   }
 

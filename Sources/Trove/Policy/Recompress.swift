@@ -1,4 +1,4 @@
-/// What ``Store/recompress()`` rewrote.
+/// What ``Store/recompress(onProgress:)`` rewrote.
 public struct RecompressReport: Sendable, Hashable, Codable {
   /// Raw objects now stored compressed.
   public var compressed: Int
@@ -24,7 +24,12 @@ extension Store {
   /// with it on, raw objects that qualify (size, a compressible sample)
   /// are compressed. Objects already compressed keep their level.
   /// O(stored bytes of the objects rewritten).
-  public func recompress() throws(TroveError) -> RecompressReport {
+  ///
+  /// `onProgress`, when given, hears of the objects handled so far, out
+  /// of the number there were when it began, after each one.
+  public func recompress(onProgress: ProgressHandler? = nil) throws(TroveError)
+    -> RecompressReport
+  {
     let clock = ContinuousClock()
     let start = clock.now
     let policy = try currentSettings().policy
@@ -35,7 +40,12 @@ extension Store {
       byteCount: CachePolicy.sampleSize, alignment: 4096)
     defer { sample.deallocate() }
     let entries = try index().read("list entries") { (tx) throws(TroveError) in try tx.entries() }
-    for entry in entries {
+    for (number, entry) in entries.enumerated() {
+      defer {
+        onProgress?(
+          ProgressReport(
+            unit: .items, completed: Int64(number + 1), total: Int64(entries.count)))
+      }
       // A twin in the other form (a crash between publish and removal) is
       // tidied, and the row made to match, by reconciling the digest.
       if try objects.isStoredTwice(entry.digest) {

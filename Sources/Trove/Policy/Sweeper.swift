@@ -27,7 +27,7 @@ public struct SweepOptions: Sendable, Hashable {
 
 /// Why entries were removed.
 public enum SweepReason: String, Sendable, Hashable, Codable {
-  /// A sweep someone asked for (`trove sweep`, ``Store/sweep(_:)-5oy0``).
+  /// A sweep someone asked for (`trove sweep`, ``Store/sweep(_:onProgress:)-1n43z``).
   case requested = "sweep"
   /// A put took the store over its budget.
   case overBudget = "over-budget"
@@ -172,18 +172,25 @@ extension Store {
   /// transaction that removes it. Only one sweep runs at a time (see
   /// ``SweepOptions/wait``). The sweep is recorded in the store's sweep
   /// log (``StoreStatistics/lastSweep``).
+  ///
+  /// `onProgress`, when given, hears of the bytes removed so far after each
+  /// batch of evictions: of an unknown total while expired entries go, then
+  /// out of what the budget asks for.
   @discardableResult
-  public func sweep(_ options: SweepOptions = SweepOptions()) throws(TroveError) -> SweepReport {
+  public func sweep(_ options: SweepOptions = SweepOptions(), onProgress: ProgressHandler? = nil)
+    throws(TroveError) -> SweepReport
+  {
     try withSweepLock(wait: options.wait) { () throws(TroveError) in
-      try sweepLocked(options, reason: .requested)
+      try sweepLocked(options, reason: .requested, onProgress: onProgress)
     }
   }
 
   /// A sweep, holding the sweep lock; recorded in the sweep log unless
   /// `recording` is false (the caller records a report of its own).
-  func sweepLocked(_ options: SweepOptions, reason: SweepReason, recording: Bool = true)
-    throws(TroveError) -> SweepReport
-  {
+  func sweepLocked(
+    _ options: SweepOptions, reason: SweepReason, recording: Bool = true,
+    onProgress: ProgressHandler? = nil
+  ) throws(TroveError) -> SweepReport {
     let clock = ContinuousClock()
     let start = clock.now
     let policy = try currentSettings().policy
@@ -214,6 +221,7 @@ extension Store {
       try tx.totals().allocatedBytes
     }
     var planned = Set<Digest>()
+    var swept: Int64 = 0  // for onProgress
     func tally(_ removal: Removal) -> Int {
       report.skippedEntries += removal.skipped
       report.removedBytes += removal.bytes
@@ -223,8 +231,12 @@ extension Store {
     if let maxAge {
       let removal = try removeLeastRecentlyUsed(
         before: now.subtractingSaturated(.nanoseconds(fromSeconds: maxAge)), now: now,
-        dryRun: options.dryRun, protected: options.protected, planned: &planned
-      ) { _ in false }
+        dryRun: options.dryRun, protected: options.protected, planned: &planned,
+        afterBatch: { (batch) throws(TroveError) in
+          swept += batch.bytes
+          onProgress?(ProgressReport(unit: .bytes, completed: swept, total: nil))
+          return true
+        }, until: { _ in false })
       report.expiredEntries = tally(removal)
     }
     if let budget, total > budget {
@@ -241,10 +253,15 @@ extension Store {
       let lowWater = Int64(exactly: (Double(budget) * policy.lowWater).rounded(.down)) ?? budget
       let target = kept > budget ? kept.addingSaturated(lowWater) : lowWater
       let over = total
+      let goal = swept + max(0, over - target)
       let removal = try removeLeastRecentlyUsed(
         before: nil, now: now, dryRun: options.dryRun, protected: options.protected,
-        planned: &planned
-      ) { removed in over - removed <= target }
+        planned: &planned,
+        afterBatch: { (batch) throws(TroveError) in
+          swept += batch.bytes
+          onProgress?(ProgressReport(unit: .bytes, completed: swept, total: goal))
+          return true
+        }, until: { removed in over - removed <= target })
       report.evictedEntries = tally(removal)
     }
     report.bytesAfter = total

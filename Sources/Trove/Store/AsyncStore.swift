@@ -18,13 +18,15 @@ import Synchronization
 /// end (each keeps the store whole at every step, so there is no half-way
 /// point to stop at that would save work), and their result is returned.
 extension Store {
-  /// ``put(file:key:expectedSize:priority:)-2hevg``, off the cooperative pool.
+  /// ``put(file:key:expectedSize:priority:onProgress:)-87pwb``, off the cooperative pool.
   public func put(
     file path: String, key: String? = nil, expectedSize: Int64? = nil,
-    priority: PutPriority = .important
+    priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) async throws(TroveError) -> PutResult {
     try await Self.detached("put '\(path)'") { () throws(TroveError) in
-      try self.put(file: path, key: key, expectedSize: expectedSize, priority: priority)
+      try self.put(
+        file: path, key: key, expectedSize: expectedSize, priority: priority,
+        onProgress: onProgress)
     }
   }
 
@@ -65,16 +67,22 @@ extension Store {
     }
   }
 
-  /// ``verify(repair:)-5ktl0``, off the cooperative pool.
-  public func verify(repair: Bool = false) async throws(TroveError) -> VerifyReport {
-    try await Self.detached("verify") { () throws(TroveError) in try self.verify(repair: repair) }
+  /// ``verify(repair:onProgress:)-21fhm``, off the cooperative pool.
+  public func verify(repair: Bool = false, onProgress: ProgressHandler? = nil)
+    async throws(TroveError) -> VerifyReport
+  {
+    try await Self.detached("verify") { () throws(TroveError) in
+      try self.verify(repair: repair, onProgress: onProgress)
+    }
   }
 
-  /// ``sweep(_:)-5oy0``, off the cooperative pool.
-  public func sweep(_ options: SweepOptions = SweepOptions()) async throws(TroveError)
-    -> SweepReport
+  /// ``sweep(_:onProgress:)-1n43z``, off the cooperative pool.
+  public func sweep(_ options: SweepOptions = SweepOptions(), onProgress: ProgressHandler? = nil)
+    async throws(TroveError) -> SweepReport
   {
-    try await Self.detached("sweep") { () throws(TroveError) in try self.sweep(options) }
+    try await Self.detached("sweep") { () throws(TroveError) in
+      try self.sweep(options, onProgress: onProgress)
+    }
   }
 
   /// Runs `work` on a Dispatch worker thread and suspends until it is

@@ -203,7 +203,9 @@ public final class BlobWriter {
   }
 
   /// Reads `source` to its end into this writer: one 1 MiB buffer.
-  func absorb(from source: FileDescriptor, path sourcePath: String) throws(TroveError) {
+  func absorb(
+    from source: FileDescriptor, path sourcePath: String, progress: ByteProgress? = nil
+  ) throws(TroveError) {
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: Transfer.bufferSize, alignment: 4096)
     defer { buffer.deallocate() }
@@ -216,13 +218,14 @@ public final class BlobWriter {
       }
       if n == 0 { return }
       try write(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+      progress?.add(n)
       if n < buffer.count { return }
     }
   }
 
   /// Hashes what the kernel put into the temp file (a clone or an
   /// in-kernel copy): the bytes hashed are the bytes that will be stored.
-  func absorbWritten() throws(TroveError) {
+  func absorbWritten(progress: ByteProgress? = nil) throws(TroveError) {
     precondition(sample == nil && compressor == nil, "a clone is stored raw")
     do throws(SystemCallError) {
       // A second descriptor of the same file (its own offset), checked to
@@ -233,7 +236,10 @@ public final class BlobWriter {
         throw SystemCallError("open", Errno(rawValue: ESTALE))
       }
       reader.adviseSequential()
-      size = try Transfer.hash(from: reader, into: &hasher)
+      size = try Transfer.read(from: reader) {
+        hasher.update($0)
+        progress?.add($0.count)
+      }
       passedOn = size
     } catch {
       throw fail(TroveError.system(error, "read", path: path))

@@ -49,35 +49,8 @@ extension Store {
         path: destination, value: digest.description)
     }
 
-    let (parentPath, name) = Self.split(destination)
-    guard !name.isEmpty, name != ".", name != ".." else {
-      throw TroveError(
-        .invalidArgument, "invalid destination '\(destination)': not a file name",
-        path: destination)
-    }
-    let parent: FileDescriptor
-    do throws(SystemCallError) {
-      parent = try FileDescriptor.open(parentPath, .directory)
-    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
-      throw TroveError(
-        .destinationDirectoryMissing,
-        "cannot write '\(destination)': folder '\(parentPath)' does not exist", path: destination,
-        cause: error)
-    } catch {
-      throw TroveError.system(error, "write", path: destination)
-    }
+    let (parent, name) = try openDestinationFolder(destination, replacing: replacing)
     defer { parent.close() }
-    if let existing = try? parent.status(of: name, followSymlinks: false) {
-      guard replacing else {
-        throw TroveError(
-          .destinationExists, "cannot write '\(destination)': it already exists",
-          path: destination)
-      }
-      if existing.isDirectory {
-        throw TroveError(
-          .destinationExists, "cannot write '\(destination)': it is a directory", path: destination)
-      }
-    }
 
     let temp = ".trove-" + StoreLayout.temporaryName("get")
     var method = MaterializeMethod.hardlink
@@ -145,6 +118,48 @@ extension Store {
     return Materialization(
       digest: digest, destination: destination, method: method, size: size,
       fallbackReason: reason)
+  }
+
+  /// Opens the folder `destination` is to be made in, after checking it
+  /// names a file there that is not taken (unless `replacing`, and then
+  /// not by a folder); returns the folder and the file's name in it.
+  ///
+  /// - Throws: `.invalidArgument`, `.destinationDirectoryMissing`,
+  ///   `.destinationExists`.
+  func openDestinationFolder(_ destination: String, replacing: Bool) throws(TroveError) -> (
+    FileDescriptor, name: String
+  ) {
+    let (parentPath, name) = Self.split(destination)
+    guard !name.isEmpty, name != ".", name != ".." else {
+      throw TroveError(
+        .invalidArgument, "invalid destination '\(destination)': not a file name",
+        path: destination)
+    }
+    let parent: FileDescriptor
+    do throws(SystemCallError) {
+      parent = try FileDescriptor.open(parentPath, .directory)
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+      throw TroveError(
+        .destinationDirectoryMissing,
+        "cannot write '\(destination)': folder '\(parentPath)' does not exist", path: destination,
+        cause: error)
+    } catch {
+      throw TroveError.system(error, "write", path: destination)
+    }
+    if let existing = try? parent.status(of: name, followSymlinks: false) {
+      guard replacing else {
+        parent.close()
+        throw TroveError(
+          .destinationExists, "cannot write '\(destination)': it already exists",
+          path: destination)
+      }
+      if existing.isDirectory {
+        parent.close()
+        throw TroveError(
+          .destinationExists, "cannot write '\(destination)': it is a directory", path: destination)
+      }
+    }
+    return (parent, name)
   }
 
   /// Hashes a file made from `digest`'s object (a clone, or the object

@@ -57,6 +57,9 @@ extension Store {
   /// moment when a sweep could remove the object before its key names it,
   /// as there is between a put and a later ``bind(key:to:)``.
   ///
+  /// `onProgress`, when given, hears of the bytes read (or hashed after a
+  /// clone) block by block, out of the file's length.
+  ///
   /// - Throws: `.sourceMissing`, `.sourceNotFile` (a directory),
   ///   `.permissionDenied`, `.noSpace` (naming `path` when it cannot fit
   ///   even if every unpinned entry were evicted), `.lowOnSpace`
@@ -66,7 +69,7 @@ extension Store {
   ///   nothing is left in the store when it throws.
   public func put(
     file path: String, key: String? = nil, expectedSize: Int64? = nil,
-    priority: PutPriority = .important
+    priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
     let source: FileDescriptor
     do throws(SystemCallError) {
@@ -78,35 +81,37 @@ extension Store {
     }
     defer { source.close() }
     return try ingest(
-      source, path: path, key: key, expectedSize: expectedSize, priority: priority)
+      source, path: path, key: key, expectedSize: expectedSize, priority: priority,
+      onProgress: onProgress)
   }
 
   /// Stores everything `handle` yields until its end (standard input, a
   /// pipe, a socket): one pass, bounded memory. A regular file (`< FILE`)
-  /// is stored the way ``put(file:key:expectedSize:priority:)-2hevg`` stores it,
+  /// is stored the way ``put(file:key:expectedSize:priority:onProgress:)-87pwb`` stores it,
   /// from its current offset; `key` is bound as that method binds it.
   ///
   /// A stream is read only until it passes `expectedSize`, when given, or
   /// the policy's ``CachePolicy/maximumObjectSize``: then the put fails
   /// (`.checksumMismatch`, `.tooLarge`) and stores nothing, so an endless
-  /// stream ends.
+  /// stream ends. `onProgress` hears of the bytes read, out of the file's
+  /// length, else `expectedSize`, else an unknown total.
   public func put(
     reading handle: FileHandle, key: String? = nil, expectedSize: Int64? = nil,
-    priority: PutPriority = .important
+    priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
     try ingest(
       FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", key: key,
-      expectedSize: expectedSize, priority: priority)
+      expectedSize: expectedSize, priority: priority, onProgress: onProgress)
   }
 
   /// Stores `bytes`. When an object of their size is stored, they are
   /// hashed first, and bytes the store holds cost nothing more: no write,
   /// and no eviction to make room for them. `key` is bound as
-  /// ``put(file:key:expectedSize:priority:)-2hevg`` binds it.
+  /// ``put(file:key:expectedSize:priority:onProgress:)-87pwb`` binds it.
   ///
   /// - Throws: `.tooLarge` for more than the policy's
   ///   ``CachePolicy/maximumObjectSize``, and the errors of
-  ///   ``put(file:key:expectedSize:priority:)-2hevg``.
+  ///   ``put(file:key:expectedSize:priority:onProgress:)-87pwb``.
   public func put(
     bytes: some ContiguousBytes, key: String? = nil, priority: PutPriority = .important
   ) throws(TroveError) -> PutResult {
@@ -186,7 +191,7 @@ extension Store {
   /// the store by the cheapest exact way the filesystems allow.
   private func ingest(
     _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
-    priority: PutPriority
+    priority: PutPriority, onProgress: ProgressHandler?
   ) throws(TroveError) -> PutResult {
     let binding = key.map { KeyRequest(key: $0) }
     // Settings that cannot be used stop a put before it reads a byte, even
@@ -202,6 +207,7 @@ extension Store {
     let size = status.isRegular ? status.size - start : nil
     if let size { try limit.checkAnnounced(size) }
     let isWholeFile = status.isRegular && start == 0
+    let progress = onProgress.map { ByteProgress(total: size ?? expectedSize, handler: $0) }
     if isWholeFile, status.size > 0,
       try index().read(
         "look up size",
@@ -209,7 +215,7 @@ extension Store {
           try tx.hasObject(ofSize: status.size)
         }),
       let known = try existingObject(
-        hashing: source, path: path, limit: limit, binding: binding)
+        hashing: source, path: path, limit: limit, binding: binding, progress: progress)
     {
       return known
     }
@@ -224,7 +230,7 @@ extension Store {
       source.adviseSequential()
       return try ingestCompressed(
         source, size: size, level: level, workers: workers, path: path, priority: priority,
-        sweeps: sweeps, limit: limit, binding: binding)
+        sweeps: sweeps, limit: limit, binding: binding, progress: progress)
     }
     let canClone = isWholeFile && status.device == device
     // A clone takes no data blocks; a copy takes `size`.
@@ -247,7 +253,7 @@ extension Store {
         throw TroveError.system(error, "clone", path: path)
       }
       if cloned {
-        try writer.absorbWritten()
+        try writer.absorbWritten(progress: progress)
         return try writer.commit(method: .clone)
       }
       sweeps = try admit(size: size, priority: priority, input: path)
@@ -262,7 +268,7 @@ extension Store {
       // their kernel time there). Best effort: the limit may be lower.
       _ = try? source.setPipeBuffer(Int32(Transfer.bufferSize))
     }
-    try writer.absorb(from: source, path: path)
+    try writer.absorb(from: source, path: path, progress: progress)
     return try writer.commit(method: status.isRegular ? .copy : .stream)
   }
 
@@ -288,12 +294,16 @@ extension Store {
   /// not pay for a second read. A file that grew past `limit` meanwhile
   /// is read no further than one block past it, and refused.
   private func existingObject(
-    hashing source: FileDescriptor, path: String, limit: SizeLimit, binding: KeyRequest?
+    hashing source: FileDescriptor, path: String, limit: SizeLimit, binding: KeyRequest?,
+    progress: ByteProgress?
   ) throws(TroveError) -> PutResult? {
     source.adviseSequential()
     var hasher = XXH3Hasher()
     let size = try attempt("read", path) { () throws(SystemCallError) in
-      try Transfer.hash(from: source, into: &hasher, stoppingAfter: limit.ceiling)
+      try Transfer.read(from: source, stoppingAfter: limit.ceiling) {
+        hasher.update($0)
+        progress?.add($0.count)
+      }
     }
     try limit.checkComplete(size)
     let digest = hasher.finalize()
@@ -303,6 +313,7 @@ extension Store {
       return PutResult(digest: digest, size: size, isDuplicate: true, method: .existing)
     }
     try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
+    progress?.restart()
     return nil
   }
 
@@ -313,7 +324,8 @@ extension Store {
   /// `limit` fails saying so.
   private func ingestCompressed(
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
-    priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit, binding: KeyRequest?
+    priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit, binding: KeyRequest?,
+    progress: ByteProgress?
   ) throws(TroveError) -> PutResult {
     var hasher = XXH3Hasher()
     var read: Int64 = 0
@@ -325,6 +337,7 @@ extension Store {
       ) {
         hasher.update($0)
         read += Int64($0.count)
+        progress?.add($0.count)
       }
     } catch {
       try limit.checkReceived(read)

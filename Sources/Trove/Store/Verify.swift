@@ -1,4 +1,4 @@
-/// What ``Store/verify(repair:)-5ktl0`` found, and what it fixed.
+/// What ``Store/verify(repair:onProgress:)-21fhm`` found, and what it fixed.
 public struct VerifyReport: Sendable, Hashable, Codable {
   /// Objects whose bytes were hashed.
   public var checkedObjects: Int
@@ -43,10 +43,23 @@ extension Store {
   /// whose file is gone and corrects wrong rows. An object evicted or
   /// removed by another process while verify runs is counted as vanished,
   /// never as a failure. O(stored bytes): it reads everything.
-  public func verify(repair: Bool = false) throws(TroveError) -> VerifyReport {
+  ///
+  /// `onProgress`, when given, hears of the bytes hashed so far (1 MiB
+  /// blocks of raw objects, whole compressed ones), out of the index's
+  /// total of object lengths: a guide (a damaged index may be wrong).
+  public func verify(repair: Bool = false, onProgress: ProgressHandler? = nil)
+    throws(TroveError) -> VerifyReport
+  {
     let clock = ContinuousClock()
     let start = clock.now
     if repair { try objects.checkIndex() }
+    var progress: ByteProgress?
+    if let onProgress {
+      let total = try index().read("read totals") { (tx) throws(TroveError) in
+        try tx.totals().logicalBytes
+      }
+      progress = ByteProgress(total: total, handler: onProgress)
+    }
     var report = VerifyReport(
       checkedObjects: 0, checkedBytes: 0, corrupt: [], orphanFiles: 0, danglingRows: 0,
       wrongRows: 0, twins: 0, vanished: 0, unexpectedFiles: [], repaired: repair, seconds: 0)
@@ -70,7 +83,7 @@ extension Store {
         let inode = try attempt("read", path) { () throws(SystemCallError) in
           try fd.status().inode
         }
-        let (intact, count) = try check(fd, file.digest, file.isCompressed, path)
+        let (intact, count) = try check(fd, file.digest, file.isCompressed, path, progress)
         report.checkedBytes += count
         report.checkedObjects += 1
         if !intact {
@@ -95,12 +108,14 @@ extension Store {
   /// Hashes one object file; whether its bytes match `digest`, and how
   /// many there were.
   private func check(
-    _ fd: FileDescriptor, _ digest: Digest, _ compressed: Bool, _ path: String
+    _ fd: FileDescriptor, _ digest: Digest, _ compressed: Bool, _ path: String,
+    _ progress: ByteProgress?
   ) throws(TroveError) -> (Bool, Int64) {
     if compressed {
       do throws(TroveError) {
         let count = try decompressVerified(
           fd, to: nil, digest: digest, objectPath: path, destination: path)
+        progress?.add(Int(count))
         return (true, count)
       } catch  where error.code == .corruptObject {
         return (false, 0)
@@ -108,7 +123,10 @@ extension Store {
     }
     var hasher = XXH3Hasher()
     let count = try attempt("read", path) { () throws(SystemCallError) in
-      try Transfer.hash(from: fd, into: &hasher)
+      try Transfer.read(from: fd) {
+        hasher.update($0)
+        progress?.add($0.count)
+      }
     }
     return (hasher.finalize() == digest, count)
   }

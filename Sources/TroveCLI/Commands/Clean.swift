@@ -53,7 +53,9 @@ private func clean(_ invocation: Invocation) throws -> Int32 {
       return ExitStatus.failure
     }
   }
-  let (removed, freed) = try empty(store, keeping: kept)
+  let progress = ProgressLine.start("clean", unit: .bytes, for: invocation)
+  let (removed, freed) = try empty(store, keeping: kept, onProgress: progress?.handler)
+  progress?.finish()
   Output.line("removed \(objects(removed, freed)) from '\(store.root)'")
   return ExitStatus.success
 }
@@ -67,10 +69,12 @@ private func objects(_ count: Int, _ bytes: Int64) -> String {
 /// sweep's batches (it leaves the pinned), the rest one by one as `rm`
 /// does; a store whose settings are damaged cannot sweep, so then all go
 /// one by one. Returns how many went and the bytes they took.
-private func empty(_ store: Store, keeping kept: Set<Digest>) throws -> (Int, Int64) {
+private func empty(
+  _ store: Store, keeping kept: Set<Digest>, onProgress: ProgressHandler?
+) throws -> (Int, Int64) {
   var swept = (0, Int64(0))
   let sweep: Result<SweepReport, TroveError> = Result { () throws(TroveError) in
-    try store.sweep(SweepOptions(budget: 0, maxAge: nil))
+    try store.sweep(SweepOptions(budget: 0, maxAge: nil), onProgress: onProgress)
   }
   switch sweep {
   case .success(let report): swept = (report.removedEntries, report.removedBytes)

@@ -120,10 +120,13 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
   guard jobs >= 1 else { throw invocation.usageError("invalid --jobs '0': expected at least 1") }
 
   let store = try invocation.openStore()
-  let showsProgress = !invocation.flag("--quiet") && isatty(2) == 1
-  let line = ProgressLine()
-  let progress: (@Sendable (FetchProgress) -> Void)? =
-    showsProgress ? { @Sendable in line.update($0) } : nil
+  var line: TransferTally?
+  var progress: (@Sendable (FetchProgress) -> Void)?
+  if let shown = ProgressLine.start("fetch", unit: .bytes, for: invocation) {
+    let tally = TransferTally(shown)
+    line = tally
+    progress = { @Sendable in tally.update($0) }
+  }
   let outcomes =
     requests.count == 1
     ? [
@@ -132,7 +135,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
       }
     ]
     : store.fetch(requests, jobs: jobs, options: options, progress: progress)
-  line.clear()
+  line?.progress.finish()
 
   var status = ExitStatus.success
   var records: [FetchRecord] = []
@@ -235,45 +238,24 @@ struct FetchRecord: Encodable {
   }
 }
 
-/// The progress line on a terminal's stderr: bytes, rate and time left,
-/// of one transfer or of all running ones together; redrawn at most 10
-/// times a second.
-final class ProgressLine: Sendable {
-  private struct State {
-    var transfers: [String: FetchProgress] = [:]
-    var started = ContinuousClock.now
-    var drawn = false
-  }
-  private let state = Mutex(State())
+/// The transfers of one fetch summed for its ``ProgressLine``: bytes,
+/// rate and time left of one transfer, or of all running ones together.
+private final class TransferTally: Sendable {
+  let progress: ProgressLine
+  private let transfers = Mutex<[String: FetchProgress]>([:])
 
-  func update(_ progress: FetchProgress) {
-    let text = state.withLock { s -> String in
-      s.transfers[progress.url] = progress
-      s.drawn = true
-      let received = s.transfers.values.reduce(Int64(0)) { $0 + $1.received }
-      let totals = s.transfers.values.compactMap(\.total)
-      let total = totals.count == s.transfers.count ? totals.reduce(0, +) : nil
-      let elapsed = ContinuousClock.now - s.started
-      let seconds = max(
-        0.001, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-      let rate = Double(received) / seconds
-      var line =
-        s.transfers.count == 1
-        ? "trove: \(Self.name(progress.url))" : "trove: \(s.transfers.count) URLs"
-      line += "  \(Output.size(received))"
-      if let total { line += " / \(Output.size(total))" }
-      line += "  \(Output.size(Int64(rate)))/s"
-      if let total, rate > 0, total > received {
-        let left = Int(Double(total - received) / rate)
-        line += String(format: "  %d:%02d left", left / 60, left % 60)
-      }
-      return line
+  init(_ progress: ProgressLine) { self.progress = progress }
+
+  func update(_ transfer: FetchProgress) {
+    let (report, label) = transfers.withLock { all in
+      all[transfer.url] = transfer
+      let received = all.values.reduce(Int64(0)) { $0 + $1.received }
+      let totals = all.values.compactMap(\.total)
+      let total = totals.count == all.count ? totals.reduce(0, +) : nil
+      let label = all.count == 1 ? Self.name(transfer.url) : "\(all.count) URLs"
+      return (ProgressReport(unit: .bytes, completed: received, total: total), label)
     }
-    FileHandle.standardError.write(Data(("\r\u{1B}[K" + MessageText.escaped(text)).utf8))
-  }
-
-  func clear() {
-    if state.withLock({ $0.drawn }) { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    progress.update(report, label: label)
   }
 
   private static func name(_ url: String) -> String {

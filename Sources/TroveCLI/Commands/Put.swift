@@ -48,14 +48,23 @@ let putCommand = CommandSpec(
     let verbose = invocation.flag("--verbose")
     var status = ExitStatus.success
     var results: [PutRecord] = []
-    for name in invocation.positionals {
+    let count = invocation.positionals.count
+    for (number, name) in invocation.positionals.enumerated() {
       do throws(TroveError) {
+        let label =
+          (name == "-" ? "put stdin" : "put \(name.split(separator: "/").last ?? "")")
+          + (count > 1 ? " (\(number + 1)/\(count))" : "")
+        let progress = ProgressLine.start(label, unit: .bytes, for: invocation)
+        defer { progress?.finish() }
         let result =
           name == "-"
           ? try store.put(
             reading: FileHandle.standardInput, key: key, expectedSize: expectedSize,
-            priority: priority)
-          : try store.put(file: name, key: key, expectedSize: expectedSize, priority: priority)
+            priority: priority, onProgress: progress?.handler)
+          : try store.put(
+            file: name, key: key, expectedSize: expectedSize, priority: priority,
+            onProgress: progress?.handler)
+        progress?.finish()
         if invocation.flag("--json") {
           results.append(PutRecord(name: name, result: result))
         } else {

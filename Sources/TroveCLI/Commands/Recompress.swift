@@ -15,7 +15,10 @@ let recompressCommand = CommandSpec(
     """,
   run: { invocation in
     try invocation.requirePositionals([])
-    let report = try invocation.openStore().recompress()
+    let store = try invocation.openStore()
+    let progress = ProgressLine.start("recompress", unit: .items, for: invocation)
+    let report = try store.recompress(onProgress: progress?.handler)
+    progress?.finish()
     if invocation.flag("--json") {
       Output.json(report)
     } else {

@@ -31,7 +31,10 @@ let sweepCommand = CommandSpec(
     let options = SweepOptions(
       budget: try invocation.size("--budget"), maxAge: try invocation.duration("--max-age"),
       dryRun: invocation.flag("--dry-run"), wait: !invocation.flag("--no-wait"))
-    let report = try invocation.openStore().sweep(options)
+    let store = try invocation.openStore()
+    let progress = ProgressLine.start("sweep", unit: .bytes, for: invocation)
+    let report = try store.sweep(options, onProgress: progress?.handler)
+    progress?.finish()
     // Leftovers it could not remove: named, and the sweep still did its work.
     for error in report.temporaryErrors { Output.warning("\(error); left in place") }
     let unnamed = report.temporaryFailures - report.temporaryErrors.count

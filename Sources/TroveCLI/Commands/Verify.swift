@@ -20,7 +20,11 @@ let verifyCommand = CommandSpec(
     """,
   run: { invocation in
     try invocation.requirePositionals([])
-    let report = try invocation.openStore().verify(repair: invocation.flag("--repair"))
+    let store = try invocation.openStore()
+    let progress = ProgressLine.start("verify", unit: .bytes, for: invocation)
+    let report = try store.verify(
+      repair: invocation.flag("--repair"), onProgress: progress?.handler)
+    progress?.finish()
     if invocation.flag("--json") {
       Output.json(report)
     } else {
