@@ -36,6 +36,9 @@ func main() -> Int32 {
     let topic = error.command.map { "trove \($0.name) --help" } ?? "trove --help"
     Output.error("  See '\(topic)' for more information.")
     return ExitStatus.usage
+  } catch let error as AmbiguousDigestPrefix {
+    error.report()
+    return ExitStatus.usage
   } catch let error as TroveError where error.cause?.errno == .brokenPipe {
     Output.closedPipe()  // `trove get D - | head`: the reader left, quietly
   } catch let error as TroveError {
