@@ -4,7 +4,9 @@ let hasCommand = CommandSpec(
   name: "has",
   abstract: "Exit 0 if the store holds an object, 1 if not.",
   usage: "<digest-or-key>",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [verboseOption],
   discussion: "A key that is not bound is absent too.",
   run: { invocation in
@@ -26,7 +28,9 @@ let pathCommand = CommandSpec(
   name: "path",
   abstract: "Print the path of an object's file, for reading in place.",
   usage: "[--decompress] <digest-or-key>",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [
     OptionSpec(
       names: ["--decompress"], valueName: nil,
@@ -53,7 +57,9 @@ let removeCommand = CommandSpec(
   name: "rm",
   abstract: "Remove objects from the store.",
   usage: "<digest-or-key>...",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [verboseOption],
   discussion: """
     Files made from the objects earlier (clones, copies) are not touched. Removing

@@ -9,7 +9,9 @@ let pinCommand = CommandSpec(
   name: "pin",
   abstract: "Keep objects from being swept, for good or for a while.",
   usage: "[--name <name>] [--for <duration>] <digest-or-key>...",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [
     pinNameOption,
     OptionSpec(
@@ -38,7 +40,9 @@ let unpinCommand = CommandSpec(
   name: "unpin",
   abstract: "Remove your pins of objects.",
   usage: "[--name <name>] <digest-or-key>...",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [pinNameOption],
   discussion: "Exit 1 if one had no pin under that name; pins under other names stay.",
   run: { invocation in
