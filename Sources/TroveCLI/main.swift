@@ -24,7 +24,8 @@ func main() -> Int32 {
       return ExitStatus.success
     case .run(let invocation):
       Output.quiet = invocation.flag("--quiet")
-      if ["ls", "keys", "pins", "stats", "config", "dir", "path"].contains(invocation.command.name)
+      if ["ls", "show", "keys", "pins", "stats", "config", "dir", "path"].contains(
+        invocation.command.name)
       {
         Output.closedPipeStatus = ExitStatus.success
       }
@@ -35,6 +36,9 @@ func main() -> Int32 {
     Output.error("Usage: \(Help.usageLine(error.command))")
     let topic = error.command.map { "trove \($0.name) --help" } ?? "trove --help"
     Output.error("  See '\(topic)' for more information.")
+    return ExitStatus.usage
+  } catch let error as AmbiguousDigestPrefix {
+    error.report()
     return ExitStatus.usage
   } catch let error as TroveError where error.cause?.errno == .brokenPipe {
     Output.closedPipe()  // `trove get D - | head`: the reader left, quietly

@@ -8,7 +8,7 @@ import Trove
 /// The commands `trove` knows, in the order `help` lists them.
 let allCommands: [CommandSpec] = [
   fetchCommand, putCommand, getCommand, hasCommand, pathCommand, removeCommand, listCommand,
-  statsCommand,
+  showCommand, statsCommand,
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
   recompressCommand, verifyCommand, reindexCommand, dirCommand, hashCommand, cleanCommand,
 ]
@@ -73,12 +73,27 @@ extension Invocation {
     }
   }
 
-  /// Parses an argument that names an object: a digest (`xxh128:…`), a
-  /// publisher's checksum a fetch verified (`sha256:…`, `sha512:…`), or a
-  /// key (a URL, or any name bound by `put --key`). Malformed checksum text
-  /// is a usage error quoting it, before any store is opened.
+  /// Parses an argument that names an object: a digest (`xxh128:…`, the
+  /// prefix in either case), a unique prefix of one (8 to 31 hex digits,
+  /// with or without `xxh128:`), bare hex (a key first, else a digest or a
+  /// prefix), a publisher's checksum a fetch verified (`sha256:…`,
+  /// `sha512:…`), or a key (a URL, or any name bound by `put --key`).
+  /// Malformed digest or checksum text, and an `xxh128:` prefix shorter
+  /// than 8 hex digits, are usage errors quoting it, before any store is
+  /// opened.
   func reference(_ text: String) throws(UsageError) -> ObjectReference {
-    if text.hasPrefix(Digest.prefix) { return .digest(try digest(text)) }
+    if text.lowercased().hasPrefix(Digest.prefix) {
+      let hex = String(text.dropFirst(Digest.prefix.count))
+      if (1..<32).contains(hex.utf8.count) && isHex(hex) {
+        guard hex.utf8.count >= minimumPrefix else {
+          throw usageError(
+            "digest prefix '\(text)' is too short: give at least \(minimumPrefix) hex digits")
+        }
+        return .prefix(hex.lowercased())
+      }
+      return .digest(try digest(Digest.prefix + hex))
+    }
+    if (1...32).contains(text.utf8.count) && isHex(text) { return .hex(text) }
     if ["sha256:", "sha512:"].contains(where: { text.lowercased().hasPrefix($0) }) {
       do throws(TroveError) {
         return .checksum(try Checksum(parsing: text))
@@ -97,10 +112,15 @@ extension Invocation {
   }
 
   /// The digest `reference` names.
-  /// - Throws: `.notFound` naming the key or checksum when nothing has it.
-  func resolve(_ reference: ObjectReference, in store: Store) throws(TroveError) -> Digest {
+  /// - Throws: `.notFound` naming the key, checksum or prefix when nothing
+  ///   has it; ``AmbiguousDigestPrefix`` when a prefix names several
+  ///   objects; `.invalidArgument` for bare hex too short to be a prefix
+  ///   that is not a key either.
+  func resolve(_ reference: ObjectReference, in store: Store) throws -> Digest {
     switch reference {
     case .digest(let digest): return digest
+    case .prefix(let hex): return try digest(prefix: hex, in: store)
+    case .hex(let text): return try digest(hex: text, in: store)
     case .checksum(let checksum):
       guard let digest = try store.digest(for: checksum) else {
         throw TroveError(
@@ -171,6 +191,11 @@ extension Invocation {
 /// publisher's checksum, or by a key.
 enum ObjectReference {
   case digest(Digest)
+  /// The start of a digest's hex (8 to 31 digits, lowercase), `xxh128:` given.
+  case prefix(String)
+  /// Bare hex digits (1 to 32): a key if one is bound so, else a digest
+  /// or the start of one.
+  case hex(String)
   case checksum(Checksum)
   case key(String)
 }

@@ -4,7 +4,9 @@ let hasCommand = CommandSpec(
   name: "has",
   abstract: "Exit 0 if the store holds an object, 1 if not.",
   usage: "<digest-or-key>",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [verboseOption],
   discussion: "A key that is not bound is absent too.",
   run: { invocation in
@@ -26,7 +28,9 @@ let pathCommand = CommandSpec(
   name: "path",
   abstract: "Print the path of an object's file, for reading in place.",
   usage: "[--decompress] <digest-or-key>",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [
     OptionSpec(
       names: ["--decompress"], valueName: nil,
@@ -53,7 +57,9 @@ let removeCommand = CommandSpec(
   name: "rm",
   abstract: "Remove objects from the store.",
   usage: "<digest-or-key>...",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [verboseOption],
   discussion: """
     Files made from the objects earlier (clones, copies) are not touched. Removing
@@ -74,7 +80,7 @@ let removeCommand = CommandSpec(
       do {
         digest = try invocation.resolve(reference, in: store)
       } catch {
-        Output.error("Error: \(error)")
+        reportError(error)
         status = ExitStatus.failure
         continue
       }
@@ -87,3 +93,85 @@ let removeCommand = CommandSpec(
     }
     return status
   })
+
+/// The fewest hex digits a digest prefix may have: `trove get 1f3a9c04`.
+let minimumPrefix = 8
+
+/// Whether `text` is all hex digits (either case).
+func isHex(_ text: String) -> Bool {
+  text.utf8.allSatisfy {
+    (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+      || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+      || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0)
+  }
+}
+
+extension Invocation {
+  /// The one object whose digest starts with `hex` (lowercase hex digits).
+  /// - Throws: `.notFound` when none does, ``AmbiguousDigestPrefix`` when
+  ///   several do.
+  func digest(prefix hex: String, in store: Store) throws -> Digest {
+    let found = try store.digests(withPrefix: hex, limit: AmbiguousDigestPrefix.shown)
+    guard found.count <= 1 else {
+      throw AmbiguousDigestPrefix(prefix: hex, candidates: found, root: store.root)
+    }
+    guard let digest = found.first else {
+      throw TroveError(
+        .notFound, "no object whose digest starts with '\(hex)' in store '\(store.root)'",
+        value: hex)
+    }
+    return digest
+  }
+
+  /// What bare hex digits name: the key bound with exactly that text if
+  /// there is one (as a branch shadows a short SHA in git), else the
+  /// digest (32 digits) or the object whose digest starts with them (8 to
+  /// 31). A full digest costs no prefix query.
+  /// - Throws: `.invalidArgument` (exit 64) for fewer than 8 digits that
+  ///   are not a key either; as ``digest(prefix:in:)`` otherwise.
+  func digest(hex text: String, in store: Store) throws -> Digest {
+    if let bound = try store.digest(forKey: text) { return bound }
+    if text.utf8.count == 32 { return try Digest(parsing: Digest.prefix + text.lowercased()) }
+    guard text.utf8.count >= minimumPrefix else {
+      throw TroveError(
+        .invalidArgument,
+        "no key '\(text)' in store '\(store.root)', and '\(text)' is too short for a digest prefix: give at least \(minimumPrefix) hex digits",
+        value: text)
+    }
+    return try digest(prefix: text.lowercased(), in: store)
+  }
+}
+
+/// A digest prefix that several objects start with: exit 64, the error
+/// line, then one `hint:` line per candidate digest (as git lists an
+/// ambiguous short SHA's candidates).
+struct AmbiguousDigestPrefix: Error, CustomStringConvertible {
+  /// At most this many candidates are looked up and listed.
+  static let shown = 50
+
+  var prefix: String
+  var candidates: [Digest]
+  var root: String
+
+  var description: String {
+    let count = candidates.count >= Self.shown ? "\(Self.shown) or more" : "\(candidates.count)"
+    return
+      "digest prefix '\(prefix)' is ambiguous: \(count) objects in store '\(root)' start with it"
+  }
+
+  /// Prints the error line and the candidates on stderr.
+  func report() {
+    Output.error("Error: \(self)")
+    for digest in candidates { Output.error("hint: \(digest)") }
+  }
+}
+
+/// Prints `error` on stderr as `Error: …` (with an ambiguous prefix's
+/// candidates), for commands that go on to their next argument.
+func reportError(_ error: any Error) {
+  if let ambiguous = error as? AmbiguousDigestPrefix {
+    ambiguous.report()
+  } else {
+    Output.error("Error: \(error)")
+  }
+}

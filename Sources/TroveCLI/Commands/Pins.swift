@@ -9,7 +9,9 @@ let pinCommand = CommandSpec(
   name: "pin",
   abstract: "Keep objects from being swept, for good or for a while.",
   usage: "[--name <name>] [--for <duration>] <digest-or-key>...",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [
     pinNameOption,
     OptionSpec(
@@ -38,7 +40,9 @@ let unpinCommand = CommandSpec(
   name: "unpin",
   abstract: "Remove your pins of objects.",
   usage: "[--name <name>] <digest-or-key>...",
-  arguments: [("digest-or-key", "A digest, or a key bound with 'put --key'.")],
+  arguments: [
+    ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
+  ],
   options: [pinNameOption],
   discussion: "Exit 1 if one had no pin under that name; pins under other names stay.",
   run: { invocation in
@@ -64,31 +68,53 @@ let pinsCommand = CommandSpec(
   usage: "[--json]",
   arguments: [],
   options: [jsonOption],
-  discussion: "One line per pin: digest, name, and when its lease lapses (or 'never').",
+  discussion: """
+    One line per pin: digest, name, and when its lease lapses (or 'never'); a lease
+    that has lapsed is marked '(expired)': it no longer holds its object, and the
+    next sweep removes it.
+    """,
   run: { invocation in
     try invocation.requirePositionals([])
     let pins = try invocation.openStore().pins()
+    let now = RelativeTime.now
     if invocation.flag("--json") {
-      Output.json(pins.map(PinRecord.init))
+      Output.json(pins.map { PinRecord($0, now: now) })
     } else {
       for pin in pins {
-        Output.line("\(pin.digest)  \(pin.name)  \(pin.expires.map(Output.time) ?? "never")")
+        let lease =
+          pin.expires.map { Output.time($0) + (pin.isActive(at: now) ? "" : " (expired)") }
+          ?? "never"
+        Output.line("\(pin.digest)  \(pin.name)  \(lease)")
       }
     }
     return ExitStatus.success
   })
 
-/// One pin in `pins --json`.
+/// One pin in `pins --json`, `ls --json` and `show --json`.
 struct PinRecord: Encodable {
   var digest: String
   var name: String
   var expires: String?
+  var expired: Bool
   var created: String
 
-  init(_ pin: Pin) {
+  init(_ pin: Pin, now: Int64) {
     digest = pin.digest.description
     name = pin.name
     expires = pin.expires.map(Output.time)
+    expired = !pin.isActive(at: now)
     created = Output.time(pin.created)
   }
+
+  /// Every key, `expires` as `null` for a pin without a lease.
+  func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(digest, forKey: .digest)
+    try c.encode(name, forKey: .name)
+    try c.encode(expires, forKey: .expires)
+    try c.encode(expired, forKey: .expired)
+    try c.encode(created, forKey: .created)
+  }
+
+  private enum CodingKeys: String, CodingKey { case digest, name, expires, expired, created }
 }

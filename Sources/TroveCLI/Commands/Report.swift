@@ -2,54 +2,134 @@ import Trove
 
 let listCommand = CommandSpec(
   name: "ls",
-  abstract: "List the stored objects.",
-  usage: "[--format <format>] [--json]",
+  abstract: "List the stored objects, with their keys, sizes, form, pins and last use.",
+  usage:
+    "[--sort <order>] [--limit <n>] [--older-than <duration>] [--larger-than <size>] [--pinned] [--key <glob>] [--format <format>] [--json]",
   arguments: [],
-  options: [formatOption, jsonOption],
+  options: [
+    OptionSpec(
+      names: ["--sort"], valueName: "order",
+      help:
+        "digest (default), size (largest first), access (most recently used first) or created (newest first)."
+    ),
+    OptionSpec(
+      names: ["--limit"], valueName: "n", help: "List at most n objects (the first in the order)."),
+    OptionSpec(
+      names: ["--older-than"], valueName: "duration",
+      help: "Only objects not used for longer than this (30d, 12h, 90m)."),
+    OptionSpec(
+      names: ["--larger-than"], valueName: "size",
+      help: "Only objects larger than this (500M, 1G, 4096)."),
+    OptionSpec(
+      names: ["--pinned"], valueName: nil, help: "Only objects a pin holds (lapsed leases do not)."),
+    OptionSpec(
+      names: ["--key"], valueName: "glob",
+      help: "Only objects with a key matching this shell glob ('*', '?', '[a-z]'; quote it)."),
+    formatOption, jsonOption,
+  ],
   discussion: """
-    One line per object: digest, size, last access (UTC). With '--format xxhsum',
-    'HEX  PATH' for each object stored raw (PATH its file in the store), which
-    'xxhsum -c' checks; objects stored compressed are left out (their files hold
-    zstd frames: 'trove verify' checks them).
+    One line per object, columns aligned: digest, size, stored form (raw or zstd),
+    pins that hold it ('-', '1 pin', '2 pins'), last use ('3 days ago'), and its
+    keys: the first in key order, then '(+N more)' when there are others ('-' for
+    none; 'trove show' lists them all). By digest unless '--sort' says otherwise;
+    ties are broken by digest. Filters combine (all must hold). '--json' prints the
+    same objects with every field, times in ISO 8601 UTC. With '--format xxhsum',
+    'HEX  PATH' for each selected object stored raw (PATH its file in the store),
+    which 'xxhsum -c' checks; objects stored compressed are left out (their files
+    hold zstd frames: 'trove verify' checks them).
     """,
   run: { invocation in
     try invocation.requirePositionals([])
     let xxhsum = try invocation.xxhsumFormat()
+    let query = try invocation.entryQuery()
     let store = try invocation.openStore()
-    let entries = try store.entries()
+    let listed = try store.list(query)
+    let now = RelativeTime.now
     if xxhsum {
-      for e in entries where !e.isCompressed {
+      for e in listed.map(\.entry) where !e.isCompressed {
         Output.line(
           digestLine(
             e.digest, store.root + "/objects/\(e.digest.hex.prefix(2))/\(e.digest.hex)",
             xxhsum: true))
       }
     } else if invocation.flag("--json") {
-      Output.json(entries.map(EntryRecord.init))
+      Output.json(listed.map { EntryRecord($0, now: now) })
     } else {
-      for e in entries {
-        let size = Output.size(e.size)
-        let padded = String(repeating: " ", count: max(0, 10 - size.count)) + size
-        Output.line("\(e.digest)  \(padded)  \(Output.time(e.lastAccess))")
+      let rows = listed.map { details -> [String] in
+        let pins = details.activePins(at: now).count
+        let keys =
+          details.keys.first.map {
+            $0 + (details.keys.count > 1 ? " (+\(details.keys.count - 1) more)" : "")
+          }
+          ?? "-"
+        return [
+          details.entry.digest.description, Output.size(details.entry.size),
+          details.entry.isCompressed ? "zstd" : "raw",
+          pins == 0 ? "-" : "\(pins) pin\(pins == 1 ? "" : "s")",
+          RelativeTime.describe(details.entry.lastAccess, now: now), keys,
+        ]
+      }
+      var widths = [Int](repeating: 0, count: 6)
+      for row in rows {
+        for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) }
+      }
+      for row in rows {
+        // Size right-aligned; the last column (keys) unpadded.
+        let cells = row.enumerated().map { (i, cell) -> String in
+          let pad = String(repeating: " ", count: widths[i] - cell.count)
+          return i == 1 ? pad + cell : i == row.count - 1 ? cell : cell + pad
+        }
+        Output.line(cells.joined(separator: "  "))
       }
     }
     return ExitStatus.success
   })
 
-/// One object in `ls --json`.
+extension Invocation {
+  /// `ls`'s order, limit and filters, from its options.
+  func entryQuery() throws(UsageError) -> EntryQuery {
+    var query = EntryQuery()
+    if let text = value("--sort") {
+      guard let order = EntryQuery.Order(rawValue: text) else {
+        throw usageError("invalid --sort '\(text)': expected digest, size, access or created")
+      }
+      query.order = order
+    }
+    query.limit = try count("--limit")
+    query.unusedFor = try duration("--older-than")
+    query.largerThan = try size("--larger-than")
+    query.pinnedOnly = flag("--pinned")
+    query.keyPattern = value("--key")
+    return query
+  }
+}
+
+/// One object in `ls --json` and `show --json`: every field, `null` for
+/// what is absent.
 struct EntryRecord: Encodable {
   var digest: String
   var size: Int64
   var allocatedBytes: Int64
+  var storedBytes: Int64
+  var compressed: Bool
   var created: String
   var lastAccess: String
+  var keys: [String]
+  var pinned: Bool
+  var pins: [PinRecord]
 
-  init(_ e: Entry) {
+  init(_ details: EntryDetails, now: Int64) {
+    let e = details.entry
     digest = e.digest.description
     size = e.size
     allocatedBytes = e.allocatedBytes
+    storedBytes = e.storedBytes
+    compressed = e.isCompressed
     created = Output.time(e.created)
     lastAccess = Output.time(e.lastAccess)
+    keys = details.keys
+    pinned = !details.activePins(at: now).isEmpty
+    pins = details.pins.map { PinRecord($0, now: now) }
   }
 }
 
