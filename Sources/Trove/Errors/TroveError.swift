@@ -76,6 +76,10 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     /// A server cannot be used (no such host, connection refused, a TLS
     /// failure, too many redirects, an HTTP status that is not a miss).
     public static let unavailable = Code(rawValue: "unavailable")
+    /// The store is read-only (its volume is mounted read-only, or its
+    /// folder or index is not writable by this user): what must write to
+    /// it is refused; reads work.
+    public static let readOnlyStore = Code(rawValue: "read-only-store")
     /// Internal: an index transaction must be committed durably; it is run
     /// again so. Never reaches a caller.
     static let retryDurably = Code(rawValue: "retry-durably")

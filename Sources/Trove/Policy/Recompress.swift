@@ -25,6 +25,7 @@ extension Store {
   /// are compressed. Objects already compressed keep their level.
   /// O(stored bytes of the objects rewritten).
   public func recompress() throws(TroveError) -> RecompressReport {
+    try requireWritable()
     let clock = ContinuousClock()
     let start = clock.now
     let policy = try currentSettings().policy

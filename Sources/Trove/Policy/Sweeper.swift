@@ -174,7 +174,8 @@ extension Store {
   /// log (``StoreStatistics/lastSweep``).
   @discardableResult
   public func sweep(_ options: SweepOptions = SweepOptions()) throws(TroveError) -> SweepReport {
-    try withSweepLock(wait: options.wait) { () throws(TroveError) in
+    try requireWritable()
+    return try withSweepLock(wait: options.wait) { () throws(TroveError) in
       try sweepLocked(options, reason: .requested)
     }
   }

@@ -62,6 +62,7 @@ extension Store {
   public func put(
     file path: String, expectedSize: Int64? = nil, priority: PutPriority = .important
   ) throws(TroveError) -> PutResult {
+    try requireWritable()
     let source: FileDescriptor
     do throws(SystemCallError) {
       source = try FileDescriptor.open(path)
@@ -86,7 +87,8 @@ extension Store {
   public func put(
     reading handle: FileHandle, expectedSize: Int64? = nil, priority: PutPriority = .important
   ) throws(TroveError) -> PutResult {
-    try ingest(
+    try requireWritable()
+    return try ingest(
       FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>",
       expectedSize: expectedSize, priority: priority)
   }
@@ -101,6 +103,7 @@ extension Store {
   public func put(bytes: some ContiguousBytes, priority: PutPriority = .important)
     throws(TroveError) -> PutResult
   {
+    try requireWritable()
     let count = bytes.withUnsafeBytes { Int64($0.count) }
     let limit = try sizeLimit(for: "<bytes>", expected: nil)
     try limit.checkAnnounced(count)
@@ -139,7 +142,8 @@ extension Store {
   public func makeWriter(expectedSize: Int64? = nil, priority: PutPriority = .important)
     throws(TroveError) -> BlobWriter
   {
-    try makeWriter(expectedSize: expectedSize, priority: priority, source: "<stream>")
+    try requireWritable()
+    return try makeWriter(expectedSize: expectedSize, priority: priority, source: "<stream>")
   }
 
   /// A writer for bytes from `source` (a URL, for messages).

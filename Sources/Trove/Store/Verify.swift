@@ -46,7 +46,10 @@ extension Store {
   public func verify(repair: Bool = false) throws(TroveError) -> VerifyReport {
     let clock = ContinuousClock()
     let start = clock.now
-    if repair { try objects.checkIndex() }
+    if repair {
+      try requireWritable()
+      try objects.checkIndex()
+    }
     var report = VerifyReport(
       checkedObjects: 0, checkedBytes: 0, corrupt: [], orphanFiles: 0, danglingRows: 0,
       wrongRows: 0, twins: 0, vanished: 0, unexpectedFiles: [], repaired: repair, seconds: 0)

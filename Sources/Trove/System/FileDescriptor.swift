@@ -150,6 +150,27 @@ struct FileDescriptor: Sendable, Hashable {
     return FilesystemKind(rawValue: magic)
   }
 
+  /// Whether this process may write `name` (in this folder; `"."` for the
+  /// folder itself), as its effective ids: nil when it may, else the errno
+  /// saying why not — `EROFS` on a read-only mount, `EACCES` when the mode
+  /// refuses. `faccessat(2)` with `W_OK` and `AT_EACCESS`.
+  func writeRefusal(_ name: String) -> Errno? {
+    do throws(SystemCallError) {
+      _ = try Sys.call("faccessat") { faccessat(rawValue, name, W_OK, AT_EACCESS) }
+      return nil
+    } catch {
+      return error.errno
+    }
+  }
+
+  /// Whether the filesystem holding this file is mounted read-only
+  /// (`ST_RDONLY`). `fstatvfs(2)`.
+  func isOnReadOnlyMount() throws(SystemCallError) -> Bool {
+    var s = statvfs()
+    _ = try Sys.call("fstatvfs") { fstatvfs(rawValue, &s) }
+    return s.f_flag & UInt(ST_RDONLY) != 0
+  }
+
   /// Extent counts from the kernel, shared extents included.
   /// `ioctl(FS_IOC_FIEMAP)` with FIEMAP_FLAG_SYNC.
   func extentSummary() throws(SystemCallError) -> ExtentSummary {
