@@ -131,6 +131,12 @@ struct ReadOnlyStoreTests {
       #expect(run.errorLines == [refusal], "\(arguments): \(run.stderr)")
       #expect(run.stdout.isEmpty, "\(arguments): \(run.out)")
     }
+    // doctor runs, and says the store is read-only, writing nothing.
+    let doctor = try CLI.run(["--store", store, "doctor", volume.scratch.path])
+    #expect(doctor.status == 0, "\(doctor.stderr)")
+    #expect(
+      doctor.out.contains("warn  writable") && doctor.out.contains("read-only store"),
+      "\(doctor.out)")
     #expect(try volume.snapshot() == before)
   }
 

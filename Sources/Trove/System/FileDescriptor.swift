@@ -334,6 +334,25 @@ extension FileDescriptor {
   func unlock() {
     _ = flock(rawValue, LOCK_UN)
   }
+
+  /// Takes an open-file-description byte-range lock on the whole file
+  /// (what SQLite's POSIX locks are, per descriptor rather than per
+  /// process), without waiting: returns false at once if another holds a
+  /// conflicting one. `fcntl(2)` with `F_OFD_SETLK`.
+  func lockRange(exclusive: Bool) throws(SystemCallError) -> Bool {
+    do {
+      _ = try Sys.call("fcntl(F_OFD_SETLK)") { trove_ofd_lock(rawValue, exclusive ? 1 : 0, 0) }
+      return true
+    } catch  where error.errno == Errno(rawValue: EAGAIN) || error.errno == Errno(rawValue: EACCES)
+    {
+      return false
+    }
+  }
+
+  /// Releases a lock taken with `lockRange`. `fcntl(2)` with `F_UNLCK`.
+  func unlockRange() {
+    _ = trove_ofd_lock(rawValue, 0, 1)
+  }
 }
 
 extension FileDescriptor {
