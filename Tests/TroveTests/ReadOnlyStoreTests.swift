@@ -47,17 +47,21 @@ final class ReadOnlyVolume {
   /// time, and the image's bytes: what a command that changed anything
   /// would change.
   func snapshot() throws -> [String] {
+    try Self.listing(mountPoint) + ["image \(XXH3Hasher.digest(try contents(image)))"]
+  }
+
+  /// Every file and folder under `path` with its size and modification
+  /// time, sorted.
+  static func listing(_ path: String) throws -> [String] {
     var lines: [String] = []
-    let root = URL(fileURLWithPath: mountPoint)
-    let walker = FileManager.default.enumerator(atPath: mountPoint)
+    let root = URL(fileURLWithPath: path)
+    let walker = FileManager.default.enumerator(atPath: path)
     while let name = walker?.nextObject() as? String {
       let status = try fileStatus(root.appendingPathComponent(name).path)
       lines.append(
         "\(name) \(status.size) \(status.modificationTime).\(status.modificationTimeNanoseconds)")
     }
-    lines.sort()
-    lines.append("image \(XXH3Hasher.digest(try contents(image)))")
-    return lines
+    return lines.sorted()
   }
 }
 
@@ -138,6 +142,36 @@ struct ReadOnlyStoreTests {
       doctor.out.contains("warn  writable") && doctor.out.contains("read-only store"),
       "\(doctor.out)")
     #expect(try volume.snapshot() == before)
+  }
+
+  @Test(
+    "a store its user may not write (chmod a-w) is read-only too: reads work, writes exit 77 naming why",
+    .enabled(if: TestFilesystems.setprivAvailable, "needs setpriv to run trove as another user"))
+  func notWritableByThisUser() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let bytes = Bytes.pattern(5000)
+    let digest = XXH3Hasher.digest(bytes)
+    #expect(try CLI.run(["--store", store, "put", "-"], stdin: bytes).status == 0)
+    try ReadOnlyVolume.shell("chown -R 60003:60003 '\(store)' && chmod -R a-w '\(store)'")
+    defer { try? ReadOnlyVolume.shell("chmod -R u+w '\(store)'") }
+    let carol = ["/usr/bin/setpriv", "--reuid=60003", "--regid=60003", "--clear-groups"]
+    let before = try ReadOnlyVolume.listing(store)
+    let get = try CLI.run(["--store", store, "get", digest.description, "-"], prefix: carol)
+    #expect(get.status == 0 && get.stdout == bytes, "\(get.stderr)")
+    let ls = try CLI.run(["--store", store, "ls"], prefix: carol)
+    #expect(ls.status == 0 && ls.out.contains(digest.description), "\(ls.stderr)")
+    let stats = try CLI.run(["--store", store, "stats"], prefix: carol)
+    #expect(stats.status == 0, "\(stats.stderr)")
+    for arguments in [["put", "-"], ["rm", digest.description], ["sweep"]] {
+      let run = try CLI.run(["--store", store] + arguments, stdin: [9], prefix: carol)
+      #expect(run.status == 77, "\(arguments): \(run.stderr)")
+      #expect(
+        run.errorLines == [
+          "Error: read-only store '\(store)': '\(store)' is not writable by this user (uid 60003): Permission denied"
+        ], "\(arguments): \(run.stderr)")
+    }
+    #expect(try ReadOnlyVolume.listing(store) == before)
   }
 
   @Test("the library says a store on a read-only mount is read-only, and why")
