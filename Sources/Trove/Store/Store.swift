@@ -247,6 +247,8 @@ public final class Store: Sendable {
     let names = try attempt("open store", root, code: .storeUnavailable) {
       () throws(SystemCallError) in try rootFD.entries()
     }
+    // Another creator published the marker since it was looked for.
+    if names.contains(StoreLayout.settings) { return }
     for name in names.sorted() {
       let isRegular = (try? rootFD.status(of: name, followSymlinks: false))?.isRegular == true
       guard isRegular, name.hasPrefix(".config-"), name.hasSuffix(".tmp") else {
