@@ -32,7 +32,8 @@ final class Index: Sendable {
   /// the rebuild).
   let needsRebuild: Bool
   /// The journal mode in force (`wal`, or `persist` on shared and
-  /// small-block filesystems; in a read-only store, what it was written in).
+  /// small-block filesystems; in a read-only store, what SQLite reports:
+  /// the mode it was written in, or `delete` when opened immutable).
   let journalMode: String
   /// Whether the index was opened read-only (a read-only store): a write
   /// transaction only reads, and a statement that would write fails with

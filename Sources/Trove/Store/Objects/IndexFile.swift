@@ -50,7 +50,7 @@ extension ObjectTable {
   /// Opens the index of a read-only store as it is.
   private func openIndexReadOnly() throws(TroveError) -> Index {
     let refusal =
-      "the store is read-only, so it cannot be set aside and rebuilt; open the store where it is writable, or run 'trove reindex' there"
+      "the store is read-only, so it cannot be rebuilt: run 'trove reindex' where the store is writable"
     guard
       (try? rootDirectory.status(of: StoreLayout.index, followSymlinks: false))?.isRegular == true
     else {
