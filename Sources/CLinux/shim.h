@@ -43,6 +43,21 @@ static inline int trove_set_pipe_size(int fd, int size) {
   return fcntl(fd, F_SETPIPE_SZ, size);
 }
 
+#ifndef F_OFD_SETLK
+#define F_OFD_SETLK 37
+#endif
+
+/// fcntl(F_OFD_SETLK) on the whole file, without waiting: an exclusive
+/// (write) or shared (read) open-file-description lock, or, with
+/// `release`, none.
+static inline int trove_ofd_lock(int fd, int exclusive, int release) {
+  struct flock lock;
+  memset(&lock, 0, sizeof lock);
+  lock.l_type = release ? F_UNLCK : (exclusive ? F_WRLCK : F_RDLCK);
+  lock.l_whence = SEEK_SET;
+  return fcntl(fd, F_OFD_SETLK, &lock);
+}
+
 /// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: start writing back the
 /// dirty pages of a range, without waiting for them.
 static inline int trove_start_writeback(int fd, int64_t offset, int64_t length) {

@@ -24,7 +24,7 @@ enum ExitStatus {
     case .notFound: return failure
     case .sourceMissing, .sourceNotFile, .storeMissing: return noInput
     case .destinationExists, .destinationDirectoryMissing: return cannotCreate
-    case .permissionDenied: return permission
+    case .permissionDenied, .readOnlyStore: return permission
     case .cloneUnsupported, .linkUnsupported, .storedCompressed: return unavailable
     case .corruptObject, .unsupportedFormat, .checksumMismatch, .indexDamaged: return dataError
     case .unavailable: return unavailable

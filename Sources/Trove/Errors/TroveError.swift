@@ -79,6 +79,10 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     /// The task that asked for the work was cancelled before it was done
     /// (the `async` calls): nothing was stored or written.
     public static let cancelled = Code(rawValue: "cancelled")
+    /// The store is read-only (its volume is mounted read-only, or its
+    /// folder or index is not writable by this user): what must write to
+    /// it is refused; reads work.
+    public static let readOnlyStore = Code(rawValue: "read-only-store")
     /// Internal: an index transaction must be committed durably; it is run
     /// again so. Never reaches a caller.
     static let retryDurably = Code(rawValue: "retry-durably")

@@ -31,8 +31,18 @@ final class Index: Sendable {
   /// `references.log` (created by this open, or by one that did not finish
   /// the rebuild).
   let needsRebuild: Bool
-  /// The journal mode in force (`wal` or `delete`).
+  /// The journal mode in force (`wal`, or `persist` on shared and
+  /// small-block filesystems; in a read-only store, what SQLite reports:
+  /// the mode it was written in, or `delete` when opened immutable).
   let journalMode: String
+  /// Whether the index was opened read-only (a read-only store): a write
+  /// transaction only reads, and a statement that would write fails with
+  /// `.readOnlyStore`.
+  let isReadOnly: Bool
+  /// Whether SQLite was told the file cannot change (`immutable=1`): how a
+  /// read-only index is opened when nothing else works (see
+  /// ``init(path:resolvedPath:filesystem:blockSize:readOnly:)``).
+  let isImmutable: Bool
   private let damageHandler = Mutex<(@Sendable (TroveError) -> Void)?>(nil)
 
   /// Called (once) when a statement finds the database damaged.
@@ -91,10 +101,33 @@ final class Index: Sendable {
   /// A database another process holds busy as this one opens it (creating
   /// it, recovering its WAL after a crash) is waited for, as every
   /// statement waits (30 s).
-  init(path: String, resolvedPath: String, filesystem: FilesystemKind, blockSize: Int64)
+  ///
+  /// With `readOnly` (a read-only store) the file is opened as it is
+  /// (`SQLITE_OPEN_READONLY`), never created, upgraded or switched to
+  /// another journal mode. A WAL-mode index on a read-only volume is read
+  /// through its persisted `-shm` and `-wal` files (SQLite reads a WAL it
+  /// cannot write to its shared memory into private memory); when even that
+  /// fails (`SQLITE_CANTOPEN`, a hot journal it may not roll back) it is
+  /// opened `immutable=1`: no locks, no journal, the database file alone —
+  /// what a clean close left, as Trove's indexes checkpoint and empty their
+  /// WAL when the last connection closes.
+  init(
+    path: String, resolvedPath: String, filesystem: FilesystemKind, blockSize: Int64,
+    readOnly: Bool
+  )
     throws(TroveError)
   {
     self.path = path
+    isReadOnly = readOnly
+    if readOnly {
+      let opened = try Self.openReadOnly(path: path, resolvedPath: resolvedPath)
+      journalMode = opened.mode
+      needsRebuild = opened.needsRebuild
+      isImmutable = opened.immutable
+      connection = Mutex(opened.db)
+      return
+    }
+    isImmutable = false
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
     var attempt = 0
@@ -133,15 +166,66 @@ final class Index: Sendable {
         throw Self.error(error, "open index", path)
       }
       guard found <= Schema.version else {
-        throw TroveError(
-          .unsupportedFormat,
-          "index '\(path)' has schema version \(found); this trove understands up to \(Schema.version)",
-          path: path)
+        throw Self.newer(found, path)
       }
       journalMode = mode
       needsRebuild = pending != 0
       connection = Mutex(db)
       return
+    }
+  }
+
+  /// The error for an index a newer Trove wrote (schema `found`).
+  private static func newer(_ found: Int64, _ path: String) -> TroveError {
+    TroveError(
+      .unsupportedFormat,
+      "index '\(path)' has schema version \(found); this trove understands up to \(Schema.version)",
+      path: path)
+  }
+
+  /// Opens an index read-only as it is: normally first, then, when that
+  /// fails for anything but damage or a busy database, `immutable=1`.
+  private static func openReadOnly(path: String, resolvedPath: String) throws(TroveError) -> (
+    db: SQLiteConnection, mode: String, needsRebuild: Bool, immutable: Bool
+  ) {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(30)
+    var attempt = 0
+    var immutable = false
+    while true {
+      var mode = ""
+      var found: Int64 = 0
+      var pending: Int64 = 0
+      let db: SQLiteConnection
+      do throws(SQLiteConnection.Failure) {
+        db = try SQLiteConnection(
+          path: resolvedPath, busyTimeoutMilliseconds: 30_000, readOnly: true,
+          immutable: immutable)
+        try db.query("PRAGMA user_version") { row in found = row.integer(0) }
+        try db.query("PRAGMA journal_mode") { row in mode = row.text(0).lowercased() }
+        if found == Schema.version {
+          try db.query("SELECT value FROM counters WHERE name = 'rebuild_pending'") { row in
+            pending = row.integer(0)
+          }
+        }
+      } catch  where !immutable && !error.isBusy && !error.isDamage {
+        immutable = true
+        continue
+      } catch  where error.isBusy && clock.now < deadline {
+        attempt += 1
+        usleep(UInt32(min(attempt, 20)) * 5_000)
+        continue
+      } catch {
+        throw Self.error(error, "open index", path)
+      }
+      guard found <= Schema.version else { throw newer(found, path) }
+      guard found == Schema.version else {
+        throw TroveError(
+          .readOnlyStore,
+          "index '\(path)' has schema version \(found), which this trove upgrades to \(Schema.version) by writing it, and the store is read-only",
+          path: path)
+      }
+      return (db, mode, pending != 0, immutable)
     }
   }
 
@@ -151,6 +235,11 @@ final class Index: Sendable {
     if failure.isFull {
       return TroveError(
         .noSpace, "cannot \(action): the volume holding index '\(path)' is full (\(failure))",
+        path: path)
+    }
+    if failure.isReadOnly {
+      return TroveError(
+        .readOnlyStore, "cannot \(action): index '\(path)' is read-only (\(failure))",
         path: path)
     }
     if failure.isDamage {
@@ -203,7 +292,9 @@ final class Index: Sendable {
     let result: Result<T, TroveError> = connection.withLock { db in
       do throws(SQLiteConnection.Failure) {
         if durable { try db.execute("PRAGMA synchronous=FULL") }
-        try db.execute("BEGIN IMMEDIATE")
+        // A read-only index takes no write lock: its body only reads, and
+        // a statement that would write fails (SQLITE_READONLY).
+        try db.execute(isReadOnly ? "BEGIN" : "BEGIN IMMEDIATE")
       } catch {
         if durable { try? db.execute("PRAGMA synchronous=NORMAL") }
         return .failure(Self.error(error, action, path))

@@ -24,6 +24,9 @@ final class SQLiteConnection: @unchecked Sendable {
     var isFull: Bool {
       code & 0xFF == SQLITE_FULL || systemErrno == ENOSPC || systemErrno == EDQUOT
     }
+    /// The database cannot be written (opened read-only, or on a
+    /// read-only volume).
+    var isReadOnly: Bool { code & 0xFF == SQLITE_READONLY }
     /// The file is not a database, or a damaged one, or a symbolic link.
     var isDamage: Bool {
       code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB
@@ -34,11 +37,22 @@ final class SQLiteConnection: @unchecked Sendable {
   /// Opens (creating if needed) the database at `path`, which must not
   /// be reached through a symbolic link (`SQLITE_OPEN_NOFOLLOW`: SQLite
   /// refuses one anywhere in the path, so pass a resolved one).
-  init(path: String, busyTimeoutMilliseconds: Int32) throws(Failure) {
+  ///
+  /// With `readOnly`, opens it `SQLITE_OPEN_READONLY` (never creating it);
+  /// with `immutable` as well, as a file nothing changes (the `immutable=1`
+  /// URI parameter: no locks, no journal or WAL read).
+  init(
+    path: String, busyTimeoutMilliseconds: Int32, readOnly: Bool = false, immutable: Bool = false
+  ) throws(Failure) {
     var db: OpaquePointer?
-    let flags =
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
-    let rc = sqlite3_open_v2(path, &db, flags, nil)
+    var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
+    flags |= readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+    var name = path
+    if immutable {
+      flags |= SQLITE_OPEN_URI
+      name = "file:" + Self.uriEscaped(path) + "?immutable=1"
+    }
+    let rc = sqlite3_open_v2(name, &db, flags, nil)
     guard rc == SQLITE_OK, let db else {
       let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
       let code = db.map { sqlite3_extended_errcode($0) } ?? rc
@@ -56,6 +70,22 @@ final class SQLiteConnection: @unchecked Sendable {
   }
 
   deinit { sqlite3_close_v2(handle) }
+
+  /// `path` with the characters a `file:` URI gives a meaning to
+  /// (`%`, `?`, `#`) and controls percent-escaped.
+  private static func uriEscaped(_ path: String) -> String {
+    var out = ""
+    for byte in path.utf8 {
+      if byte == UInt8(ascii: "%") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#")
+        || byte < 0x20 || byte == 0x7F
+      {
+        out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+      } else {
+        out += String(decoding: [byte], as: UTF8.self)
+      }
+    }
+    return out
+  }
 
   private func failure(_ rc: Int32) -> Failure {
     Failure(

@@ -30,6 +30,7 @@ extension Store {
   public func recompress(onProgress: ProgressHandler? = nil) throws(TroveError)
     -> RecompressReport
   {
+    try requireWritable()
     let clock = ContinuousClock()
     let start = clock.now
     let policy = try currentSettings().policy

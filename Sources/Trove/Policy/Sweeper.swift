@@ -180,7 +180,8 @@ extension Store {
   public func sweep(_ options: SweepOptions = SweepOptions(), onProgress: ProgressHandler? = nil)
     throws(TroveError) -> SweepReport
   {
-    try withSweepLock(wait: options.wait) { () throws(TroveError) in
+    try requireWritable()
+    return try withSweepLock(wait: options.wait) { () throws(TroveError) in
       try sweepLocked(options, reason: .requested, onProgress: onProgress)
     }
   }

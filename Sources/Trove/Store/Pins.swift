@@ -15,6 +15,7 @@ extension Store {
   public func pin(_ digest: Digest, name: String = "default", duration: Int64? = nil)
     throws(TroveError)
   {
+    try requireWritable()
     let now = currentTimeNanoseconds()
     try objects.pin(
       digest, name: name,
@@ -25,7 +26,8 @@ extension Store {
   /// pins stay.
   @discardableResult
   public func unpin(_ digest: Digest, name: String = "default") throws(TroveError) -> Bool {
-    try objects.unpin(digest, name: name)
+    try requireWritable()
+    return try objects.unpin(digest, name: name)
   }
 
   /// Every pin, lapsed leases included (a sweep removes those), ordered by

@@ -71,6 +71,7 @@ extension Store {
     file path: String, key: String? = nil, expectedSize: Int64? = nil,
     priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
+    try requireWritable()
     let source: FileDescriptor
     do throws(SystemCallError) {
       source = try FileDescriptor.open(path)
@@ -99,7 +100,8 @@ extension Store {
     reading handle: FileHandle, key: String? = nil, expectedSize: Int64? = nil,
     priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
-    try ingest(
+    try requireWritable()
+    return try ingest(
       FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", key: key,
       expectedSize: expectedSize, priority: priority, onProgress: onProgress)
   }
@@ -116,6 +118,7 @@ extension Store {
     bytes: some ContiguousBytes, key: String? = nil, priority: PutPriority = .important
   ) throws(TroveError) -> PutResult {
     let binding = key.map { KeyRequest(key: $0) }
+    try requireWritable()
     let count = bytes.withUnsafeBytes { Int64($0.count) }
     let limit = try sizeLimit(for: "<bytes>", expected: nil)
     try limit.checkAnnounced(count)
@@ -160,6 +163,7 @@ extension Store {
   public func makeWriter(
     key: String? = nil, expectedSize: Int64? = nil, priority: PutPriority = .important
   ) throws(TroveError) -> BlobWriter {
+    try requireWritable()
     let writer = try makeWriter(expectedSize: expectedSize, priority: priority, source: "<stream>")
     writer.binding = key.map { KeyRequest(key: $0) }
     return writer

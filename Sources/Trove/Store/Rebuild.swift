@@ -13,6 +13,7 @@ extension Store {
   /// - Returns: what was found and fixed.
   @discardableResult
   public func rebuildIndex() throws(TroveError) -> ReconcileReport {
+    try requireWritable()
     _ = objects.takeRebuildReport()
     try objects.checkIndex()
     var report = try objects.reconcileAll(repair: true)

@@ -25,6 +25,10 @@ public final class Store: Sendable {
   let rootDirectory: FileDescriptor
   /// Who may read and write the store, as its root folder's mode says.
   public let access: StoreAccess
+  /// Why this process cannot write the store, learnt once when it was
+  /// opened (its volume is mounted read-only, or its folder, `objects/`,
+  /// `tmp/` or index is not writable by this user), or nil when it can.
+  public let readOnlyReason: String?
   /// The one owner of every change to an object's state (and of the index).
   let objects: ObjectTable
   /// `st_dev` of `tmp/`: sources on this device can be cloned in.
@@ -41,6 +45,12 @@ public final class Store: Sendable {
   var tmpDirectory: FileDescriptor { objects.tmpDirectory }
   var objectsPath: String { objects.objectsPath }
   var tmpPath: String { objects.tmpPath }
+
+  /// Whether this process cannot write the store (see ``readOnlyReason``).
+  /// A read-only store is read as it is: its index opened read-only, no
+  /// access recorded, nothing repaired, no ballast or leftover touched.
+  /// What must write fails with `.readOnlyStore` (``requireWritable()``).
+  public var isReadOnly: Bool { readOnlyReason != nil }
 
   /// Opens the store at `configuration.root`, creating it (mode 0700, with
   /// `objects/`, `tmp/`, `CACHEDIR.TAG`, `config.json` and the index) when
@@ -72,12 +82,14 @@ public final class Store: Sendable {
     }
     var opened = [rootFD]
     do throws(TroveError) {
+      let rootRefusal = Self.writeRefusal(of: rootFD, [".", StoreLayout.index])
+      let creating = configuration.createIfMissing && rootRefusal == nil
       try Self.adopt(rootFD, root: root, creating: configuration.createIfMissing)
       let access = try attempt("inspect store", root, code: .storeUnavailable) {
         () throws(SystemCallError) in StoreAccess(rootMode: try rootFD.status().mode)
       }
       self.access = access
-      for name in [StoreLayout.objects, StoreLayout.tmp] where configuration.createIfMissing {
+      for name in [StoreLayout.objects, StoreLayout.tmp] where creating {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
           do throws(SystemCallError) {
@@ -89,6 +101,10 @@ public final class Store: Sendable {
       opened.append(objectsFD)
       let tmpFD = try Self.openFolder(StoreLayout.tmp, in: rootFD, root: root)
       opened.append(tmpFD)
+      let refusal =
+        rootRefusal ?? Self.writeRefusal(of: objectsFD, ["."]).map { ($0.0, StoreLayout.objects) }
+        ?? Self.writeRefusal(of: tmpFD, ["."]).map { ($0.0, StoreLayout.tmp) }
+      readOnlyReason = refusal.map { Self.readOnlyReason($0.0, $0.1, root: root) }
       device = try attempt("inspect store folder", root + "/tmp", code: .storeUnavailable) {
         () throws(SystemCallError) in try tmpFD.status().device
       }
@@ -105,17 +121,20 @@ public final class Store: Sendable {
       rootDirectory = rootFD
       objects = ObjectTable(
         root: root, rootDirectory: rootFD, objects: objectsFD, tmp: tmpFD, filesystem: filesystem,
-        access: access, resolvedRoot: resolvedRoot, warn: configuration.onWarning ?? { _ in })
-      try Self.publishIfMissing(
-        StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8), root: root,
-        in: rootFD, through: StoreLayout.temporaryName("meta"), in: tmpFD)
+        access: access, resolvedRoot: resolvedRoot, isReadOnly: readOnlyReason != nil,
+        warn: configuration.onWarning ?? { _ in })
+      if readOnlyReason == nil {
+        try Self.publishIfMissing(
+          StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8), root: root,
+          in: rootFD, through: StoreLayout.temporaryName("meta"), in: tmpFD)
+      }
       let (identity, settings) = try Self.readSettings(root: root, rootFD: rootFD)
       cachedSettings = Mutex((identity, settings))
     } catch {
       for fd in opened { fd.close() }
       throw error
     }
-    if configuration.createIfMissing {
+    if configuration.createIfMissing && readOnlyReason == nil {
       // What freeing space needs exists from the start: the sweep lock
       // (the index's WAL and shared memory persist once made), and the
       // ballast, released when the volume fills.
@@ -143,6 +162,37 @@ public final class Store: Sendable {
     objects.tmpDirectory.close()
     objects.objectsDirectory.close()
     rootDirectory.close()
+  }
+
+  /// The first of `names` (in `folder`) this process may not write, with
+  /// the errno saying why; a name that does not exist is skipped.
+  private static func writeRefusal(of folder: FileDescriptor, _ names: [String])
+    -> (Errno, String)?
+  {
+    for name in names {
+      if let errno = folder.writeRefusal(name), errno != .noSuchFileOrDirectory {
+        return (errno, name)
+      }
+    }
+    if (try? folder.isOnReadOnlyMount()) == true { return (.readOnlyFileSystem, ".") }
+    return nil
+  }
+
+  /// Why a store is read-only, in words: `errno` refused writing `name`.
+  private static func readOnlyReason(_ errno: Errno, _ name: String, root: String) -> String {
+    if errno == .readOnlyFileSystem { return "its volume is mounted read-only" }
+    let path = name == "." ? root : root + "/" + name
+    return "'\(path)' is not writable by this user (uid \(geteuid())): \(errno)"
+  }
+
+  /// Throws unless this process can write the store.
+  ///
+  /// - Throws: ``TroveError`` `.readOnlyStore`, one line naming the store
+  ///   and why: `read-only store '/mnt/cache': its volume is mounted read-only`.
+  public func requireWritable() throws(TroveError) {
+    guard let readOnlyReason else { return }
+    throw TroveError(
+      .readOnlyStore, "read-only store '\(root)': \(readOnlyReason)", path: root)
   }
 
   /// `mkdir -p` with mode 0700 for every folder it creates.
@@ -197,6 +247,8 @@ public final class Store: Sendable {
     let names = try attempt("open store", root, code: .storeUnavailable) {
       () throws(SystemCallError) in try rootFD.entries()
     }
+    // Another creator published the marker since it was looked for.
+    if names.contains(StoreLayout.settings) { return }
     for name in names.sorted() {
       let isRegular = (try? rootFD.status(of: name, followSymlinks: false))?.isRegular == true
       guard isRegular, name.hasPrefix(".config-"), name.hasSuffix(".tmp") else {
@@ -305,6 +357,7 @@ public final class Store: Sendable {
   /// between its two steps, which this read finished.
   @discardableResult
   func recordRead(_ digest: Digest) -> Bool {
+    if isReadOnly { return true }
     let now = currentTimeNanoseconds()
     // A read needs no sound policy: an invalid access-resolution is taken
     // at its default here, and only here.
@@ -408,6 +461,7 @@ public final class Store: Sendable {
   /// - Returns: whether the store held it.
   @discardableResult
   public func remove(_ digest: Digest) throws(TroveError) -> Bool {
+    try requireWritable()
     let removed = try objects.drop(digest)
     if removed { restoreReserve() }
     return removed
@@ -421,6 +475,7 @@ public final class Store: Sendable {
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func bind(key: String, to digest: Digest) throws(TroveError) {
+    try requireWritable()
     try objects.bind(key: key, to: digest)
   }
 
@@ -470,6 +525,7 @@ public final class Store: Sendable {
   /// Removes `key`; whether it was bound. The object stays.
   @discardableResult
   public func unbind(key: String) throws(TroveError) -> Bool {
-    try objects.unbind(key: key)
+    try requireWritable()
+    return try objects.unbind(key: key)
   }
 }

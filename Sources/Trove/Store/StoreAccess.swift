@@ -110,6 +110,7 @@ extension Store {
   /// This `Store` keeps the access it was opened with: open the store
   /// again to write with the new one.
   public func setAccess(_ access: StoreAccess) throws(TroveError) -> AccessChange {
+    try requireWritable()
     let gid = try attempt("inspect store", root) { () throws(SystemCallError) -> UInt32 in
       try rootDirectory.status().group
     }

@@ -73,6 +73,7 @@ extension Store {
   private func rewriteSettings(
     reading: Bool = true, _ change: (inout StoreSettings) throws(TroveError) -> Void
   ) throws(TroveError) -> StoreSettings {
+    try requireWritable()
     let path = settingsPath
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }

@@ -127,7 +127,12 @@ extension Store {
     let space = FreeSpace(
       available: volume.available, total: volume.total,
       threshold: policy.minimumFree.bytes(ofVolume: volume.total))
-    let clones = try cloneSupport()
+    // A read-only store has no scratch room to probe in: it clones nothing in.
+    var clones = CloneSupport(
+      isSupported: false, storeFilesystem: objects.filesystem.description,
+      destinationFilesystem: objects.filesystem.description,
+      reason: readOnlyReason.map { "read-only store: \($0)" })
+    if !isReadOnly { clones = try cloneSupport() }
     return StoreStatistics(
       root: root, entries: totals.entries, logicalBytes: totals.logicalBytes,
       allocatedBytes: totals.allocatedBytes, dedupHits: totals.dedupHits,

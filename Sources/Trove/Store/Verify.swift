@@ -52,7 +52,10 @@ extension Store {
   {
     let clock = ContinuousClock()
     let start = clock.now
-    if repair { try objects.checkIndex() }
+    if repair {
+      try requireWritable()
+      try objects.checkIndex()
+    }
     var progress: ByteProgress?
     if let onProgress {
       let total = try index().read("read totals") { (tx) throws(TroveError) in

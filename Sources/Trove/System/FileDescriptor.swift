@@ -150,6 +150,27 @@ struct FileDescriptor: Sendable, Hashable {
     return FilesystemKind(rawValue: magic)
   }
 
+  /// Whether this process may write `name` (in this folder; `"."` for the
+  /// folder itself), as its effective ids: nil when it may, else the errno
+  /// saying why not — `EROFS` on a read-only mount, `EACCES` when the mode
+  /// refuses. `faccessat(2)` with `W_OK` and `AT_EACCESS`.
+  func writeRefusal(_ name: String) -> Errno? {
+    do throws(SystemCallError) {
+      _ = try Sys.call("faccessat") { faccessat(rawValue, name, W_OK, AT_EACCESS) }
+      return nil
+    } catch {
+      return error.errno
+    }
+  }
+
+  /// Whether the filesystem holding this file is mounted read-only
+  /// (`ST_RDONLY`). `fstatvfs(2)`.
+  func isOnReadOnlyMount() throws(SystemCallError) -> Bool {
+    var s = statvfs()
+    _ = try Sys.call("fstatvfs") { fstatvfs(rawValue, &s) }
+    return s.f_flag & UInt(ST_RDONLY) != 0
+  }
+
   /// Extent counts from the kernel, shared extents included.
   /// `ioctl(FS_IOC_FIEMAP)` with FIEMAP_FLAG_SYNC.
   func extentSummary() throws(SystemCallError) -> ExtentSummary {
@@ -312,6 +333,25 @@ extension FileDescriptor {
   /// Releases a lock taken with `lock`. `flock(2)` with LOCK_UN.
   func unlock() {
     _ = flock(rawValue, LOCK_UN)
+  }
+
+  /// Takes an open-file-description byte-range lock on the whole file
+  /// (what SQLite's POSIX locks are, per descriptor rather than per
+  /// process), without waiting: returns false at once if another holds a
+  /// conflicting one. `fcntl(2)` with `F_OFD_SETLK`.
+  func lockRange(exclusive: Bool) throws(SystemCallError) -> Bool {
+    do {
+      _ = try Sys.call("fcntl(F_OFD_SETLK)") { trove_ofd_lock(rawValue, exclusive ? 1 : 0, 0) }
+      return true
+    } catch  where error.errno == Errno(rawValue: EAGAIN) || error.errno == Errno(rawValue: EACCES)
+    {
+      return false
+    }
+  }
+
+  /// Releases a lock taken with `lockRange`. `fcntl(2)` with `F_UNLCK`.
+  func unlockRange() {
+    _ = trove_ofd_lock(rawValue, 0, 1)
   }
 }
 

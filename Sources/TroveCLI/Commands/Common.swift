@@ -11,6 +11,7 @@ let allCommands: [CommandSpec] = [
   showCommand, statsCommand,
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
   recompressCommand, verifyCommand, reindexCommand, dirCommand, hashCommand, cleanCommand,
+  doctorCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
@@ -26,13 +27,36 @@ extension Invocation {
   /// (see ``storeRoot``). Only the commands that store, sweep or
   /// configure create a missing store; those that only read (and `rm`,
   /// `pin`, `unpin`) say it is not there (exit 66) and make nothing.
+  ///
+  /// A command that must write a read-only store (see ``writesStore``)
+  /// fails here, before doing anything: `read-only store 'DIR': CAUSE`,
+  /// exit 77.
   func openStore() throws(TroveError) -> Store {
     let creating = ["put", "fetch", "sweep", "recompress", "reindex", "config"].contains(
       command.name)
-    return try Store(
+    let store = try Store(
       StoreConfiguration(
         root: storeRoot, createIfMissing: creating,
         onWarning: { Output.warning($0) }))
+    if writesStore { try store.requireWritable() }
+    return store
+  }
+
+  /// Whether this invocation must write the store: every command that
+  /// stores, removes, pins, sweeps, rewrites or repairs, and the actions
+  /// that change settings or keys. Those that only read work on a
+  /// read-only store.
+  var writesStore: Bool {
+    let action = positionals.first
+    switch command.name {
+    case "put", "fetch", "rm", "pin", "unpin", "sweep", "clean", "recompress", "reindex":
+      return true
+    case "verify": return flag("--repair")
+    case "config": return ["set", "reset", "unset"].contains(action)
+    case "keys": return action == "rm"
+    case "stats": return flag("--reset")
+    default: return false
+    }
   }
 
   /// The store's folder as an absolute path: `--store`, else

@@ -14,7 +14,12 @@ extension ObjectTable {
   /// that is not a database, is damaged where opening reads, or is a
   /// symbolic link is set aside (``setIndexAside(_:because:)``) and a new
   /// one made, which ``index()`` rebuilds.
+  ///
+  /// In a read-only store nothing is removed or set aside: the index is
+  /// opened read-only as it is (``Index/init(path:resolvedPath:filesystem:blockSize:readOnly:)``),
+  /// and one that is missing or damaged fails in one line.
   func openIndex() throws(TroveError) -> Index {
+    if isReadOnly { return try openIndexReadOnly() }
     for suffix in Self.indexCompanions {
       let name = StoreLayout.index + suffix
       if let status = try? rootDirectory.status(of: name, followSymlinks: false),
@@ -42,6 +47,30 @@ extension ObjectTable {
     }
   }
 
+  /// Opens the index of a read-only store as it is.
+  private func openIndexReadOnly() throws(TroveError) -> Index {
+    let refusal =
+      "the store is read-only, so it cannot be rebuilt: run 'trove reindex' where the store is writable"
+    guard
+      (try? rootDirectory.status(of: StoreLayout.index, followSymlinks: false))?.isRegular == true
+    else {
+      throw TroveError(
+        .readOnlyStore,
+        "read-only store '\(root)': its index '\(indexPath)' is missing or not a file, and \(refusal)",
+        path: indexPath)
+    }
+    do throws(TroveError) {
+      return try Index(
+        path: indexPath, resolvedPath: resolvedRoot + "/" + StoreLayout.index,
+        filesystem: filesystem, blockSize: 4096, readOnly: true)
+    } catch  where error.code == .indexDamaged {
+      throw TroveError(
+        .indexDamaged,
+        "index '\(indexPath)' is damaged (\(error.value ?? error.message)) and \(refusal)",
+        path: indexPath, value: error.value)
+    }
+  }
+
   /// Gives the store's ballast (`reserve`) back to the volume; whether
   /// there was any.
   func releaseReserve() -> Bool {
@@ -52,7 +81,7 @@ extension ObjectTable {
     let blockSize = (try? rootDirectory.status().blockSize) ?? 4096
     let index = try Index(
       path: indexPath, resolvedPath: resolvedRoot + "/" + StoreLayout.index,
-      filesystem: filesystem, blockSize: blockSize)
+      filesystem: filesystem, blockSize: blockSize, readOnly: false)
     index.onFull = { [weak self] in self?.releaseReserve() ?? false }
     if access == .group {
       // SQLite made them with the umask's mode; every member writes them.

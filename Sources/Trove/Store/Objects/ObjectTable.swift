@@ -88,6 +88,9 @@ final class ObjectTable: Sendable {
   let access: StoreAccess
   /// The store's root folder by a path with no symbolic link, for SQLite.
   let resolvedRoot: String
+  /// Whether the store cannot be written by this process: the index is
+  /// opened read-only and nothing is repaired.
+  let isReadOnly: Bool
   /// Told, in one line, of what the store repaired on its own.
   let warn: @Sendable (String) -> Void
   private let state = Mutex<IndexState>(.closed)
@@ -99,10 +102,11 @@ final class ObjectTable: Sendable {
 
   init(
     root: String, rootDirectory: FileDescriptor, objects: FileDescriptor, tmp: FileDescriptor,
-    filesystem: FilesystemKind, access: StoreAccess, resolvedRoot: String,
+    filesystem: FilesystemKind, access: StoreAccess, resolvedRoot: String, isReadOnly: Bool,
     warn: @escaping @Sendable (String) -> Void
   ) {
     self.root = root
+    self.isReadOnly = isReadOnly
     self.access = access
     self.resolvedRoot = resolvedRoot
     self.warn = warn
@@ -136,6 +140,12 @@ final class ObjectTable: Sendable {
             guard index.needsRebuild else {
               state = .ready(index)
               return .success(.use(index))
+            }
+            guard !isReadOnly else {
+              throw TroveError(
+                .readOnlyStore,
+                "read-only store '\(root)': its index '\(indexPath)' was never filled from the objects (a rebuild is pending), which needs writing it; open the store where it is writable once",
+                path: indexPath)
             }
             // What the log holds now: later lines are changes made
             // through this index.
@@ -316,6 +326,7 @@ final class ObjectTable: Sendable {
   /// never fails for that.
   private func confirmingMiss<T>(_ digest: Digest, _ look: () throws(TroveError) -> T?) -> T? {
     guard
+      !isReadOnly,
       let indexed = try? index().read(
         "look up \(digest)",
         { (tx) throws(TroveError) in

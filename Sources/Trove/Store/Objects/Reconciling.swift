@@ -54,6 +54,7 @@ extension ObjectTable {
   @discardableResult
   func reconcile(_ digest: Digest) throws(TroveError) -> ReconcileReport {
     var report = ReconcileReport()
+    if isReadOnly { return report }  // nothing is repaired in a read-only store
     var measured: [Digest: Measured] = [:]
     for _ in 0..<2 {
       var deferred: [Digest] = []

@@ -1,0 +1,313 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// What ``Store/diagnose(destination:)`` found about a store and a folder
+/// files are got into: their filesystems, whether clones and hard links
+/// work between them (probed with real files, removed afterwards), whether
+/// file locks work in the store, its free space against `min-free`, the
+/// index's journal mode, and whether the store is read-only — each as a
+/// ``Check`` with advice where something is off.
+public struct StoreDiagnosis: Sendable, Hashable, Codable {
+  /// One finding.
+  public struct Check: Sendable, Hashable, Codable {
+    /// Whether the finding is as it should be.
+    public enum Status: String, Sendable, Hashable, Codable {
+      /// As it should be.
+      case ok
+      /// Something works less well than it could (gets copy instead of
+      /// cloning, locks are not enforced, space is short, …).
+      case warn
+    }
+
+    /// A short stable name: `store-filesystem`, `destination-filesystem`,
+    /// `clone`, `hardlink`, `locks`, `free-space`, `index-journal`,
+    /// `writable`.
+    public var name: String
+    /// Whether it is as it should be.
+    public var status: Status
+    /// What was found, in one line.
+    public var detail: String
+    /// What to change, in one line, when `status` is ``Status/warn``.
+    public var advice: String?
+
+    /// Encodes every key, `advice` as `null` when there is none.
+    public func encode(to encoder: any Encoder) throws {
+      var c = encoder.container(keyedBy: CodingKeys.self)
+      try c.encode(name, forKey: .name)
+      try c.encode(status, forKey: .status)
+      try c.encode(detail, forKey: .detail)
+      try c.encode(advice, forKey: .advice)
+    }
+  }
+
+  /// The store's root folder.
+  public var store: String
+  /// The folder probed as the destination of gets.
+  public var destination: String
+  /// The store's filesystem (`xfs`, `ext4`, …).
+  public var storeFilesystem: String
+  /// The destination's filesystem.
+  public var destinationFilesystem: String
+  /// Whether the two are one filesystem (same device).
+  public var sameFilesystem: Bool
+  /// Whether an object can be cloned into the destination (probed).
+  public var cloneSupported: Bool
+  /// Whether an object can be hard-linked into the destination (probed).
+  public var hardlinkSupported: Bool
+  /// Whether `flock` and open-file-description locks exclude each other
+  /// in the store, as its sweep lock and the index rely on (probed).
+  public var locksWork: Bool
+  /// Bytes free on the store's volume for this user.
+  public var availableBytes: Int64
+  /// The volume's size.
+  public var totalBytes: Int64
+  /// The free space `min-free` asks sweeps to keep, in bytes.
+  public var minimumFreeBytes: Int64
+  /// The index's journal mode (`wal`, `persist`), or nil when the index
+  /// could not be opened.
+  public var journalMode: String?
+  /// Why the store cannot be written, or nil when it can.
+  public var readOnlyReason: String?
+  /// Every finding, in the order above.
+  public var checks: [Check]
+
+  /// Whether every check is ok.
+  public var isHealthy: Bool { checks.allSatisfy { $0.status == .ok } }
+
+  /// Encodes every key, absent values as `null`.
+  public func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(store, forKey: .store)
+    try c.encode(destination, forKey: .destination)
+    try c.encode(storeFilesystem, forKey: .storeFilesystem)
+    try c.encode(destinationFilesystem, forKey: .destinationFilesystem)
+    try c.encode(sameFilesystem, forKey: .sameFilesystem)
+    try c.encode(cloneSupported, forKey: .cloneSupported)
+    try c.encode(hardlinkSupported, forKey: .hardlinkSupported)
+    try c.encode(locksWork, forKey: .locksWork)
+    try c.encode(availableBytes, forKey: .availableBytes)
+    try c.encode(totalBytes, forKey: .totalBytes)
+    try c.encode(minimumFreeBytes, forKey: .minimumFreeBytes)
+    try c.encode(journalMode, forKey: .journalMode)
+    try c.encode(readOnlyReason, forKey: .readOnlyReason)
+    try c.encode(checks, forKey: .checks)
+  }
+}
+
+extension Store {
+  /// Diagnoses the store and `destination` (a folder gets write into).
+  /// Probes with real files: a one-block temp file in the store's `tmp/`,
+  /// cloned and hard-linked into `destination` and locked twice, every one
+  /// removed afterwards. A read-only store is probed without writing: its
+  /// devices compared, its `config.json` locked for reading. O(1).
+  ///
+  /// - Throws: ``TroveError`` when `destination` cannot be opened as a
+  ///   folder, or the store's volume cannot be inspected.
+  public func diagnose(destination: String) throws(TroveError) -> StoreDiagnosis {
+    let folder = try attempt("open", destination, code: .destinationDirectoryMissing) {
+      () throws(SystemCallError) in try FileDescriptor.open(destination, .directory)
+    }
+    defer { folder.close() }
+    let (destinationKind, destinationDevice) = try attempt("inspect", destination) {
+      () throws(SystemCallError) in (try folder.filesystemKind(), try folder.status().device)
+    }
+    let storeKind = objects.filesystem
+    let same = destinationDevice == device
+    var checks: [StoreDiagnosis.Check] = []
+    func check(_ name: String, _ ok: Bool, _ detail: String, _ advice: String? = nil) {
+      checks.append(
+        StoreDiagnosis.Check(
+          name: name, status: ok ? .ok : .warn, detail: detail, advice: ok ? nil : advice))
+    }
+    check(
+      "store-filesystem", !storeKind.isShared, "'\(root)' is on \(storeKind)",
+      "\(storeKind) is a network or user-space filesystem: the index relies on its server's locks, and objects cannot be cloned out; keep the store on a local disk"
+    )
+    check(
+      "destination-filesystem", true,
+      "'\(destination)' is on \(destinationKind)\(same ? ", the store's filesystem" : ", another filesystem than the store's")"
+    )
+    if let readOnlyReason {
+      check(
+        "writable", false, "read-only store: \(readOnlyReason)",
+        "gets, listings and verify work; to store, pin or sweep, open it where it is writable (remount it read-write, or use another --store)"
+      )
+    } else {
+      check("writable", true, "the store is writable")
+    }
+
+    let clone = probeClone(into: destination, readOnly: isReadOnly)
+    check(
+      "clone", clone.isSupported,
+      clone.isSupported
+        ? "objects clone into '\(destination)' (\(storeKind) to \(destinationKind)): gets are instant and share blocks"
+        : "objects cannot be cloned into '\(destination)': \(clone.reason ?? "unknown")",
+      cloneAdvice(store: storeKind, destination: destinationKind, at: destination, same: same))
+
+    let link = probeHardLink(into: folder, same: same)
+    check(
+      "hardlink", link == nil,
+      link == nil
+        ? "objects can be hard-linked into '\(destination)' (get --mode hardlink)"
+        : "objects cannot be hard-linked into '\(destination)': \(link!)",
+      same
+        ? "hard links need write access to both folders; get --mode clone or copy works"
+        : "hard links need one filesystem: put the store on the same filesystem as '\(destination)' for get --mode hardlink"
+    )
+
+    let locks = probeLocks()
+    check(
+      "locks", locks == nil,
+      locks == nil
+        ? "flock and open-file-description locks exclude each other in the store"
+        : "file locks do not work in the store: \(locks!)",
+      "the sweep lock and the index's transactions rely on file locks: keep the store on a local filesystem, or mount this one with working locks (NFSv4, or NFSv3 with lockd)"
+    )
+
+    let volume = try volumeSpace()
+    let threshold =
+      ((try? loadedSettings().policy) ?? CachePolicy.default).minimumFree.bytes(
+        ofVolume: volume.total)
+    check(
+      "free-space", volume.available >= threshold,
+      "\(Quantities.formatSize(volume.available)) free of \(Quantities.formatSize(volume.total)); min-free keeps \(Quantities.formatSize(threshold))",
+      "the volume is below min-free: sweeps evict to free space; free space on it, set a budget ('trove config set budget SIZE'), or lower min-free"
+    )
+
+    var journalMode: String?
+    do throws(TroveError) {
+      let index = try index()
+      journalMode = index.journalMode
+      let detail =
+        index.journalMode == "wal"
+        ? "the index runs in WAL mode: readers never wait for the writer"
+        : "the index uses a \(index.journalMode) rollback journal (a network filesystem, or blocks under 4 KiB): readers wait while one process writes"
+      if index.isImmutable {
+        check(
+          "index-journal", false,
+          "the index is read as an immutable file: SQLite cannot use its WAL or journal files on this read-only store",
+          "open the store once where it is writable so that its WAL is checkpointed and its shared memory made"
+        )
+      } else {
+        check(
+          "index-journal", index.journalMode == "wal" || storeKind.isShared, detail,
+          "a store on a small ext4 (blocks under 4 KiB) uses a rollback journal: put it on a filesystem with 4 KiB blocks for WAL mode"
+        )
+      }
+    } catch {
+      check("index-journal", false, "the index cannot be opened: \(error)", "run 'trove reindex'")
+    }
+
+    return StoreDiagnosis(
+      store: root, destination: destination, storeFilesystem: storeKind.description,
+      destinationFilesystem: destinationKind.description, sameFilesystem: same,
+      cloneSupported: clone.isSupported, hardlinkSupported: link == nil, locksWork: locks == nil,
+      availableBytes: volume.available, totalBytes: volume.total, minimumFreeBytes: threshold,
+      journalMode: journalMode, readOnlyReason: readOnlyReason, checks: checks)
+  }
+
+  /// Whether objects clone into `destination`: ``cloneSupport(to:)``'s
+  /// probe; a read-only store has nothing to probe with.
+  private func probeClone(into destination: String, readOnly: Bool) -> CloneSupport {
+    guard !readOnly else {
+      return CloneSupport(
+        isSupported: false, storeFilesystem: "", destinationFilesystem: "",
+        reason: "the store is read-only: nothing can be written beside it to clone")
+    }
+    do throws(TroveError) {
+      return try cloneSupport(to: destination)
+    } catch {
+      return CloneSupport(
+        isSupported: false, storeFilesystem: "", destinationFilesystem: "",
+        reason: error.description)
+    }
+  }
+
+  /// The advice when clones do not work between a store on `store` and a
+  /// folder on `destination`.
+  private func cloneAdvice(
+    store: FilesystemKind, destination: FilesystemKind, at path: String, same: Bool
+  ) -> String {
+    let cloning = ["xfs", "btrfs", "bcachefs", "zfs"]
+    if isReadOnly {
+      return "a read-only store can only be copied from; gets copy"
+    }
+    if same {
+      return
+        "\(store) cannot clone here: put the store and your work folder on one XFS (mkfs.xfs -m reflink=1) or Btrfs to get clones; until then gets copy"
+    }
+    if cloning.contains(destination.description) {
+      return
+        "put the store on the same \(destination) as '\(path)' to get clones (trove --store <a folder on it>); until then gets copy"
+    }
+    return
+      "'\(path)' is on \(destination), which cannot clone: move the store and your work folder together onto one XFS (mkfs.xfs -m reflink=1) or Btrfs, or work in a folder on the store's \(store); until then gets copy"
+  }
+
+  /// Hard-links a temp file of `tmp/` into `folder` and removes both; nil
+  /// when it worked, else why not. A read-only store is judged by its
+  /// device alone.
+  private func probeHardLink(into folder: FileDescriptor, same: Bool) -> String? {
+    guard !isReadOnly else {
+      return same
+        ? nil : "they are on different filesystems (a hard link never crosses one)"
+    }
+    let name = StoreLayout.temporaryName("probe")
+    let linkName = ".trove-" + StoreLayout.temporaryName("probe")
+    do throws(SystemCallError) {
+      let file = try FileDescriptor.open(
+        name, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o600)
+      file.close()
+      defer { try? tmpDirectory.removeFile(name) }
+      try tmpDirectory.link(name, to: linkName, in: folder)
+      try? folder.removeFile(linkName)
+      return nil
+    } catch {
+      if error.errno == Errno(rawValue: EXDEV) {
+        return "they are on different filesystems (a hard link never crosses one)"
+      }
+      return error.description
+    }
+  }
+
+  /// Locks one file through two descriptors, as two processes would: an
+  /// exclusive `flock` must keep out a second, and an open-file-description
+  /// write lock a second (a temp file of `tmp/`, removed after; in a
+  /// read-only store `config.json`, with read locks against a `flock`).
+  /// Nil when the locks exclude each other, else what went wrong.
+  private func probeLocks() -> String? {
+    let name = isReadOnly ? StoreLayout.settings : StoreLayout.temporaryName("probe")
+    do throws(SystemCallError) {
+      let options: FileDescriptor.Options =
+        isReadOnly ? [.readOnly, .noFollow] : [.readWrite, .create, .exclusive]
+      let first = try FileDescriptor.open(
+        name, in: isReadOnly ? rootDirectory : tmpDirectory, options, permissions: 0o600)
+      defer {
+        first.close()
+        if !isReadOnly { try? tmpDirectory.removeFile(name) }
+      }
+      let second = try FileDescriptor.open(
+        name, in: isReadOnly ? rootDirectory : tmpDirectory,
+        isReadOnly ? [.readOnly, .noFollow] : [.readWrite, .noFollow])
+      defer { second.close() }
+      guard try first.lock(exclusive: true, wait: false) else {
+        return "flock: a lock nobody holds was refused"
+      }
+      if try second.lock(exclusive: true, wait: false) {
+        return "flock: two exclusive locks were both granted"
+      }
+      first.unlock()
+      guard try first.lockRange(exclusive: !isReadOnly) else {
+        return "fcntl(F_OFD_SETLK): a lock nobody holds was refused"
+      }
+      defer { first.unlockRange() }
+      if !isReadOnly, try second.lockRange(exclusive: true) {
+        return "fcntl(F_OFD_SETLK): two write locks were both granted"
+      }
+      return nil
+    } catch {
+      return error.description
+    }
+  }
+}
