@@ -218,7 +218,7 @@ struct FetchRecord: Encodable {
   var digest: String
   var size: Int64
   var source: String
-  var httpStatus: Int?
+  @Nullable var httpStatus: Int?
   var bytesTransferred: Int64
   var seconds: Double
   var verified: [String]

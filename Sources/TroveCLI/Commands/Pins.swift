@@ -82,7 +82,7 @@ let pinsCommand = CommandSpec(
 struct PinRecord: Encodable {
   var digest: String
   var name: String
-  var expires: String?
+  @Nullable var expires: String?
   var created: String
 
   init(_ pin: Pin) {

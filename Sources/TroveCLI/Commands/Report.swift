@@ -56,20 +56,36 @@ struct EntryRecord: Encodable {
 let statsCommand = CommandSpec(
   name: "stats",
   abstract: "Show what the store holds and what its filesystem can do.",
-  usage: "[--json]",
+  usage: "[--reset] [--json]",
   arguments: [],
-  options: [jsonOption],
+  options: [
+    OptionSpec(
+      names: ["--reset"], valueName: nil,
+      help: "Set the hit and miss counts to zero (not the totals), then show the statistics."),
+    jsonOption,
+  ],
   discussion: """
     Sizes are human-readable here and exact (bytes) in JSON. Allocated bytes are
     st_blocks × 512 when stored; clones share extents, so the disk may hold less.
     Settings in config.json that cannot be used are shown as invalid, with a
     'config' line saying what is wrong.
+
+    Hits are reads by digest (get, fetch) the store served, misses those it could
+    not (a get of an object it does not hold, a fetch that downloaded); 'has' is
+    a probe and counts nothing. A hit is counted as its access is recorded for
+    LRU: at most once per object per access-resolution (set it to 0 to count
+    every read). '--reset' zeroes the hits and misses only (as 'ccache -z').
     """,
   run: { invocation in
     try invocation.requirePositionals([])
-    let s = try invocation.openStore().statistics()
+    let store = try invocation.openStore()
+    if invocation.flag("--reset") {
+      try store.resetAccessCounts()
+      Output.error("trove: hit and miss counts reset to zero")
+    }
+    let s = try store.statistics()
     if invocation.flag("--json") {
-      Output.json(s)
+      Output.json(StatsRecord(s))
       return ExitStatus.success
     }
     /// A setting's value, or what config.json holds instead when it cannot be used.
@@ -94,8 +110,17 @@ let statsCommand = CommandSpec(
       config + [
         ("store", s.root),
         ("entries", "\(s.entries)"),
-        ("logical", "\(Output.size(s.logicalBytes)) (\(s.logicalBytes) bytes)"),
-        ("allocated", "\(Output.size(s.allocatedBytes)) (\(s.allocatedBytes) bytes)"),
+        (
+          "hits",
+          "\(s.hits) local, \(Output.count(s.misses, "miss", "misses"))"
+            + (s.hitRate.map { String(format: " (hit rate %.1f%%)", $0 * 100) } ?? "")
+            + (s.countedSince.map { " since \(Output.time($0))" } ?? "")
+        ),
+        ("logical", "\(Output.size(s.logicalBytes)) (\(Output.count(s.logicalBytes, "byte")))"),
+        (
+          "allocated",
+          "\(Output.size(s.allocatedBytes)) (\(Output.count(s.allocatedBytes, "byte")))"
+        ),
         ("dedup hits", "\(s.dedupHits) (saved \(Output.size(s.dedupSavedBytes)))"),
         ("filesystem", s.filesystem),
         ("clones", s.cloneSupported ? "supported" : "not supported (gets are copies)"),
@@ -112,7 +137,10 @@ let statsCommand = CommandSpec(
               : "")
         ),
         ("max age", setting(.maxAge, s.maxAge.map(Quantities.formatDuration) ?? "none")),
-        ("pinned", "\(s.pinnedEntries) entries, \(Output.size(s.pinnedBytes))"),
+        (
+          "pinned",
+          "\(Output.count(s.pinnedEntries, "entry", "entries")), \(Output.size(s.pinnedBytes))"
+        ),
         (
           "compression",
           "\(setting(.compression, s.compression)); \(s.compressedEntries) compressed, stored \(Output.size(s.storedBytes)) (ratio \(String(format: "%.2f", s.compressionRatio)), saved \(Output.size(s.logicalBytes - s.storedBytes))); skipped \(s.skippedIncompressible) incompressible, \(s.skippedSmall) small"
@@ -124,7 +152,7 @@ let statsCommand = CommandSpec(
           "quarantine",
           s.quarantinedEntries == 0
             ? "empty"
-            : "\(s.quarantinedEntries) entries, \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
+            : "\(Output.count(s.quarantinedEntries, "entry", "entries")), \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
         ),
       ]
     for (name, value) in rows {
@@ -165,7 +193,7 @@ let reindexCommand = CommandSpec(
 /// One logged sweep, for `stats`.
 func describe(_ sweep: StoreStatistics.LastSweep) -> String {
   var line =
-    "\(Output.time(sweep.time)) (\(describe(sweep.reason))): removed \(sweep.removedEntries) entries, \(Output.size(sweep.removedBytes))"
+    "\(Output.time(sweep.time)) (\(describe(sweep.reason))): removed \(Output.count(sweep.removedEntries, "entry", "entries")), \(Output.size(sweep.removedBytes))"
   if let freed = sweep.freedBytes { line += ", freed \(Output.size(freed))" }
   return line + ", in \(String(format: "%.3f", sweep.seconds)) s"
 }
