@@ -10,7 +10,7 @@ let fetchCommand = CommandSpec(
   name: "fetch",
   abstract: "Download URLs into the store once; revalidate, resume, verify, and print each digest.",
   usage:
-    "[-o <dest>] [--expect <algo:hex>]... [--expect-size <n>] [--refresh | --offline] [--max-age <d>] [-i <file>] [-j <n>] [--json] [-q] <url>...",
+    "[-o <dest>] [-f] [--expect <algo:hex>]... [--expect-size <n>] [--refresh | --offline] [--max-age <d>] [-H <line>]... [--retries <n>] [--connect-timeout <seconds>] [--stall-timeout <seconds>] [-i <file>] [-j <n>] [--json] [-v] [-q] <url>...",
   arguments: [("url", "An http:// or https:// URL; several are fetched in parallel.")],
   options: [
     OptionSpec(
