@@ -59,6 +59,18 @@ extension Store {
     return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
   }
 
+  /// Sets `key` back to its default (``CachePolicy/default``), as `trove
+  /// config unset KEY` does; the other settings stay as they are (an
+  /// unreadable file is started again from the defaults).
+  /// - Returns: the policy and the problems now in force.
+  @discardableResult
+  public func unsetPolicy(_ key: PolicyKey) throws(TroveError) -> PolicyStatus {
+    let settings = try rewriteSettings { (settings) throws(TroveError) in
+      try settings.unset(key)
+    }
+    return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
+  }
+
   /// Writes the default policy (``CachePolicy/default``) over whatever
   /// `config.json` holds, as `trove config reset` does.
   /// - Returns: the policy now in force.

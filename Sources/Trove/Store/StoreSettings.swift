@@ -97,6 +97,12 @@ struct StoreSettings: Sendable, Equatable {
     changed.kept[key.rawValue] = nil
     self = changed
   }
+
+  /// Sets `key` back to its default (``CachePolicy/default``), repairing
+  /// it if it was invalid; other settings stay as they are.
+  mutating func unset(_ key: PolicyKey) throws(TroveError) {
+    try set(key, key.json(in: .default).settingText(seconds: key.takesSeconds))
+  }
 }
 
 extension CachePolicy {
