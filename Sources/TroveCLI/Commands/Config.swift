@@ -15,7 +15,7 @@ let configCommand = CommandSpec(
   options: [
     OptionSpec(
       names: ["--json"], valueName: nil,
-      help: "With no action: print every setting as JSON (value, bytes or seconds, source)."),
+      help: "With no action: print every setting as JSON (value, bytes or seconds, source).")
   ],
   discussion: """
     Settings live in the store's config.json, so every process using the store

@@ -70,7 +70,9 @@ let putCommand = CommandSpec(
           }
         }
         if result.exceedsBudget {
-          let budget = (try? store.policy().budget).flatMap { $0 }.map { Output.size($0) } ?? "?"
+          let budget =
+            (try? store.policy().budget).flatMap { $0 }.map { Quantities.formatSizeSetting($0) }
+            ?? "?"
           Output.warning(
             "\(name) (\(Output.size(result.size))) alone exceeds the store's \(budget) budget; it is stored, and the rest of the store was trimmed to its low-water mark"
           )

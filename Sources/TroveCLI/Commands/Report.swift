@@ -130,7 +130,7 @@ let statsCommand = CommandSpec(
         ),
         (
           "budget",
-          setting(.budget, s.budget.map { Output.size($0) } ?? "none")
+          setting(.budget, s.budget.map { Quantities.formatSizeSetting($0) } ?? "none")
             + ", \(Output.size(s.allocatedBytes)) used"
             + (s.isOverBudget
               ? " (over budget: \(Output.size(s.pinnedBytes)) pinned, \(Output.size(s.allocatedBytes)) in use)"

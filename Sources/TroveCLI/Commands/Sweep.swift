@@ -69,7 +69,9 @@ func sweepSummary(_ report: SweepReport) -> String {
       "; index: \(Output.count(r.added, "orphan")) adopted, \(r.dropped) missing dropped, \(r.corrected) corrected"
   }
   line += "; \(Output.size(report.bytesAfter)) in use"
-  if let budget = report.budget { line += " of a \(Output.size(budget)) budget" }
+  if let budget = report.budget {
+    line += " of a \(Quantities.formatSizeSetting(budget)) budget"
+  }
   if report.isOverBudget {
     line += " (over budget: \(Output.size(report.pinnedBytes)) pinned)"
   }
