@@ -307,4 +307,47 @@ struct JSONSchemaTests {
     let json = try CLI.run(["--store", store, "config", "get", "budget", "--json"])
     #expect(json.status == 64)
   }
+
+  @Test("TROVE_BUDGET and the other variables override a setting for one process, shown as env")
+  func environmentOverrides() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try CLI.run(["--store", store, "config", "set", "budget", "1G"]).status == 0)
+    let env = ["TROVE_BUDGET": "2G", "TROVE_MIN_FREE": "5%"]
+    let get = try CLI.run(["--store", store, "config", "get", "budget"], environment: env)
+    #expect(get.out == "2 GB\n")
+    let json = try CLI.run(["--store", store, "config", "--json"], environment: env)
+    let settings = try #require(
+      try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]])
+    let budget = try #require(settings.first { $0["key"] as? String == "budget" })
+    #expect(budget["source"] as? String == "env" && budget["bytes"] as? Int == 2_000_000_000)
+    let minFree = try #require(settings.first { $0["key"] as? String == "min-free" })
+    #expect(minFree["source"] as? String == "env" && minFree["value"] as? String == "5%")
+    let stats = try CLI.run(["--store", store, "stats"], environment: env)
+    #expect(stats.out.contains("budget      2 GB (TROVE_BUDGET), "), "\(stats.out)")
+    let statsJSON = try #require(
+      try JSONSerialization.jsonObject(
+        with: Data(try CLI.run(["--store", store, "stats", "--json"], environment: env).stdout))
+        as? [String: Any])
+    #expect(
+      statsJSON["overrides"] as? [String]
+        == ["TROVE_MIN_FREE", "TROVE_BUDGET"].sorted {
+          ($0 == "TROVE_BUDGET" ? 0 : 1) < ($1 == "TROVE_BUDGET" ? 0 : 1)
+        })
+    #expect(statsJSON["budget"] as? Int == 2_000_000_000)
+    // config.json is not changed: without the variable, its value is back.
+    #expect(try CLI.run(["--store", store, "config", "get", "budget"]).out == "1 GB\n")
+
+    // An invalid value: one line naming the variable, exit 78, for what
+    // needs the settings; a read by digest still works.
+    let file = try scratch.write("f", [1, 2, 3])
+    let bad = ["TROVE_BUDGET": "lots"]
+    let put = try CLI.run(["--store", store, "put", file], environment: bad)
+    #expect(put.status == 78)
+    #expect(
+      put.errorLines == [
+        "Error: invalid TROVE_BUDGET 'lots' in the environment: expected a size such as 500M, 10G, 1.5GiB or 0, or 'none'; unset it or correct it"
+      ], "\(put.stderr)")
+    #expect(try CLI.run(["--store", store, "stats"], environment: bad).status == 78)
+  }
 }

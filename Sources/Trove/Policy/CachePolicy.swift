@@ -147,6 +147,12 @@ public enum PolicyKey: String, CaseIterable, Sendable, Codable {
   case compressionMinimumSize = "compression-min-size"
   case checksums
 
+  /// The environment variable that overrides the setting for one process:
+  /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
+  public var environmentVariable: String {
+    "TROVE_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
+  }
+
   /// What the setting means, for `trove config`.
   public var summary: String {
     switch self {

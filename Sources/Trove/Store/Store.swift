@@ -265,11 +265,11 @@ public final class Store: Sendable {
     if let identity,
       let cached = cachedSettings.withLock({ $0.identity == identity ? $0.settings : nil })
     {
-      return cached
+      return try cached.overriding(configuration.policyOverrides)
     }
     let fresh = try Self.readSettings(root: root, rootFD: rootDirectory)
     cachedSettings.withLock { $0 = fresh }
-    return fresh.settings
+    return try fresh.settings.overriding(configuration.policyOverrides)
   }
 
   /// The store's settings, for a decision that depends on them.

@@ -14,7 +14,9 @@ extension Store {
   /// setting.
   public func policyStatus() throws(TroveError) -> PolicyStatus {
     let settings = try loadedSettings()
-    return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
+    return PolicyStatus(
+      policy: settings.policy, problems: settings.problems, path: settingsPath,
+      overridden: settings.overridden)
   }
 
   /// Changes the persisted policy: reads the latest, applies `change`, and

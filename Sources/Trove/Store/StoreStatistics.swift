@@ -74,6 +74,10 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   /// When the counts were last reset, nanoseconds since 1970; nil if never.
   public var countedSince: Int64?
 
+  /// Settings this process takes from the environment rather than from
+  /// `config.json` (``StoreConfiguration/policyOverrides``).
+  public var overriddenSettings: Set<PolicyKey> = []
+
   /// Hits ÷ (hits + misses), from 0 to 1; nil before the first read.
   public var hitRate: Double? {
     hits + misses > 0 ? Double(hits) / Double(hits + misses) : nil
@@ -157,7 +161,7 @@ extension Store {
       skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall,
       quarantinedEntries: quarantine.entries, quarantinedBytes: quarantine.bytes,
       configProblems: settings.problems, hits: totals.hits, misses: totals.misses,
-      countedSince: totals.countedSince)
+      countedSince: totals.countedSince, overriddenSettings: settings.overridden)
   }
 
   /// Probes whether objects can be cloned into `folder` (the store's own

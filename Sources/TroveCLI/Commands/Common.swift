@@ -32,7 +32,8 @@ extension Invocation {
     return try Store(
       StoreConfiguration(
         root: storeRoot, createIfMissing: creating,
-        onWarning: { Output.warning($0) }))
+        onWarning: { Output.warning($0) },
+        policyOverrides: StoreConfiguration.environmentOverrides()))
   }
 
   /// The store's folder as an absolute path: `--store`, else

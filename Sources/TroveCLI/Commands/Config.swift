@@ -19,7 +19,10 @@ let configCommand = CommandSpec(
   ],
   discussion: """
     Settings live in the store's config.json, so every process using the store
-    follows them. With no arguments, lists every key with its value and meaning
+    follows them. An environment variable overrides one for the process that
+    has it, without changing config.json: TROVE_ and the key in capitals with _
+    for - (TROVE_BUDGET, TROVE_MIN_FREE, TROVE_MAX_AGE, …); config shows it as
+    the source, and an invalid value is an error naming the variable (exit 78). With no arguments, lists every key with its value and meaning
     ('--json': value, bytes or seconds, and source: default, config or invalid);
     'unset KEY' puts one setting back to its default, 'reset' all of them.
 
@@ -75,7 +78,8 @@ let configCommand = CommandSpec(
           (
             key.rawValue,
             status.problem(with: key).map { "invalid: \($0.found)" }
-              ?? key.value(in: status.policy),
+              ?? key.value(in: status.policy)
+              + (status.overridden.contains(key) ? " (\(key.environmentVariable))" : ""),
             key.summary
           )
         }
@@ -115,6 +119,10 @@ let configCommand = CommandSpec(
         )
       }
       if let remaining = after.error() { Output.warning("\(remaining)") }
+      if before.overridden.contains(chosen) {
+        Output.warning(
+          "\(chosen.environmentVariable) overrides \(chosen.rawValue) in this environment")
+      }
     case "unset":
       try invocation.requirePositionals(["unset", "key"])
       let chosen = try key(args[1])
@@ -174,8 +182,9 @@ struct SettingRecord: Encodable {
   /// The value in seconds, for a duration setting that holds one; else null.
   @Nullable var seconds: Int64?
   /// `default` (the value is the default), `config` (config.json sets
-  /// another), `invalid` (config.json holds a value that cannot be used),
-  /// or `folder` (access: the store's root folder says it).
+  /// another), `env` (its TROVE_… variable overrides config.json in this
+  /// environment), `invalid` (config.json holds a value that cannot be
+  /// used), or `folder` (access: the store's root folder says it).
   var source: String
   /// What config.json holds instead, when invalid.
   @Nullable var found: String?
@@ -201,7 +210,9 @@ struct SettingRecord: Encodable {
     case .temporaryMaxAge: seconds = policy.temporaryMaxAge
     default: break
     }
-    if let problem = status.problem(with: key) {
+    if status.overridden.contains(key) {
+      source = "env"
+    } else if let problem = status.problem(with: key) {
       source = "invalid"
       found = problem.found
       bytes = nil

@@ -90,6 +90,7 @@ let statsCommand = CommandSpec(
     }
     /// A setting's value, or what config.json holds instead when it cannot be used.
     func setting(_ key: PolicyKey, _ value: String) -> String {
+      if s.overriddenSettings.contains(key) { return value + " (\(key.environmentVariable))" }
       guard let problem = s.configProblems.first(where: { $0.key == key || $0.key == nil }) else {
         return value
       }

@@ -35,6 +35,8 @@ struct StatsRecord: Encodable {
   var misses: Int64
   @Nullable var hitRate: Double?
   @Nullable var countedSince: String?
+  /// The environment variables overriding settings (`TROVE_BUDGET`, …).
+  var overrides: [String]
 
   /// Hits by where they were served from. Remote caches (issue 14) do not
   /// exist yet: `remote` is always 0, there so the schema need not change.
@@ -98,5 +100,6 @@ struct StatsRecord: Encodable {
     misses = s.misses
     hitRate = s.hitRate
     countedSince = s.countedSince.map(Output.time)
+    overrides = PolicyKey.allCases.filter(s.overriddenSettings.contains).map(\.environmentVariable)
   }
 }
