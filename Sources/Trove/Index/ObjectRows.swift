@@ -149,7 +149,7 @@ extension IndexSession {
   /// Records a read of `digest` at `now` unless the recorded access is
   /// less than `resolution` nanoseconds old. The check is a read; only a
   /// stale record writes, and with `countingHit` it counts a hit
-  /// (``IndexSession/countHit(_:)``) in the same transaction.
+  /// (`AccessCount.hits`) in the same transaction.
   func recordAccess(
     _ digest: Digest, now: Int64, resolution: Int64, countingHit: Bool = false
   ) throws(TroveError) -> AccessRecord {
