@@ -225,9 +225,10 @@ struct JSONSchemaTests {
     let store = scratch["store"]
     #expect(try CLI.run(["--store", store, "config", "set", "access-resolution", "0"]).status == 0)
     let fields: [String: Kind] = [
-      "url": .string, "digest": .string, "size": .integer, "source": .string,
-      "httpStatus": .nullable(.integer), "bytesTransferred": .integer, "seconds": .number,
-      "verified": .array,
+      "url": .string, "digest": .nullable(.string), "size": .nullable(.integer),
+      "source": .nullable(.string), "httpStatus": .nullable(.integer),
+      "bytesTransferred": .nullable(.integer), "seconds": .nullable(.number), "verified": .array,
+      "error": .nullable(.string),
     ]
     let url = nginx.url("/a.bin")
     Self.expectRecords(try Self.json(["--store", store, "fetch", "--json", url]), fields, "fetch")
@@ -237,6 +238,14 @@ struct JSONSchemaTests {
       try Self.json(["--store", store, "stats", "--json"]) as? [String: Any])
     #expect((stats["hits"] as? [String: Any])?["local"] as? Int == 1, "\(stats)")
     #expect(stats["misses"] as? Int == 1)
+    // A URL that fails has its record, with its error; the exit is not 0.
+    let failed = try CLI.run(["--store", store, "fetch", "--json", url, nginx.url("/none")])
+    #expect(failed.status != 0)
+    let records = try #require(
+      try JSONSerialization.jsonObject(with: Data(failed.stdout)) as? [[String: Any]])
+    Self.expectRecords(records, fields, minimum: 2, "fetch")
+    #expect(records.count == 2 && records[0]["error"] is NSNull)
+    #expect(records[1]["digest"] is NSNull && records[1]["error"] as? String != nil)
   }
 
   @Test("hits and misses of get are counted, has counts nothing, stats --reset zeroes them")

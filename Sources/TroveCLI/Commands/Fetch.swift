@@ -136,7 +136,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
 
   var status = ExitStatus.success
   var records: [FetchRecord] = []
-  for outcome in outcomes {
+  for (request, outcome) in zip(requests, outcomes) {
     do throws(TroveError) {
       let result = try outcome.get()
       if let destination {
@@ -163,6 +163,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
     } catch {
       Output.error("Error: \(error)")
       if status == ExitStatus.success { status = ExitStatus.of(error) }
+      if invocation.flag("--json") { records.append(FetchRecord(url: request.url, error: error)) }
     }
   }
   if invocation.flag("--json") { Output.json(records) }
@@ -212,16 +213,23 @@ private func readURLList(_ path: String, template: FetchRequest, invocation: Inv
   return requests
 }
 
-/// `fetch --json`: one record a URL.
+/// `fetch --json`: one record a URL, a failed one with its error and null
+/// for the rest.
 struct FetchRecord: Encodable {
   var url: String
-  var digest: String
-  var size: Int64
-  var source: String
-  @Nullable var httpStatus: Int?
-  var bytesTransferred: Int64
-  var seconds: Double
-  var verified: [String]
+  @Nullable var digest: String? = nil
+  @Nullable var size: Int64? = nil
+  @Nullable var source: String? = nil
+  @Nullable var httpStatus: Int? = nil
+  @Nullable var bytesTransferred: Int64? = nil
+  @Nullable var seconds: Double? = nil
+  var verified: [String] = []
+  @Nullable var error: String? = nil
+
+  init(url: String, error: TroveError) {
+    self.url = url
+    self.error = error.description
+  }
 
   init(_ r: FetchResult) {
     url = r.url
