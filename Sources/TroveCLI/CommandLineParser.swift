@@ -68,7 +68,10 @@ let globalOptions = [
 
 /// Parses `arguments` (after the program name) the way swift-argument-parser
 /// does: `--name value` and `--name=value`, combined short flags are not
-/// needed, `--` ends options, a lone `-` is a positional.
+/// needed, `--` ends options, a lone `-` is a positional. A negative
+/// number (`-5m`, `-1`) is a value, not an option: after an option that
+/// takes one (`--for -5m`) and as a positional (`config set max-age -5m`),
+/// so that its check can say "negative".
 enum CommandLineParser {
   enum Outcome {
     case run(Invocation)
@@ -111,7 +114,7 @@ enum CommandLineParser {
     var lists: [String: [String]] = [:]
     var optionsEnded = false
     while let argument = rest.popFirst() {
-      if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+      if optionsEnded || !argument.hasPrefix("-") || argument == "-" || isNegativeNumber(argument) {
         positionals.append(argument)
         continue
       }
@@ -150,6 +153,12 @@ enum CommandLineParser {
         command: command, store: store, positionals: positionals, values: values, lists: lists))
   }
 
+  /// Whether `argument` reads as a negative number: `-` then a digit or `.`.
+  private static func isNegativeNumber(_ argument: String) -> Bool {
+    guard argument.hasPrefix("-"), let next = argument.dropFirst().first else { return false }
+    return next.isNumber || next == "."
+  }
+
   private static func splitInline(_ argument: String) -> (String, String?) {
     guard argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") else {
       return (argument, nil)
@@ -162,7 +171,8 @@ enum CommandLineParser {
     command: CommandSpec?
   ) throws(UsageError) -> String {
     if let inline { return inline }
-    guard let next = rest.first, !(next.hasPrefix("-") && next != "-") else {
+    guard let next = rest.first, !(next.hasPrefix("-") && next != "-") || isNegativeNumber(next)
+    else {
       throw UsageError(message: "Missing value for '\(spec.display)'", command: command)
     }
     rest.removeFirst()

@@ -93,6 +93,14 @@ enum Output {
     raw(json + "\n")
   }
 
+  /// A count and its noun, singular or plural: `1 entry`, `2 entries`,
+  /// `0 objects`. `plural` defaults to `singular` + "s".
+  static func count(_ n: some BinaryInteger, _ singular: String, _ plural: String? = nil)
+    -> String
+  {
+    "\(n) " + (n == 1 ? singular : plural ?? singular + "s")
+  }
+
   /// A byte count for people: `512 B`, `1.5 KiB`, `3.2 GiB`.
   static func size(_ bytes: Int64) -> String { Quantities.formatSize(bytes) }
 

@@ -62,7 +62,7 @@ struct CLITests {
     let records = try JSONSerialization.jsonObject(with: Data(try contents(scratch["out.json"])))
     let record = try #require((records as? [[String: Any]])?.first)
     #expect(record["digest"] as? String == XXH3Hasher.digest(data).description)
-    #expect(record["method"] as? String == "stream")
+    #expect(record["ingest"] as? String == "stream")
     // A redirected file whose offset is not 0: only the rest is stored.
     let skip = Process()
     skip.executableURL = URL(fileURLWithPath: "/bin/sh")

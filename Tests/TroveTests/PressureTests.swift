@@ -137,7 +137,7 @@ struct PressureTests {
     let big = try elsewhere.write("big.bin", Bytes.random(3 << 20, seed: 980))
     let put = try CLI.run(["--store", store, "put", big])
     #expect(put.status == 0)
-    #expect(put.stderr.contains("alone exceeds the store's 976.6 KiB budget"))
+    #expect(put.stderr.contains("alone exceeds the store's 1 MB budget"))
     #expect(try CLI.run(["--store", store, "has", String(put.out.prefix(39))]).status == 0)
     // The rest went down to the low-water mark (900 KB) and no further.
     let kept = try small.filter { try CLI.run(["--store", store, "has", $0]).status == 0 }

@@ -136,7 +136,7 @@ private struct Fetcher {
       if try store.digest(forKey: url) != digest {
         try store.objects.bind(key: url, to: digest)
       }
-      store.recordRead(digest)
+      store.recordRead(digest, hit: true)
       return result(digest, size: entry.size, source: .cache, verified: verified)
     }
     return nil
@@ -172,7 +172,7 @@ private struct Fetcher {
     } catch  where error.code == .checksumMismatch && request.mode != .offline {
       return nil
     }
-    store.recordRead(cached.digest)
+    store.recordRead(cached.digest, hit: true)
     return result(cached.digest, size: entry.size, source: .cache, verified: verified)
   }
 
@@ -265,7 +265,7 @@ private struct Fetcher {
           continue
         }
         let verified = try verify(cached.digest, size: origin.size)
-        store.recordRead(cached.digest)
+        store.recordRead(cached.digest, hit: true)
         return result(cached.digest, size: origin.size, source: .revalidated, verified: verified)
       case .status(let code)?:
         let error = Self.statusError(url, outcome.head, code: code)
@@ -323,6 +323,7 @@ private struct Fetcher {
         try restart("its object was removed as it was stored")
         continue
       }
+      store.recordMiss(put.digest)
       return result(
         put.digest, size: body.size, source: offset > 0 ? .resumed : .network, verified: verified)
     }

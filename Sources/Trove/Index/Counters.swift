@@ -9,6 +9,27 @@ struct IndexTotals: Sendable {
   var compressedEntries: Int64 = 0
   var skippedIncompressible: Int64 = 0
   var skippedSmall: Int64 = 0
+  /// Reads by digest served from the store (see ``AccessCount``).
+  var hits: Int64 = 0
+  /// Reads by digest the store could not serve.
+  var misses: Int64 = 0
+  /// When ``hits`` and ``misses`` were last reset, if ever.
+  var countedSince: Int64?
+}
+
+/// The rows of `counters` that count reads by digest (`get`, `fetch`),
+/// for the hit rate. Rows are created by their first count (an upsert),
+/// so indexes of every schema version take them without a migration.
+///
+/// A hit is counted where the read's access is recorded for LRU, in the
+/// same transaction: at most once per object per access-resolution (and
+/// once per process), so counting adds no write to a read that writes
+/// nothing. A miss costs one small write. A store that cannot be written
+/// counts nothing.
+enum AccessCount {
+  static let hits = "hits"
+  static let misses = "misses"
+  static let since = "counted_since"
 }
 
 /// One line of the sweep log: what one sweep or pressure eviction did.
@@ -41,6 +62,9 @@ extension IndexSession {
         case "compressed_entries": totals.compressedEntries = value
         case "skipped_incompressible": totals.skippedIncompressible = value
         case "skipped_small": totals.skippedSmall = value
+        case AccessCount.hits: totals.hits = value
+        case AccessCount.misses: totals.misses = value
+        case AccessCount.since: totals.countedSince = value
         default: break
         }
       }
@@ -54,6 +78,30 @@ extension IndexSession {
       try db.query(
         "UPDATE counters SET value = value + (CASE name WHEN 'dedup_hits' THEN 1 ELSE ? END) WHERE name IN ('dedup_hits', 'dedup_bytes')",
         [.integer(size)])
+    }
+  }
+
+  /// Adds one to the counter `name` of `db` (``AccessCount``), creating it.
+  static func count(_ name: String, in db: SQLiteConnection) throws(SQLiteConnection.Failure) {
+    try db.query(
+      "INSERT INTO counters(name, value) VALUES (?, 1) ON CONFLICT(name) DO UPDATE SET value = value + 1",
+      [.text(name)])
+  }
+
+  /// Counts a read by digest the store could not serve.
+  func countMiss() throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in try Self.count(AccessCount.misses, in: db) }
+  }
+
+  /// Sets the hit and miss counts to zero, from `now` on.
+  func resetAccessCounts(now: Int64) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "DELETE FROM counters WHERE name IN (?, ?)",
+        [.text(AccessCount.hits), .text(AccessCount.misses)])
+      try db.query(
+        "INSERT OR REPLACE INTO counters(name, value) VALUES (?, ?)",
+        [.text(AccessCount.since), .integer(now)])
     }
   }
 

@@ -121,10 +121,11 @@ public enum FreeSpaceThreshold: Sendable, Hashable, Codable, CustomStringConvert
     }
   }
 
-  /// `10%` or a size such as `1.0 GiB`.
+  /// `10%` or a size such as `1.0 GiB` or `500 MB`
+  /// (``Quantities/formatSizeSetting(_:)``).
   public var description: String {
     switch self {
-    case .bytes(let n): return Quantities.formatSize(n)
+    case .bytes(let n): return Quantities.formatSizeSetting(n)
     case .percent(let p):
       return p == p.rounded() ? "\(Int(p))%" : "\(p)%"
     }
@@ -145,6 +146,12 @@ public enum PolicyKey: String, CaseIterable, Sendable, Codable {
   case compressionWorkers = "compression-workers"
   case compressionMinimumSize = "compression-min-size"
   case checksums
+
+  /// The environment variable that overrides the setting for one process:
+  /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
+  public var environmentVariable: String {
+    "TROVE_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
+  }
 
   /// What the setting means, for `trove config`.
   public var summary: String {
@@ -186,17 +193,18 @@ public enum PolicyKey: String, CaseIterable, Sendable, Codable {
   /// The setting's value in `policy`, as `trove config` prints it.
   public func value(in policy: CachePolicy) -> String {
     switch self {
-    case .budget: return policy.budget.map { Quantities.formatSize($0) } ?? "none"
+    case .budget: return policy.budget.map { Quantities.formatSizeSetting($0) } ?? "none"
     case .maxAge: return policy.maxAge.map(Quantities.formatDuration) ?? "none"
     case .lowWater: return "\(policy.lowWater)"
     case .accessResolution: return Quantities.formatDuration(policy.accessResolution)
     case .minimumFree: return policy.minimumFree.description
     case .maximumObjectSize:
-      return policy.maximumObjectSize.map { Quantities.formatSize($0) } ?? "none"
+      return policy.maximumObjectSize.map { Quantities.formatSizeSetting($0) } ?? "none"
     case .temporaryMaxAge: return Quantities.formatDuration(policy.temporaryMaxAge)
     case .compression: return policy.compression.description
     case .compressionWorkers: return "\(policy.compressionWorkers)"
-    case .compressionMinimumSize: return Quantities.formatSize(policy.compressionMinimumSize)
+    case .compressionMinimumSize:
+      return Quantities.formatSizeSetting(policy.compressionMinimumSize)
     case .checksums:
       return policy.checksums.isEmpty
         ? "none" : policy.checksums.map(\.rawValue).joined(separator: ",")

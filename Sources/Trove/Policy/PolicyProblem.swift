@@ -59,6 +59,9 @@ public struct PolicyStatus: Sendable, Hashable {
   public var problems: [PolicyProblem]
   /// The path of the `config.json` read.
   public var path: String
+  /// Settings this process takes from the environment
+  /// (``StoreConfiguration/policyOverrides``) rather than from the file.
+  public var overridden: Set<PolicyKey> = []
 
   /// The problem with `key`, or with the whole file, if there is one.
   public func problem(with key: PolicyKey) -> PolicyProblem? {

@@ -63,6 +63,41 @@ public enum Quantities {
     return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
   }
 
+  /// A size setting for people, in the unit system it was most likely
+  /// given in: of the binary form ``formatSize(_:)`` prints (`1.5 GiB`)
+  /// and the decimal one (`150 MB`), the one that is exact with fewer
+  /// decimals — `config set budget 150M` reads back as `150 MB`, not
+  /// `143.1 MiB`; `64K` as `64 KB`, `64KiB` as `64.0 KiB` — binary on a tie
+  /// or when neither is exact. What it prints parses back with
+  /// ``parseSize(_:)`` to the same bytes when it is exact.
+  public static func formatSizeSetting(_ bytes: Int64) -> String {
+    let binary = formatSize(bytes)
+    guard bytes >= 1000 else { return binary }
+    /// Decimals (0 to 3) `bytes` ÷ `size` needs to be exact; nil if more.
+    func decimals(_ size: Int64) -> Int? {
+      var scale: Int64 = 1
+      for d in 0...3 {
+        let (scaled, overflow) = (bytes % size).multipliedReportingOverflow(by: scale)
+        if !overflow && scaled % size == 0 { return d }
+        scale *= 10
+      }
+      return nil
+    }
+    var binarySize: Int64 = 1
+    while binarySize <= Int64.max / 1024, bytes / binarySize >= 1024 { binarySize *= 1024 }
+    let binaryDecimals = parseSize(binary) == bytes ? decimals(binarySize) ?? 1 : Int.max
+    let units = ["B", "KB", "MB", "GB", "TB"]
+    var unit = 0
+    var size: Int64 = 1
+    while unit < units.count - 1, bytes / size >= 1000 {
+      size *= 1000
+      unit += 1
+    }
+    guard let places = decimals(size), places < binaryDecimals else { return binary }
+    let value = Double(bytes) / Double(size)
+    return String(format: "%.\(places)f %@", value, units[unit])
+  }
+
   /// A duration for people: the largest whole unit, e.g. `30d`, `12h`,
   /// `90s`.
   public static func formatDuration(_ seconds: Int64) -> String {

@@ -114,7 +114,7 @@ extension Store {
       }
       throw error
     }
-    recordRead(digest)
+    recordRead(digest, hit: true)
     return Materialization(
       digest: digest, destination: destination, method: method, size: size,
       fallbackReason: reason)
@@ -229,7 +229,7 @@ extension Store {
     } catch {
       throw quarantining(error, digest, object: object, compressed: isCompressed)
     }
-    recordRead(digest)
+    recordRead(digest, hit: true)
     return count
   }
 
@@ -308,7 +308,7 @@ extension Store {
       ) {
         (chunk) throws(SystemCallError) in out.append(contentsOf: chunk)
       }
-      recordRead(digest)
+      recordRead(digest, hit: true)
       return out
     }
     let size = try attempt("read", path) { () throws(SystemCallError) in
@@ -320,7 +320,7 @@ extension Store {
     let actual = XXH3Hasher.digest(bytes)
     guard bytes.count == size else { throw corrupt(digest, actual: actual) }
     guard actual == digest else { throw corrupt(digest, actual: actual) }
-    recordRead(digest)
+    recordRead(digest, hit: true)
     return bytes
   }
 
@@ -329,8 +329,29 @@ extension Store {
   /// Opens `digest`'s object, raw if there is one (it can be cloned),
   /// else compressed; says which. Throws `.notFound` when there is none.
   func openObject(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
-    guard let opened = try objects.openFound(digest) else { throw notFound(digest) }
+    guard let opened = try objects.openFound(digest) else {
+      recordMiss(digest)
+      throw notFound(digest)
+    }
     return opened
+  }
+
+  /// Counts a read of `digest` the store could not serve (``AccessCount``);
+  /// a store that cannot be written counts nothing. A read of it later in
+  /// this process (a fetch's download written out) is not also a hit.
+  func recordMiss(_ digest: Digest) {
+    countedHits.withLock { _ = $0.insert(digest) }
+    try? index().read("count a miss") { (tx) throws(TroveError) in try tx.countMiss() }
+  }
+
+  /// Sets the counts of hits and misses (``StoreStatistics/hits``,
+  /// ``StoreStatistics/misses``) to zero; the totals, which follow what the
+  /// store holds, are not touched.
+  public func resetAccessCounts() throws(TroveError) {
+    let now = currentTimeNanoseconds()
+    try index().read("reset the hit and miss counts") { (tx) throws(TroveError) in
+      try tx.resetAccessCounts(now: now)
+    }
   }
 
   /// After a read through `object` (one form of `digest`'s object) found

@@ -39,6 +39,9 @@ public final class Store: Sendable {
   /// Reads this process recorded lately: digest → when (nanoseconds), so a
   /// hot object is not looked up in the index on every read.
   let recentReads = Mutex<[Digest: Int64]>([:])
+  /// Objects whose hit this process counted: each at most once (a fetch
+  /// that then writes the object out is one hit).
+  let countedHits = Mutex<Set<Digest>>([])
   let cloneProbe = CloneProbe()
 
   var objectsDirectory: FileDescriptor { objects.objectsDirectory }
@@ -314,11 +317,11 @@ public final class Store: Sendable {
     if let identity,
       let cached = cachedSettings.withLock({ $0.identity == identity ? $0.settings : nil })
     {
-      return cached
+      return try cached.overriding(configuration.policyOverrides)
     }
     let fresh = try Self.readSettings(root: root, rootFD: rootDirectory)
     cachedSettings.withLock { $0 = fresh }
-    return fresh.settings
+    return try fresh.settings.overriding(configuration.policyOverrides)
   }
 
   /// The store's settings, for a decision that depends on them.
@@ -355,8 +358,11 @@ public final class Store: Sendable {
   /// failure to record (a read-only store) never fails the read itself.
   /// Returns false only when the object turned out to be going: an `rm`
   /// between its two steps, which this read finished.
+  ///
+  /// With `hit` (a `get` or `fetch` served from the store), a write of the
+  /// access also counts a hit, in the same transaction (``AccessCount``).
   @discardableResult
-  func recordRead(_ digest: Digest) -> Bool {
+  func recordRead(_ digest: Digest, hit: Bool = false) -> Bool {
     if isReadOnly { return true }
     let now = currentTimeNanoseconds()
     // A read needs no sound policy: an invalid access-resolution is taken
@@ -369,9 +375,10 @@ public final class Store: Sendable {
       return true
     }
     guard let index = try? index() else { return true }
+    let counting = hit && !countedHits.withLock { $0.contains(digest) }
     func record() -> AccessRecord? {
       try? index.read("record access to \(digest)") { (tx) throws(TroveError) in
-        try tx.recordAccess(digest, now: now, resolution: resolution)
+        try tx.recordAccess(digest, now: now, resolution: resolution, countingHit: counting)
       }
     }
     var outcome = record()
@@ -388,7 +395,9 @@ public final class Store: Sendable {
     let seen: Int64
     switch outcome {
     case .recent(let recorded)?: seen = recorded
-    case .recorded?: seen = now
+    case .recorded?:
+      seen = now
+      if counting { countedHits.withLock { _ = $0.insert(digest) } }
     case .noRow?, nil: return true
     }
     recentReads.withLock { reads in

@@ -13,24 +13,48 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// index set aside and rebuilt from the objects — so a tool can show
   /// it. Default: nothing is said.
   public var onWarning: (@Sendable (String) -> Void)?
+  /// Settings this process uses in place of `config.json`'s, as text in the
+  /// forms `trove config set` takes (`"150M"`), by setting: the
+  /// environment's overrides (``environmentOverrides(_:)``) for the CLI.
+  /// `config.json` is not changed; other processes follow it. A value that
+  /// cannot be used fails every decision that reads the settings with
+  /// `.invalidConfig` naming its variable. Default: none.
+  public var policyOverrides: [PolicyKey: String]
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil.
   public init(
     root: String? = nil, createIfMissing: Bool = true,
-    onWarning: (@Sendable (String) -> Void)? = nil
+    onWarning: (@Sendable (String) -> Void)? = nil, policyOverrides: [PolicyKey: String] = [:]
   ) {
     self.root = root ?? Self.defaultRoot()
     self.createIfMissing = createIfMissing
     self.onWarning = onWarning
+    self.policyOverrides = policyOverrides
   }
 
   public static func == (a: Self, b: Self) -> Bool {
     a.root == b.root && a.createIfMissing == b.createIfMissing
+      && a.policyOverrides == b.policyOverrides
   }
 
   public func hash(into hasher: inout Hasher) {
     hasher.combine(root)
     hasher.combine(createIfMissing)
+    hasher.combine(policyOverrides)
+  }
+
+  /// The settings `environment` overrides: each ``PolicyKey`` whose
+  /// ``PolicyKey/environmentVariable`` (`TROVE_BUDGET`, `TROVE_MIN_FREE`, …)
+  /// is set and not empty, with its text (checked when the store reads its
+  /// settings).
+  public static func environmentOverrides(
+    _ environment: [String: String] = ProcessInfo.processInfo.environment
+  ) -> [PolicyKey: String] {
+    var overrides: [PolicyKey: String] = [:]
+    for key in PolicyKey.allCases {
+      if let text = environment[key.environmentVariable], !text.isEmpty { overrides[key] = text }
+    }
+    return overrides
   }
 
   /// Where a store lives when none is named: `TROVE_STORE` when set, else

@@ -14,7 +14,9 @@ extension Store {
   /// setting.
   public func policyStatus() throws(TroveError) -> PolicyStatus {
     let settings = try loadedSettings()
-    return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
+    return PolicyStatus(
+      policy: settings.policy, problems: settings.problems, path: settingsPath,
+      overridden: settings.overridden)
   }
 
   /// Changes the persisted policy: reads the latest, applies `change`, and
@@ -55,6 +57,18 @@ extension Store {
   public func setPolicy(_ key: PolicyKey, to text: String) throws(TroveError) -> PolicyStatus {
     let settings = try rewriteSettings { (settings) throws(TroveError) in
       try settings.set(key, text)
+    }
+    return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
+  }
+
+  /// Sets `key` back to its default (``CachePolicy/default``), as `trove
+  /// config unset KEY` does; the other settings stay as they are (an
+  /// unreadable file is started again from the defaults).
+  /// - Returns: the policy and the problems now in force.
+  @discardableResult
+  public func unsetPolicy(_ key: PolicyKey) throws(TroveError) -> PolicyStatus {
+    let settings = try rewriteSettings { (settings) throws(TroveError) in
+      try settings.unset(key)
     }
     return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
   }

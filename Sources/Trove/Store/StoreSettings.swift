@@ -17,6 +17,9 @@ struct StoreSettings: Sendable, Equatable {
   /// file changes only what was changed: invalid settings, and keys this
   /// build does not know (written by a later Trove of the same format).
   var kept: [String: JSONValue] = [:]
+  /// Settings this process takes from ``StoreConfiguration/policyOverrides``
+  /// (the environment) instead of the file; never written to it.
+  var overridden: Set<PolicyKey> = []
 
   /// The format this build writes and the newest it reads.
   static let currentFormat = 1
@@ -80,6 +83,30 @@ struct StoreSettings: Sendable, Equatable {
     return settings
   }
 
+  /// These settings with `overrides` in place of the file's (each set by
+  /// ``PolicyKey/set(_:in:)``, a problem with it in the file dropped).
+  ///
+  /// - Throws: `.invalidConfig` naming the variable, its value and the
+  ///   forms it takes, for an override that cannot be used.
+  func overriding(_ overrides: [PolicyKey: String]) throws(TroveError) -> StoreSettings {
+    guard !overrides.isEmpty else { return self }
+    var settings = self
+    for key in PolicyKey.allCases {
+      guard let text = overrides[key] else { continue }
+      do throws(TroveError) {
+        try key.set(text, in: &settings.policy)
+      } catch {
+        throw TroveError(
+          .invalidConfig,
+          "invalid \(key.environmentVariable) '\(text)' in the environment: expected \(key.acceptedForms); unset it or correct it",
+          value: text)
+      }
+      settings.problems.removeAll { $0.key == key }
+      settings.overridden.insert(key)
+    }
+    return settings
+  }
+
   /// These settings, or the error naming the first problem, the file
   /// and how to repair it.
   func checked(path: String) throws(TroveError) -> StoreSettings {
@@ -96,6 +123,12 @@ struct StoreSettings: Sendable, Equatable {
     changed.problems.removeAll { $0.key == key }
     changed.kept[key.rawValue] = nil
     self = changed
+  }
+
+  /// Sets `key` back to its default (``CachePolicy/default``), repairing
+  /// it if it was invalid; other settings stay as they are.
+  mutating func unset(_ key: PolicyKey) throws(TroveError) {
+    try set(key, key.json(in: .default).settingText(seconds: key.takesSeconds))
   }
 }
 

@@ -63,6 +63,25 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   /// the store refuses puts, fetches and sweeps until they are repaired.
   /// The policy values above hold their defaults for those settings.
   public var configProblems: [PolicyProblem] = []
+  /// Reads by digest (`get`, `fetch`) served from the store since the
+  /// counts were last reset (``Store/resetAccessCounts()``). A hit is
+  /// counted as its access is recorded: at most once per object per
+  /// `access-resolution`. `has` is a probe and counts nothing.
+  public var hits: Int64 = 0
+  /// Reads by digest the store could not serve (a `get` of an object it
+  /// does not hold, a `fetch` that downloaded).
+  public var misses: Int64 = 0
+  /// When the counts were last reset, nanoseconds since 1970; nil if never.
+  public var countedSince: Int64?
+
+  /// Settings this process takes from the environment rather than from
+  /// `config.json` (``StoreConfiguration/policyOverrides``).
+  public var overriddenSettings: Set<PolicyKey> = []
+
+  /// Hits ÷ (hits + misses), from 0 to 1; nil before the first read.
+  public var hitRate: Double? {
+    hits + misses > 0 ? Double(hits) / Double(hits + misses) : nil
+  }
 
   /// Logical ÷ stored bytes: 1 without compression.
   public var compressionRatio: Double {
@@ -146,7 +165,8 @@ extension Store {
       storedBytes: totals.storedBytes, compressedEntries: totals.compressedEntries,
       skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall,
       quarantinedEntries: quarantine.entries, quarantinedBytes: quarantine.bytes,
-      configProblems: settings.problems)
+      configProblems: settings.problems, hits: totals.hits, misses: totals.misses,
+      countedSince: totals.countedSince, overriddenSettings: settings.overridden)
   }
 
   /// Probes whether objects can be cloned into `folder` (the store's own

@@ -37,7 +37,8 @@ extension Invocation {
     let store = try Store(
       StoreConfiguration(
         root: storeRoot, createIfMissing: creating,
-        onWarning: { Output.warning($0) }))
+        onWarning: { Output.warning($0) },
+        policyOverrides: StoreConfiguration.environmentOverrides()))
     if writesStore { try store.requireWritable() }
     return store
   }
@@ -163,6 +164,7 @@ extension Invocation {
   /// A size option (`--budget 10G`), or nil when absent.
   func size(_ option: String) throws(UsageError) -> Int64? {
     guard let text = value(option) else { return nil }
+    try refuseNegative(text, "size", option)
     guard let bytes = Quantities.parseSize(text) else {
       throw usageError(
         "invalid \(option) '\(text)': expected a size such as 500M, 10G, 1.5GiB or 0")
@@ -173,6 +175,7 @@ extension Invocation {
   /// A duration option (`--max-age 30d`), or nil when absent.
   func duration(_ option: String) throws(UsageError) -> Int64? {
     guard let text = value(option) else { return nil }
+    try refuseNegative(text, "duration", option)
     guard let seconds = Quantities.parseDuration(text) else {
       throw usageError(
         "invalid \(option) '\(text)': expected a duration up to 36500d such as 30d, 12h, 90m or 45s"
@@ -184,6 +187,7 @@ extension Invocation {
   /// A whole-number option (`--jobs 8`), or nil when absent.
   func count(_ option: String) throws(UsageError) -> Int? {
     guard let text = value(option) else { return nil }
+    try refuseNegative(text, "number", option)
     guard let n = Int(text), n >= 0, n <= 1_000_000 else {
       throw usageError("invalid \(option) '\(text)': expected a whole number")
     }
@@ -193,11 +197,20 @@ extension Invocation {
   /// A number of seconds (`--stall-timeout 2.5`), or nil when absent.
   func seconds(_ option: String) throws(UsageError) -> Double? {
     guard let text = value(option) else { return nil }
+    try refuseNegative(text, "number of seconds", option)
     guard let n = Double(text), n > 0, n <= 86400 else {
       throw usageError(
         "invalid \(option) '\(text)': expected seconds, more than 0, such as 30 or 2.5")
     }
     return n
+  }
+
+  /// Refuses a value written with a minus sign: "negative duration '-5m'
+  /// for --for".
+  func refuseNegative(_ text: String, _ kind: String, _ option: String) throws(UsageError) {
+    if text.trimmingCharacters(in: .whitespaces).hasPrefix("-") {
+      throw usageError("negative \(kind) '\(text)' for \(option)")
+    }
   }
 
   /// Requires exactly `count` positionals named `names`.

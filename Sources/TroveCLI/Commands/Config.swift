@@ -7,16 +7,24 @@ import Trove
 let configCommand = CommandSpec(
   name: "config",
   abstract: "Show, change or reset the store's settings.",
-  usage: "[get <key> | set <key> <value> | reset]",
+  usage: "[--json] [get <key> | set <key> <value> | unset <key> | reset]",
   arguments: [
     ("key", (["access"] + PolicyKey.allCases.map(\.rawValue)).joined(separator: ", ")),
     ("value", "The new value, in one of the forms listed above."),
   ],
-  options: [],
+  options: [
+    OptionSpec(
+      names: ["--json"], valueName: nil,
+      help: "With no action: print every setting as JSON (value, bytes or seconds, source).")
+  ],
   discussion: """
     Settings live in the store's config.json, so every process using the store
-    follows them. With no arguments, lists every key with its value and meaning;
-    reset writes the defaults.
+    follows them. An environment variable overrides one for the process that
+    has it, without changing config.json: TROVE_ and the key in capitals with _
+    for - (TROVE_BUDGET, TROVE_MIN_FREE, TROVE_MAX_AGE, …); config shows it as
+    the source, and an invalid value is an error naming the variable (exit 78). With no arguments, lists every key with its value and meaning
+    ('--json': value, bytes or seconds, and source: default, config or invalid);
+    'unset KEY' puts one setting back to its default, 'reset' all of them.
 
     \(PolicyKey.allCases.map { "  \($0.rawValue): \($0.acceptedForms)" }.joined(separator: "\n"))
       access: private or group
@@ -44,6 +52,9 @@ let configCommand = CommandSpec(
       }
       return key
     }
+    if invocation.flag("--json") && !args.isEmpty {
+      throw invocation.usageError("--json lists every setting: give it no action")
+    }
     if args.count >= 2, args[1] == "access" {
       return try accessSetting(invocation)
     }
@@ -54,13 +65,21 @@ let configCommand = CommandSpec(
       if status.problems.contains(where: { $0.key == nil }), let error = status.error() {
         throw error
       }
+      if invocation.flag("--json") {
+        Output.json(
+          [SettingRecord(access: store.access)]
+            + PolicyKey.allCases.map { SettingRecord($0, status) })
+        if let error = status.error() { throw error }
+        return ExitStatus.success
+      }
       let rows =
         [("access", store.access.rawValue, accessSummary)]
         + PolicyKey.allCases.map { key in
           (
             key.rawValue,
             status.problem(with: key).map { "invalid: \($0.found)" }
-              ?? key.value(in: status.policy),
+              ?? key.value(in: status.policy)
+              + (status.overridden.contains(key) ? " (\(key.environmentVariable))" : ""),
             key.summary
           )
         }
@@ -100,11 +119,21 @@ let configCommand = CommandSpec(
         )
       }
       if let remaining = after.error() { Output.warning("\(remaining)") }
+      if before.overridden.contains(chosen) {
+        Output.warning(
+          "\(chosen.environmentVariable) overrides \(chosen.rawValue) in this environment")
+      }
+    case "unset":
+      try invocation.requirePositionals(["unset", "key"])
+      let chosen = try key(args[1])
+      let after = try invocation.openStore().unsetPolicy(chosen)
+      if let remaining = after.error() { Output.warning("\(remaining)") }
     case "reset":
       try invocation.requirePositionals(["reset"])
       try invocation.openStore().resetPolicy()
     default:
-      throw invocation.usageError("unknown action '\(args[0])': expected get, set or reset")
+      throw invocation.usageError(
+        "unknown action '\(args[0])': expected get, set, unset or reset")
     }
     return ExitStatus.success
   })
@@ -140,5 +169,56 @@ private func accessSetting(_ invocation: Invocation) throws -> Int32 {
     return ExitStatus.success
   default:
     throw invocation.usageError("unknown action '\(args[0])': expected get or set")
+  }
+}
+
+/// One setting in `config --json`.
+struct SettingRecord: Encodable {
+  var key: String
+  /// As `trove config get` prints it (`none`, `10%`, `1.0 GiB`, `60s`).
+  var value: String
+  /// The value in bytes, for a size setting that holds one; else null.
+  @Nullable var bytes: Int64?
+  /// The value in seconds, for a duration setting that holds one; else null.
+  @Nullable var seconds: Int64?
+  /// `default` (the value is the default), `config` (config.json sets
+  /// another), `env` (its TROVE_… variable overrides config.json in this
+  /// environment), `invalid` (config.json holds a value that cannot be
+  /// used), or `folder` (access: the store's root folder says it).
+  var source: String
+  /// What config.json holds instead, when invalid.
+  @Nullable var found: String?
+
+  init(access: StoreAccess) {
+    key = "access"
+    value = access.rawValue
+    source = "folder"
+  }
+
+  init(_ key: PolicyKey, _ status: PolicyStatus) {
+    let policy = status.policy
+    self.key = key.rawValue
+    value = key.value(in: policy)
+    switch key {
+    case .budget: bytes = policy.budget
+    case .maximumObjectSize: bytes = policy.maximumObjectSize
+    case .compressionMinimumSize: bytes = policy.compressionMinimumSize
+    case .minimumFree:
+      if case .bytes(let n) = policy.minimumFree { bytes = n }
+    case .maxAge: seconds = policy.maxAge
+    case .accessResolution: seconds = policy.accessResolution
+    case .temporaryMaxAge: seconds = policy.temporaryMaxAge
+    default: break
+    }
+    if status.overridden.contains(key) {
+      source = "env"
+    } else if let problem = status.problem(with: key) {
+      source = "invalid"
+      found = problem.found
+      bytes = nil
+      seconds = nil
+    } else {
+      source = value == key.value(in: .default) ? "default" : "config"
+    }
   }
 }

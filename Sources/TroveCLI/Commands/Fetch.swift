@@ -10,7 +10,7 @@ let fetchCommand = CommandSpec(
   name: "fetch",
   abstract: "Download URLs into the store once; revalidate, resume, verify, and print each digest.",
   usage:
-    "[-o <dest>] [--expect <algo:hex>]... [--expect-size <n>] [--refresh | --offline] [--max-age <d>] [-i <file>] [-j <n>] [--json] [-q] <url>...",
+    "[-o <dest>] [-f] [--expect <algo:hex>]... [--expect-size <n>] [--refresh | --offline] [--max-age <d>] [-H <line>]... [--retries <n>] [--connect-timeout <seconds>] [--stall-timeout <seconds>] [-i <file>] [-j <n>] [--json] [-v] [-q] <url>...",
   arguments: [("url", "An http:// or https:// URL; several are fetched in parallel.")],
   options: [
     OptionSpec(
@@ -139,7 +139,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
 
   var status = ExitStatus.success
   var records: [FetchRecord] = []
-  for outcome in outcomes {
+  for (request, outcome) in zip(requests, outcomes) {
     do throws(TroveError) {
       let result = try outcome.get()
       if let destination {
@@ -166,6 +166,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
     } catch {
       Output.error("Error: \(error)")
       if status == ExitStatus.success { status = ExitStatus.of(error) }
+      if invocation.flag("--json") { records.append(FetchRecord(url: request.url, error: error)) }
     }
   }
   if invocation.flag("--json") { Output.json(records) }
@@ -215,16 +216,23 @@ private func readURLList(_ path: String, template: FetchRequest, invocation: Inv
   return requests
 }
 
-/// `fetch --json`: one record a URL.
+/// `fetch --json`: one record a URL, a failed one with its error and null
+/// for the rest.
 struct FetchRecord: Encodable {
   var url: String
-  var digest: String
-  var size: Int64
-  var source: String
-  var httpStatus: Int?
-  var bytesTransferred: Int64
-  var seconds: Double
-  var verified: [String]
+  @Nullable var digest: String? = nil
+  @Nullable var size: Int64? = nil
+  @Nullable var source: String? = nil
+  @Nullable var httpStatus: Int? = nil
+  @Nullable var bytesTransferred: Int64? = nil
+  @Nullable var seconds: Double? = nil
+  var verified: [String] = []
+  @Nullable var error: String? = nil
+
+  init(url: String, error: TroveError) {
+    self.url = url
+    self.error = error.description
+  }
 
   init(_ r: FetchResult) {
     url = r.url

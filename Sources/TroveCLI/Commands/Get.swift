@@ -87,7 +87,7 @@ struct GetRecord: Encodable {
   var destination: String
   var method: String
   var size: Int64
-  var fallbackReason: String?
+  @Nullable var fallbackReason: String?
 
   init(_ m: Materialization) {
     digest = m.digest.description

@@ -49,16 +49,16 @@ struct KeyRecord: Encodable {
   var key: String
   var digest: String
   /// The object's size; nil when its file is gone.
-  var size: Int64?
+  @Nullable var size: Int64?
   var updated: String
-  /// What `fetch` recorded (absent for `put --key`).
-  var etag: String?
-  var lastModified: String?
-  var fetched: String?
+  /// What `fetch` recorded (null for `put --key`).
+  @Nullable var etag: String? = nil
+  @Nullable var lastModified: String? = nil
+  @Nullable var fetched: String? = nil
   /// Until when it is served without asking the server.
-  var freshUntil: String?
-  var immutable: Bool?
-  var finalURL: String?
+  @Nullable var freshUntil: String? = nil
+  @Nullable var immutable: Bool? = nil
+  @Nullable var finalURL: String? = nil
 
   init(_ binding: KeyBinding, size: Int64?) {
     key = binding.key

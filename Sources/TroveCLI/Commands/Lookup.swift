@@ -3,7 +3,7 @@ import Trove
 let hasCommand = CommandSpec(
   name: "has",
   abstract: "Exit 0 if the store holds an object, 1 if not.",
-  usage: "<digest-or-key>",
+  usage: "[-v] <digest-or-key>",
   arguments: [
     ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
   ],
@@ -56,7 +56,7 @@ let pathCommand = CommandSpec(
 let removeCommand = CommandSpec(
   name: "rm",
   abstract: "Remove objects from the store.",
-  usage: "<digest-or-key>...",
+  usage: "[-v] <digest-or-key>...",
   arguments: [
     ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
   ],

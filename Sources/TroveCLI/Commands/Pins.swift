@@ -94,7 +94,7 @@ let pinsCommand = CommandSpec(
 struct PinRecord: Encodable {
   var digest: String
   var name: String
-  var expires: String?
+  @Nullable var expires: String?
   var expired: Bool
   var created: String
 

@@ -66,7 +66,8 @@ let putCommand = CommandSpec(
             onProgress: progress?.handler)
         progress?.finish()
         if invocation.flag("--json") {
-          results.append(PutRecord(name: name, result: result))
+          results.append(
+            PutRecord(name: name, result: result, entry: try? store.entry(for: result.digest)))
         } else {
           Output.line(digestLine(result.digest, name, xxhsum: xxhsum))
         }
@@ -78,7 +79,9 @@ let putCommand = CommandSpec(
           }
         }
         if result.exceedsBudget {
-          let budget = (try? store.policy().budget).flatMap { $0 }.map { Output.size($0) } ?? "?"
+          let budget =
+            (try? store.policy().budget).flatMap { $0 }.map { Quantities.formatSizeSetting($0) }
+            ?? "?"
           Output.warning(
             "\(name) (\(Output.size(result.size))) alone exceeds the store's \(budget) budget; it is stored, and the rest of the store was trimmed to its low-water mark"
           )
@@ -86,25 +89,41 @@ let putCommand = CommandSpec(
       } catch {
         Output.error("Error: \(error)")
         if status == ExitStatus.success { status = ExitStatus.of(error) }
+        if invocation.flag("--json") { results.append(PutRecord(name: name, error: error)) }
       }
     }
     if invocation.flag("--json") { Output.json(results) }
     return status
   })
 
-/// One line of `put --json`.
+/// One input of `put --json`: what was stored, or why not.
 struct PutRecord: Encodable {
   var name: String
-  var digest: String
-  var size: Int64
-  var duplicate: Bool
-  var method: String
+  @Nullable var digest: String? = nil
+  @Nullable var size: Int64? = nil
+  @Nullable var duplicate: Bool? = nil
+  /// How the bytes came in: clone, copy, stream or existing.
+  @Nullable var ingest: String? = nil
+  /// The object's form in the store: raw or zstd.
+  @Nullable var stored: String? = nil
+  /// The object file's length (the frame's, when zstd).
+  @Nullable var storedBytes: Int64? = nil
+  /// Why the input was not stored (the command then exits non-zero).
+  @Nullable var error: String? = nil
 
-  init(name: String, result: PutResult) {
+  init(name: String, result: PutResult, entry: Entry?) {
     self.name = name
     digest = result.digest.description
     size = result.size
     duplicate = result.isDuplicate
-    method = result.method.rawValue
+    ingest = result.method.rawValue
+    stored = entry.map { $0.isCompressed ? "zstd" : "raw" }
+    storedBytes = entry?.storedBytes
+    error = nil
+  }
+
+  init(name: String, error: TroveError) {
+    self.name = name
+    self.error = error.description
   }
 }

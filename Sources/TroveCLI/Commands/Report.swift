@@ -136,24 +136,41 @@ struct EntryRecord: Encodable {
 let statsCommand = CommandSpec(
   name: "stats",
   abstract: "Show what the store holds and what its filesystem can do.",
-  usage: "[--json]",
+  usage: "[--reset] [--json]",
   arguments: [],
-  options: [jsonOption],
+  options: [
+    OptionSpec(
+      names: ["--reset"], valueName: nil,
+      help: "Set the hit and miss counts to zero (not the totals), then show the statistics."),
+    jsonOption,
+  ],
   discussion: """
     Sizes are human-readable here and exact (bytes) in JSON. Allocated bytes are
     st_blocks × 512 when stored; clones share extents, so the disk may hold less.
     Settings in config.json that cannot be used are shown as invalid, with a
     'config' line saying what is wrong.
+
+    Hits are reads by digest (get, fetch) the store served, misses those it could
+    not (a get of an object it does not hold, a fetch that downloaded); 'has' is
+    a probe and counts nothing. A hit is counted as its access is recorded for
+    LRU: at most once per object per access-resolution (set it to 0 to count
+    every read). '--reset' zeroes the hits and misses only (as 'ccache -z').
     """,
   run: { invocation in
     try invocation.requirePositionals([])
-    let s = try invocation.openStore().statistics()
+    let store = try invocation.openStore()
+    if invocation.flag("--reset") {
+      try store.resetAccessCounts()
+      Output.error("trove: hit and miss counts reset to zero")
+    }
+    let s = try store.statistics()
     if invocation.flag("--json") {
-      Output.json(s)
+      Output.json(StatsRecord(s))
       return ExitStatus.success
     }
     /// A setting's value, or what config.json holds instead when it cannot be used.
     func setting(_ key: PolicyKey, _ value: String) -> String {
+      if s.overriddenSettings.contains(key) { return value + " (\(key.environmentVariable))" }
       guard let problem = s.configProblems.first(where: { $0.key == key || $0.key == nil }) else {
         return value
       }
@@ -174,8 +191,17 @@ let statsCommand = CommandSpec(
       config + [
         ("store", s.root),
         ("entries", "\(s.entries)"),
-        ("logical", "\(Output.size(s.logicalBytes)) (\(s.logicalBytes) bytes)"),
-        ("allocated", "\(Output.size(s.allocatedBytes)) (\(s.allocatedBytes) bytes)"),
+        (
+          "hits",
+          "\(s.hits) local, \(Output.count(s.misses, "miss", "misses"))"
+            + (s.hitRate.map { String(format: " (hit rate %.1f%%)", $0 * 100) } ?? "")
+            + (s.countedSince.map { " since \(Output.time($0))" } ?? "")
+        ),
+        ("logical", "\(Output.size(s.logicalBytes)) (\(Output.count(s.logicalBytes, "byte")))"),
+        (
+          "allocated",
+          "\(Output.size(s.allocatedBytes)) (\(Output.count(s.allocatedBytes, "byte")))"
+        ),
         ("dedup hits", "\(s.dedupHits) (saved \(Output.size(s.dedupSavedBytes)))"),
         ("filesystem", s.filesystem),
         ("clones", s.cloneSupported ? "supported" : "not supported (gets are copies)"),
@@ -185,14 +211,17 @@ let statsCommand = CommandSpec(
         ),
         (
           "budget",
-          setting(.budget, s.budget.map { Output.size($0) } ?? "none")
+          setting(.budget, s.budget.map { Quantities.formatSizeSetting($0) } ?? "none")
             + ", \(Output.size(s.allocatedBytes)) used"
             + (s.isOverBudget
               ? " (over budget: \(Output.size(s.pinnedBytes)) pinned, \(Output.size(s.allocatedBytes)) in use)"
               : "")
         ),
         ("max age", setting(.maxAge, s.maxAge.map(Quantities.formatDuration) ?? "none")),
-        ("pinned", "\(s.pinnedEntries) entries, \(Output.size(s.pinnedBytes))"),
+        (
+          "pinned",
+          "\(Output.count(s.pinnedEntries, "entry", "entries")), \(Output.size(s.pinnedBytes))"
+        ),
         (
           "compression",
           "\(setting(.compression, s.compression)); \(s.compressedEntries) compressed, stored \(Output.size(s.storedBytes)) (ratio \(String(format: "%.2f", s.compressionRatio)), saved \(Output.size(s.logicalBytes - s.storedBytes))); skipped \(s.skippedIncompressible) incompressible, \(s.skippedSmall) small"
@@ -204,7 +233,7 @@ let statsCommand = CommandSpec(
           "quarantine",
           s.quarantinedEntries == 0
             ? "empty"
-            : "\(s.quarantinedEntries) entries, \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
+            : "\(Output.count(s.quarantinedEntries, "entry", "entries")), \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
         ),
       ]
     for (name, value) in rows {
@@ -216,7 +245,7 @@ let statsCommand = CommandSpec(
 let reindexCommand = CommandSpec(
   name: "reindex",
   abstract: "Rebuild the index from the objects folder.",
-  usage: "",
+  usage: "[-v]",
   arguments: [],
   options: [verboseOption],
   discussion: """
@@ -224,6 +253,9 @@ let reindexCommand = CommandSpec(
     object files the index does not know, drops rows whose file is gone (with their
     pins and keys), corrects rows whose form or size is wrong, and removes the
     compressed copy of an object stored both ways. Safe while other processes work.
+    Says what it did on stderr: object files adopted, rows dropped or corrected,
+    twins removed, removals finished, and the pins and keys a new index took back
+    from references.log.
     """,
   run: { invocation in
     try invocation.requirePositionals([])
@@ -235,9 +267,12 @@ let reindexCommand = CommandSpec(
     }
     Output.error(
       "trove: index rebuilt: \(report.added) added, \(report.dropped) dropped, "
-        + "\(report.corrected) corrected, \(report.twins) twins removed"
+        + "\(report.corrected) corrected, \(Output.count(report.twins, "twin")) removed"
+        + (report.removalsFinished > 0
+          ? ", \(Output.count(report.removalsFinished, "removal")) finished" : "")
         + (report.pinsRestored + report.keysRestored + report.referencesLost > 0
-          ? "; \(report.pinsRestored) pins and \(report.keysRestored) keys restored, "
+          ? "; \(Output.count(report.pinsRestored, "pin")) and "
+            + "\(Output.count(report.keysRestored, "key")) restored, "
             + "\(report.referencesLost) not restored (object gone)" : ""))
     return ExitStatus.success
   })
@@ -245,7 +280,7 @@ let reindexCommand = CommandSpec(
 /// One logged sweep, for `stats`.
 func describe(_ sweep: StoreStatistics.LastSweep) -> String {
   var line =
-    "\(Output.time(sweep.time)) (\(describe(sweep.reason))): removed \(sweep.removedEntries) entries, \(Output.size(sweep.removedBytes))"
+    "\(Output.time(sweep.time)) (\(describe(sweep.reason))): removed \(Output.count(sweep.removedEntries, "entry", "entries")), \(Output.size(sweep.removedBytes))"
   if let freed = sweep.freedBytes { line += ", freed \(Output.size(freed))" }
   return line + ", in \(String(format: "%.3f", sweep.seconds)) s"
 }

@@ -52,7 +52,8 @@ let sweepCommand = CommandSpec(
 /// One line saying what a sweep did, for `sweep` and `put -v`.
 func sweepSummary(_ report: SweepReport) -> String {
   let verb = report.dryRun ? "would remove" : "removed"
-  var line = "\(verb) \(report.removedEntries) entries (\(Output.size(report.removedBytes)))"
+  var line =
+    "\(verb) \(Output.count(report.removedEntries, "entry", "entries")) (\(Output.size(report.removedBytes)))"
   if report.expiredEntries > 0 { line += ": \(report.expiredEntries) expired" }
   if report.evictedEntries > 0 {
     line += report.expiredEntries > 0 ? "," : ":"
@@ -60,7 +61,7 @@ func sweepSummary(_ report: SweepReport) -> String {
   }
   if let freed = report.freedBytes { line += "; freed \(Output.size(freed)) on the volume" }
   if report.reason != .diskFull {
-    line += "; \(report.temporaryFiles) leftover temporary files"
+    line += "; \(Output.count(report.temporaryFiles, "leftover temporary file"))"
     if report.temporaryFailures > 0 {
       line += " (\(report.temporaryFailures) could not be removed)"
     }
@@ -68,10 +69,12 @@ func sweepSummary(_ report: SweepReport) -> String {
   let r = report.reconciled
   if r.added + r.dropped + r.corrected + r.twins > 0 {
     line +=
-      "; index: \(r.added) orphans adopted, \(r.dropped) missing dropped, \(r.corrected) corrected"
+      "; index: \(Output.count(r.added, "orphan")) adopted, \(r.dropped) missing dropped, \(r.corrected) corrected"
   }
   line += "; \(Output.size(report.bytesAfter)) in use"
-  if let budget = report.budget { line += " of a \(Output.size(budget)) budget" }
+  if let budget = report.budget {
+    line += " of a \(Quantities.formatSizeSetting(budget)) budget"
+  }
   if report.isOverBudget {
     line += " (over budget: \(Output.size(report.pinnedBytes)) pinned)"
   }

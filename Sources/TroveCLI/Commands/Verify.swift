@@ -36,17 +36,18 @@ let verifyCommand = CommandSpec(
         let moved = report.quarantined.contains(path)
         Output.line("unexpected: \(path) (\(moved ? "moved to quarantine/" : "left alone"))")
       }
-      func count(_ n: Int, _ what: String, _ fixed: String) -> String {
-        "\(n) \(what)\(fix && n > 0 ? " (\(fixed))" : "")"
+      func count(_ n: Int, _ what: String, _ fixed: String, plural: String? = nil) -> String {
+        Output.count(n, what, plural ?? what) + (fix && n > 0 ? " (\(fixed))" : "")
       }
       Output.line(
-        "checked \(report.checkedObjects) objects (\(Output.size(report.checkedBytes))) in "
+        "checked \(Output.count(report.checkedObjects, "object")) (\(Output.size(report.checkedBytes))) in "
           + String(format: "%.3f s", report.seconds) + ": "
           + [
             count(report.corrupt.count, "corrupt", "moved to quarantine/"),
-            count(report.orphanFiles, "orphan files", "adopted"),
-            count(report.danglingRows, "rows without a file", "dropped"),
-            count(report.wrongRows, "wrong rows", "corrected"),
+            count(report.orphanFiles, "orphan file", "adopted", plural: "orphan files"),
+            count(
+              report.danglingRows, "row without a file", "dropped", plural: "rows without a file"),
+            count(report.wrongRows, "wrong row", "corrected", plural: "wrong rows"),
             count(report.twins, "stored twice", "compressed copy removed"),
           ].joined(separator: ", ")
           + (report.vanished > 0 ? "; \(report.vanished) removed by others meanwhile" : ""))
