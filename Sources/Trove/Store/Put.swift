@@ -113,6 +113,7 @@ extension Store {
     {
       let digest = bytes.withUnsafeBytes { XXH3Hasher.digest($0) }
       if try objects.locate(digest) != nil, try objects.recordHit(digest, size: count) != nil {
+        records.note(digest)
         return PutResult(digest: digest, size: count, isDuplicate: true, method: .stream)
       }
     }
@@ -276,6 +277,7 @@ extension Store {
     try limit.checkComplete(size)
     let digest = hasher.finalize()
     if try objects.locate(digest) != nil, try objects.recordHit(digest, size: size) != nil {
+      records.note(digest)
       return PutResult(digest: digest, size: size, isDuplicate: true, method: .existing)
     }
     try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
@@ -321,6 +323,9 @@ extension Store {
   func finishPut(_ outcome: PublishOutcome, method: IngestMethod, sweeps: [SweepReport])
     -> PutResult
   {
+    switch outcome {
+    case .duplicate(let entry), .stored(let entry): records.note(entry.digest)
+    }
     switch outcome {
     case .duplicate(let entry):
       return PutResult(

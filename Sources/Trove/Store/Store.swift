@@ -36,6 +36,8 @@ public final class Store: Sendable {
   /// hot object is not looked up in the index on every read.
   let recentReads = Mutex<[Digest: Int64]>([:])
   let cloneProbe = CloneProbe()
+  /// The records this process notes what it uses in (most often none).
+  let records: RecordKeeper
 
   var objectsDirectory: FileDescriptor { objects.objectsDirectory }
   var tmpDirectory: FileDescriptor { objects.tmpDirectory }
@@ -115,6 +117,13 @@ public final class Store: Sendable {
       for fd in opened { fd.close() }
       throw error
     }
+    if let name = configuration.recordName, !RecordKeeper.isValidName(name) {
+      for fd in opened { fd.close() }
+      throw RecordKeeper.invalidName(name, source: "record name (TROVE_RECORD)")
+    }
+    records = RecordKeeper(
+      rootDirectory: rootFD, root: root, access: access, extra: configuration.recordName,
+      warn: configuration.onWarning ?? { _ in })
     if configuration.createIfMissing {
       // What freeing space needs exists from the start: the sweep lock
       // (the index's WAL and shared memory persist once made), and the
@@ -305,6 +314,7 @@ public final class Store: Sendable {
   /// between its two steps, which this read finished.
   @discardableResult
   func recordRead(_ digest: Digest) -> Bool {
+    records.note(digest)
     let now = currentTimeNanoseconds()
     // A read needs no sound policy: an invalid access-resolution is taken
     // at its default here, and only here.
@@ -422,11 +432,15 @@ public final class Store: Sendable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func bind(key: String, to digest: Digest) throws(TroveError) {
     try objects.bind(key: key, to: digest)
+    records.note(digest, key: key)
   }
 
   /// The digest `key` points at, if it is bound and its object is present.
+  /// A record on notes the key and its digest (``startRecord(_:)``).
   public func digest(forKey key: String) throws(TroveError) -> Digest? {
-    try binding(forKey: key)?.digest
+    guard let digest = try binding(forKey: key)?.digest else { return nil }
+    records.note(digest, key: key)
+    return digest
   }
 
   /// `key`'s binding, with what the fetch that bound it learnt (validators,

@@ -13,19 +13,25 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// index set aside and rebuilt from the objects — so a tool can show
   /// it. Default: nothing is said.
   public var onWarning: (@Sendable (String) -> Void)?
+  /// A record this process notes every digest and key it uses in (see
+  /// ``Store/startRecord(_:)``), made when missing; besides those started
+  /// for every process. Default: `TROVE_RECORD` when set and not empty.
+  public var recordName: String?
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil.
   public init(
     root: String? = nil, createIfMissing: Bool = true,
-    onWarning: (@Sendable (String) -> Void)? = nil
+    onWarning: (@Sendable (String) -> Void)? = nil,
+    recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"]
   ) {
     self.root = root ?? Self.defaultRoot()
     self.createIfMissing = createIfMissing
     self.onWarning = onWarning
+    self.recordName = recordName?.isEmpty == false ? recordName : nil
   }
 
   public static func == (a: Self, b: Self) -> Bool {
-    a.root == b.root && a.createIfMissing == b.createIfMissing
+    a.root == b.root && a.createIfMissing == b.createIfMissing && a.recordName == b.recordName
   }
 
   public func hash(into hasher: inout Hasher) {
