@@ -209,4 +209,80 @@ struct RecordTests {
     #expect(try audit.digestsOnDisk() == [x])
     #expect(try trove(store, ["keys"]).out.contains("x"))
   }
+
+  /// A store at `scratch["store"]` with a record "set" of two objects (one
+  /// with a key) and one object outside it; returns the set's bytes.
+  func recordedStore(_ scratch: Scratch) throws -> [Digest: [UInt8]] {
+    let store = scratch["store"]
+    _ = try put(scratch, "outside", Bytes.random(7000, seed: 70))
+    try trove(store, ["record", "start", "set"])
+    let a = Bytes.random(300_000, seed: 71)
+    let b = Bytes.pattern(12345)
+    let da = try put(scratch, "a", a, key: "https://example.com/a.tar")
+    let db = try put(scratch, "b", b)
+    try trove(store, ["record", "stop", "set"])
+    return [da: a, db: b]
+  }
+
+  /// `store` holds exactly `set`, byte for byte, verify finds it clean,
+  /// and the key names `a`.
+  func expectHolds(
+    _ scratch: Scratch, _ store: String, _ set: [Digest: [UInt8]],
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) throws {
+    let audit = try StoreAudit(store: store, context: "export", io: scratch["io"])
+    #expect(try audit.digestsOnDisk() == Set(set.keys), sourceLocation: sourceLocation)
+    for (digest, bytes) in set {
+      let got = try CLI.run(["--store", store, "get", digest.description, "-"])
+      #expect(got.status == 0 && got.stdout == bytes, sourceLocation: sourceLocation)
+      #expect(XXH3Hasher.digest(got.stdout) == digest, sourceLocation: sourceLocation)
+    }
+    try audit.expectVerifyClean(allowingRepair: false, sourceLocation: sourceLocation)
+    let keys = try trove(store, ["keys"]).out
+    let a = try #require(set.first { $0.value.count == 300_000 }?.key)
+    #expect(keys.contains("\(a)") && keys.contains("https://example.com/a.tar"), "\(keys)")
+  }
+
+  @Test("export --record writes a store holding only the set with its keys; import reads it back")
+  func exportImportFolder() throws {
+    let scratch = try Scratch()
+    let set = try recordedStore(scratch)
+    let export = try trove(scratch["store"], ["export", "--record", "set", scratch["exported"]])
+    #expect(export.out.hasPrefix("exported 2 objects"), "\(export.out)")
+    try expectHolds(scratch, scratch["exported"], set)
+    let fresh = scratch["fresh"]
+    let imported = try trove(fresh, ["import", scratch["exported"], "--json"])
+    let report = try #require(
+      JSONSerialization.jsonObject(with: Data(imported.stdout)) as? [String: Any])
+    #expect(report["objects"] as? Int == 2 && report["keys"] as? Int == 1, "\(imported.out)")
+    try expectHolds(scratch, fresh, set)
+    // Again: nothing new.
+    let again = try trove(fresh, ["import", scratch["exported"]])
+    #expect(again.out.contains("2 already there"), "\(again.out)")
+    // A folder that is not empty is refused, and left as it was.
+    let refused = try CLI.run(
+      ["--store", scratch["store"], "export", "--record", "set", scratch["exported"]])
+    #expect(refused.status == 73 && refused.stderr.contains("not empty"), "\(refused.stderr)")
+  }
+
+  @Test("import hashes every object: one whose bytes do not match its name is refused, exit 65")
+  func importTampered() throws {
+    let scratch = try Scratch()
+    let set = try recordedStore(scratch)
+    let exported = scratch["exported"]
+    try trove(scratch["store"], ["export", "--record", "set", exported])
+    let (victim, bytes) = try #require(set.first { $0.value.count == 12345 })
+    let path = exported + "/objects/" + StoreLayout.objectPath(victim)
+    var tampered = bytes
+    tampered[100] ^= 1
+    chmod(path, 0o644)
+    try Data(tampered).write(to: URL(fileURLWithPath: path))
+    let fresh = scratch["fresh"]
+    let run = try CLI.run(["--store", fresh, "import", exported])
+    #expect(run.status == 65 && run.stderr.contains(victim.description), "\(run.stderr)")
+    let audit = try StoreAudit(store: fresh, context: "tampered", io: scratch["io"])
+    #expect(try !audit.digestsOnDisk().contains(victim))
+    #expect(try !audit.digestsOnDisk().contains(XXH3Hasher.digest(tampered)))
+    #expect(scratch.list("fresh/tmp").isEmpty)
+  }
 }

@@ -11,7 +11,7 @@ let allCommands: [CommandSpec] = [
   statsCommand,
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
   recompressCommand, verifyCommand, reindexCommand, dirCommand, hashCommand, cleanCommand,
-  recordCommand,
+  recordCommand, exportCommand, importCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
@@ -28,7 +28,7 @@ extension Invocation {
   /// configure create a missing store; those that only read (and `rm`,
   /// `pin`, `unpin`) say it is not there (exit 66) and make nothing.
   func openStore() throws(TroveError) -> Store {
-    let creating = ["put", "fetch", "sweep", "recompress", "reindex", "config"].contains(
+    let creating = ["put", "fetch", "sweep", "recompress", "reindex", "config", "import"].contains(
       command.name)
     return try Store(
       StoreConfiguration(
