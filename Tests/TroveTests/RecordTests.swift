@@ -285,4 +285,118 @@ struct RecordTests {
     #expect(try !audit.digestsOnDisk().contains(XXH3Hasher.digest(tampered)))
     #expect(scratch.list("fresh/tmp").isEmpty)
   }
+
+  @Test("export to FILE.tar: tar -tf lists it, tar -xf extracts it, import reads it back")
+  func tarRoundTrip() throws {
+    let scratch = try Scratch()
+    let set = try recordedStore(scratch)
+    let archive = scratch["set.tar"]
+    try trove(scratch["store"], ["export", "--record", "set", archive])
+    let list = try CLI.run([], prefix: ["/bin/bash", "-c", "tar -tf '\(archive)'"])
+    let expected =
+      ["trove-export.json"] + set.keys.map { "objects/" + StoreLayout.objectPath($0) }
+    #expect(
+      list.status == 0 && Set(list.out.split(separator: "\n").map(String.init)) == Set(expected))
+    #expect(list.out.hasPrefix("trove-export.json\n"), "\(list.out)")
+    try FileManager.default.createDirectory(
+      atPath: scratch["x"], withIntermediateDirectories: false)
+    let extract = try CLI.run(
+      [], prefix: ["/bin/bash", "-c", "tar -xf '\(archive)' -C '\(scratch["x"])'"])
+    #expect(extract.status == 0, "\(extract.stderr)")
+    for (digest, bytes) in set {
+      #expect(try contents(scratch["x"] + "/objects/" + StoreLayout.objectPath(digest)) == bytes)
+    }
+    try trove(scratch["fresh"], ["import", archive])
+    try expectHolds(scratch, scratch["fresh"], set)
+    // Through a pipe: export - | import -.
+    let piped = try CLI.run(
+      [],
+      prefix: [
+        "/bin/bash", "-c",
+        "\"$0\" --store '\(scratch["store"])' export --record set - | \"$0\" --store '\(scratch["piped"])' import -",
+        CLI.executable,
+      ])
+    #expect(piped.status == 0 && piped.out.hasPrefix("imported 2 objects"), "\(piped.stderr)")
+    try expectHolds(scratch, scratch["piped"], set)
+  }
+
+  @Test("a tampered or cut-short archive stores nothing of the bad member, exit 65 naming it")
+  func tarTampered() throws {
+    let scratch = try Scratch()
+    let set = try recordedStore(scratch)
+    let archive = scratch["set.tar"]
+    try trove(scratch["store"], ["export", "--record", "set", archive])
+    let good = try contents(archive)
+    // The manifest lists the objects in the order the record noted them:
+    // the large one first, so its bytes start at block 2 + manifest blocks.
+    let (large, _) = try #require(set.first { $0.value.count == 300_000 })
+    let (small, _) = try #require(set.first { $0.value.count == 12345 })
+    let manifestSize = Int(
+      String(decoding: good[124..<135], as: UTF8.self), radix: 8)!
+    let firstData = 512 + (manifestSize + 511) / 512 * 512 + 512
+    var flipped = good
+    flipped[firstData + 1000] ^= 0x01
+    let bad = try scratch.write("bad.tar", flipped)
+    let run = try CLI.run(["--store", scratch["fresh"], "import", bad])
+    #expect(run.status == 65, "\(run.stderr)")
+    #expect(run.stderr.contains(bad) && run.stderr.contains(large.hex), "\(run.stderr)")
+    let audit = try StoreAudit(store: scratch["fresh"], context: "tampered", io: scratch["io"])
+    #expect(try audit.digestsOnDisk().isEmpty)
+    #expect(scratch.list("fresh/tmp").isEmpty)
+    // Cut short in the second object: the first is stored, the second not.
+    let cut = try scratch.write("cut.tar", Array(good[..<(firstData + 300_000 + 512 + 100)]))
+    let short = try CLI.run(["--store", scratch["cut"], "import", cut])
+    #expect(short.status == 65 && short.stderr.contains("cut short"), "\(short.stderr)")
+    let cutAudit = try StoreAudit(store: scratch["cut"], context: "cut", io: scratch["io"])
+    #expect(try cutAudit.digestsOnDisk() == [large])
+    #expect(!(try cutAudit.digestsOnDisk()).contains(small))
+  }
+
+  @Test("an archive member outside the folder, a link, or not in the manifest is refused")
+  func tarHostileMembers() throws {
+    let scratch = try Scratch()
+    let bytes: [UInt8] = Array("evil\n".utf8)
+    let digest = XXH3Hasher.digest(bytes)
+    let manifest = Array(
+      """
+      {"format":"trove-export","version":1,"objects":[{"digest":"\(digest)","size":5,"keys":[]}]}
+      """.utf8)
+    func archive(_ member: String, type: UInt8 = UInt8(ascii: "0")) -> [UInt8] {
+      var header = Ustar.header(name: member, size: 5, time: 0)
+      if type != UInt8(ascii: "0") {
+        header[156] = type
+        for i in 148..<156 { header[i] = 0x20 }
+        let sum = String(header.reduce(0) { $0 + Int($1) }, radix: 8)
+        for (i, byte) in (String(repeating: "0", count: 6 - sum.count) + sum).utf8.enumerated() {
+          header[148 + i] = byte
+        }
+        header[154] = 0
+      }
+      return Ustar.header(name: "trove-export.json", size: Int64(manifest.count), time: 0)
+        + manifest + [UInt8](repeating: 0, count: Ustar.padding(Int64(manifest.count)))
+        + header + bytes + [UInt8](repeating: 0, count: 507 + 1024)
+    }
+    let objectPath = "objects/" + StoreLayout.objectPath(digest)
+    for (member, type, cause) in [
+      ("../evil", UInt8(ascii: "0"), "outside the folder"),
+      ("objects/../../evil", UInt8(ascii: "0"), "outside the folder"),
+      ("/tmp/evil", UInt8(ascii: "0"), "outside the folder"),
+      (objectPath, UInt8(ascii: "2"), "link"),
+      (objectPath, UInt8(ascii: "1"), "link"),
+      ("objects/00/" + digest.hex, UInt8(ascii: "0"), "unexpected member"),
+    ] {
+      let file = try scratch.write("hostile.tar", archive(member, type: type))
+      let run = try CLI.run(["--store", scratch["store"], "import", file])
+      #expect(run.status == 65 && run.stderr.contains(cause), "\(member): \(run.stderr)")
+      #expect(!FileManager.default.fileExists(atPath: scratch["evil"]))
+      #expect(!FileManager.default.fileExists(atPath: "/tmp/evil"))
+    }
+    #expect(
+      try StoreAudit(store: scratch["store"], context: "hostile", io: scratch["io"]).digestsOnDisk()
+        .isEmpty)
+    // The same archive with an honest member is taken.
+    let honest = try scratch.write("honest.tar", archive(objectPath))
+    try trove(scratch["store"], ["import", honest])
+    #expect(try trove(scratch["store"], ["get", digest.description, "-"]).stdout == bytes)
+  }
 }

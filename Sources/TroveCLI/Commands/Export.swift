@@ -4,8 +4,11 @@ import Trove
 let exportCommand = CommandSpec(
   name: "export",
   abstract: "Write a small store holding only what a record noted.",
-  usage: "--record <record> [--json] <directory>",
-  arguments: [("directory", "A new or empty folder: the new store.")],
+  usage: "--record <record> [--json] (<directory> | <file>.tar | -)",
+  arguments: [
+    ("directory", "A new or empty folder: the new store."),
+    ("file.tar", "A new file: the set as a tar archive ('-': standard output)."),
+  ],
   options: [
     OptionSpec(
       names: ["--record"], valueName: "record",
@@ -20,9 +23,17 @@ let exportCommand = CommandSpec(
     and hashed on the way in. One the store no longer holds is named in a
     warning and skipped. On a failure, what was made at DIRECTORY is removed.
     'trove import DIRECTORY' reads it back into a store.
+
+    A destination ending in .tar (or '-', standard output) gets a plain ustar
+    archive instead: trove-export.json (the objects, their sizes and keys) first,
+    then objects/xx/HEX per object. 'tar -tf' lists it, 'tar -xf' extracts it,
+    'trove import FILE.tar' (or '-') reads it back, checking every member.
     """,
   run: { invocation in
     try invocation.requirePositionals(["directory"])
+    if invocation.flag("--json") && invocation.positionals[0] == "-" {
+      throw invocation.usageError("--json and '-' both print on standard output: choose one")
+    }
     guard let record = invocation.value("--record") else {
       throw invocation.usageError("Missing expected option '--record <record>'")
     }
@@ -31,14 +42,25 @@ let exportCommand = CommandSpec(
         "invalid --record '\(record)': expected 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'"
       )
     }
-    let destination = absolutePath(invocation.positionals[0])
+    let named = invocation.positionals[0]
+    let destination = named == "-" ? "<standard output>" : absolutePath(named)
     let store = try invocation.openStore()
-    let report = try store.export(try store.record(named: record).objects, to: destination)
+    let objects = try store.record(named: record).objects
+    let report: ExchangeReport
+    if named == "-" {
+      report = try store.exportArchive(objects, to: FileHandle.standardOutput)
+    } else if named.hasSuffix(".tar") {
+      report = try store.exportArchive(objects, toFile: destination)
+    } else {
+      report = try store.export(objects, to: destination)
+    }
     for digest in report.missing {
       Output.warning(
         "\(digest) of record '\(record)' is no longer in store '\(store.root)': not exported")
     }
-    printExchange(report, "exported", "to", destination, json: invocation.flag("--json"))
+    if named != "-" {
+      printExchange(report, "exported", "to", destination, json: invocation.flag("--json"))
+    }
     return ExitStatus.success
   })
 
