@@ -15,6 +15,7 @@ public struct ExchangeReport: Sendable, Hashable, Codable {
   /// Objects asked for that the source no longer holds: not copied.
   public var missing: [Digest] = []
 
+  /// A report of nothing copied yet.
   public init() {}
 }
 

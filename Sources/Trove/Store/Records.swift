@@ -191,8 +191,9 @@ public struct RecordedObject: Sendable, Hashable {
   /// The keys it was used by (looked up, bound or fetched), in the order
   /// first seen.
   public var keys: [String]
-  /// When it was first and last noted (nanoseconds since 1970).
+  /// When it was first noted (nanoseconds since 1970).
   public var firstUsed: Int64
+  /// When it was last noted (nanoseconds since 1970).
   public var lastUsed: Int64
 }
 
