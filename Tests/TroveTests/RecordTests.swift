@@ -263,6 +263,11 @@ struct RecordTests {
     let refused = try CLI.run(
       ["--store", scratch["store"], "export", "--record", "set", scratch["exported"]])
     #expect(refused.status == 73 && refused.stderr.contains("not empty"), "\(refused.stderr)")
+    // Nothing at the path: exit 66, and the store importing is not made.
+    let nothing = try CLI.run(["--store", scratch["never"], "import", scratch["nothing"]])
+    #expect(
+      nothing.status == 66 && nothing.stderr.contains(scratch["nothing"]), "\(nothing.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: scratch["never"]))
   }
 
   @Test("import hashes every object: one whose bytes do not match its name is refused, exit 65")

@@ -201,7 +201,9 @@ extension Store {
         continue
       }
       guard header.isRegularFile else {
-        throw bad("member '\(member)' is a link or a special file: refused")
+        throw bad(
+          "member '\(member)' is a link or a special file (type '\(Character(Unicode.Scalar(header.type)))'): refused"
+        )
       }
       guard parts.count == 3, parts[0] == "objects", let digest = Digest(hex: parts[2]),
         String(parts[1]) == StoreLayout.fanout(digest)

@@ -59,6 +59,9 @@ public final class Store: Sendable {
     guard !root.isEmpty else {
       throw TroveError(.storeUnavailable, "store path is empty", value: root)
     }
+    if let name = configuration.recordName, !RecordKeeper.isValidName(name) {
+      throw RecordKeeper.invalidName(name, source: "record name (TROVE_RECORD)")
+    }
     if configuration.createIfMissing {
       try attempt("create store", root, code: .storeUnavailable) { () throws(SystemCallError) in
         try Self.makeDirectories(root)
@@ -116,10 +119,6 @@ public final class Store: Sendable {
     } catch {
       for fd in opened { fd.close() }
       throw error
-    }
-    if let name = configuration.recordName, !RecordKeeper.isValidName(name) {
-      for fd in opened { fd.close() }
-      throw RecordKeeper.invalidName(name, source: "record name (TROVE_RECORD)")
     }
     records = RecordKeeper(
       rootDirectory: rootFD, root: root, access: access, extra: configuration.recordName,

@@ -29,6 +29,11 @@ let importCommand = CommandSpec(
     let source = named == "-" ? "<standard input>" : absolutePath(named)
     var isFolder: ObjCBool = false
     let exists = FileManager.default.fileExists(atPath: source, isDirectory: &isFolder)
+    // Checked before this store is opened (and maybe created).
+    guard exists || named == "-" else {
+      throw TroveError(
+        .storeMissing, "no store or archive at '\(source)': nothing to import", path: source)
+    }
     let store = try invocation.openStore()
     let report: ExchangeReport
     if named == "-" {
