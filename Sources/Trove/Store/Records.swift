@@ -90,11 +90,10 @@ final class RecordKeeper: Sendable {
   /// written to is said once through the store's warning.
   func note(_ digest: Digest, key: String? = nil) {
     guard !names.isEmpty else { return }
-    let what = digest.description + (key.map { "\t" + Self.escaped($0) } ?? "")
-    let time = currentTimeNanoseconds()
-    var parts = what.split(separator: "\t", maxSplits: 1).map(String.init)
-    parts.insert(String(time), at: 1)
-    let line = Array((parts.joined(separator: "\t") + "\n").utf8)
+    let keyField = key.map { "\t" + Self.escaped($0) } ?? ""
+    let what = digest.description + keyField
+    let line = Array(
+      (digest.description + "\t" + String(currentTimeNanoseconds()) + keyField + "\n").utf8)
     state.withLock { state in
       guard state.written.insert(what).inserted else { return }
       for name in names {
