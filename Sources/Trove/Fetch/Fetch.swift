@@ -113,6 +113,7 @@ private struct Fetcher {
   func result(_ digest: Digest, size: Int64, source: FetchSource, verified: [Checksum])
     -> FetchResult
   {
+    store.records.note(digest, key: url)
     let elapsed = ContinuousClock.now - started
     let seconds =
       Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -133,7 +134,7 @@ private struct Fetcher {
         let entry = try store.entry(for: digest)
       else { continue }
       let verified = try verify(digest, size: entry.size)
-      if try store.digest(forKey: url) != digest {
+      if try store.binding(forKey: url)?.digest != digest {
         try store.objects.bind(key: url, to: digest)
       }
       store.recordRead(digest, hit: true)

@@ -81,9 +81,11 @@ extension Store {
       throw TroveError.system(error, "read", path: path)
     }
     defer { source.close() }
-    return try ingest(
+    let result = try ingest(
       source, path: path, key: key, expectedSize: expectedSize, priority: priority,
       onProgress: onProgress)
+    if let key { records.note(result.digest, key: key) }
+    return result
   }
 
   /// Stores everything `handle` yields until its end (standard input, a
@@ -101,9 +103,11 @@ extension Store {
     priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
     try requireWritable()
-    return try ingest(
+    let result = try ingest(
       FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", key: key,
       expectedSize: expectedSize, priority: priority, onProgress: onProgress)
+    if let key { records.note(result.digest, key: key) }
+    return result
   }
 
   /// Stores `bytes`. When an object of their size is stored, they are
@@ -133,6 +137,7 @@ extension Store {
       if try objects.locate(digest) != nil,
         try objects.recordHit(digest, size: count, binding: binding) != nil
       {
+        records.note(digest, key: key)
         return PutResult(digest: digest, size: count, isDuplicate: true, method: .stream)
       }
     }
@@ -314,6 +319,7 @@ extension Store {
     if try objects.locate(digest) != nil,
       try objects.recordHit(digest, size: size, binding: binding) != nil
     {
+      records.note(digest)
       return PutResult(digest: digest, size: size, isDuplicate: true, method: .existing)
     }
     try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
@@ -362,6 +368,9 @@ extension Store {
   func finishPut(_ outcome: PublishOutcome, method: IngestMethod, sweeps: [SweepReport])
     -> PutResult
   {
+    switch outcome {
+    case .duplicate(let entry), .stored(let entry): records.note(entry.digest)
+    }
     switch outcome {
     case .duplicate(let entry):
       return PutResult(

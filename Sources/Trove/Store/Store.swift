@@ -43,6 +43,8 @@ public final class Store: Sendable {
   /// that then writes the object out is one hit).
   let countedHits = Mutex<Set<Digest>>([])
   let cloneProbe = CloneProbe()
+  /// The records this process notes what it uses in (most often none).
+  let records: RecordKeeper
 
   var objectsDirectory: FileDescriptor { objects.objectsDirectory }
   var tmpDirectory: FileDescriptor { objects.tmpDirectory }
@@ -69,6 +71,9 @@ public final class Store: Sendable {
     let root = configuration.root
     guard !root.isEmpty else {
       throw TroveError(.storeUnavailable, "store path is empty", value: root)
+    }
+    if let name = configuration.recordName, !RecordKeeper.isValidName(name) {
+      throw RecordKeeper.invalidName(name, source: "record name (TROVE_RECORD)")
     }
     if configuration.createIfMissing {
       try attempt("create store", root, code: .storeUnavailable) { () throws(SystemCallError) in
@@ -137,6 +142,9 @@ public final class Store: Sendable {
       for fd in opened { fd.close() }
       throw error
     }
+    records = RecordKeeper(
+      rootDirectory: rootFD, root: root, access: access, extra: configuration.recordName,
+      warn: configuration.onWarning ?? { _ in })
     if configuration.createIfMissing && readOnlyReason == nil {
       // What freeing space needs exists from the start: the sweep lock
       // (the index's WAL and shared memory persist once made), and the
@@ -364,6 +372,7 @@ public final class Store: Sendable {
   @discardableResult
   func recordRead(_ digest: Digest, hit: Bool = false) -> Bool {
     if isReadOnly { return true }
+    records.note(digest)
     let now = currentTimeNanoseconds()
     // A read needs no sound policy: an invalid access-resolution is taken
     // at its default here, and only here.
@@ -486,11 +495,15 @@ public final class Store: Sendable {
   public func bind(key: String, to digest: Digest) throws(TroveError) {
     try requireWritable()
     try objects.bind(key: key, to: digest)
+    records.note(digest, key: key)
   }
 
   /// The digest `key` points at, if it is bound and its object is present.
+  /// A record on notes the key and its digest (``startRecord(_:)``).
   public func digest(forKey key: String) throws(TroveError) -> Digest? {
-    try binding(forKey: key)?.digest
+    guard let digest = try binding(forKey: key)?.digest else { return nil }
+    records.note(digest, key: key)
+    return digest
   }
 
   /// `key`'s binding, with what the fetch that bound it learnt (validators,

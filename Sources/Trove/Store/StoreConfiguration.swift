@@ -20,21 +20,27 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// cannot be used fails every decision that reads the settings with
   /// `.invalidConfig` naming its variable. Default: none.
   public var policyOverrides: [PolicyKey: String]
+  /// A record this process notes every digest and key it uses in (see
+  /// ``Store/startRecord(_:)``), made when missing; besides those started
+  /// for every process. Default: `TROVE_RECORD` when set and not empty.
+  public var recordName: String?
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil.
   public init(
     root: String? = nil, createIfMissing: Bool = true,
-    onWarning: (@Sendable (String) -> Void)? = nil, policyOverrides: [PolicyKey: String] = [:]
+    onWarning: (@Sendable (String) -> Void)? = nil, policyOverrides: [PolicyKey: String] = [:],
+    recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"]
   ) {
     self.root = root ?? Self.defaultRoot()
     self.createIfMissing = createIfMissing
     self.onWarning = onWarning
     self.policyOverrides = policyOverrides
+    self.recordName = recordName?.isEmpty == false ? recordName : nil
   }
 
   public static func == (a: Self, b: Self) -> Bool {
     a.root == b.root && a.createIfMissing == b.createIfMissing
-      && a.policyOverrides == b.policyOverrides
+      && a.policyOverrides == b.policyOverrides && a.recordName == b.recordName
   }
 
   public func hash(into hasher: inout Hasher) {

@@ -19,6 +19,8 @@
 ///   partial/<k>.json    what it is a part of: URL, validator, length, boot
 ///   locks/<k>.lock      held (flock) by the process fetching that URL
 ///   quarantine/         what a repair moved out of objects/ (links, folders, FIFOs)
+///   records/NAME.log    what a record noted: `DIGEST TAB TIME [TAB KEY]` lines, appended
+///   records/NAME.active the record is on: every process that opens the store notes in it
 /// ```
 enum StoreLayout {
   static let objects = "objects"
@@ -29,6 +31,8 @@ enum StoreLayout {
   static let journal = "references.log"
   /// What a repair moved out of `objects/`, kept for inspection.
   static let quarantine = "quarantine"
+  /// Records of what runs used (``RecordKeeper``).
+  static let records = "records"
   static let index = "index.sqlite"
   static let settings = "config.json"
   static let cacheDirTag = "CACHEDIR.TAG"

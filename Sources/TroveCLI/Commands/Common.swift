@@ -12,6 +12,7 @@ let allCommands: [CommandSpec] = [
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
   recompressCommand, verifyCommand, reindexCommand, dirCommand, hashCommand, cleanCommand,
   doctorCommand,
+  recordCommand, exportCommand, importCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
@@ -32,7 +33,7 @@ extension Invocation {
   /// fails here, before doing anything: `read-only store 'DIR': CAUSE`,
   /// exit 77.
   func openStore() throws(TroveError) -> Store {
-    let creating = ["put", "fetch", "sweep", "recompress", "reindex", "config"].contains(
+    let creating = ["put", "fetch", "sweep", "recompress", "reindex", "config", "import"].contains(
       command.name)
     let store = try Store(
       StoreConfiguration(

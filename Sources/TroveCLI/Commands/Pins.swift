@@ -8,7 +8,7 @@ let pinNameOption = OptionSpec(
 let pinCommand = CommandSpec(
   name: "pin",
   abstract: "Keep objects from being swept, for good or for a while.",
-  usage: "[--name <name>] [--for <duration>] <digest-or-key>...",
+  usage: "[--name <name>] [--for <duration>] (<digest-or-key>... | --record <record>)",
   arguments: [
     ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
   ],
@@ -17,13 +17,23 @@ let pinCommand = CommandSpec(
     OptionSpec(
       names: ["--for"], valueName: "duration",
       help: "A lease: the pin lapses after this long (2h, 1d), even if its holder crashed."),
+    OptionSpec(
+      names: ["--record"], valueName: "record",
+      help: "Pin every object the record noted ('trove record'), instead of naming them."),
   ],
   discussion: """
     A pinned object survives any budget and any maximum age. Pins carry a name, so
     several tools sharing a store keep their own; pinning again under the same
     name replaces that pin (and its lease).
+
+    With --record, the objects the record noted that the store still holds are
+    pinned; each one it no longer holds is named on stderr, and the command
+    exits 1 (the others are pinned all the same).
     """,
   run: { invocation in
+    if let record = invocation.value("--record") {
+      return try pinRecord(record, invocation)
+    }
     guard !invocation.positionals.isEmpty else {
       throw invocation.usageError("Missing expected argument '<digest-or-key>'")
     }
@@ -35,6 +45,31 @@ let pinCommand = CommandSpec(
     }
     return ExitStatus.success
   })
+
+/// `trove pin --record NAME`: pins what the record noted; exit 1 when
+/// some of it is no longer stored.
+private func pinRecord(_ record: String, _ invocation: Invocation) throws -> Int32 {
+  try invocation.requirePositionals([])
+  guard Store.isValidRecordName(record) else {
+    throw invocation.usageError(
+      "invalid --record '\(record)': expected 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'"
+    )
+  }
+  let duration = try invocation.duration("--for")
+  let name = invocation.value("--name") ?? "default"
+  let store = try invocation.openStore()
+  var status = ExitStatus.success
+  for digest in try store.recordedDigests([record]) {
+    guard try store.entry(for: digest) != nil else {
+      Output.error(
+        "Error: \(digest) of record '\(record)' is no longer in store '\(store.root)': not pinned")
+      status = ExitStatus.failure
+      continue
+    }
+    try store.pin(digest, name: name, duration: duration)
+  }
+  return status
+}
 
 let unpinCommand = CommandSpec(
   name: "unpin",

@@ -4,7 +4,8 @@ import Trove
 let sweepCommand = CommandSpec(
   name: "sweep",
   abstract: "Trim the store to its budget and maximum age.",
-  usage: "[--budget <size>] [--max-age <duration>] [--dry-run] [--no-wait] [--json]",
+  usage:
+    "[--budget <size>] [--max-age <duration>] [--keep-record <record>]... [--dry-run] [--no-wait] [--json]",
   arguments: [],
   options: [
     OptionSpec(
@@ -13,6 +14,9 @@ let sweepCommand = CommandSpec(
     OptionSpec(
       names: ["--max-age"], valueName: "duration",
       help: "Remove entries unused this long (30d, 12h) instead of the store's max-age."),
+    OptionSpec(
+      names: ["--keep-record"], valueName: "record",
+      help: "Never remove what this record noted ('trove record'); repeatable."),
     OptionSpec(names: ["--dry-run"], valueName: nil, help: "Say what would go; remove nothing."),
     OptionSpec(
       names: ["--no-wait"], valueName: nil,
@@ -25,13 +29,22 @@ let sweepCommand = CommandSpec(
     then entries not used within the maximum age, then least recently used entries
     while the store is over its budget, down to the low-water mark (low-water ×
     budget). Pinned entries are never removed. Set the store's own budget with 'trove config set budget 10G'.
+    With --keep-record, what the records noted is kept as if pinned: '--budget 0
+    --keep-record NAME' leaves exactly the record's objects.
     """,
   run: { invocation in
     try invocation.requirePositionals([])
-    let options = SweepOptions(
+    var options = SweepOptions(
       budget: try invocation.size("--budget"), maxAge: try invocation.duration("--max-age"),
       dryRun: invocation.flag("--dry-run"), wait: !invocation.flag("--no-wait"))
+    let kept = invocation.allValues("--keep-record")
+    for name in kept where !Store.isValidRecordName(name) {
+      throw invocation.usageError(
+        "invalid --keep-record '\(name)': expected 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'"
+      )
+    }
     let store = try invocation.openStore()
+    options.protected = Set(try store.recordedDigests(kept))
     let progress = ProgressLine.start("sweep", unit: .bytes, for: invocation)
     let report = try store.sweep(options, onProgress: progress?.handler)
     progress?.finish()

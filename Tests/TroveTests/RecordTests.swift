@@ -1,0 +1,407 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+/// Recording what runs used (issue 12, in part): `trove record`,
+/// `TROVE_RECORD`, `pin --record`, `sweep --keep-record`, through the
+/// real CLI.
+@Suite("records")
+struct RecordTests {
+  /// Runs `trove --store STORE ARGS`, expecting exit 0.
+  @discardableResult
+  func trove(
+    _ store: String, _ arguments: [String], environment: [String: String] = [:],
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) throws -> CLI.Result {
+    let run = try CLI.run(["--store", store] + arguments, environment: environment)
+    #expect(
+      run.status == 0, "\(arguments): \(run.status) \(run.stderr)", sourceLocation: sourceLocation)
+    return run
+  }
+
+  /// Puts `bytes` (as file `name`), returning the digest.
+  func put(_ scratch: Scratch, _ name: String, _ bytes: [UInt8], key: String? = nil) throws
+    -> Digest
+  {
+    let file = try scratch.write(name, bytes)
+    try trove(scratch["store"], ["put"] + (key.map { ["--key", $0] } ?? []) + [file])
+    return XXH3Hasher.digest(bytes)
+  }
+
+  /// `record show NAME --json`, decoded.
+  func shown(_ store: String, _ name: String) throws -> [[String: Any]] {
+    let run = try trove(store, ["record", "show", name, "--json"])
+    return try #require(
+      JSONSerialization.jsonObject(with: Data(run.stdout)) as? [[String: Any]], "\(run.out)")
+  }
+
+  /// The digests `record show NAME --json` lists, in order.
+  func recorded(_ store: String, _ name: String) throws -> [String] {
+    try shown(store, name).compactMap { $0["digest"] as? String }
+  }
+
+  /// Lines of `records/NAME.log` that are not `DIGEST TAB TIME [TAB KEY]`.
+  func tornLines(_ store: String, _ name: String) throws -> [String] {
+    let text = String(decoding: try contents(store + "/records/\(name).log"), as: UTF8.self)
+    #expect(text.hasSuffix("\n"))
+    return text.split(separator: "\n").map(String.init).filter { line in
+      let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+      return
+        !((2...3).contains(fields.count) && (try? Digest(parsing: String(fields[0]))) != nil
+        && Int64(fields[1]) != nil)
+    }
+  }
+
+  @Test("start records every process's get, put and path until stop; show lists each once")
+  func startStop() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let before = try put(scratch, "before", [1, 2, 3])
+    try trove(store, ["record", "start", "bench"])
+    let a = try put(scratch, "a", Bytes.pattern(5000), key: "https://example.com/a")
+    try trove(store, ["get", before.description, scratch["out1"]])
+    try trove(store, ["get", "https://example.com/a", scratch["out2"]])
+    let b = try put(scratch, "b", Bytes.random(3000, seed: 1))
+    try trove(store, ["path", b.description])
+    try trove(store, ["record", "stop", "bench"])
+    let after = try put(scratch, "after", Bytes.random(100, seed: 2))
+    try trove(store, ["get", after.description, scratch["out3"]])
+
+    let rows = try shown(store, "bench")
+    #expect(rows.compactMap { $0["digest"] as? String } == [a, before, b].map(\.description))
+    let first = try #require(rows.first)
+    #expect(first["keys"] as? [String] == ["https://example.com/a"])
+    #expect(first["size"] as? Int == 5000 && first["stored"] as? Bool == true)
+    #expect((first["firstUsed"] as? String)?.hasSuffix("Z") == true)
+    let text = try trove(store, ["record", "show", "bench"]).out
+    #expect(text.contains("\(a)  4.9 KiB  https://example.com/a\n"), "\(text)")
+    let ls = try trove(store, ["record", "ls"]).out
+    #expect(ls == "bench  off  3 objects\n", "\(ls)")
+    #expect(try tornLines(store, "bench").isEmpty)
+  }
+
+  @Test("a removed object shows as missing (size null); rm removes the record, not the objects")
+  func missingAndRemoved() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    try trove(store, ["record", "start", "r"])
+    let a = try put(scratch, "a", [9, 9, 9])
+    try trove(store, ["rm", a.description])
+    let rows = try shown(store, "r")
+    #expect(rows.count == 1 && rows[0]["size"] is NSNull && rows[0]["stored"] as? Bool == false)
+    #expect(try trove(store, ["record", "show", "r"]).out == "\(a)  missing\n")
+    let b = try put(scratch, "b", [1])
+    try trove(store, ["record", "rm", "r"])
+    #expect(try trove(store, ["record", "ls"]).out.isEmpty)
+    #expect(try trove(store, ["has", b.description]).status == 0)
+    let gone = try CLI.run(["--store", store, "record", "show", "r"])
+    #expect(gone.status == 1 && gone.stderr.contains("no record 'r'"), "\(gone.stderr)")
+  }
+
+  @Test("TROVE_RECORD records that process only, making the record")
+  func environment() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let a = try scratch.write("a", [1, 2])
+    let b = try scratch.write("b", [3, 4])
+    try trove(store, ["put", a], environment: ["TROVE_RECORD": "ci-1"])
+    try trove(store, ["put", b])
+    #expect(try recorded(store, "ci-1") == [XXH3Hasher.digest([1, 2]).description])
+    #expect(try trove(store, ["record", "ls"]).out == "ci-1  off  1 object\n")
+    let bad = try CLI.run(["--store", store, "put", a], environment: ["TROVE_RECORD": "../x"])
+    #expect(bad.status == 64 && bad.stderr.contains("TROVE_RECORD"), "\(bad.stderr)")
+  }
+
+  @Test("a record that cannot be written to warns once and never fails the command")
+  func unwritableRecord() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let a = try put(scratch, "a", [1, 2, 3])
+    try trove(store, ["record", "start", "r"])
+    try FileManager.default.removeItem(atPath: store + "/records/r.log")
+    try FileManager.default.createDirectory(
+      atPath: store + "/records/r.log", withIntermediateDirectories: false)
+    let get = try trove(store, ["get", a.description, scratch["out"]])
+    #expect(get.errorLines.filter { $0.contains("records/r.log") }.count == 1, "\(get.stderr)")
+    #expect(try contents(scratch["out"]) == [1, 2, 3])
+    let quiet = try trove(store, ["-q", "has", a.description])
+    #expect(quiet.stderr.isEmpty, "\(quiet.stderr)")
+  }
+
+  @Test("bad names and actions are usage errors naming them")
+  func badInput() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    for arguments in [
+      ["record", "start", ".hidden"], ["record", "start", "a/b"],
+      ["record", "start", String(repeating: "x", count: 65)], ["record", "frob", "x"],
+      ["record", "start"], ["pin", "--record", "a b"], ["sweep", "--keep-record", ""],
+    ] {
+      let run = try CLI.run(["--store", store] + arguments)
+      #expect(run.status == 64, "\(arguments): \(run.status) \(run.stderr)")
+    }
+    #expect(!FileManager.default.fileExists(atPath: store))
+    let missing = try CLI.run(["--store", store, "record", "show", "x"])
+    #expect(missing.status == 66, "\(missing.stderr)")
+  }
+
+  @Test("concurrent processes append whole lines: none torn, every use noted")
+  func concurrentAppenders() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    try trove(store, ["record", "start", "many"])
+    var script = ""
+    var digests = Set<String>()
+    for i in 0..<12 {
+      let bytes = Bytes.random(1000 + i, seed: UInt64(100 + i))
+      digests.insert(XXH3Hasher.digest(bytes).description)
+      let file = try scratch.write("f\(i)", bytes)
+      // Long keys: lines of about 3 KiB, still one write each.
+      let key = "k\(i)-" + String(repeating: "\(i % 10)", count: 3000)
+      script += "\"$0\" --store '\(store)' put --key '\(key)' '\(file)' >/dev/null &\n"
+    }
+    script += "wait\n"
+    let run = try CLI.run([], prefix: ["/bin/bash", "-c", script])
+    #expect(run.status == 0, "\(run.stderr)")
+    #expect(try tornLines(store, "many").isEmpty)
+    let rows = try shown(store, "many")
+    #expect(Set(rows.compactMap { $0["digest"] as? String }) == digests)
+    #expect(rows.allSatisfy { ($0["keys"] as? [String])?.count == 1 })
+  }
+
+  @Test("pin --record pins exactly the set; one no longer stored is named, exit 1")
+  func pinRecord() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let outside = try put(scratch, "o", [0])
+    try trove(store, ["record", "start", "set"])
+    let a = try put(scratch, "a", [1])
+    let b = try put(scratch, "b", [2])
+    try trove(store, ["record", "stop", "set"])
+    try trove(store, ["pin", "--record", "set", "--for", "6h", "--name", "bench"])
+    let pins = try trove(store, ["pins"]).out
+    #expect(pins.contains("\(a)  bench") && pins.contains("\(b)  bench"), "\(pins)")
+    #expect(!pins.contains(outside.description))
+    try trove(store, ["rm", a.description])
+    let run = try CLI.run(["--store", store, "pin", "--record", "set"])
+    #expect(run.status == 1 && run.errorLines.count == 1, "\(run.stderr)")
+    #expect(run.stderr.contains("\(a) of record 'set' is no longer in store"))
+    #expect(try trove(store, ["pins"]).out.contains("\(b)  default"))
+    let none = try CLI.run(["--store", store, "pin", "--record", "nope"])
+    #expect(none.status == 1 && none.stderr.contains("no record 'nope'"), "\(none.stderr)")
+  }
+
+  @Test("sweep --keep-record --budget 0 keeps exactly the records' objects")
+  func sweepKeepRecord() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    var others: [Digest] = []
+    for i in 0..<5 { others.append(try put(scratch, "o\(i)", Bytes.random(4096, seed: UInt64(i)))) }
+    let x = try put(scratch, "x", Bytes.random(8192, seed: 50), key: "x")
+    try trove(
+      store, ["get", others[0].description, scratch["g"]], environment: ["TROVE_RECORD": "one"])
+    try trove(store, ["get", "x", scratch["h"]], environment: ["TROVE_RECORD": "two"])
+    try trove(store, ["sweep", "--budget", "0", "--keep-record", "one", "--keep-record", "two"])
+    let audit = try StoreAudit(store: store, context: "keep-record", io: scratch["io"])
+    #expect(try audit.digestsOnDisk() == [others[0], x])
+    try trove(store, ["sweep", "--budget", "0", "--keep-record", "two"])
+    #expect(try audit.digestsOnDisk() == [x])
+    #expect(try trove(store, ["keys"]).out.contains("x"))
+  }
+
+  /// A store at `scratch["store"]` with a record "set" of two objects (one
+  /// with a key) and one object outside it; returns the set's bytes.
+  func recordedStore(_ scratch: Scratch) throws -> [Digest: [UInt8]] {
+    let store = scratch["store"]
+    _ = try put(scratch, "outside", Bytes.random(7000, seed: 70))
+    try trove(store, ["record", "start", "set"])
+    let a = Bytes.random(300_000, seed: 71)
+    let b = Bytes.pattern(12345)
+    let da = try put(scratch, "a", a, key: "https://example.com/a.tar")
+    let db = try put(scratch, "b", b)
+    try trove(store, ["record", "stop", "set"])
+    return [da: a, db: b]
+  }
+
+  /// `store` holds exactly `set`, byte for byte, verify finds it clean,
+  /// and the key names `a`.
+  func expectHolds(
+    _ scratch: Scratch, _ store: String, _ set: [Digest: [UInt8]],
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) throws {
+    let audit = try StoreAudit(store: store, context: "export", io: scratch["io"])
+    #expect(try audit.digestsOnDisk() == Set(set.keys), sourceLocation: sourceLocation)
+    for (digest, bytes) in set {
+      let got = try CLI.run(["--store", store, "get", digest.description, "-"])
+      #expect(got.status == 0 && got.stdout == bytes, sourceLocation: sourceLocation)
+      #expect(XXH3Hasher.digest(got.stdout) == digest, sourceLocation: sourceLocation)
+    }
+    try audit.expectVerifyClean(allowingRepair: false, sourceLocation: sourceLocation)
+    let keys = try trove(store, ["keys"]).out
+    let a = try #require(set.first { $0.value.count == 300_000 }?.key)
+    #expect(keys.contains("\(a)") && keys.contains("https://example.com/a.tar"), "\(keys)")
+  }
+
+  @Test("export --record writes a store holding only the set with its keys; import reads it back")
+  func exportImportFolder() throws {
+    let scratch = try Scratch()
+    let set = try recordedStore(scratch)
+    let export = try trove(scratch["store"], ["export", "--record", "set", scratch["exported"]])
+    #expect(export.out.hasPrefix("exported 2 objects"), "\(export.out)")
+    try expectHolds(scratch, scratch["exported"], set)
+    let fresh = scratch["fresh"]
+    let imported = try trove(fresh, ["import", scratch["exported"], "--json"])
+    let report = try #require(
+      JSONSerialization.jsonObject(with: Data(imported.stdout)) as? [String: Any])
+    #expect(report["objects"] as? Int == 2 && report["keys"] as? Int == 1, "\(imported.out)")
+    try expectHolds(scratch, fresh, set)
+    // Again: nothing new.
+    let again = try trove(fresh, ["import", scratch["exported"]])
+    #expect(again.out.contains("2 already there"), "\(again.out)")
+    // A folder that is not empty is refused, and left as it was.
+    let refused = try CLI.run(
+      ["--store", scratch["store"], "export", "--record", "set", scratch["exported"]])
+    #expect(refused.status == 73 && refused.stderr.contains("not empty"), "\(refused.stderr)")
+    // Nothing at the path: exit 66, and the store importing is not made.
+    let nothing = try CLI.run(["--store", scratch["never"], "import", scratch["nothing"]])
+    #expect(
+      nothing.status == 66 && nothing.stderr.contains(scratch["nothing"]), "\(nothing.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: scratch["never"]))
+  }
+
+  @Test("import hashes every object: one whose bytes do not match its name is refused, exit 65")
+  func importTampered() throws {
+    let scratch = try Scratch()
+    let set = try recordedStore(scratch)
+    let exported = scratch["exported"]
+    try trove(scratch["store"], ["export", "--record", "set", exported])
+    let (victim, bytes) = try #require(set.first { $0.value.count == 12345 })
+    let path = exported + "/objects/" + StoreLayout.objectPath(victim)
+    var tampered = bytes
+    tampered[100] ^= 1
+    chmod(path, 0o644)
+    try Data(tampered).write(to: URL(fileURLWithPath: path))
+    let fresh = scratch["fresh"]
+    let run = try CLI.run(["--store", fresh, "import", exported])
+    #expect(run.status == 65 && run.stderr.contains(victim.description), "\(run.stderr)")
+    let audit = try StoreAudit(store: fresh, context: "tampered", io: scratch["io"])
+    #expect(try !audit.digestsOnDisk().contains(victim))
+    #expect(try !audit.digestsOnDisk().contains(XXH3Hasher.digest(tampered)))
+    #expect(scratch.list("fresh/tmp").isEmpty)
+  }
+
+  @Test("export to FILE.tar: tar -tf lists it, tar -xf extracts it, import reads it back")
+  func tarRoundTrip() throws {
+    let scratch = try Scratch()
+    let set = try recordedStore(scratch)
+    let archive = scratch["set.tar"]
+    try trove(scratch["store"], ["export", "--record", "set", archive])
+    let list = try CLI.run([], prefix: ["/bin/bash", "-c", "tar -tf '\(archive)'"])
+    let expected =
+      ["trove-export.json"] + set.keys.map { "objects/" + StoreLayout.objectPath($0) }
+    #expect(
+      list.status == 0 && Set(list.out.split(separator: "\n").map(String.init)) == Set(expected))
+    #expect(list.out.hasPrefix("trove-export.json\n"), "\(list.out)")
+    try FileManager.default.createDirectory(
+      atPath: scratch["x"], withIntermediateDirectories: false)
+    let extract = try CLI.run(
+      [], prefix: ["/bin/bash", "-c", "tar -xf '\(archive)' -C '\(scratch["x"])'"])
+    #expect(extract.status == 0, "\(extract.stderr)")
+    for (digest, bytes) in set {
+      #expect(try contents(scratch["x"] + "/objects/" + StoreLayout.objectPath(digest)) == bytes)
+    }
+    try trove(scratch["fresh"], ["import", archive])
+    try expectHolds(scratch, scratch["fresh"], set)
+    // Through a pipe: export - | import -.
+    let piped = try CLI.run(
+      [],
+      prefix: [
+        "/bin/bash", "-c",
+        "\"$0\" --store '\(scratch["store"])' export --record set - | \"$0\" --store '\(scratch["piped"])' import -",
+        CLI.executable,
+      ])
+    #expect(piped.status == 0 && piped.out.hasPrefix("imported 2 objects"), "\(piped.stderr)")
+    try expectHolds(scratch, scratch["piped"], set)
+  }
+
+  @Test("a tampered or cut-short archive stores nothing of the bad member, exit 65 naming it")
+  func tarTampered() throws {
+    let scratch = try Scratch()
+    let set = try recordedStore(scratch)
+    let archive = scratch["set.tar"]
+    try trove(scratch["store"], ["export", "--record", "set", archive])
+    let good = try contents(archive)
+    // The manifest lists the objects in the order the record noted them:
+    // the large one first, so its bytes start at block 2 + manifest blocks.
+    let (large, _) = try #require(set.first { $0.value.count == 300_000 })
+    let (small, _) = try #require(set.first { $0.value.count == 12345 })
+    let manifestSize = Int(
+      String(decoding: good[124..<135], as: UTF8.self), radix: 8)!
+    let firstData = 512 + (manifestSize + 511) / 512 * 512 + 512
+    var flipped = good
+    flipped[firstData + 1000] ^= 0x01
+    let bad = try scratch.write("bad.tar", flipped)
+    let run = try CLI.run(["--store", scratch["fresh"], "import", bad])
+    #expect(run.status == 65, "\(run.stderr)")
+    #expect(run.stderr.contains(bad) && run.stderr.contains(large.hex), "\(run.stderr)")
+    let audit = try StoreAudit(store: scratch["fresh"], context: "tampered", io: scratch["io"])
+    #expect(try audit.digestsOnDisk().isEmpty)
+    #expect(scratch.list("fresh/tmp").isEmpty)
+    // Cut short in the second object: the first is stored, the second not.
+    let cut = try scratch.write("cut.tar", Array(good[..<(firstData + 300_000 + 512 + 100)]))
+    let short = try CLI.run(["--store", scratch["cut"], "import", cut])
+    #expect(short.status == 65 && short.stderr.contains("cut short"), "\(short.stderr)")
+    let cutAudit = try StoreAudit(store: scratch["cut"], context: "cut", io: scratch["io"])
+    #expect(try cutAudit.digestsOnDisk() == [large])
+    #expect(!(try cutAudit.digestsOnDisk()).contains(small))
+  }
+
+  @Test("an archive member outside the folder, a link, or not in the manifest is refused")
+  func tarHostileMembers() throws {
+    let scratch = try Scratch()
+    let bytes: [UInt8] = Array("evil\n".utf8)
+    let digest = XXH3Hasher.digest(bytes)
+    let manifest = Array(
+      """
+      {"format":"trove-export","version":1,"objects":[{"digest":"\(digest)","size":5,"keys":[]}]}
+      """.utf8)
+    func archive(_ member: String, type: UInt8 = UInt8(ascii: "0")) -> [UInt8] {
+      var header = Ustar.header(name: member, size: 5, time: 0)
+      if type != UInt8(ascii: "0") {
+        header[156] = type
+        for i in 148..<156 { header[i] = 0x20 }
+        let sum = String(header.reduce(0) { $0 + Int($1) }, radix: 8)
+        for (i, byte) in (String(repeating: "0", count: 6 - sum.count) + sum).utf8.enumerated() {
+          header[148 + i] = byte
+        }
+        header[154] = 0
+      }
+      return Ustar.header(name: "trove-export.json", size: Int64(manifest.count), time: 0)
+        + manifest + [UInt8](repeating: 0, count: Ustar.padding(Int64(manifest.count)))
+        + header + bytes + [UInt8](repeating: 0, count: 507 + 1024)
+    }
+    let objectPath = "objects/" + StoreLayout.objectPath(digest)
+    for (member, type, cause) in [
+      ("../evil", UInt8(ascii: "0"), "outside the folder"),
+      ("objects/../../evil", UInt8(ascii: "0"), "outside the folder"),
+      ("/tmp/evil", UInt8(ascii: "0"), "outside the folder"),
+      (objectPath, UInt8(ascii: "2"), "link"),
+      (objectPath, UInt8(ascii: "1"), "link"),
+      ("objects/00/" + digest.hex, UInt8(ascii: "0"), "unexpected member"),
+    ] {
+      let file = try scratch.write("hostile.tar", archive(member, type: type))
+      let run = try CLI.run(["--store", scratch["store"], "import", file])
+      #expect(run.status == 65 && run.stderr.contains(cause), "\(member): \(run.stderr)")
+      #expect(!FileManager.default.fileExists(atPath: scratch["evil"]))
+      #expect(!FileManager.default.fileExists(atPath: "/tmp/evil"))
+    }
+    #expect(
+      try StoreAudit(store: scratch["store"], context: "hostile", io: scratch["io"]).digestsOnDisk()
+        .isEmpty)
+    // The same archive with an honest member is taken.
+    let honest = try scratch.write("honest.tar", archive(objectPath))
+    try trove(scratch["store"], ["import", honest])
+    #expect(try trove(scratch["store"], ["get", digest.description, "-"]).stdout == bytes)
+  }
+}
