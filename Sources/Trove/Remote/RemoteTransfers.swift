@@ -1,0 +1,267 @@
+import Foundation
+
+/// What ``Store/pull(_:from:)`` did.
+public struct RemotePull: Sendable, Hashable, Codable {
+  /// The object's digest.
+  public var digest: Digest
+  /// Its length.
+  public var size: Int64
+  /// False when the store held it already (nothing was asked of the remote).
+  public var downloaded: Bool
+}
+
+/// One-shot transfers between a store and one of its remotes. Every byte
+/// that comes from a remote goes through the store's ``BlobWriter``, which
+/// hashes it, and is committed only when it matches the digest it was
+/// asked for: a remote is a trust boundary.
+extension Store {
+  /// The backend for `spec`, after its layout record was read: a remote
+  /// laid out in a way this build cannot use is refused. With `writing`,
+  /// a remote with no record gets this build's.
+  func openRemote(_ spec: RemoteSpec, writing: Bool) throws(TroveError) -> any RemoteBackend {
+    let backend = try spec.backend()
+    if try backend.readLayout() == nil, writing {
+      try backend.writeLayout(.current)
+    }
+    return backend
+  }
+
+  /// Copies `digest`'s blob from the remote named `remote` into the store,
+  /// unless the store holds it already.
+  ///
+  /// - Throws: `.notFound` when the remote does not hold it;
+  ///   `.checksumMismatch` when the remote's bytes are not `digest`'s
+  ///   (nothing is stored); `.unavailable` or `.transferFailed` when the
+  ///   remote cannot be reached or the transfer breaks (nothing is stored).
+  @discardableResult
+  public func pull(_ digest: Digest, from remote: String) throws(TroveError) -> RemotePull {
+    let spec = try self.remote(named: remote)
+    if let entry = try entry(for: digest) {
+      return RemotePull(digest: digest, size: entry.size, downloaded: false)
+    }
+    let backend = try openRemote(spec, writing: false)
+    return try pull(digest, from: backend, spec: spec)
+  }
+
+  func pull(_ digest: Digest, from backend: any RemoteBackend, spec: RemoteSpec)
+    throws(TroveError) -> RemotePull
+  {
+    guard let size = try backend.size(digest) else {
+      throw TroveError(
+        .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
+    }
+    let writer = try makeWriter(
+      expectedSize: size, priority: .important, source: "remote '\(spec.name)'")
+    do throws(TroveError) {
+      guard try backend.download(digest, from: 0, into: writer) != nil else {
+        throw TroveError(
+          .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
+      }
+      let result = try writer.commit(expecting: digest, size: size)
+      return RemotePull(digest: digest, size: result.size, downloaded: true)
+    } catch where error.code == .checksumMismatch {
+      writer.cancel()
+      throw TroveError(
+        .checksumMismatch,
+        "remote '\(spec.name)' sent bytes that are not \(digest) (\(error.message)); nothing stored",
+        value: digest.description)
+    } catch {
+      writer.cancel()
+      throw error
+    }
+  }
+
+  /// Uploads `digest`'s object to the remote named `remote`, unless the
+  /// remote holds it already or it is longer than the remote's
+  /// `max-object-size`. The object is verified against its digest first
+  /// (a corrupt local copy is never shared).
+  ///
+  /// - Throws: `.notFound` when the store does not hold it;
+  ///   `.permissionDenied` when the remote is read-only; `.corruptObject`
+  ///   when the local copy is damaged; `.unavailable` or
+  ///   `.transferFailed` when the remote fails.
+  @discardableResult
+  public func push(_ digest: Digest, to remote: String) throws(TroveError) -> RemoteUpload {
+    let spec = try self.remote(named: remote)
+    guard !spec.readOnly else {
+      throw TroveError(
+        .permissionDenied,
+        "remote '\(spec.name)' is read-only: this store does not upload to it", value: spec.name)
+    }
+    guard let entry = try entry(for: digest) else { throw notFound(digest) }
+    if entry.size > spec.maxObjectSize { return .tooLarge }
+    let backend = try openRemote(spec, writing: true)
+    return try push(digest, to: backend)
+  }
+
+  func push(_ digest: Digest, to backend: any RemoteBackend) throws(TroveError) -> RemoteUpload {
+    try withVerifiedCopy(of: digest) { (file, size) throws(TroveError) in
+      try backend.upload(digest, from: file, size: size)
+    }
+  }
+
+  /// Gives `body` a descriptor of `digest`'s bytes, checked against the
+  /// digest: the object file itself when it is stored raw (hashed first),
+  /// else a temp file in `tmp/` it is decompressed into (removed after).
+  private func withVerifiedCopy<T>(
+    of digest: Digest, _ body: (FileDescriptor, Int64) throws(TroveError) -> T
+  ) throws(TroveError) -> T {
+    let (object, isCompressed) = try openObject(digest)
+    defer { object.close() }
+    let path = objectFilePath(digest, compressed: isCompressed)
+    if !isCompressed {
+      let size = try attempt("read", path) { () throws(SystemCallError) in try object.status().size }
+      var hasher = XXH3Hasher()
+      let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
+      defer { buffer.deallocate() }
+      var offset: Int64 = 0
+      while true {
+        let n = try attempt("read", path) { () throws(SystemCallError) in
+          try object.read(into: buffer, at: offset)
+        }
+        if n == 0 { break }
+        hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        offset += Int64(n)
+      }
+      guard hasher.finalize() == digest, offset == size else {
+        throw TroveError(
+          .corruptObject,
+          "object \(digest) in store '\(root)' is corrupt (its bytes do not match its digest); not uploaded; run 'trove verify --repair'",
+          path: path, value: digest.description)
+      }
+      return try body(object, size)
+    }
+    let temp = StoreLayout.temporaryName("push")
+    let file = try attempt("create temporary file in", tmpPath) { () throws(SystemCallError) in
+      try FileDescriptor.open(temp, in: tmpDirectory, [.readWrite, .create, .exclusive])
+    }
+    defer {
+      file.close()
+      try? tmpDirectory.removeFile(temp)
+    }
+    let size = try write(digest, to: FileHandle(fileDescriptor: file.rawValue, closeOnDealloc: false))
+    return try body(file, size)
+  }
+
+  /// What ``checkRemote(named:)`` found.
+  public struct RemoteCheck: Sendable, Hashable, Codable {
+    /// The remote's name.
+    public var name: String
+    /// Its URL.
+    public var url: String
+    /// `webdav` or `redis`.
+    public var kind: String
+    /// Whether this store only reads it.
+    public var readOnly: Bool
+    /// Whether it answered.
+    public var reachable: Bool
+    /// Whether a probe blob was written, read back and deleted; nil for a
+    /// read-only remote (not tried) or one that did not answer.
+    public var writable: Bool?
+    /// Its layout record; nil when it has none (or did not answer).
+    public var layout: RemoteLayout?
+    /// Whether this check wrote the layout record (a new remote).
+    public var layoutWritten: Bool
+    /// The first request's round trip in milliseconds (connection included).
+    public var latencyMilliseconds: Double?
+    /// Why it failed; nil when it did not.
+    public var error: String?
+
+    /// Whether the remote can be used as configured.
+    public var isUsable: Bool { reachable && error == nil && (readOnly || writable == true) }
+
+    enum CodingKeys: String, CodingKey {
+      case name, url, kind, reachable, writable, layout, error
+      case readOnly = "read-only"
+      case layoutWritten = "layout-written"
+      case latencyMilliseconds = "latency-ms"
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+      var c = encoder.container(keyedBy: CodingKeys.self)
+      try c.encode(name, forKey: .name)
+      try c.encode(url, forKey: .url)
+      try c.encode(kind, forKey: .kind)
+      try c.encode(readOnly, forKey: .readOnly)
+      try c.encode(reachable, forKey: .reachable)
+      try c.encode(writable, forKey: .writable)
+      try c.encode(layout, forKey: .layout)
+      try c.encode(layoutWritten, forKey: .layoutWritten)
+      try c.encode(latencyMilliseconds, forKey: .latencyMilliseconds)
+      try c.encode(error, forKey: .error)
+    }
+  }
+
+  /// Checks the remote named `name`: reads its layout record (timing the
+  /// round trip); unless it is read-only, writes the record when missing
+  /// and uploads a small probe blob, reads its length back and deletes it.
+  /// Failures are reported in the result, not thrown.
+  ///
+  /// - Throws: `.notFound` when no remote has that name.
+  public func checkRemote(named name: String) throws(TroveError) -> RemoteCheck {
+    let spec = try remote(named: name)
+    let kind = (try? spec.endpoint().kind) == .redis ? "redis" : "webdav"
+    var check = RemoteCheck(
+      name: spec.name, url: spec.url, kind: kind, readOnly: spec.readOnly, reachable: false,
+      writable: nil, layout: nil, layoutWritten: false, latencyMilliseconds: nil, error: nil)
+    let backend: any RemoteBackend
+    do throws(TroveError) {
+      backend = try spec.backend()
+      let clock = ContinuousClock()
+      let started = clock.now
+      let layout = try backend.readLayout()
+      let elapsed = started.duration(to: clock.now)
+      check.latencyMilliseconds =
+        (Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15)
+      check.reachable = true
+      check.layout = layout
+    } catch {
+      // Reached, but its layout record cannot be used.
+      check.reachable = error.code == .unsupportedFormat
+      check.error = error.description
+      return check
+    }
+    guard !spec.readOnly else { return check }
+    do throws(TroveError) {
+      if check.layout == nil {
+        try backend.writeLayout(.current)
+        check.layout = .current
+        check.layoutWritten = true
+      }
+      check.writable = try probe(backend)
+      if check.writable == false {
+        check.error = "remote '\(spec.name)': a probe blob written to it could not be read back"
+      }
+    } catch {
+      check.writable = false
+      check.error = error.description
+    }
+    return check
+  }
+
+  /// Uploads a small blob no one else has, checks its length on the
+  /// remote, and deletes it. True when that round trip worked.
+  private func probe(_ backend: any RemoteBackend) throws(TroveError) -> Bool {
+    let bytes = Array("trove remote check \(RemoteNames.randomName())\n".utf8)
+    let digest = XXH3Hasher.digest(bytes)
+    let temp = StoreLayout.temporaryName("probe")
+    let file = try attempt("create temporary file in", tmpPath) { () throws(SystemCallError) in
+      let fd = try FileDescriptor.open(temp, in: tmpDirectory, [.readWrite, .create, .exclusive])
+      do throws(SystemCallError) {
+        try fd.writeAll(bytes)
+      } catch {
+        fd.close()
+        throw error
+      }
+      return fd
+    }
+    defer {
+      file.close()
+      try? tmpDirectory.removeFile(temp)
+    }
+    let uploaded = try backend.upload(digest, from: file, size: Int64(bytes.count))
+    let size = try backend.size(digest)
+    _ = try backend.delete(digest)
+    return uploaded != .tooLarge && size == Int64(bytes.count)
+  }
+}
