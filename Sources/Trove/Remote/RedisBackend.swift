@@ -130,7 +130,7 @@ final class RedisBackend: RemoteBackend {
   func upload(_ digest: Digest, from file: FileDescriptor, size: Int64)
     throws(TroveError) -> RemoteUpload
   {
-    guard size <= spec.maxObjectSize else { return .tooLarge }
+    if let limit = spec.sizeLimit, size > limit { return .tooLarge }
     if try exists(digest) { return .present }
     let temp = RemoteNames.redisTemporaryKey()
     let piece = UnsafeMutableRawBufferPointer.allocate(

@@ -12,27 +12,36 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   public var url: String
   /// Only read: pushes are refused.
   public var readOnly: Bool
-  /// Blobs longer than this are not uploaded (skipped, not an error).
-  public var maxObjectSize: Int64
+  /// Blobs longer than this are not uploaded (skipped, not an error);
+  /// nil for the default: 64 MiB for Redis (whose values live in
+  /// memory), no limit for WebDAV. See ``sizeLimit``.
+  public var maxObjectSize: Int64?
   /// The environment variable holding the credential (`user:password`, or
   /// a bearer token over HTTP, a password over Redis), or nil for none.
   public var authEnvironment: String?
 
-  /// The default ``maxObjectSize``: 64 MiB.
-  public static let defaultMaxObjectSize: Int64 = 64 << 20
+  /// The default ``maxObjectSize`` of a Redis remote: 64 MiB.
+  public static let defaultRedisMaxObjectSize: Int64 = 64 << 20
   /// The largest value Redis stores: 512 MiB.
   static let redisValueLimit: Int64 = 512 << 20
 
   /// A remote spec; see ``validated()``.
   public init(
     name: String, url: String, readOnly: Bool = false,
-    maxObjectSize: Int64 = RemoteSpec.defaultMaxObjectSize, authEnvironment: String? = nil
+    maxObjectSize: Int64? = nil, authEnvironment: String? = nil
   ) {
     self.name = name
     self.url = url
     self.readOnly = readOnly
     self.maxObjectSize = maxObjectSize
     self.authEnvironment = authEnvironment
+  }
+
+  /// The longest blob uploaded: ``maxObjectSize``, else 64 MiB for a
+  /// Redis remote; nil for no limit.
+  public var sizeLimit: Int64? {
+    if let maxObjectSize { return maxObjectSize }
+    return (try? endpoint().kind) == .redis ? Self.defaultRedisMaxObjectSize : nil
   }
 
   enum CodingKeys: String, CodingKey {
@@ -73,7 +82,8 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   ///   host, a password in it, a Redis database that is not a number.
   func endpoint() throws(TroveError) -> Endpoint {
     func bad(_ why: String) -> TroveError {
-      TroveError(.invalidArgument, "invalid remote URL '\(url)': \(why)", value: url)
+      let shown = Self.redacted(url)
+      return TroveError(.invalidArgument, "invalid remote URL '\(shown)': \(why)", value: shown)
     }
     guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased()
     else { throw bad("expected http://, https:// or redis://HOST[:PORT][/DB]") }
@@ -106,6 +116,16 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     }
   }
 
+  /// `url` with the password of its user part, if any, replaced by `***`,
+  /// so that no message or file repeats it.
+  static func redacted(_ url: String) -> String {
+    guard let scheme = url.range(of: "://"),
+      let at = url[scheme.upperBound...].firstIndex(of: "@"),
+      let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
+    else { return url }
+    return String(url[...colon]) + "***" + String(url[at...])
+  }
+
   /// This spec, or the error naming what is wrong with it.
   ///
   /// - Throws: `.invalidArgument` naming the value: a name that is not
@@ -124,7 +144,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     }
     let endpoint = try endpoint()
     let ceiling = endpoint.kind == .redis ? Self.redisValueLimit : Int64.max
-    guard maxObjectSize > 0, maxObjectSize <= ceiling else {
+    if let maxObjectSize, maxObjectSize <= 0 || maxObjectSize > ceiling {
       throw TroveError(
         .invalidArgument,
         "invalid max-object-size \(maxObjectSize) for remote '\(name)': expected more than 0"

@@ -89,7 +89,7 @@ extension Store {
         "remote '\(spec.name)' is read-only: this store does not upload to it", value: spec.name)
     }
     guard let entry = try entry(for: digest) else { throw notFound(digest) }
-    if entry.size > spec.maxObjectSize { return .tooLarge }
+    if let limit = spec.sizeLimit, entry.size > limit { return .tooLarge }
     let backend = try openRemote(spec, writing: true)
     return try push(digest, to: backend)
   }

@@ -98,7 +98,7 @@ final class WebDAVBackend: RemoteBackend {
   func upload(_ digest: Digest, from file: FileDescriptor, size: Int64)
     throws(TroveError) -> RemoteUpload
   {
-    guard size <= spec.maxObjectSize else { return .tooLarge }
+    if let limit = spec.sizeLimit, size > limit { return .tooLarge }
     if try exists(digest) { return .present }
     let temp = base + "/" + RemoteNames.temporaryPath()
     try request(

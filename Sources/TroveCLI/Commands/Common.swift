@@ -11,6 +11,7 @@ let allCommands: [CommandSpec] = [
   statsCommand,
   sweepCommand, pinCommand, unpinCommand, pinsCommand, keysCommand, configCommand,
   recompressCommand, verifyCommand, reindexCommand, dirCommand, hashCommand, cleanCommand,
+  remoteCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
