@@ -56,7 +56,10 @@ struct RemoteTests {
 
   /// Push from A, pull into B: B's object has A's bytes and is served by
   /// `get`; a second push and pull change nothing.
-  static func shareBetweenStores(url: String, bytes: [UInt8], scratch: Scratch) throws -> Digest {
+  /// With `clone`, B is on a filesystem that clones and `get` must clone.
+  static func shareBetweenStores(
+    url: String, bytes: [UInt8], scratch: Scratch, clone: Bool = false
+  ) throws -> Digest {
     let (a, b) = try twoStores(scratch, url: url)
     let digest = try put(a, bytes, in: scratch)
     let pushed = try remote(a, ["push", digest.description])
@@ -72,7 +75,8 @@ struct RemoteTests {
     #expect(pulled.out == "\(digest)  pulled from 'shared'\n")
     #expect(try digests(b) == [digest])
     let out = scratch["out.bin"]
-    let got = try CLI.run(["--store", b, "get", digest.description, out])
+    let got = try CLI.run(
+      ["--store", b, "get", "--mode", clone ? "clone" : "auto", digest.description, out])
     #expect(got.status == 0, "\(got.stderr)")
     #expect(try contents(out) == bytes)
     #expect(try XXH3Hasher.digest(ofFile: out) == digest)
@@ -81,17 +85,21 @@ struct RemoteTests {
     return digest
   }
 
-  @Test("WebDAV: a blob pushed from store A is pulled into store B, byte for byte, under cas/aa/hex")
+  @Test(
+    "WebDAV: a blob pushed from store A is pulled into store B, byte for byte, under cas/aa/hex; B clones it out (XFS)"
+  )
   func webDAVSharing() throws {
     let nginx = try Nginx(webDAV: true)
-    let scratch = try Scratch()
+    let scratch = try Scratch(under: TestFilesystems.xfs)
     let bytes = Bytes.random(3 << 20 + 17, seed: 14)
     let digest = try Self.shareBetweenStores(
-      url: nginx.url("/team"), bytes: bytes, scratch: scratch)
+      url: nginx.url("/team"), bytes: bytes, scratch: scratch,
+      clone: TestFilesystems.xfs != nil)
     let blob = nginx.files["team/cas/\(digest.hex.prefix(2))/\(digest.hex)"]
     #expect(try contents(blob) == bytes)
-    let layout = try JSONSerialization.jsonObject(
-      with: Data(contents(nginx.files["team/trove-remote.json"]))) as? [String: Any]
+    let layout =
+      try JSONSerialization.jsonObject(
+        with: Data(contents(nginx.files["team/trove-remote.json"]))) as? [String: Any]
     #expect(layout?["format"] as? Int == 1 && layout?["hash"] as? String == "xxh128")
     // The upload went to tmp/ and was moved into place: nothing is left there.
     #expect(try FileManager.default.contentsOfDirectory(atPath: nginx.files["team/tmp"]) == [])
@@ -119,7 +127,8 @@ struct RemoteTests {
     let writer = scratch["writer"]
     let reader = scratch["reader"]
     #expect(try Self.remote(writer, ["add", "shared", nginx.url("/ro")]).status == 0)
-    #expect(try Self.remote(reader, ["add", "shared", nginx.url("/ro"), "--read-only"]).status == 0)
+    #expect(
+      try Self.remote(reader, ["add", "shared", nginx.url("/ro"), "--read-only"]).status == 0)
     let digest = try Self.put(writer, Bytes.pattern(5000), in: scratch)
     #expect(try Self.remote(writer, ["push", digest.description]).status == 0)
 
@@ -132,9 +141,13 @@ struct RemoteTests {
       ])
     let none = try Self.remote(reader, ["push", mine.description])
     #expect(none.status == 1)
-    #expect(none.errorLines == ["Error: store '\(reader)' has no writable remote to push to (see 'trove remote add')"])
     #expect(
-      !FileManager.default.fileExists(atPath: nginx.files["ro/cas/\(mine.hex.prefix(2))/\(mine.hex)"]))
+      none.errorLines == [
+        "Error: store '\(reader)' has no writable remote to push to (see 'trove remote add')"
+      ])
+    #expect(
+      !FileManager.default.fileExists(
+        atPath: nginx.files["ro/cas/\(mine.hex.prefix(2))/\(mine.hex)"]))
     #expect(!nginx.accessLog().contains { $0.hasPrefix("PUT") && $0.contains(mine.hex) })
 
     let pulled = try Self.remote(reader, ["pull", digest.description])
@@ -252,8 +265,14 @@ struct RemoteTests {
     let json = try Self.remote(store, ["push", "--json", big.description])
     let records = try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]]
     #expect(records?.first?["outcome"] as? String == "too-large")
+    // An object that is not there is one line; the others still go.
+    let mixed = try Self.remote(store, ["push", "no-such-key", fits.description])
+    #expect(mixed.status == 1)
+    #expect(mixed.errorLines == ["Error: no key 'no-such-key' in store '\(store)'"])
+    #expect(mixed.out == "\(fits)  already on 'small'\n")
     // Redis holds values up to 512 MiB: a larger limit is refused.
-    let huge = try Self.remote(store, ["add", "huge", redis.url(database: 6), "--max-object-size", "1G"])
+    let huge = try Self.remote(
+      store, ["add", "huge", redis.url(database: 6), "--max-object-size", "1G"])
     #expect(huge.status == 64)
     #expect(huge.errorLines.first?.contains("at most 512 MiB") == true, "\(huge.stderr)")
   }
@@ -265,7 +284,8 @@ struct RemoteTests {
     #expect(try Self.remote(store, ["add", "one", "http://127.0.0.1:9/base/"]).status == 0)
     #expect(
       try Self.remote(
-        store, ["add", "two", "redis://cache.example:6380/2", "--read-only", "--auth-env", "REDIS_PW"]
+        store,
+        ["add", "two", "redis://cache.example:6380/2", "--read-only", "--auth-env", "REDIS_PW"]
       ).status == 0)
     let ls = try Self.remote(store, ["ls"])
     #expect(
@@ -295,7 +315,10 @@ struct RemoteTests {
       (["ls", "--read-only"], 64, "'remote ls' takes no option --read-only"),
       (["frobnicate"], 64, "unknown action 'frobnicate'"),
       (["rm", "nope"], 1, "no remote 'nope'"),
-      (["pull", "--remote", "nope", "xxh128:" + String(repeating: "0", count: 32)], 1, "no remote 'nope'"),
+      (
+        ["pull", "--remote", "nope", "xxh128:" + String(repeating: "0", count: 32)], 1,
+        "no remote 'nope'"
+      ),
     ]
     for (arguments, status, message) in cases {
       let result = try Self.remote(store, arguments)
@@ -308,9 +331,10 @@ struct RemoteTests {
     // A credential named but not set: one line naming the variable.
     let unset = try Self.remote(store, ["check", "two"], environment: ["REDIS_PW": ""])
     #expect(unset.status == 69)
-    #expect(unset.errorLines == [
-      "Error: remote 'two' takes its credential from the environment variable REDIS_PW, which is not set"
-    ])
+    #expect(
+      unset.errorLines == [
+        "Error: remote 'two' takes its credential from the environment variable REDIS_PW, which is not set"
+      ])
 
     #expect(try Self.remote(store, ["rm", "one"]).status == 0)
     #expect(try Self.remote(store, ["ls"]).out.hasPrefix("two  "))
@@ -343,7 +367,9 @@ struct RemoteTests {
     return caught && outcome.killed
   }
 
-  @Test("kill -9 of a push mid-upload leaves no visible partial blob (WebDAV), and a push later completes")
+  @Test(
+    "kill -9 of a push mid-upload leaves no visible partial blob (WebDAV), and a push later completes"
+  )
   func killMidUploadWebDAV() throws {
     let nginx = try Nginx(webDAV: true)
     let scratch = try Scratch()

@@ -77,7 +77,8 @@ final class RESPConnection {
   private func fill() throws(TroveError) {
     if start > 0 {
       if end > start {
-        (buffer.baseAddress! + 0).copyMemory(from: buffer.baseAddress! + start, byteCount: end - start)
+        (buffer.baseAddress! + 0).copyMemory(
+          from: buffer.baseAddress! + start, byteCount: end - start)
       }
       end -= start
       start = 0
@@ -99,7 +100,8 @@ final class RESPConnection {
       var i = start
       while i + 1 < end {
         if buffer[i] == 13 && buffer[i + 1] == 10 {
-          let text = String(decoding: UnsafeRawBufferPointer(rebasing: buffer[start..<i]), as: UTF8.self)
+          let text = String(
+            decoding: UnsafeRawBufferPointer(rebasing: buffer[start..<i]), as: UTF8.self)
           start = i + 2
           return text
         }

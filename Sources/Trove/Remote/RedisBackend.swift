@@ -56,7 +56,8 @@ final class RedisBackend: RemoteBackend {
         try made.call(["AUTH", user, credential])
       } else if let colon = credential.firstIndex(of: ":") {
         try made.call([
-          "AUTH", String(credential[..<colon]), String(credential[credential.index(after: colon)...]),
+          "AUTH", String(credential[..<colon]),
+          String(credential[credential.index(after: colon)...]),
         ])
       } else {
         try made.call(["AUTH", credential])
@@ -81,7 +82,9 @@ final class RedisBackend: RemoteBackend {
   }
 
   private func unexpected(_ reply: RESPConnection.Reply, to command: String) -> TroveError {
-    TroveError(.unavailable, "remote '\(spec.name)' (\(spec.url)): unexpected answer to \(command): \(reply)")
+    TroveError(
+      .unavailable, "remote '\(spec.name)' (\(spec.url)): unexpected answer to \(command): \(reply)"
+    )
   }
 
   private func integer(_ arguments: [String]) throws(TroveError) -> Int64 {
@@ -169,7 +172,9 @@ final class RedisBackend: RemoteBackend {
   }
 
   func readLayout() throws(TroveError) -> RemoteLayout? {
-    let reply = try using { (c) throws(TroveError) in try c.call(["GET", RemoteNames.redisLayoutKey]) }
+    let reply = try using { (c) throws(TroveError) in
+      try c.call(["GET", RemoteNames.redisLayoutKey])
+    }
     guard case .bulk(let bytes) = reply else { throw unexpected(reply, to: "GET") }
     guard let bytes else { return nil }
     return try RemoteLayout.decode(
@@ -178,7 +183,9 @@ final class RedisBackend: RemoteBackend {
 
   func writeLayout(_ layout: RemoteLayout) throws(TroveError) {
     try using { (c) throws(TroveError) in
-      _ = try c.call(["SET", RemoteNames.redisLayoutKey, String(decoding: layout.encoded(), as: UTF8.self), "NX"])
+      _ = try c.call([
+        "SET", RemoteNames.redisLayoutKey, String(decoding: layout.encoded(), as: UTF8.self), "NX",
+      ])
     }
   }
 }

@@ -88,7 +88,9 @@ final class RemoteHTTPTransfer {
     var list: UnsafeMutablePointer<curl_slist>?
     // No `Expect: 100-continue` round trip before a body; bytes as they are.
     var lines = ["Expect:", "Accept-Encoding: identity"] + headers
-    if let credential, !credential.contains(":") { lines.append("Authorization: Bearer \(credential)") }
+    if let credential, !credential.contains(":") {
+      lines.append("Authorization: Bearer \(credential)")
+    }
     for line in lines { list = curl_slist_append(list, line) }
     defer { curl_slist_free_all(list) }
     trove_curl_set_string(handle, CURLOPT_URL, url)
@@ -101,7 +103,8 @@ final class RemoteHTTPTransfer {
       handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(limits.stallTimeout.rounded(.up))))
     trove_curl_set_long(handle, CURLOPT_BUFFERSIZE, 512 * 1024)
     trove_curl_set_string(handle, CURLOPT_USERAGENT, "trove/0.1")
-    trove_curl_set_long(handle, CURLOPT_NETRC, 1)  // CURL_NETRC_OPTIONAL: ~/.netrc when it names the host
+    // CURL_NETRC_OPTIONAL: ~/.netrc's login when it names the host.
+    trove_curl_set_long(handle, CURLOPT_NETRC, 1)
     if let credential, credential.contains(":") {
       trove_curl_set_string(handle, CURLOPT_USERPWD, credential)
     }
@@ -125,7 +128,9 @@ final class RemoteHTTPTransfer {
         let target = UnsafeMutableRawBufferPointer(start: buffer, count: wanted)
         guard let file = upload.file else {
           let start = Int(context.offset)
-          upload.bytes.withUnsafeBytes { target.copyMemory(from: .init(rebasing: $0[start..<start + wanted])) }
+          upload.bytes.withUnsafeBytes {
+            target.copyMemory(from: .init(rebasing: $0[start..<start + wanted]))
+          }
           context.offset += Int64(wanted)
           return wanted
         }

@@ -17,7 +17,8 @@ public struct RemoteLayout: Sendable, Hashable, Codable {
   static let currentFormat = 1
 
   /// The layout this build writes.
-  public static let current = RemoteLayout(format: currentFormat, hash: "xxh128", compression: "none")
+  public static let current = RemoteLayout(
+    format: currentFormat, hash: "xxh128", compression: "none")
 
   /// The record's bytes: sorted, pretty JSON and a newline.
   func encoded() -> [UInt8] {

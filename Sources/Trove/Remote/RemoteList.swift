@@ -19,7 +19,8 @@ struct RemoteList: Sendable, Equatable {
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    return Array((try? encoder.encode(File(format: Self.currentFormat, remotes: remotes))) ?? Data())
+    return Array(
+      (try? encoder.encode(File(format: Self.currentFormat, remotes: remotes))) ?? Data())
       + [0x0A]
   }
 

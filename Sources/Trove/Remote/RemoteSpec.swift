@@ -101,7 +101,8 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
       var base = url
       while base.hasSuffix("/") { base.removeLast() }
       return Endpoint(
-        kind: .webDAV, base: base, host: host, port: components.port ?? (scheme == "http" ? 80 : 443),
+        kind: .webDAV, base: base, host: host,
+        port: components.port ?? (scheme == "http" ? 80 : 443),
         database: 0, user: components.user)
     case "redis":
       let path = components.path.drop { $0 == "/" }
@@ -130,7 +131,8 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   ///
   /// - Throws: `.invalidArgument` naming the value: a name that is not
   ///   1 to 64 letters, digits, `.`, `_` or `-` starting with a letter or
-  ///   digit; a bad URL (see ``endpoint()``); a `max-object-size` of 0 or
+  ///   digit; a bad URL (another scheme, no host, a password in it, a Redis
+  ///   database that is not a number); a `max-object-size` of 0 or
   ///   (Redis) above 512 MiB; an environment variable name that is not one.
   public func validated() throws(TroveError) -> RemoteSpec {
     let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

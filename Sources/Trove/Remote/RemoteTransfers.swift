@@ -59,7 +59,7 @@ extension Store {
       }
       let result = try writer.commit(expecting: digest, size: size)
       return RemotePull(digest: digest, size: result.size, downloaded: true)
-    } catch where error.code == .checksumMismatch {
+    } catch  where error.code == .checksumMismatch {
       writer.cancel()
       throw TroveError(
         .checksumMismatch,
@@ -110,7 +110,8 @@ extension Store {
     defer { object.close() }
     let path = objectFilePath(digest, compressed: isCompressed)
     if !isCompressed {
-      let size = try attempt("read", path) { () throws(SystemCallError) in try object.status().size }
+      let size = try attempt("read", path) { () throws(SystemCallError) in try object.status().size
+      }
       var hasher = XXH3Hasher()
       let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
       defer { buffer.deallocate() }
@@ -139,11 +140,12 @@ extension Store {
       file.close()
       try? tmpDirectory.removeFile(temp)
     }
-    let size = try write(digest, to: FileHandle(fileDescriptor: file.rawValue, closeOnDealloc: false))
+    let size = try write(
+      digest, to: FileHandle(fileDescriptor: file.rawValue, closeOnDealloc: false))
     return try body(file, size)
   }
 
-  /// What ``checkRemote(named:)`` found.
+  /// What ``Store/checkRemote(named:)`` found.
   public struct RemoteCheck: Sendable, Hashable, Codable {
     /// The remote's name.
     public var name: String

@@ -60,8 +60,9 @@ extension Store {
     let bytes: [UInt8]? = try attempt("read", path) { () throws(SystemCallError) -> [UInt8]? in
       let fd: FileDescriptor
       do throws(SystemCallError) {
-        fd = try FileDescriptor.open(RemoteList.fileName, in: rootDirectory, [.readOnly, .noFollow])
-      } catch where error.errno == .noSuchFileOrDirectory {
+        fd = try FileDescriptor.open(
+          RemoteList.fileName, in: rootDirectory, [.readOnly, .noFollow])
+      } catch  where error.errno == .noSuchFileOrDirectory {
         return nil
       }
       defer { fd.close() }

@@ -45,8 +45,11 @@ final class WebDAVBackend: RemoteBackend {
         .ioError, "cannot read the blob being uploaded to remote '\(spec.name)'", cause: error)
     }
     guard outcome.code == CURLE_OK else {
-      let transient = [CURLE_PARTIAL_FILE, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
-        CURLE_GOT_NOTHING].contains(outcome.code) && outcome.status != 0
+      let transient =
+        [
+          CURLE_PARTIAL_FILE, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+          CURLE_GOT_NOTHING,
+        ].contains(outcome.code) && outcome.status != 0
       throw TroveError(
         transient ? .transferFailed : .unavailable,
         "remote '\(spec.name)': \(method) \(url) failed: \(outcome.message)", value: url)
@@ -69,7 +72,8 @@ final class WebDAVBackend: RemoteBackend {
     guard let length = outcome.contentLength else {
       throw TroveError(
         .unavailable,
-        "remote '\(spec.name)': HEAD \(blobURL(digest)) gave no Content-Length", value: blobURL(digest))
+        "remote '\(spec.name)': HEAD \(blobURL(digest)) gave no Content-Length",
+        value: blobURL(digest))
     }
     return length
   }

@@ -55,7 +55,8 @@ struct Socket: Sendable {
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, size)
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, size)
         var one: Int32 = 1
-        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        _ = setsockopt(
+          fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         return Socket(rawValue: fd)
       } catch {
         Glibc.close(fd)

@@ -16,7 +16,9 @@ let remoteCommand = CommandSpec(
       help: "add: only read from this remote; push refuses it."),
     OptionSpec(
       names: ["--max-object-size"], valueName: "size",
-      help: "add: objects larger than this are not uploaded (Redis: default 64MiB, at most 512MiB; WebDAV: no limit by default)."),
+      help:
+        "add: objects larger than this are not uploaded (Redis: default 64MiB, at most 512MiB; WebDAV: no limit by default)."
+    ),
     OptionSpec(
       names: ["--auth-env"], valueName: "var",
       help:
@@ -24,7 +26,8 @@ let remoteCommand = CommandSpec(
     ),
     OptionSpec(
       names: ["--remote"], valueName: "name",
-      help: "push, pull: only this remote (default: push to every writable one, pull from the first that has it)."
+      help:
+        "push, pull: only this remote (default: push to every writable one, pull from the first that has it)."
     ),
     jsonOption,
   ],
@@ -108,7 +111,8 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     } else {
       for remote in remotes {
         var line = "\(remote.name)  \(remote.url)  \(remote.readOnly ? "read-only" : "read-write")"
-        line += remote.sizeLimit.map { "  max-object-size \(Output.size($0))" } ?? "  no max-object-size"
+        line +=
+          remote.sizeLimit.map { "  max-object-size \(Output.size($0))" } ?? "  no max-object-size"
         if let variable = remote.authEnvironment { line += "  auth-env \(variable)" }
         Output.line(line)
       }
@@ -136,10 +140,14 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     }
     return ExitStatus.success
   case "push":
-    guard !operands.isEmpty else { throw invocation.usageError("Missing expected argument '<digest>'") }
+    guard !operands.isEmpty else {
+      throw invocation.usageError("Missing expected argument '<digest>'")
+    }
     return try push(operands, invocation)
   default:  // pull
-    guard !operands.isEmpty else { throw invocation.usageError("Missing expected argument '<digest>'") }
+    guard !operands.isEmpty else {
+      throw invocation.usageError("Missing expected argument '<digest>'")
+    }
     var digests: [Digest] = []
     for text in operands { digests.append(try invocation.digest(text)) }
     return try pull(digests, invocation)
@@ -148,11 +156,14 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
 
 /// `remote 'ci' (http://…): reachable in 1.2 ms, writable, layout format 1 (xxh128, written now)`.
 private func describe(_ check: Store.RemoteCheck) -> String {
-  var parts = ["reachable in \(check.latencyMilliseconds.map { String(format: "%.1f", $0) } ?? "?") ms"]
+  var parts = [
+    "reachable in \(check.latencyMilliseconds.map { String(format: "%.1f", $0) } ?? "?") ms"
+  ]
   parts.append(check.readOnly ? "read-only (not written)" : "writable")
   if let layout = check.layout {
     parts.append(
-      "layout format \(layout.format) (\(layout.hash)\(check.layoutWritten ? ", written now" : ""))")
+      "layout format \(layout.format) (\(layout.hash)\(check.layoutWritten ? ", written now" : ""))"
+    )
   } else {
     parts.append("no layout record yet")
   }
@@ -193,14 +204,24 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
         "store '\(store.root)' has no writable remote to push to (see 'trove remote add')")
     }
   }
+  // Malformed arguments are usage errors before anything is sent.
+  let references = try operands.map { (text) throws(UsageError) in try invocation.reference(text) }
   var status = ExitStatus.success
   var records: [PushRecord] = []
-  for text in operands {
-    let digest = try invocation.digestOrKey(text, in: store)
+  for reference in references {
+    let digest: Digest
+    do throws(TroveError) {
+      digest = try invocation.resolve(reference, in: store)
+    } catch {
+      Output.error("Error: \(error)")
+      if status == ExitStatus.success { status = ExitStatus.of(error) }
+      continue
+    }
     for target in targets {
       do throws(TroveError) {
         let outcome = try store.push(digest, to: target.name)
-        records.append(PushRecord(digest: digest.description, remote: target.name, outcome: outcome.rawValue))
+        records.append(
+          PushRecord(digest: digest.description, remote: target.name, outcome: outcome.rawValue))
         if !invocation.flag("--json") {
           switch outcome {
           case .uploaded: Output.line("\(digest)  uploaded to '\(target.name)'")
@@ -212,7 +233,8 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
           }
         }
       } catch {
-        records.append(PushRecord(digest: digest.description, remote: target.name, error: error.description))
+        records.append(
+          PushRecord(digest: digest.description, remote: target.name, error: error.description))
         Output.error("Error: \(error)")
         if status == ExitStatus.success { status = ExitStatus.of(error) }
       }
