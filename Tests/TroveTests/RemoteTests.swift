@@ -277,6 +277,32 @@ struct RemoteTests {
     #expect(huge.errorLines.first?.contains("at most 512 MiB") == true, "\(huge.stderr)")
   }
 
+  @Test("Redis AUTH: the password comes from the variable --auth-env names, never from the file")
+  func redisAuthentication() throws {
+    let redis = try RedisServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let url = redis.url(database: 8)
+    let added = try Self.remote(store, ["add", "locked", url, "--auth-env", "TROVE_TEST_REDIS_PW"])
+    #expect(added.status == 0, "\(added.stderr)")
+    try redis.command(["CONFIG", "SET", "requirepass", "s3cret-pw"], database: 0)
+    let digest = try Self.put(store, Bytes.pattern(70_000), in: scratch)
+
+    let right = ["TROVE_TEST_REDIS_PW": "s3cret-pw"]
+    let pushed = try Self.remote(store, ["push", digest.description], environment: right)
+    #expect(pushed.status == 0, "\(pushed.stderr)")
+    #expect(try Self.remote(store, ["check", "locked"], environment: right).status == 0)
+    let wrong = try Self.remote(
+      store, ["check", "locked"], environment: ["TROVE_TEST_REDIS_PW": "guess"])
+    #expect(wrong.status == 69)
+    #expect(wrong.errorLines.count == 1)
+    #expect(wrong.stderr.contains("AUTH failed"), "\(wrong.stderr)")
+    #expect(!wrong.stderr.contains("guess"))
+    let text = String(decoding: try contents(store + "/remotes.json"), as: UTF8.self)
+    #expect(text.contains("\"auth-env\" : \"TROVE_TEST_REDIS_PW\""))
+    #expect(!text.contains("s3cret"))
+  }
+
   @Test("add, ls, rm: remotes.json in the store root; bad input is one line and changes nothing")
   func configuration() throws {
     let scratch = try Scratch()

@@ -23,6 +23,8 @@ final class RESPConnection {
     do throws(SystemCallError) {
       socket = try Socket.connect(
         host: host, port: port, timeout: limits.connectTimeout, stall: limits.stallTimeout)
+    } catch  where error.call == "getaddrinfo" {
+      throw TroveError(.unavailable, "\(label): cannot resolve host '\(host)'", value: host)
     } catch {
       throw TroveError(.unavailable, "\(label): cannot connect to \(host):\(port)", cause: error)
     }
