@@ -106,6 +106,25 @@ struct RemoteTests {
     #expect(nginx.accessLog().contains { $0.hasPrefix("MOVE /team/tmp/") && $0.contains(" 20") })
   }
 
+  @Test("an object stored compressed is pushed as its raw bytes, through a temp file that goes")
+  func pushCompressed() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (a, b) = try Self.twoStores(scratch, url: nginx.url("/z"))
+    #expect(try CLI.run(["--store", a, "config", "set", "compression", "zstd"]).status == 0)
+    let bytes = Array(String(repeating: "a compressible line\n", count: 60_000).utf8)
+    let digest = try Self.put(a, bytes, in: scratch)
+    #expect(
+      FileManager.default.fileExists(
+        atPath: a + "/objects/\(digest.hex.prefix(2))/\(digest.hex).zst"))
+    let pushed = try Self.remote(a, ["push", digest.description])
+    #expect(pushed.status == 0, "\(pushed.stderr)")
+    #expect(try contents(nginx.files["z/cas/\(digest.hex.prefix(2))/\(digest.hex)"]) == bytes)
+    #expect(Self.leftovers(a) == [])
+    #expect(try Self.remote(b, ["pull", digest.description]).status == 0)
+    #expect(try Self.digests(b) == [digest])
+  }
+
   @Test("Redis: a multi-MiB blob goes up in chunks and comes back in ranges, into another store")
   func redisSharing() throws {
     let redis = try RedisServer()
