@@ -201,6 +201,32 @@ struct RemoteTests {
     #expect(Self.leftovers(b) == [])
   }
 
+  @Test("pull tries the remotes in order: past a miss and a corrupt blob to one that has it intact")
+  func pullFallsThrough() throws {
+    let nginx = try Nginx(webDAV: true)
+    let redis = try RedisServer()
+    let scratch = try Scratch()
+    let (a, b) = (scratch["a"], scratch["b"])
+    let bytes = Bytes.random(200_000, seed: 21)
+    let digest = try Self.put(a, bytes, in: scratch)
+    for (name, url) in [
+      ("empty", nginx.url("/empty")), ("bad", nginx.url("/bad")), ("good", redis.url(database: 9)),
+    ] {
+      #expect(try Self.remote(b, ["add", name, url]).status == 0)
+      if name != "empty" {
+        #expect(try Self.remote(a, ["add", name, url]).status == 0)
+        #expect(try Self.remote(a, ["push", "--remote", name, digest.description]).status == 0)
+      }
+    }
+    try Data(Bytes.random(200_000, seed: 22)).write(
+      to: URL(fileURLWithPath: nginx.files["bad/cas/\(digest.hex.prefix(2))/\(digest.hex)"]))
+    let pulled = try Self.remote(b, ["pull", digest.description])
+    #expect(pulled.status == 0, "\(pulled.stderr)")
+    #expect(pulled.out == "\(digest)  pulled from 'good'\n")
+    #expect(try Self.digests(b) == [digest])
+    #expect(Self.leftovers(b) == [])
+  }
+
   @Test("a wrong value SET in Redis is refused on pull (exit 65) and nothing is stored")
   func corruptRedis() throws {
     let redis = try RedisServer()
