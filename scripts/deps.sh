@@ -5,14 +5,15 @@
 #   scripts/deps.sh demo    also nginx, which the demo serves a download from
 #   scripts/deps.sh test    also the tools the tests and benchmarks compare against
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
-#                           servers the tests start on 127.0.0.1 themselves (nginx, python3)
+#                           servers the tests start on 127.0.0.1 themselves (nginx with its
+#                           WebDAV module, redis-server, python3)
 set -euo pipefail
 
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
-  packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3)
+  packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 redis-server)
 elif [ "${1:-build}" = "demo" ]; then
-  packages+=(nginx-light python3)
+  packages+=(nginx-light python3 redis-server)
 fi
 
 missing=()

@@ -24,9 +24,10 @@ func main() -> Int32 {
       return ExitStatus.success
     case .run(let invocation):
       Output.quiet = invocation.flag("--quiet")
-      if ["ls", "show", "keys", "pins", "stats", "config", "dir", "path"].contains(
-        invocation.command.name)
-      {
+      if [
+        "ls", "show", "keys", "pins", "stats", "config", "dir", "path", "doctor", "record",
+        "remote",
+      ].contains(invocation.command.name) {
         Output.closedPipeStatus = ExitStatus.success
       }
       return try invocation.command.run(invocation)

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import Trove
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -20,14 +22,19 @@ final class Nginx {
     rawValue: "nginx is not installed: scripts/deps.sh test installs Debian's nginx-light")
 
   let files: Scratch
-  private let state: Scratch
+  /// nginx.conf, the logs and the temp folders (`client-body/`).
+  let state: Scratch
   private(set) var port = 0
   private var running = false
+  /// `scripts/nginx.sh`, or `scripts/nginx-dav.sh` for a WebDAV server.
+  private let script: String
 
-  /// Starts nginx serving a new, empty folder (`files`).
-  init() throws {
+  /// Starts nginx serving a new, empty folder (`files`); with `webDAV`,
+  /// read-write (PUT, DELETE, MKCOL, COPY, MOVE) through `scripts/nginx-dav.sh`.
+  init(webDAV: Bool = false) throws {
     files = try Scratch()
     state = try Scratch()
+    script = webDAV ? "nginx-dav.sh" : "nginx.sh"
     try start()
   }
 
@@ -50,7 +57,7 @@ final class Nginx {
 
   private func script(_ arguments: [String]) throws -> String {
     let outcome = try Spawned(
-      executable: repositoryRoot + "/scripts/nginx.sh", arguments,
+      executable: repositoryRoot + "/scripts/" + script, arguments,
       io: state["script-\(UUID().uuidString)"]
     ).wait()
     return String(decoding: outcome.stdout, as: UTF8.self)
@@ -136,6 +143,89 @@ final class FaultServer {
       ], io: state["body-\(UUID().uuidString)"]
     ).wait()
     return outcome.stdout
+  }
+}
+
+/// A real redis-server on 127.0.0.1 at a free port, in the foreground
+/// (never a system service), saving nothing (`--save ''`, `--appendonly
+/// no`, `--dir` a scratch folder); killed when dropped.
+final class RedisServer {
+  static let executable = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first {
+    FileManager.default.isExecutableFile(atPath: $0)
+  }
+  static let missing = Comment(
+    rawValue: "redis-server is not installed: scripts/deps.sh test installs Debian's redis-server")
+
+  private let state: Scratch
+  private var process: Spawned?
+  private(set) var port = 0
+
+  init() throws {
+    state = try Scratch()
+    for _ in 0..<5 {
+      let port = deadPort()
+      let process = try Spawned(
+        executable: Self.executable ?? "/usr/bin/redis-server",
+        [
+          "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+          "--dir", state.path, "--daemonize", "no",
+        ], io: state["server-\(port)"])
+      for _ in 0..<250 where process.process.isRunning {
+        if (try? connection(port: port)) != nil {
+          self.port = port
+          self.process = process
+          return
+        }
+        usleep(20_000)
+      }
+      process.kill()
+      _ = try? process.wait()
+    }
+    throw TestFailure("redis-server did not start")
+  }
+
+  deinit {
+    process?.kill()
+    _ = try? process?.wait()
+  }
+
+  /// `redis://127.0.0.1:PORT/DB`.
+  func url(database: Int) -> String { "redis://127.0.0.1:\(port)/\(database)" }
+
+  private func connection(port: Int) throws(TroveError) -> RESPConnection {
+    try RESPConnection(
+      host: "127.0.0.1", port: port, limits: RemoteLimits(connectTimeout: 1, stallTimeout: 30),
+      label: "test redis")
+  }
+
+  /// Runs one command in database `database` and returns its reply.
+  @discardableResult
+  func command(_ arguments: [String], database: Int, payload: [UInt8]? = nil) throws
+    -> RESPConnection.Reply
+  {
+    let c = try connection(port: port)
+    try c.call(["SELECT", "\(database)"])
+    guard let payload else { return try c.call(arguments) }
+    return try payload.withUnsafeBytes { (bytes) throws(TroveError) in
+      try c.call(arguments, payload: bytes)
+    }
+  }
+
+  /// The keys of database `database` matching `pattern`, sorted.
+  func keys(_ pattern: String, database: Int) throws -> [String] {
+    guard case .array(let items?) = try command(["KEYS", pattern], database: database) else {
+      return []
+    }
+    return items.compactMap {
+      if case .bulk(let bytes?) = $0 { return String(decoding: bytes, as: UTF8.self) }
+      return nil
+    }.sorted()
+  }
+
+  /// The value of `key`, or nil.
+  func value(_ key: String, database: Int) throws -> [UInt8]? {
+    guard case .bulk(let bytes) = try command(["GET", key], database: database) else { return nil }
+    return bytes
   }
 }
 

@@ -1,0 +1,126 @@
+import Foundation
+
+/// `trove remote check`: whether a remote can be used as configured.
+extension Store {
+  /// What ``Store/checkRemote(named:)`` found.
+  public struct RemoteCheck: Sendable, Hashable, Codable {
+    /// The remote's name.
+    public var name: String
+    /// Its URL.
+    public var url: String
+    /// `webdav` or `redis`.
+    public var kind: String
+    /// Whether this store only reads it.
+    public var readOnly: Bool
+    /// Whether it answered.
+    public var reachable: Bool
+    /// Whether a probe blob was written, read back and deleted; nil for a
+    /// read-only remote (not tried) or one that did not answer.
+    public var writable: Bool?
+    /// Its layout record; nil when it has none (or did not answer).
+    public var layout: RemoteLayout?
+    /// Whether this check wrote the layout record (a new remote).
+    public var layoutWritten: Bool
+    /// The first request's round trip in milliseconds (connection included).
+    public var latencyMilliseconds: Double?
+    /// Why it failed; nil when it did not.
+    public var error: String?
+
+    /// Whether the remote can be used as configured.
+    public var isUsable: Bool { reachable && error == nil && (readOnly || writable == true) }
+
+    enum CodingKeys: String, CodingKey {
+      case name, url, kind, reachable, writable, layout, error
+      case readOnly = "read-only"
+      case layoutWritten = "layout-written"
+      case latencyMilliseconds = "latency-ms"
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+      var c = encoder.container(keyedBy: CodingKeys.self)
+      try c.encode(name, forKey: .name)
+      try c.encode(url, forKey: .url)
+      try c.encode(kind, forKey: .kind)
+      try c.encode(readOnly, forKey: .readOnly)
+      try c.encode(reachable, forKey: .reachable)
+      try c.encode(writable, forKey: .writable)
+      try c.encode(layout, forKey: .layout)
+      try c.encode(layoutWritten, forKey: .layoutWritten)
+      try c.encode(latencyMilliseconds, forKey: .latencyMilliseconds)
+      try c.encode(error, forKey: .error)
+    }
+  }
+
+  /// Checks the remote named `name`: reads its layout record (timing the
+  /// round trip); unless it is read-only, writes the record when missing
+  /// and uploads a small probe blob, reads its length back and deletes it.
+  /// Failures are reported in the result, not thrown.
+  ///
+  /// - Throws: `.notFound` when no remote has that name.
+  public func checkRemote(named name: String) throws(TroveError) -> RemoteCheck {
+    let spec = try remote(named: name)
+    let kind = (try? spec.endpoint().kind) == .redis ? "redis" : "webdav"
+    var check = RemoteCheck(
+      name: spec.name, url: spec.url, kind: kind, readOnly: spec.readOnly, reachable: false,
+      writable: nil, layout: nil, layoutWritten: false, latencyMilliseconds: nil, error: nil)
+    let backend: any RemoteBackend
+    do throws(TroveError) {
+      backend = try spec.backend()
+      let clock = ContinuousClock()
+      let started = clock.now
+      let layout = try backend.readLayout()
+      let elapsed = started.duration(to: clock.now)
+      check.latencyMilliseconds =
+        (Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15)
+      check.reachable = true
+      check.layout = layout
+    } catch {
+      // Reached, but its layout record cannot be used.
+      check.reachable = error.code == .unsupportedFormat
+      check.error = error.description
+      return check
+    }
+    guard !spec.readOnly else { return check }
+    do throws(TroveError) {
+      if check.layout == nil {
+        try backend.writeLayout(.current)
+        check.layout = .current
+        check.layoutWritten = true
+      }
+      check.writable = try probe(backend)
+      if check.writable == false {
+        check.error = "remote '\(spec.name)': a probe blob written to it could not be read back"
+      }
+    } catch {
+      check.writable = false
+      check.error = error.description
+    }
+    return check
+  }
+
+  /// Uploads a small blob no one else has, checks its length on the
+  /// remote, and deletes it. True when that round trip worked.
+  private func probe(_ backend: any RemoteBackend) throws(TroveError) -> Bool {
+    let bytes = Array("trove remote check \(RemoteNames.randomName())\n".utf8)
+    let digest = XXH3Hasher.digest(bytes)
+    let temp = StoreLayout.temporaryName("probe")
+    let file = try attempt("create temporary file in", tmpPath) { () throws(SystemCallError) in
+      let fd = try FileDescriptor.open(temp, in: tmpDirectory, [.readWrite, .create, .exclusive])
+      do throws(SystemCallError) {
+        try fd.writeAll(bytes)
+      } catch {
+        fd.close()
+        throw error
+      }
+      return fd
+    }
+    defer {
+      file.close()
+      try? tmpDirectory.removeFile(temp)
+    }
+    let uploaded = try backend.upload(digest, from: file, size: Int64(bytes.count))
+    let size = try backend.size(digest)
+    _ = try backend.delete(digest)
+    return uploaded != .tooLarge && size == Int64(bytes.count)
+  }
+}

@@ -1,0 +1,32 @@
+/// The names blobs and records have on a remote; see Docs/OnDiskFormat.md.
+///
+/// ```
+/// WebDAV {base}/                       Redis (one database)
+///   trove-remote.json  layout record     trove:remote
+///   cas/<aa>/<hex>     one blob          trove:cas:<hex>
+///   tmp/<random>       an upload in flight  trove:tmp:<random> (expires)
+/// ```
+enum RemoteNames {
+  static let layoutFile = "trove-remote.json"
+
+  /// `cas/<aa>/<hex>`: fanned out by the first two hex digits, as the
+  /// store's `objects/` is.
+  static func blobPath(_ digest: Digest) -> String {
+    "cas/" + String(digest.hex.prefix(2)) + "/" + digest.hex
+  }
+
+  /// 64 random bits in hex: a temp name no other writer picks.
+  static func randomName() -> String {
+    String(UInt64.random(in: .min ... .max), radix: 16)
+  }
+
+  /// `tmp/<random>`: where an upload goes before it is moved into place.
+  static func temporaryPath() -> String { "tmp/" + randomName() }
+
+  static let redisLayoutKey = "trove:remote"
+  static func redisBlobKey(_ digest: Digest) -> String { "trove:cas:" + digest.hex }
+  static func redisTemporaryKey() -> String { "trove:tmp:" + randomName() }
+  /// Seconds a Redis temp key lives: an upload killed half-way leaves
+  /// nothing behind for longer.
+  static let redisTemporaryLifetime = 3600
+}

@@ -1,0 +1,195 @@
+import Foundation
+
+/// A remote as a store's `remotes.json` names it: where it is, whether
+/// this store may write to it, and where its credential comes from. Never
+/// a password: ``authEnvironment`` names the environment variable that
+/// holds it.
+public struct RemoteSpec: Sendable, Hashable, Codable {
+  /// The remote's name in this store (`ci-cache`).
+  public var name: String
+  /// `http://`, `https://` (WebDAV: the base folder) or
+  /// `redis://host[:port][/db]`.
+  public var url: String
+  /// Only read: pushes are refused.
+  public var readOnly: Bool
+  /// Blobs longer than this are not uploaded (skipped, not an error);
+  /// nil for the default: 64 MiB for Redis (whose values live in
+  /// memory), no limit for WebDAV. See ``sizeLimit``.
+  public var maxObjectSize: Int64?
+  /// The environment variable holding the credential (`user:password`, or
+  /// a bearer token over HTTP, a password over Redis), or nil for none.
+  public var authEnvironment: String?
+
+  /// The default ``maxObjectSize`` of a Redis remote: 64 MiB.
+  public static let defaultRedisMaxObjectSize: Int64 = 64 << 20
+  /// The largest value Redis stores: 512 MiB.
+  static let redisValueLimit: Int64 = 512 << 20
+
+  /// A remote spec; see ``validated()``.
+  public init(
+    name: String, url: String, readOnly: Bool = false,
+    maxObjectSize: Int64? = nil, authEnvironment: String? = nil
+  ) {
+    self.name = name
+    self.url = url
+    self.readOnly = readOnly
+    self.maxObjectSize = maxObjectSize
+    self.authEnvironment = authEnvironment
+  }
+
+  /// The longest blob uploaded: ``maxObjectSize``, else 64 MiB for a
+  /// Redis remote; nil for no limit.
+  public var sizeLimit: Int64? {
+    if let maxObjectSize { return maxObjectSize }
+    return (try? endpoint().kind) == .redis ? Self.defaultRedisMaxObjectSize : nil
+  }
+
+  enum CodingKeys: String, CodingKey {
+    case name, url
+    case readOnly = "read-only"
+    case maxObjectSize = "max-object-size"
+    case authEnvironment = "auth-env"
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(name, forKey: .name)
+    try c.encode(url, forKey: .url)
+    try c.encode(readOnly, forKey: .readOnly)
+    try c.encode(maxObjectSize, forKey: .maxObjectSize)
+    try c.encode(authEnvironment, forKey: .authEnvironment)  // null, never missing
+  }
+
+  /// The kind of server the URL names.
+  enum Kind { case webDAV, redis }
+
+  /// The parts of the URL a backend needs.
+  struct Endpoint {
+    var kind: Kind
+    /// The URL without a trailing `/` (WebDAV).
+    var base: String
+    var host: String
+    var port: Int
+    /// The Redis database number.
+    var database: Int
+    /// A user name in the URL (`redis://user@host`), never a password.
+    var user: String?
+  }
+
+  /// The URL's parts.
+  ///
+  /// - Throws: `.invalidArgument` quoting the URL: another scheme, no
+  ///   host, a password in it, a Redis database that is not a number.
+  func endpoint() throws(TroveError) -> Endpoint {
+    func bad(_ why: String) -> TroveError {
+      let shown = Self.redacted(url)
+      return TroveError(.invalidArgument, "invalid remote URL '\(shown)': \(why)", value: shown)
+    }
+    guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased()
+    else { throw bad("expected http://, https:// or redis://HOST[:PORT][/DB]") }
+    guard let host = components.host, !host.isEmpty else { throw bad("it names no host") }
+    if components.password != nil {
+      throw bad(
+        "it holds a password; put the credential in an environment variable and name it with --auth-env"
+      )
+    }
+    guard components.query == nil, components.fragment == nil else {
+      throw bad("a remote URL has no query or fragment")
+    }
+    switch scheme {
+    case "http", "https":
+      var base = url
+      while base.hasSuffix("/") { base.removeLast() }
+      return Endpoint(
+        kind: .webDAV, base: base, host: host,
+        port: components.port ?? (scheme == "http" ? 80 : 443),
+        database: 0, user: components.user)
+    case "redis":
+      let path = components.path.drop { $0 == "/" }
+      guard let database = path.isEmpty ? 0 : Int(path), (0...65535).contains(database) else {
+        throw bad("the database '\(path)' is not a number")
+      }
+      return Endpoint(
+        kind: .redis, base: url, host: host, port: components.port ?? 6379, database: database,
+        user: components.user)
+    default:
+      throw bad("the scheme '\(scheme)' is not http, https or redis")
+    }
+  }
+
+  /// `url` with the password of its user part, if any, replaced by `***`,
+  /// so that no message or file repeats it.
+  static func redacted(_ url: String) -> String {
+    guard let scheme = url.range(of: "://"),
+      let at = url[scheme.upperBound...].firstIndex(of: "@"),
+      let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
+    else { return url }
+    return String(url[...colon]) + "***" + String(url[at...])
+  }
+
+  /// This spec, or the error naming what is wrong with it.
+  ///
+  /// - Throws: `.invalidArgument` naming the value: a name that is not
+  ///   1 to 64 letters, digits, `.`, `_` or `-` starting with a letter or
+  ///   digit; a bad URL (another scheme, no host, a password in it, a Redis
+  ///   database that is not a number); a `max-object-size` of 0 or
+  ///   (Redis) above 512 MiB; an environment variable name that is not one.
+  public func validated() throws(TroveError) -> RemoteSpec {
+    let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+    guard (1...64).contains(name.count), name.allSatisfy(allowed.contains),
+      name.first?.isLetter == true || name.first?.isNumber == true
+    else {
+      throw TroveError(
+        .invalidArgument,
+        "invalid remote name '\(name)': expected 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        value: name)
+    }
+    let endpoint = try endpoint()
+    let ceiling = endpoint.kind == .redis ? Self.redisValueLimit : Int64.max
+    if let maxObjectSize, maxObjectSize <= 0 || maxObjectSize > ceiling {
+      throw TroveError(
+        .invalidArgument,
+        "invalid max-object-size \(maxObjectSize) for remote '\(name)': expected more than 0"
+          + (endpoint.kind == .redis ? " and at most 512 MiB (Redis's largest value)" : ""),
+        value: String(maxObjectSize))
+    }
+    if let variable = authEnvironment {
+      let first = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+      let rest = first.union("0123456789")
+      guard let head = variable.first, first.contains(head), variable.allSatisfy(rest.contains)
+      else {
+        throw TroveError(
+          .invalidArgument,
+          "invalid --auth-env '\(variable)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN",
+          value: variable)
+      }
+    }
+    return self
+  }
+
+  /// The credential from the environment variable named by
+  /// ``authEnvironment``, or nil when none is named.
+  ///
+  /// - Throws: `.invalidConfig` when the variable is named but not set.
+  func credential(environment: [String: String] = ProcessInfo.processInfo.environment)
+    throws(TroveError) -> String?
+  {
+    guard let variable = authEnvironment else { return nil }
+    guard let value = environment[variable], !value.isEmpty else {
+      throw TroveError(
+        .invalidConfig,
+        "remote '\(name)' takes its credential from the environment variable \(variable), which is not set",
+        value: variable)
+    }
+    return value
+  }
+
+  /// A backend for this remote (no connection is made yet).
+  func backend(limits: RemoteLimits = .standard) throws(TroveError) -> any RemoteBackend {
+    let endpoint = try endpoint()
+    switch endpoint.kind {
+    case .webDAV: return try WebDAVBackend(self, endpoint: endpoint, limits: limits)
+    case .redis: return try RedisBackend(self, endpoint: endpoint, limits: limits)
+    }
+  }
+}

@@ -1,0 +1,150 @@
+import CCurl
+
+/// A remote on a WebDAV server (nginx's dav module, Apache mod_dav…):
+/// blobs at `{base}/cas/<aa>/<hex>`, the layout record at
+/// `{base}/trove-remote.json`.
+///
+/// An upload asks HEAD first and sends nothing when the blob is there.
+/// Otherwise it PUTs to a temp name, `{base}/tmp/<random>`, and MOVEs
+/// that onto the blob's name with `Overwrite: F`: no reader ever sees a
+/// partial blob, on any WebDAV server (nginx's PUT is atomic, Apache
+/// mod_dav's writes in place), and an existing blob is never replaced
+/// (nginx ignores `If-None-Match: *` on PUT; a MOVE onto an existing name
+/// fails with 412, which means another writer got there first). A writer
+/// killed between PUT and MOVE leaves a file under `tmp/`, never under `cas/`.
+final class WebDAVBackend: RemoteBackend {
+  let spec: RemoteSpec
+  private let base: String
+  private let transfer: RemoteHTTPTransfer
+
+  init(_ spec: RemoteSpec, endpoint: RemoteSpec.Endpoint, limits: RemoteLimits) throws(TroveError) {
+    self.spec = spec
+    base = endpoint.base
+    transfer = try RemoteHTTPTransfer(limits: limits, credential: try spec.credential())
+  }
+
+  /// `{base}/cas/<aa>/<hex>`.
+  func blobURL(_ digest: Digest) -> String {
+    base + "/" + RemoteNames.blobPath(digest)
+  }
+
+  private var layoutURL: String { base + "/" + RemoteNames.layoutFile }
+
+  /// Runs a request; an exchange that did not complete, or a status not in
+  /// `accepted`, is an error naming the remote, the URL and the cause.
+  @discardableResult
+  private func request(
+    _ method: String, _ url: String, accepting accepted: Set<Int>, headers: [String] = [],
+    upload: RemoteHTTPTransfer.Upload? = nil,
+    sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)? = nil
+  ) throws(TroveError) -> RemoteHTTPTransfer.Outcome {
+    let outcome = transfer.perform(method, url, headers: headers, upload: upload, sink: sink)
+    if let error = outcome.sinkError { throw error }
+    if let error = outcome.readError {
+      throw TroveError(
+        .ioError, "cannot read the blob being uploaded to remote '\(spec.name)'", cause: error)
+    }
+    guard outcome.code == CURLE_OK else {
+      let transient =
+        [
+          CURLE_PARTIAL_FILE, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+          CURLE_GOT_NOTHING,
+        ].contains(outcome.code) && outcome.status != 0
+      throw TroveError(
+        transient ? .transferFailed : .unavailable,
+        "remote '\(spec.name)': \(method) \(url) failed: \(outcome.message)", value: url)
+    }
+    guard accepted.contains(outcome.status) else {
+      throw TroveError(
+        outcome.status >= 500 ? .transferFailed : .unavailable,
+        "remote '\(spec.name)': \(method) \(url) answered HTTP \(outcome.status)", value: url)
+    }
+    return outcome
+  }
+
+  func exists(_ digest: Digest) throws(TroveError) -> Bool {
+    try size(digest) != nil
+  }
+
+  func size(_ digest: Digest) throws(TroveError) -> Int64? {
+    let outcome = try request("HEAD", blobURL(digest), accepting: [200, 404])
+    guard outcome.status == 200 else { return nil }
+    guard let length = outcome.contentLength else {
+      throw TroveError(
+        .unavailable,
+        "remote '\(spec.name)': HEAD \(blobURL(digest)) gave no Content-Length",
+        value: blobURL(digest))
+    }
+    return length
+  }
+
+  func download(_ digest: Digest, from offset: Int64, into writer: BlobWriter)
+    throws(TroveError) -> Int64?
+  {
+    let url = blobURL(digest)
+    let headers = offset > 0 ? ["Range: bytes=\(offset)-"] : []
+    var received: Int64 = 0
+    let outcome = try request(
+      "GET", url, accepting: offset > 0 ? [206, 404] : [200, 404], headers: headers
+    ) { (bytes) throws(TroveError) in
+      try writer.write(bytes)
+      received += Int64(bytes.count)
+    }
+    guard outcome.status != 404 else { return nil }
+    if let length = outcome.contentLength, length != received {
+      throw TroveError(
+        .transferFailed,
+        "remote '\(spec.name)': GET \(url) ended after \(received) of \(length) bytes", value: url)
+    }
+    return offset + received
+  }
+
+  func upload(_ digest: Digest, from file: FileDescriptor, size: Int64)
+    throws(TroveError) -> RemoteUpload
+  {
+    if let limit = spec.sizeLimit, size > limit { return .tooLarge }
+    if try exists(digest) { return .present }
+    let temp = base + "/" + RemoteNames.temporaryPath()
+    try request(
+      "PUT", temp, accepting: [200, 201, 204],
+      upload: RemoteHTTPTransfer.Upload(file: file, size: size))
+    do throws(TroveError) {
+      let moved = try request(
+        "MOVE", temp, accepting: [201, 204, 412],
+        headers: ["Destination: \(blobURL(digest))", "Overwrite: F"])
+      guard moved.status == 412 else { return .uploaded }
+    } catch {
+      _ = try? request("DELETE", temp, accepting: [200, 204, 404])
+      throw error
+    }
+    _ = try? request("DELETE", temp, accepting: [200, 204, 404])
+    return .present
+  }
+
+  func delete(_ digest: Digest) throws(TroveError) -> Bool {
+    try request("DELETE", blobURL(digest), accepting: [200, 204, 404]).status != 404
+  }
+
+  func readLayout() throws(TroveError) -> RemoteLayout? {
+    var bytes: [UInt8] = []
+    let (name, layoutURL) = (spec.name, self.layoutURL)
+    let outcome = try request("GET", layoutURL, accepting: [200, 404]) {
+      (piece) throws(TroveError) in
+      guard bytes.count + piece.count <= 64 * 1024 else {
+        throw TroveError(
+          .unsupportedFormat, "remote '\(name)': \(layoutURL) is larger than 64 KiB",
+          value: layoutURL)
+      }
+      bytes += piece
+    }
+    guard outcome.status == 200 else { return nil }
+    return try RemoteLayout.decode(bytes, source: "remote '\(spec.name)': \(layoutURL)")
+  }
+
+  func writeLayout(_ layout: RemoteLayout) throws(TroveError) {
+    // Small and written once, by the first writer.
+    try request(
+      "PUT", layoutURL, accepting: [200, 201, 204],
+      upload: RemoteHTTPTransfer.Upload(bytes: layout.encoded()))
+  }
+}

@@ -1,0 +1,101 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A connected TCP socket: a thin, typed face over the descriptor, for the
+/// Redis client. Connecting waits at most a given time; every later read
+/// or write fails (EAGAIN) when the peer stalls for longer than the stall
+/// limit (`SO_RCVTIMEO`, `SO_SNDTIMEO`): there is no limit on a whole
+/// exchange. Owned: ``close()`` once.
+struct Socket: Sendable {
+  let rawValue: Int32
+
+  /// Resolves `host` (`getaddrinfo(3)`) and connects to the first address
+  /// that answers within `timeout` seconds: a non-blocking `connect(2)`
+  /// and `poll(2)`. Then sets the stall limit and `TCP_NODELAY`.
+  static func connect(host: String, port: Int, timeout: Double, stall: Double)
+    throws(SystemCallError) -> Socket
+  {
+    var hints = addrinfo()
+    hints.ai_family = AF_UNSPEC
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    var list: UnsafeMutablePointer<addrinfo>?
+    let status = getaddrinfo(host, String(port), &hints, &list)
+    guard status == 0, let list else {
+      throw SystemCallError("getaddrinfo", Errno(rawValue: status == EAI_SYSTEM ? errno : ENOENT))
+    }
+    defer { freeaddrinfo(list) }
+    var lastError = SystemCallError("connect", Errno(rawValue: ECONNREFUSED))
+    var entry: UnsafeMutablePointer<addrinfo>? = list
+    while let current = entry {
+      entry = current.pointee.ai_next
+      let fd = socket(
+        current.pointee.ai_family, current.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue),
+        current.pointee.ai_protocol)
+      guard fd >= 0 else {
+        lastError = SystemCallError("socket", .current)
+        continue
+      }
+      do throws(SystemCallError) {
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        if Glibc.connect(fd, current.pointee.ai_addr, current.pointee.ai_addrlen) != 0 {
+          guard errno == EINPROGRESS else { throw SystemCallError("connect", .current) }
+          var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+          let ready = try Sys.call("poll") { poll(&poller, 1, Int32(timeout * 1000)) }
+          guard ready > 0 else { throw SystemCallError("connect", Errno(rawValue: ETIMEDOUT)) }
+          var failure: Int32 = 0
+          var length = socklen_t(MemoryLayout<Int32>.size)
+          _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &failure, &length)
+          guard failure == 0 else { throw SystemCallError("connect", Errno(rawValue: failure)) }
+        }
+        _ = fcntl(fd, F_SETFL, flags)
+        var limit = timeval(tv_sec: Int(stall), tv_usec: Int((stall - stall.rounded(.down)) * 1e6))
+        let size = socklen_t(MemoryLayout<timeval>.size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, size)
+        var one: Int32 = 1
+        _ = setsockopt(
+          fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        return Socket(rawValue: fd)
+      } catch {
+        Glibc.close(fd)
+        lastError = error
+      }
+    }
+    throw lastError
+  }
+
+  /// Closes it. `close(2)`.
+  func close() { _ = Glibc.close(rawValue) }
+
+  /// Sends all of `bytes`. `send(2)` with `MSG_NOSIGNAL` (a closed peer is
+  /// EPIPE, not a signal).
+  func sendAll(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
+    var sent = 0
+    while sent < bytes.count {
+      let n = try Sys.call("send") {
+        send(rawValue, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+      }
+      sent += n
+    }
+  }
+
+  /// Sends all of `bytes`, as ``sendAll(_:)-(UnsafeRawBufferPointer)`` does.
+  func sendAll(_ bytes: [UInt8]) throws(SystemCallError) {
+    var sent = 0
+    while sent < bytes.count {
+      let n = try Sys.call("send") {
+        bytes.withUnsafeBytes {
+          send(rawValue, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL))
+        }
+      }
+      sent += n
+    }
+  }
+
+  /// Receives up to `buffer.count` bytes; 0 when the peer closed. `recv(2)`.
+  func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
+    try Sys.call("recv") { recv(rawValue, buffer.baseAddress, buffer.count, 0) }
+  }
+}

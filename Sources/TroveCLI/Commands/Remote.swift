@@ -1,0 +1,318 @@
+import Trove
+
+let remoteCommand = CommandSpec(
+  name: "remote",
+  abstract: "Configure shared remotes (WebDAV, Redis) and copy objects to and from them.",
+  usage:
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] | ls [--json] | rm <name> | check <name> [--json] | push [--remote <name>] [--json] <digest>... | pull [--remote <name>] [--json] <digest>...",
+  arguments: [
+    ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
+    ("url", "http(s)://HOST/PATH (WebDAV) or redis://HOST[:PORT][/DB]."),
+    ("digest", "An object's digest (xxh128:…), checksum or key (push); a digest (pull)."),
+  ],
+  options: [
+    OptionSpec(
+      names: ["--read-only"], valueName: nil,
+      help: "add: only read from this remote; push refuses it."),
+    OptionSpec(
+      names: ["--max-object-size"], valueName: "size",
+      help:
+        "add: objects larger than this are not uploaded (Redis: default 64MiB, at most 512MiB; WebDAV: no limit by default)."
+    ),
+    OptionSpec(
+      names: ["--auth-env"], valueName: "var",
+      help:
+        "add: the environment variable holding the credential (user:password, or a token over HTTP)."
+    ),
+    OptionSpec(
+      names: ["--remote"], valueName: "name",
+      help:
+        "push, pull: only this remote (default: push to every writable one, pull from the first that has it)."
+    ),
+    jsonOption,
+  ],
+  discussion: """
+    A remote is a cache shared by several stores (a team, a CI fleet) on a server
+    people already run: a WebDAV folder (nginx's dav module: PUT, DELETE, MOVE) or a
+    Redis database. Remotes are kept in the store's remotes.json, in the order they
+    are tried; a credential comes from the environment variable named by --auth-env
+    (or ~/.netrc over HTTP), never from the file.
+
+    'remote check' reads the remote's layout record (trove-remote.json), timing the
+    round trip; unless the remote is read-only it writes the record when missing and
+    uploads, reads back and deletes a small probe blob. Exit 69 when the remote is
+    not usable.
+
+    'remote push' uploads objects a remote does not hold yet (a blob is never
+    replaced, and no reader sees half of one); objects larger than the remote's
+    max-object-size are skipped. 'remote pull' copies objects into the store; every
+    byte is hashed on the way in and a blob whose bytes do not match its name is
+    refused (exit 65) and nothing is stored. A remote that cannot be reached fails
+    after about 250 ms (exit 69). Exit 1 when no remote holds an object.
+    """,
+  run: { invocation in try remote(invocation) })
+
+/// The options each action takes (beyond --store, --quiet, --help).
+private let remoteActionOptions: [String: Set<String>] = [
+  "add": ["--read-only", "--max-object-size", "--auth-env"],
+  "ls": ["--json"],
+  "rm": [],
+  "check": ["--json"],
+  "push": ["--remote", "--json"],
+  "pull": ["--remote", "--json"],
+]
+
+/// `trove remote`.
+private func remote(_ invocation: Invocation) throws -> Int32 {
+  let args = invocation.positionals
+  guard let action = args.first else {
+    throw invocation.usageError("Missing expected action: add, ls, rm, check, push or pull")
+  }
+  guard let allowed = remoteActionOptions[action] else {
+    throw invocation.usageError(
+      "unknown action '\(action)': expected add, ls, rm, check, push or pull")
+  }
+  for option in invocation.values.keys.sorted()
+  where !allowed.contains(option) && option != "--quiet" {
+    throw invocation.usageError("'remote \(action)' takes no option \(option)")
+  }
+  let operands = Array(args.dropFirst())
+  func require(_ names: [String]) throws(UsageError) {
+    if operands.count < names.count {
+      throw invocation.usageError("Missing expected argument '<\(names[operands.count])>'")
+    }
+    if operands.count > names.count {
+      throw invocation.usageError("Unexpected argument '\(operands[names.count])'")
+    }
+  }
+  switch action {
+  case "add":
+    try require(["name", "url"])
+    var spec = RemoteSpec(
+      name: operands[0], url: operands[1], readOnly: invocation.flag("--read-only"),
+      authEnvironment: invocation.value("--auth-env"))
+    if let size = try invocation.size("--max-object-size") { spec.maxObjectSize = size }
+    do throws(TroveError) {
+      spec = try spec.validated()
+    } catch {
+      throw invocation.usageError(error.description)
+    }
+    let store = try Store(
+      StoreConfiguration(
+        root: invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
+    try store.addRemote(spec)
+    Output.line("added remote '\(spec.name)' (\(spec.url))")
+    return ExitStatus.success
+  case "ls":
+    try require([])
+    let remotes = try invocation.openStore().remotes()
+    if invocation.flag("--json") {
+      Output.json(remotes)
+    } else {
+      for remote in remotes {
+        var line = "\(remote.name)  \(remote.url)  \(remote.readOnly ? "read-only" : "read-write")"
+        line +=
+          remote.sizeLimit.map { "  max-object-size \(Output.size($0))" } ?? "  no max-object-size"
+        if let variable = remote.authEnvironment { line += "  auth-env \(variable)" }
+        Output.line(line)
+      }
+    }
+    return ExitStatus.success
+  case "rm":
+    try require(["name"])
+    guard try invocation.openStore().removeRemote(named: operands[0]) else {
+      throw TroveError(
+        .notFound, "no remote '\(operands[0])' in store '\(invocation.storeRoot)'",
+        value: operands[0])
+    }
+    return ExitStatus.success
+  case "check":
+    try require(["name"])
+    let check = try invocation.openStore().checkRemote(named: operands[0])
+    if invocation.flag("--json") {
+      Output.json(check)
+    } else if check.isUsable {
+      Output.line(describe(check))
+    }
+    guard check.isUsable else {
+      Output.error("Error: \(check.error ?? "remote '\(check.name)' is not usable")")
+      return ExitStatus.unavailable
+    }
+    return ExitStatus.success
+  case "push":
+    guard !operands.isEmpty else {
+      throw invocation.usageError("Missing expected argument '<digest>'")
+    }
+    return try push(operands, invocation)
+  default:  // pull
+    guard !operands.isEmpty else {
+      throw invocation.usageError("Missing expected argument '<digest>'")
+    }
+    var digests: [Digest] = []
+    for text in operands { digests.append(try invocation.digest(text)) }
+    return try pull(digests, invocation)
+  }
+}
+
+/// `remote 'ci' (http://…): reachable in 1.2 ms, writable, layout format 1 (xxh128, written now)`.
+private func describe(_ check: Store.RemoteCheck) -> String {
+  var parts = [
+    "reachable in \(check.latencyMilliseconds.map { String(format: "%.1f", $0) } ?? "?") ms"
+  ]
+  parts.append(check.readOnly ? "read-only (not written)" : "writable")
+  if let layout = check.layout {
+    parts.append(
+      "layout format \(layout.format) (\(layout.hash)\(check.layoutWritten ? ", written now" : ""))"
+    )
+  } else {
+    parts.append("no layout record yet")
+  }
+  return "remote '\(check.name)' (\(check.url)): " + parts.joined(separator: ", ")
+}
+
+/// One object and remote in `remote push --json`.
+private struct PushRecord: Encodable {
+  var digest: String
+  var remote: String
+  /// `uploaded`, `present` or `too-large`; nil when it failed.
+  var outcome: String?
+  var error: String?
+
+  enum CodingKeys: String, CodingKey { case digest, remote, outcome, error }
+
+  func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(digest, forKey: .digest)
+    try c.encode(remote, forKey: .remote)
+    try c.encode(outcome, forKey: .outcome)  // null, never missing
+    try c.encode(error, forKey: .error)
+  }
+}
+
+/// `remote push`: each object to each chosen remote; a failure is reported
+/// and the rest go on; the exit status is the first failure's.
+private func push(_ operands: [String], _ invocation: Invocation) throws -> Int32 {
+  let store = try invocation.openStore()
+  let targets: [RemoteSpec]
+  if let name = invocation.value("--remote") {
+    targets = [try store.remote(named: name)]
+  } else {
+    targets = try store.remotes().filter { !$0.readOnly }
+    guard !targets.isEmpty else {
+      throw TroveError(
+        .notFound,
+        "store '\(store.root)' has no writable remote to push to (see 'trove remote add')")
+    }
+  }
+  // Malformed arguments are usage errors before anything is sent.
+  let references = try operands.map { (text) throws(UsageError) in try invocation.reference(text) }
+  var status = ExitStatus.success
+  var records: [PushRecord] = []
+  for reference in references {
+    let digest: Digest
+    do {
+      digest = try invocation.resolve(reference, in: store)
+    } catch {
+      reportError(error)
+      if status == ExitStatus.success {
+        status = (error as? TroveError).map(ExitStatus.of) ?? ExitStatus.usage
+      }
+      continue
+    }
+    for target in targets {
+      do throws(TroveError) {
+        let outcome = try store.push(digest, to: target.name)
+        records.append(
+          PushRecord(digest: digest.description, remote: target.name, outcome: outcome.rawValue))
+        if !invocation.flag("--json") {
+          switch outcome {
+          case .uploaded: Output.line("\(digest)  uploaded to '\(target.name)'")
+          case .present: Output.line("\(digest)  already on '\(target.name)'")
+          case .tooLarge:
+            Output.line(
+              "\(digest)  skipped: larger than the max-object-size of '\(target.name)' (\(Output.size(target.sizeLimit ?? 0)))"
+            )
+          }
+        }
+      } catch {
+        records.append(
+          PushRecord(digest: digest.description, remote: target.name, error: error.description))
+        Output.error("Error: \(error)")
+        if status == ExitStatus.success { status = ExitStatus.of(error) }
+      }
+    }
+  }
+  if invocation.flag("--json") { Output.json(records) }
+  return status
+}
+
+/// One object in `remote pull --json`.
+private struct PullRecord: Encodable {
+  var digest: String
+  /// The remote it came from; nil when it was local already or failed.
+  var remote: String?
+  var size: Int64?
+  /// `pulled`, `local` or `failed`.
+  var outcome: String
+  var error: String?
+
+  enum CodingKeys: String, CodingKey { case digest, remote, size, outcome, error }
+
+  func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(digest, forKey: .digest)
+    try c.encode(remote, forKey: .remote)  // null, never missing
+    try c.encode(size, forKey: .size)
+    try c.encode(outcome, forKey: .outcome)
+    try c.encode(error, forKey: .error)
+  }
+}
+
+/// `remote pull`: each object from the chosen remote, or from the first
+/// remote that holds it and sends its bytes intact.
+private func pull(_ digests: [Digest], _ invocation: Invocation) throws -> Int32 {
+  let store = try Store(
+    StoreConfiguration(
+      root: invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
+  let sources: [RemoteSpec]
+  if let name = invocation.value("--remote") {
+    sources = [try store.remote(named: name)]
+  } else {
+    sources = try store.remotes()
+    guard !sources.isEmpty else {
+      throw TroveError(
+        .notFound, "store '\(store.root)' has no remote to pull from (see 'trove remote add')")
+    }
+  }
+  var status = ExitStatus.success
+  var records: [PullRecord] = []
+  for digest in digests {
+    var failure: TroveError?
+    var record = PullRecord(digest: digest.description, outcome: "failed")
+    for source in sources {
+      do throws(TroveError) {
+        let pulled = try store.pull(digest, from: source.name)
+        record = PullRecord(
+          digest: digest.description, remote: pulled.downloaded ? source.name : nil,
+          size: pulled.size, outcome: pulled.downloaded ? "pulled" : "local")
+        failure = nil
+        break
+      } catch {
+        // A miss leaves room for the next remote; any other failure is
+        // what is reported when none has it intact.
+        if failure == nil || failure?.code == .notFound { failure = error }
+      }
+    }
+    if let failure {
+      record.error = failure.description
+      Output.error("Error: \(failure)")
+      if status == ExitStatus.success { status = ExitStatus.of(failure) }
+    } else if !invocation.flag("--json") {
+      Output.line(
+        record.remote.map { "\(digest)  pulled from '\($0)'" } ?? "\(digest)  already in the store")
+    }
+    records.append(record)
+  }
+  if invocation.flag("--json") { Output.json(records) }
+  return status
+}
