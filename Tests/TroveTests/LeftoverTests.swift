@@ -190,4 +190,36 @@ struct LeftoverTests {
         ": Directory not empty (unlinkat(AT_REMOVEDIR), errno 39)") == true)
     #expect(sweep.errorLines.count == 1)
   }
+
+  @Test("a removal its remover left half done a minute ago is finished by the next sweep")
+  func staleRemovalFinished() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let stale = try store.put(bytes: Bytes.random(30_000, seed: 951)).digest
+    let fresh = try store.put(bytes: Bytes.random(30_000, seed: 952)).digest
+    let now = currentTimeNanoseconds()
+    // What a remover killed between its two steps leaves: the row gone,
+    // the removal recorded, the file still there.
+    for (digest, since) in [(stale, now - 120_000_000_000), (fresh, now)] {
+      let removal = try store.objects.removal(of: digest, explicit: true)
+      try store.index().write("remove halfway") { (tx) throws(TroveError) in
+        _ = try tx.deleteObject(digest)
+        try tx.insertRemovals([removal], now: since)
+      }
+    }
+    let stalePath = store.objects.path(stale, compressed: false)
+    #expect(FileManager.default.fileExists(atPath: stalePath))
+    #expect(try store.statistics().entries == 0)
+    let report = try store.sweep()
+    #expect(!FileManager.default.fileExists(atPath: stalePath))
+    #expect(report.reconciled.removalsFinished >= 1)
+    #expect(
+      try store.index().read("look") { (tx) throws(TroveError) in try tx.removal(of: stale) } == nil
+    )
+    // One a remover may still be making is left to it (unless this sweep's
+    // one folder to reconcile happened to be its folder: then 2 finished).
+    if report.reconciled.removalsFinished == 1 {
+      #expect(FileManager.default.fileExists(atPath: store.objects.path(fresh, compressed: false)))
+    }
+  }
 }

@@ -307,6 +307,21 @@ extension IndexSession {
   }
 
   /// The removals in progress whose digest's hex starts with `prefix`.
+  /// Up to `limit` digests whose removal was recorded before `time`
+  /// (nanoseconds): left by removers that stopped between the two steps.
+  func removals(recordedBefore time: Int64, limit: Int) throws(TroveError) -> [Digest] {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found: [Digest] = []
+      try db.query(
+        "SELECT digest FROM removing WHERE since < ? LIMIT ?",
+        [.integer(time), .integer(Int64(limit))]
+      ) { row in
+        if let d = Digest(hex: Substring(row.text(0))) { found.append(d) }
+      }
+      return found
+    }
+  }
+
   func removals(withPrefix prefix: String) throws(TroveError) -> [Digest: Removal] {
     try run { db throws(SQLiteConnection.Failure) in
       var found: [Digest: Removal] = [:]

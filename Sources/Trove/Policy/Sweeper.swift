@@ -155,13 +155,19 @@ public struct SweepReport: Sendable, Hashable, Codable {
 }
 
 extension Store {
+  /// How old a recorded removal must be before a sweep finishes it for a
+  /// remover that stopped between its two steps: a minute (one that is
+  /// still running takes milliseconds between them).
+  static let staleRemovalAge: Int64 = 60_000_000_000
+
   /// Trims the store to its policy, in four steps:
   /// 1. removes leftovers of dead writers in `tmp/` (whatever they are:
   ///    files, links, FIFOs, folders; one it cannot remove is reported in
   ///    ``SweepReport/temporaryFailures`` and the sweep goes on);
   /// 2. reconciles the index with the next fan-out folder of `objects/`
   ///    (adopting orphans, dropping rows whose file is gone), so that every
-  ///    folder is reconciled once in 256 sweeps;
+  ///    folder is reconciled once in 256 sweeps; and finishes removals
+  ///    recorded more than a minute ago whose removers stopped halfway;
   /// 3. removes entries not used within the maximum age;
   /// 4. while the store takes more than its budget, removes least recently
   ///    used entries until it is at or below the low-water mark.
@@ -215,6 +221,8 @@ extension Store {
       // Housekeeping: on a full volume it waits, and the eviction frees room.
       do throws(TroveError) {
         report.reconciled = try objects.reconcileNextFolder()
+        report.reconciled.removalsFinished += try objects.finishStaleRemovals(
+          olderThan: Self.staleRemovalAge)
       } catch  where error.code == .noSpace {}
     }
 

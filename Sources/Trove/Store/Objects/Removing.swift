@@ -85,6 +85,22 @@ extension ObjectTable {
     )
   }
 
+  /// Finishes removals recorded more than `age` nanoseconds ago, whose
+  /// removers stopped between the two steps (killed, or failed): their
+  /// rows are gone, and their files would otherwise wait for a repair or
+  /// for the sweep that reconciles their folder. Finishing a removal its
+  /// remover is still making is harmless: one of them takes the record.
+  /// Returns how many files were unlinked.
+  func finishStaleRemovals(olderThan age: Int64) throws(TroveError) -> Int {
+    let before = currentTimeNanoseconds().subtractingSaturated(age)
+    let stale = try index().read("look up stale removals") { (tx) throws(TroveError) in
+      try tx.removals(recordedBefore: before, limit: 1000)
+    }
+    let (_, unlinked, failure) = try finishRemovals(stale)
+    if let failure { throw failure }
+    return unlinked.filter { $0 }.count
+  }
+
   /// The second step of a removal, in one index transaction: for each
   /// digest whose removal record is still there, takes the record and
   /// unlinks the files it names, if they are still those files; returns
