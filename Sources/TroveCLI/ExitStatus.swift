@@ -1,3 +1,4 @@
+import Foundation
 import Trove
 
 /// Exit statuses, from sysexits.h where one fits.
@@ -32,8 +33,8 @@ enum ExitStatus {
     case .invalidConfig: return config
     case .busy, .lowOnSpace, .transferFailed: return tryAgain
     case .storeUnavailable:
-      switch error.cause?.errno {
-      case .permissionDenied?, .notPermitted?, .readOnlyFileSystem?: return permission
+      switch error.errno {
+      case EACCES?, EPERM?, EROFS?: return permission
       default: return cannotCreate
       }
     default: return ioError

@@ -102,11 +102,13 @@ enum Output {
   }
 
   /// A byte count for people: `512 B`, `1.5 KiB`, `3.2 GiB`.
-  static func size(_ bytes: Int64) -> String { Quantities.formatSize(bytes) }
+  static func size(_ bytes: Int64) -> String { CachePolicy.Quantities.formatSize(bytes) }
 
   /// An index time (nanoseconds since 1970) as ISO 8601 in UTC.
   static func time(_ nanoseconds: Int64) -> String {
-    let date = Date(timeIntervalSince1970: Double(nanoseconds) / 1e9)
-    return date.formatted(.iso8601)
+    time(Date(timeIntervalSince1970: Double(nanoseconds) / 1e9))
   }
+
+  /// A date as ISO 8601 in UTC.
+  static func time(_ date: Date) -> String { date.formatted(.iso8601) }
 }

@@ -22,4 +22,9 @@ enum RelativeTime {
     let amount = "\(count) \(name)\(count == 1 ? "" : "s")"
     return seconds >= 0 ? amount + " ago" : "in " + amount
   }
+
+  /// ``describe(_:now:)`` of a date.
+  static func describe(_ date: Date, now: Int64 = RelativeTime.now) -> String {
+    describe(Int64((date.timeIntervalSince1970 * 1e9).rounded()), now: now)
+  }
 }

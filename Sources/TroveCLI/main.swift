@@ -41,7 +41,7 @@ func main() -> Int32 {
   } catch let error as AmbiguousDigestPrefix {
     error.report()
     return ExitStatus.usage
-  } catch let error as TroveError where error.cause?.errno == .brokenPipe {
+  } catch let error as TroveError where error.errno == EPIPE {
     Output.closedPipe()  // `trove get D - | head`: the reader left, quietly
   } catch let error as TroveError {
     Output.error("Error: \(error)")

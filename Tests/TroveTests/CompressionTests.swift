@@ -42,7 +42,7 @@ struct CompressionTests {
   {
     let store = try scratch.store()
     try store.updatePolicy { (policy) throws(TroveError) in
-      try PolicyKey.compression.set(compression, in: &policy)
+      try CachePolicy.Key.compression.set(compression, in: &policy)
       policy.compressionMinimumSize = minimum
     }
     return store
@@ -121,7 +121,7 @@ struct CompressionTests {
   func streamPut() throws {
     let scratch = try Scratch()
     let data = Self.text(4 << 20, seed: 17)
-    var digest: Digest
+    var digest: BlobDigest
     do {
       let store = try store(scratch, "zstd:3")
       // Unknown length, arriving in 64 KiB pieces.
@@ -165,7 +165,7 @@ struct CompressionTests {
   func streamSkips() throws {
     let scratch = try Scratch()
     let store = try store(scratch, "zstd:3")
-    func stream(_ data: [UInt8], expected: Int64? = nil) throws -> Digest {
+    func stream(_ data: [UInt8], expected: Int64? = nil) throws -> BlobDigest {
       let writer = try store.makeWriter(expectedSize: expected)
       for start in stride(from: 0, to: data.count, by: 100_000) {
         try writer.write(Array(data[start..<min(start + 100_000, data.count)]))
@@ -309,12 +309,12 @@ struct CompressionTests {
   func settings() throws {
     var policy = CachePolicy.default
     for good in ["none", "zstd", "zstd:1", "zstd:19", "zstd:-3"] {
-      try PolicyKey.compression.set(good, in: &policy)
+      try CachePolicy.Key.compression.set(good, in: &policy)
     }
     #expect(policy.compression == .zstd(level: -3))
     for bad in ["gzip", "zstd:0", "zstd:23", "zstd:x", "zstd3"] {
       #expect {
-        try PolicyKey.compression.set(bad, in: &policy)
+        try CachePolicy.Key.compression.set(bad, in: &policy)
       } throws: { "\($0)".contains("'\(bad)'") && "\($0)".contains("zstd:LEVEL") }
     }
   }

@@ -188,7 +188,7 @@ struct ConfigTests {
     let store = try scratch.store()
     #expect(throws: TroveError.self) { try store.policy() }
     let status = try store.policyStatus()
-    #expect(status.problems.map(\.key) == [PolicyKey(rawValue: key)])
+    #expect(status.problems.map(\.key) == [CachePolicy.Key(rawValue: key)])
   }
 
   @Test(

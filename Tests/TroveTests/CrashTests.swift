@@ -153,7 +153,7 @@ struct CrashTests {
       thread.start()
     }
     let audit = try StoreAudit(store: store, context: context, io: scratch["audit"])
-    var reported = Set<Digest>()
+    var reported = Set<BlobDigest>()
     for epoch in 1...pauses {
       meet.wait()
       let ran = log.takeRecent()
@@ -312,20 +312,20 @@ private struct KillHarness {
   let pool: Pool
   var rng: SeededGenerator
   /// Digests that must survive every sweep, checked after every round.
-  var pinned: [Digest: String] = [:]
+  var pinned: [BlobDigest: String] = [:]
   /// Every digest a put printed (killed or not), and the file of its bytes.
-  private(set) var acknowledged: [Digest: String] = [:]
+  private(set) var acknowledged: [BlobDigest: String] = [:]
   /// Processes that died of the test's SIGKILL.
   private(set) var killedPIDs: Set<Int32> = []
   private(set) var rounds = 0
   private(set) var processes = 0
   private(set) var finishedAlone = 0
-  private var digestOf: [String: Digest] = [:]
+  private var digestOf: [String: BlobDigest] = [:]
   private var fresh = 0
   private var compression = false
   /// Rows without a file and lost pinned digests already reported.
-  private var reported: Set<Digest> = []
-  private var orphansBefore: Set<Digest> = []
+  private var reported: Set<BlobDigest> = []
+  private var orphansBefore: Set<BlobDigest> = []
 
   init(scratch: Scratch, seed: UInt64, context: String, jobs: [(Job, Int)]) throws {
     self.scratch = scratch
@@ -428,8 +428,8 @@ private struct KillHarness {
     }
 
     var outcomes: [Outcome] = []
-    var acknowledgedNow = Set<Digest>()
-    var acknowledgedByFinished = Set<Digest>()
+    var acknowledgedNow = Set<BlobDigest>()
+    var acknowledgedByFinished = Set<BlobDigest>()
     for (i, plan) in planned.enumerated() {
       let outcome = try started[i].process.wait()
       outcomes.append(outcome)
@@ -460,7 +460,8 @@ private struct KillHarness {
 
   /// What must hold after any round, with the store at rest.
   private mutating func checkRound(
-    _ outcomes: [Outcome], acknowledged: Set<Digest>, byFinished: Set<Digest>, evicting: Bool
+    _ outcomes: [Outcome], acknowledged: Set<BlobDigest>, byFinished: Set<BlobDigest>,
+    evicting: Bool
   ) throws {
     let audit = try StoreAudit(store: store, context: context, io: scratch["io"])
     let said = outcomes.map(\.description).joined(separator: "; ")
@@ -476,7 +477,7 @@ private struct KillHarness {
     }
     // Orphan files come from crashes only.
     let orphans = onDisk.subtracting(rows)
-    var newOrphans = Set<Digest>()
+    var newOrphans = Set<BlobDigest>()
     if !outcomes.contains(where: \.killed) {
       newOrphans = orphans.subtracting(orphansBefore)
       for digest in newOrphans.sorted() {
@@ -691,14 +692,14 @@ private final class Barrier: @unchecked Sendable {
 /// scale over `sizes`, text-like (compressible) and noise in turn.
 private final class Pool: Sendable {
   let files: [String]
-  let digests: [Digest]
+  let digests: [BlobDigest]
 
   init(_ scratch: Scratch, name: String, count: Int, sizes: ClosedRange<Int>, seed: UInt64)
     throws
   {
     var rng = SeededGenerator(seed: seed)
     var files: [String] = []
-    var digests: [Digest] = []
+    var digests: [BlobDigest] = []
     let low = log(Double(sizes.lowerBound))
     let high = log(Double(sizes.upperBound))
     for i in 0..<count {
@@ -714,7 +715,7 @@ private final class Pool: Sendable {
     self.digests = digests
   }
 
-  func digest(_ file: String) -> Digest {
+  func digest(_ file: String) -> BlobDigest {
     digests[files.firstIndex(of: file)!]
   }
 }

@@ -48,10 +48,10 @@ struct DigestTests {
 
   @Test("text form round-trips and keeps leading zeros")
   func textForm() throws {
-    let d = Digest(high: 0x0000_0000_0000_0001, low: 0x00ff_0000_0000_0000)
+    let d = BlobDigest(high: 0x0000_0000_0000_0001, low: 0x00ff_0000_0000_0000)
     #expect(d.description == "xxh128:000000000000000100ff000000000000")
-    #expect(try Digest(parsing: d.description) == d)
-    let mixed = try Digest(parsing: "xxh128:99AA06d3014798d86001C324468d497f")
+    #expect(try BlobDigest(parsing: d.description) == d)
+    let mixed = try BlobDigest(parsing: "xxh128:99AA06d3014798d86001C324468d497f")
     #expect(mixed.hex == "99aa06d3014798d86001c324468d497f")
   }
 
@@ -65,7 +65,7 @@ struct DigestTests {
     ])
   func rejects(text: String) {
     #expect {
-      _ = try Digest(parsing: text)
+      _ = try BlobDigest(parsing: text)
     } throws: { error in
       guard let error = error as? TroveError else { return false }
       return error.code == .invalidDigest && error.description.contains("'\(text)'")

@@ -13,17 +13,18 @@ import Testing
 struct EvictionTests {
   /// A store with every read recorded (access resolution 0) and `count`
   /// entries of distinct bytes, put in order.
-  func populated(_ scratch: Scratch, count: Int, size: Int = 10_000) throws -> (Store, [Digest]) {
+  func populated(_ scratch: Scratch, count: Int, size: Int = 10_000) throws -> (Store, [BlobDigest])
+  {
     let store = try scratch.store()
     try store.updatePolicy { $0.accessResolution = 0 }
-    var digests: [Digest] = []
+    var digests: [BlobDigest] = []
     for i in 0..<count {
       digests.append(try store.put(bytes: Bytes.random(size, seed: UInt64(100 + i))).digest)
     }
     return (store, digests)
   }
 
-  func allocated(_ store: Store) throws -> [Digest: Int64] {
+  func allocated(_ store: Store) throws -> [BlobDigest: Int64] {
     Dictionary(uniqueKeysWithValues: try store.entries().map { ($0.digest, $0.allocatedBytes) })
   }
 
@@ -61,7 +62,7 @@ struct EvictionTests {
     let onDisk = Set(
       scratch.list("store/objects").flatMap { fanout in
         scratch.list("store/objects/" + fanout).map { Substring($0) }
-      }.compactMap { Digest(hex: $0) })
+      }.compactMap { BlobDigest(hex: $0) })
     #expect(onDisk == kept)
   }
 
@@ -102,8 +103,8 @@ struct EvictionTests {
     let scratch = try Scratch()
     let (store, digests) = try populated(scratch, count: 6)
     try store.pin(digests[0])
-    try store.pin(digests[1], name: "ci-job", duration: 3600)
-    try store.pin(digests[2], name: "bench", duration: 0)  // lapsed already
+    try store.pin(digests[1], name: "ci-job", for: .seconds(3600))
+    try store.pin(digests[2], name: "bench", for: .seconds(0))  // lapsed already
     try store.pin(digests[3], name: "a")
     try store.pin(digests[3], name: "b")
     #expect(try store.unpin(digests[3], name: "a"))
@@ -124,7 +125,7 @@ struct EvictionTests {
     Thread.sleep(forTimeInterval: 1.2)
     _ = try store.contains(digests[1])
     try store.materialize(digests[2], at: scratch["out"])
-    let report = try store.sweep(SweepOptions(maxAge: 1))
+    let report = try store.sweep(SweepOptions(maxAge: .seconds(1)))
     #expect(report.expiredEntries == 2)
     #expect(Set(try store.entries().map(\.digest)) == Set([digests[1], digests[2]]))
   }
@@ -166,7 +167,7 @@ struct EvictionTests {
       $0.budget = 50_000
       $0.lowWater = 0.8
     }
-    var last: Digest?
+    var last: BlobDigest?
     for i in 0..<12 {
       last = try store.put(bytes: Bytes.random(10_000, seed: UInt64(i))).digest
       #expect(try store.statistics().allocatedBytes <= 50_000)
@@ -252,7 +253,7 @@ struct EvictionTests {
     #expect(try other.policy().maxAge == 30 * 86400)
     var policy = CachePolicy.default
     for (key, text) in [
-      (PolicyKey.budget, "12X"), (.maxAge, "30"), (.lowWater, "1.5"), (.minimumFree, "120%"),
+      (CachePolicy.Key.budget, "12X"), (.maxAge, "30"), (.lowWater, "1.5"), (.minimumFree, "120%"),
     ] {
       #expect {
         try key.set(text, in: &policy)
@@ -261,9 +262,9 @@ struct EvictionTests {
           && "\(error)".contains("expected")
       }
     }
-    #expect(Quantities.parseSize("1.5GiB") == 1_610_612_736)
-    #expect(Quantities.parseSize("500M") == 500_000_000)
-    #expect(Quantities.parseSize("0") == 0)
-    #expect(Quantities.parseDuration("12h") == 43200)
+    #expect(CachePolicy.Quantities.parseSize("1.5GiB") == 1_610_612_736)
+    #expect(CachePolicy.Quantities.parseSize("500M") == 500_000_000)
+    #expect(CachePolicy.Quantities.parseSize("0") == 0)
+    #expect(CachePolicy.Quantities.parseDuration("12h") == 43200)
   }
 }

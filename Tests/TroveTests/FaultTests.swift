@@ -86,7 +86,7 @@ struct FaultTests {
     let small = try Scratch(under: TestFilesystems.small!)
     let store = try small.store()
     try store.updatePolicy { $0.minimumFree = .bytes(0) }
-    var kept: [Digest] = []
+    var kept: [BlobDigest] = []
     for i in 0..<6 {
       kept.append(try store.put(bytes: Bytes.random(1 << 20, seed: UInt64(60 + i))).digest)
     }
@@ -115,7 +115,7 @@ struct FaultTests {
       $0.minimumFree = .bytes(0)
       $0.compression = .zstd(level: 1)
     }
-    var kept: [Digest] = []
+    var kept: [BlobDigest] = []
     for i in 0..<6 {
       // Random bytes: sampled as incompressible, stored raw.
       kept.append(try store.put(bytes: Bytes.random(1 << 20, seed: UInt64(100 + i))).digest)
@@ -167,7 +167,7 @@ struct FaultTests {
     let small = try Scratch(under: TestFilesystems.small!)
     let store = try small.store()
     try store.updatePolicy { $0.minimumFree = .bytes(0) }
-    var kept: [Digest] = []
+    var kept: [BlobDigest] = []
     for i in 0..<3 {
       kept.append(try store.put(bytes: Bytes.random(1 << 20, seed: UInt64(140 + i))).digest)
     }

@@ -21,7 +21,7 @@ struct FetchFaultTests {
 
   /// The store holds exactly `digests`, and verify finds it clean.
   static func expectStore(
-    _ scratch: Scratch, holds digests: Set<Digest>,
+    _ scratch: Scratch, holds digests: Set<BlobDigest>,
     sourceLocation: SourceLocation = #_sourceLocation
   ) throws {
     let store = try scratch.store()

@@ -255,7 +255,7 @@ struct FetchTests {
     let nginx = try Nginx()
     let scratch = try Scratch()
     var lines: [String] = []
-    var expected: [String: Digest] = [:]
+    var expected: [String: BlobDigest] = [:]
     for i in 0..<40 {
       let body = Bytes.random(4096 + i * 1000, seed: UInt64(100 + i))
       try nginx.files.write("f\(i).dat", body)
@@ -290,7 +290,7 @@ struct FetchTests {
     let nginx = try Nginx()
     let scratch = try Scratch()
     var urls: [String] = []
-    var expected: [String: Digest] = [:]
+    var expected: [String: BlobDigest] = [:]
     for i in 0..<4 {
       let body = Bytes.random((20 << 20) + i * 4099, seed: UInt64(500 + i))
       try nginx.files.write("large\(i).bin", body)

@@ -13,10 +13,10 @@ struct FullVolumeTests {
   /// Three 2 MiB objects in a new store on `volume`, then the volume
   /// filled with a file until the kernel says ENOSPC. Returns the store's
   /// path and the digests.
-  func fullStore(on volume: String, _ scratch: Scratch) throws -> (String, [Digest]) {
+  func fullStore(on volume: String, _ scratch: Scratch) throws -> (String, [BlobDigest]) {
     let store = scratch["store"]
     let inputs = try Scratch()  // off the volume: only the store and the filler take room
-    var digests: [Digest] = []
+    var digests: [BlobDigest] = []
     for i in 0..<3 {
       let data = Bytes.random(2 << 20, seed: UInt64(300 + i))
       let put = try CLI.run(["--store", store, "put", try inputs.write("in\(i)", data)])

@@ -10,9 +10,9 @@ import Testing
 struct GetManyTests {
   /// A store holding three small objects: one under a URL key, one under
   /// a plain key, one under none. Returns the store and their digests.
-  func filledStore(_ scratch: Scratch) throws -> (String, [Digest]) {
+  func filledStore(_ scratch: Scratch) throws -> (String, [BlobDigest]) {
     let store = scratch["store"]
-    var digests: [Digest] = []
+    var digests: [BlobDigest] = []
     for (i, key) in ["https://example.org/dist/tool-1.2.tar.gz?sig=abc#top", "models/base", nil]
       .enumerated()
     {

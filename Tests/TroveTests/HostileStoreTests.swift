@@ -67,7 +67,7 @@ struct HostileStoreTests {
     try CLI.run(["--store", store] + arguments, stdin: stdin, prefix: ["/usr/bin/timeout", "30"])
   }
 
-  func objectPath(_ store: String, _ digest: Digest) -> String {
+  func objectPath(_ store: String, _ digest: BlobDigest) -> String {
     store + "/objects/\(digest.hex.prefix(2))/\(digest.hex)"
   }
 

@@ -207,7 +207,7 @@ struct JSONSchemaTests {
       [
         "key": .string, "value": .string, "bytes": .nullable(.integer),
         "seconds": .nullable(.integer), "source": .string, "found": .nullable(.string),
-      ], minimum: PolicyKey.allCases.count + 1, "config")
+      ], minimum: CachePolicy.Key.allCases.count + 1, "config")
     let settings = try #require(config as? [[String: Any]])
     let budget = try #require(settings.first { $0["key"] as? String == "budget" })
     #expect(budget["bytes"] as? Int == 150_000_000 && budget["source"] as? String == "config")
@@ -306,7 +306,9 @@ struct JSONSchemaTests {
     ] {
       #expect(try CLI.run(["--store", store, "config", "set", "budget", given]).status == 0)
       #expect(try get("budget") == shown + "\n", "\(given)")
-      #expect(Quantities.parseSize(shown) == Quantities.parseSize(given) || given == "123456789")
+      #expect(
+        CachePolicy.Quantities.parseSize(shown) == CachePolicy.Quantities.parseSize(given)
+          || given == "123456789")
     }
     #expect(try CLI.run(["--store", store, "config", "set", "max-age", "3d"]).status == 0)
     #expect(try CLI.run(["--store", store, "config", "unset", "budget"]).status == 0)

@@ -99,7 +99,7 @@ struct LibraryAPITests {
     let sweep: SweepReport = try await store.sweep(SweepOptions(budget: 0))
     #expect(sweep.evictedEntries == 1)
     // Many at once do not wait on each other through the cooperative pool.
-    let digests = try await withThrowingTaskGroup(of: Digest.self) { group in
+    let digests = try await withThrowingTaskGroup(of: BlobDigest.self) { group in
       for i in 0..<16 {
         group.addTask {
           let result: PutResult = try await store.put(
@@ -107,7 +107,7 @@ struct LibraryAPITests {
           return result.digest
         }
       }
-      var all: Set<Digest> = []
+      var all: Set<BlobDigest> = []
       for try await d in group { all.insert(d) }
       return all
     }

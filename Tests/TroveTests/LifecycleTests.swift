@@ -25,8 +25,8 @@ func concurrently(_ bodies: [@Sendable () throws -> Void]) throws {
 }
 
 /// The digests whose object files are in `store` (either form), from the folder.
-func digestsOnDisk(_ store: Store) throws -> Set<Digest> {
-  var found = Set<Digest>()
+func digestsOnDisk(_ store: Store) throws -> Set<BlobDigest> {
+  var found = Set<BlobDigest>()
   for folder in 0..<256 {
     for file in try store.objects.objectFiles(inFolder: folder) { found.insert(file.digest) }
   }
@@ -35,21 +35,21 @@ func digestsOnDisk(_ store: Store) throws -> Set<Digest> {
 
 /// Sets `digest`'s recorded last access `seconds` into the past, behind
 /// the store's back.
-func age(_ digest: Digest, by seconds: Int64, in store: Store) throws {
+func age(_ digest: BlobDigest, by seconds: Int64, in store: Store) throws {
   try store.index().write("test: age") { (tx) throws(TroveError) in
     guard var entry = try tx.entry(for: digest) else { return }
-    entry.lastAccess -= seconds * 1_000_000_000
+    entry.lastAccessNanoseconds -= seconds * 1_000_000_000
     try tx.run { db throws(SQLiteConnection.Failure) in
       try db.query(
         "UPDATE objects SET last_access = ? WHERE digest = ?",
-        [.integer(entry.lastAccess), .text(digest.hex)])
+        [.integer(entry.lastAccessNanoseconds), .text(digest.hex)])
     }
   }
 }
 
 /// What a remover killed after its first step leaves: no row (nor pins and
 /// keys, for an `rm`), a removal record naming the file, the file itself.
-func cutRemoval(_ digest: Digest, explicit: Bool, in store: Store) throws {
+func cutRemoval(_ digest: BlobDigest, explicit: Bool, in store: Store) throws {
   try store.index().write("test: a removal's first step") { (tx) throws(TroveError) in
     _ = try tx.deleteObject(digest)
     try tx.insertRemovals(
@@ -172,7 +172,7 @@ struct LifecycleTests {
   func orphansAreAdopted() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
-    var digests: [Digest] = []
+    var digests: [BlobDigest] = []
     for i in 0..<40 {
       digests.append(try store.put(bytes: Bytes.random(1000, seed: UInt64(7500 + i))).digest)
     }
@@ -473,7 +473,7 @@ struct LifecycleTests {
 
     // A row that says compressed for a raw file is corrected by a repair.
     let opened = try Store(StoreConfiguration(root: store))
-    let parsed = try Digest(parsing: digest)
+    let parsed = try BlobDigest(parsing: digest)
     try opened.index().write("test: wrong row") { (tx) throws(TroveError) in
       guard var entry = try tx.entry(for: parsed) else { return }
       entry.isCompressed = true
@@ -508,7 +508,7 @@ struct LifecycleTests {
     let leased = try store.put(bytes: bytes).digest
     let linked = try store.put(bytes: Bytes.random(50_000, seed: 8101)).digest
     let path = try store.path(for: leased)
-    try store.pin(leased, name: "reader", duration: 600)
+    try store.pin(leased, name: "reader", for: .seconds(600))
     try store.materialize(linked, at: scratch["linked"], mode: .hardlink)
     let report = try store.sweep(SweepOptions(budget: 0))
     #expect(report.evictedEntries == 1)

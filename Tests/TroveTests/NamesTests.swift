@@ -18,9 +18,9 @@ struct NamesTests {
   struct Fixture {
     let scratch: Scratch
     let store: String
-    let a: Digest
-    let b: Digest
-    let c: Digest
+    let a: BlobDigest
+    let b: BlobDigest
+    let c: BlobDigest
 
     init(under base: String? = nil) throws {
       scratch = try Scratch(under: base)
@@ -56,18 +56,18 @@ struct NamesTests {
     }
 
     /// The digests `ls ARGS` lists, in its order.
-    func listed(_ arguments: [String] = []) throws -> [Digest] {
+    func listed(_ arguments: [String] = []) throws -> [BlobDigest] {
       let ls = try run(["ls"] + arguments)
       #expect(ls.status == 0, "\(arguments): \(ls.stderr)")
       return try ls.out.split(separator: "\n").map {
-        try Digest(parsing: String($0.prefix(39)))
+        try BlobDigest(parsing: String($0.prefix(39)))
       }
     }
   }
 
   /// A pin of `digest` by `name` whose lease lapsed an hour ago, as one
   /// given `--for 1h` an hour ago would be (a lease cannot be given in the past).
-  static func lapsedLease(_ digest: Digest, name: String, in store: Store) throws {
+  static func lapsedLease(_ digest: BlobDigest, name: String, in store: Store) throws {
     let now = currentTimeNanoseconds()
     try store.index().write("test: a lapsed lease") { (tx) throws(TroveError) in
       try tx.insertPin(digest, name: name, expires: now - 3_600_000_000_000, now: now)
@@ -88,7 +88,7 @@ struct NamesTests {
     let lines = ls.out.split(separator: "\n").map(String.init)
     // By digest by default.
     #expect(lines.map { String($0.prefix(39)) } == [f.a, f.b, f.c].map(\.description).sorted())
-    func words(_ digest: Digest) -> [String] {
+    func words(_ digest: BlobDigest) -> [String] {
       let line = lines.first { $0.hasPrefix(digest.description) } ?? ""
       return line.split(separator: " ").map(String.init)
     }

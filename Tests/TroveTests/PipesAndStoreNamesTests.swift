@@ -175,7 +175,7 @@ struct CleanTests {
   func clean() throws {
     let scratch = try Scratch()
     let store = scratch["store"]
-    var digests: [Digest] = []
+    var digests: [BlobDigest] = []
     for i in 0..<4 {
       let data = Bytes.random(20_000, seed: UInt64(800 + i))
       #expect(try CLI.run(["--store", store, "put", "-"], stdin: data).status == 0)

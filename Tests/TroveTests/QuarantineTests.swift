@@ -10,7 +10,7 @@ import Testing
 struct QuarantineTests {
   /// Stores `data` in a new store under `scratch`, then flips one byte
   /// of its object file. Returns the store and the digest.
-  func corruptedStore(_ scratch: Scratch, _ data: [UInt8]) throws -> (String, Digest) {
+  func corruptedStore(_ scratch: Scratch, _ data: [UInt8]) throws -> (String, BlobDigest) {
     let store = scratch["store"]
     let put = try CLI.run(["--store", store, "put", "-"], stdin: data)
     #expect(put.status == 0, "\(put.stderr)")
@@ -32,7 +32,7 @@ struct QuarantineTests {
   /// After a detection: the object is in quarantine, not served, reported
   /// by stats; a put of the right bytes stores them again.
   func expectQuarantined(
-    _ store: String, _ digest: Digest, _ data: [UInt8],
+    _ store: String, _ digest: BlobDigest, _ data: [UInt8],
     sourceLocation: SourceLocation = #_sourceLocation
   ) throws {
     #expect(quarantined(store).count == 1, sourceLocation: sourceLocation)

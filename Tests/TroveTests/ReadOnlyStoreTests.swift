@@ -76,7 +76,7 @@ struct ReadOnlyStoreTests {
   /// A store on `volume` with one object (pinned, with a key), then the
   /// volume made read-only. Returns the store's path, the digest and its bytes.
   func filledStore(on volume: ReadOnlyVolume, before: (String) throws -> Void = { _ in })
-    throws -> (store: String, digest: Digest, bytes: [UInt8])
+    throws -> (store: String, digest: BlobDigest, bytes: [UInt8])
   {
     let store = volume.mountPoint + "/store"
     let bytes = Bytes.random(100_000, seed: 1200)

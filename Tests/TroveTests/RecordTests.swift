@@ -22,7 +22,7 @@ struct RecordTests {
 
   /// Puts `bytes` (as file `name`), returning the digest.
   func put(_ scratch: Scratch, _ name: String, _ bytes: [UInt8], key: String? = nil) throws
-    -> Digest
+    -> BlobDigest
   {
     let file = try scratch.write(name, bytes)
     try trove(scratch["store"], ["put"] + (key.map { ["--key", $0] } ?? []) + [file])
@@ -48,7 +48,7 @@ struct RecordTests {
     return text.split(separator: "\n").map(String.init).filter { line in
       let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
       return
-        !((2...3).contains(fields.count) && (try? Digest(parsing: String(fields[0]))) != nil
+        !((2...3).contains(fields.count) && (try? BlobDigest(parsing: String(fields[0]))) != nil
         && Int64(fields[1]) != nil)
     }
   }
@@ -196,7 +196,7 @@ struct RecordTests {
   func sweepKeepRecord() throws {
     let scratch = try Scratch()
     let store = scratch["store"]
-    var others: [Digest] = []
+    var others: [BlobDigest] = []
     for i in 0..<5 { others.append(try put(scratch, "o\(i)", Bytes.random(4096, seed: UInt64(i)))) }
     let x = try put(scratch, "x", Bytes.random(8192, seed: 50), key: "x")
     try trove(
@@ -212,7 +212,7 @@ struct RecordTests {
 
   /// A store at `scratch["store"]` with a record "set" of two objects (one
   /// with a key) and one object outside it; returns the set's bytes.
-  func recordedStore(_ scratch: Scratch) throws -> [Digest: [UInt8]] {
+  func recordedStore(_ scratch: Scratch) throws -> [BlobDigest: [UInt8]] {
     let store = scratch["store"]
     _ = try put(scratch, "outside", Bytes.random(7000, seed: 70))
     try trove(store, ["record", "start", "set"])
@@ -227,7 +227,7 @@ struct RecordTests {
   /// `store` holds exactly `set`, byte for byte, verify finds it clean,
   /// and the key names `a`.
   func expectHolds(
-    _ scratch: Scratch, _ store: String, _ set: [Digest: [UInt8]],
+    _ scratch: Scratch, _ store: String, _ set: [BlobDigest: [UInt8]],
     sourceLocation: SourceLocation = #_sourceLocation
   ) throws {
     let audit = try StoreAudit(store: store, context: "export", io: scratch["io"])

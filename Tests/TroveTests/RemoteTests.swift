@@ -22,17 +22,17 @@ struct RemoteTests {
   }
 
   /// Puts `bytes` into the store at `store` through the CLI; its digest.
-  static func put(_ store: String, _ bytes: [UInt8], in scratch: Scratch) throws -> Digest {
+  static func put(_ store: String, _ bytes: [UInt8], in scratch: Scratch) throws -> BlobDigest {
     let file = try scratch.write("input-\(UUID().uuidString)", bytes)
     let result = try CLI.run(["--store", store, "put", file])
     guard result.status == 0, let text = result.out.split(separator: " ").first else {
       throw TestFailure("put failed: \(result.stderr)")
     }
-    return try Digest(parsing: String(text))
+    return try BlobDigest(parsing: String(text))
   }
 
   /// The digests the store at `root` holds.
-  static func digests(_ root: String) throws -> [Digest] {
+  static func digests(_ root: String) throws -> [BlobDigest] {
     try Store(StoreConfiguration(root: root, createIfMissing: false)).entries().map(\.digest)
   }
 
@@ -59,7 +59,7 @@ struct RemoteTests {
   /// With `clone`, B is on a filesystem that clones and `get` must clone.
   static func shareBetweenStores(
     url: String, bytes: [UInt8], scratch: Scratch, clone: Bool = false
-  ) throws -> Digest {
+  ) throws -> BlobDigest {
     let (a, b) = try twoStores(scratch, url: url)
     let digest = try put(a, bytes, in: scratch)
     let pushed = try remote(a, ["push", digest.description])
@@ -418,7 +418,7 @@ struct RemoteTests {
   /// with `notVisible` that the blob is not visible, and SIGKILLs it.
   /// Returns whether it was caught mid-upload (false: it finished first).
   static func killMidPush(
-    store: String, digest: Digest, scratch: Scratch, midway: () throws -> Bool,
+    store: String, digest: BlobDigest, scratch: Scratch, midway: () throws -> Bool,
     notVisible: () throws -> Bool
   ) throws -> Bool {
     let push = try Spawned(

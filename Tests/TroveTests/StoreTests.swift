@@ -251,7 +251,7 @@ struct StoreTests {
   @Test("the index is rebuilt from the objects when it is lost, and repaired when it lags")
   func rebuild() throws {
     let scratch = try Scratch()
-    var digests: [Digest] = []
+    var digests: [BlobDigest] = []
     do {
       let store = try scratch.store()
       for i in 0..<5 {

@@ -148,7 +148,7 @@ func getSuite(_ b: Bench) throws {
 
     // The library call, in process, against the bare system calls it makes.
     let library = try Store(StoreConfiguration(root: store))
-    let parsed = try Digest(parsing: digest)
+    let parsed = try BlobDigest(parsing: digest)
     let objectPath = try library.path(for: parsed)
     let timed = try b.time(
       [

@@ -97,12 +97,25 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
   /// The value involved (a digest text, a setting), if any.
   public let value: String?
   /// The system call that failed and its errno, if one did.
-  public let cause: SystemCallError?
+  let cause: SystemCallError?
 
-  /// Makes an error.
-  public init(
+  /// The `errno` of the system call that failed, when one did (`EACCES`,
+  /// `ENOSPC`, `EPIPE`, …).
+  public var errno: Int32? { cause?.errno.rawValue }
+
+  /// The system call that failed, when one did (`open`, `FICLONE`, …).
+  public var failedCall: String? { cause?.call }
+
+  /// Makes an error (for code that reports its own failures in Trove's
+  /// terms, as the `trove` command does).
+  public init(_ code: Code, _ message: String, path: String? = nil, value: String? = nil) {
+    self.init(code, message, path: path, value: value, cause: nil)
+  }
+
+  /// Makes an error a system call's failure caused.
+  init(
     _ code: Code, _ message: String, path: String? = nil, value: String? = nil,
-    cause: SystemCallError? = nil
+    cause: SystemCallError?
   ) {
     self.code = code
     self.message = message

@@ -90,7 +90,7 @@ extension Store {
     try emit(manifest + [UInt8](repeating: 0, count: Ustar.padding(Int64(manifest.count))))
     let handle = FileHandle(fileDescriptor: out.rawValue, closeOnDealloc: false)
     for item in items {
-      let digest = try Digest(parsing: item.digest)
+      let digest = try BlobDigest(parsing: item.digest)
       try emit(
         Ustar.header(
           name: StoreLayout.objects + "/" + StoreLayout.objectPath(digest), size: item.size,
@@ -178,15 +178,15 @@ extension Store {
         "cannot import '\(name)': export format \(manifest.version) is newer than this Trove's (1)",
         path: name)
     }
-    var listed: [Digest: ExportManifest.Item] = [:]
+    var listed: [BlobDigest: ExportManifest.Item] = [:]
     for item in manifest.objects {
-      guard let digest = try? Digest(parsing: item.digest), item.size >= 0 else {
+      guard let digest = try? BlobDigest(parsing: item.digest), item.size >= 0 else {
         throw bad("its manifest names '\(item.digest)', not a digest")
       }
       listed[digest] = item
     }
     var report = ExchangeReport()
-    var seen = Set<Digest>()
+    var seen = Set<BlobDigest>()
     while let header = try nextHeader() {
       let member = header.name
       let parts = member.split(separator: "/", omittingEmptySubsequences: false)
@@ -205,7 +205,7 @@ extension Store {
           "member '\(member)' is a link or a special file (type '\(Character(Unicode.Scalar(header.type)))'): refused"
         )
       }
-      guard parts.count == 3, parts[0] == "objects", let digest = Digest(hex: parts[2]),
+      guard parts.count == 3, parts[0] == "objects", let digest = BlobDigest(hex: parts[2]),
         String(parts[1]) == StoreLayout.fanout(digest)
       else {
         throw bad("unexpected member '\(member)': refused")
@@ -233,7 +233,7 @@ extension Store {
   /// Reads the `size` bytes of member `member` into a temp file, hashing
   /// them; stores them only when they hash to `digest`.
   private func receive(
-    _ digest: Digest, size: Int64, from reader: inout ArchiveReader, member: String,
+    _ digest: BlobDigest, size: Int64, from reader: inout ArchiveReader, member: String,
     bad: (String) -> TroveError
   ) throws(TroveError) -> PutResult {
     let temp = StoreLayout.temporaryName("import")

@@ -13,7 +13,7 @@ public struct ExchangeReport: Sendable, Hashable, Codable {
   /// Keys bound in the destination.
   public var keys = 0
   /// Objects asked for that the source no longer holds: not copied.
-  public var missing: [Digest] = []
+  public var missing: [BlobDigest] = []
 
   /// A report of nothing copied yet.
   public init() {}
@@ -28,9 +28,9 @@ extension Store {
   ///
   /// - Throws: `.corruptObject` when the source's bytes do not match
   ///   `digest` (nothing is stored), and the errors of
-  ///   ``materialize(_:at:mode:replacing:durable:verify:)`` and
+  ///   ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` and
   ///   ``put(file:expectedSize:priority:)``.
-  func copyObject(_ digest: Digest, from source: Store) throws(TroveError) -> PutResult? {
+  func copyObject(_ digest: BlobDigest, from source: Store) throws(TroveError) -> PutResult? {
     guard let entry = try source.entry(for: digest) else { return nil }
     let name = StoreLayout.temporaryName("import")
     defer { try? tmpDirectory.removeFile(name) }
@@ -99,7 +99,7 @@ extension Store {
         root: directory, createIfMissing: false, onWarning: configuration.onWarning,
         recordName: nil))
     var report = ExchangeReport()
-    var copied = Set<Digest>()
+    var copied = Set<BlobDigest>()
     for entry in try source.entries() {
       guard let put = try copyObject(entry.digest, from: source) else {
         report.missing.append(entry.digest)

@@ -232,7 +232,7 @@ final class Download: HTTPBodySink {
   /// The finished body: every byte hashed and handed on, its length
   /// checked against what the server announced.
   struct Body {
-    var digest: Digest
+    var digest: BlobDigest
     var size: Int64
     var checksums: [Checksum]
   }

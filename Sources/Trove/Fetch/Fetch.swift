@@ -110,7 +110,7 @@ private struct Fetcher {
   }
 
   /// The result of a fetch of `digest`.
-  func result(_ digest: Digest, size: Int64, source: FetchSource, verified: [Checksum])
+  func result(_ digest: BlobDigest, size: Int64, source: FetchSource, verified: [Checksum])
     -> FetchResult
   {
     store.records.note(digest, key: url)
@@ -152,7 +152,7 @@ private struct Fetcher {
     let now = currentTimeNanoseconds()
     let fetched = cached.origin?.fetched ?? cached.updated
     let young =
-      request.maxAge.map { now.subtractingSaturated(fetched) < Int64.nanoseconds(fromSeconds: $0) }
+      request.maxAge.map { now.subtractingSaturated(fetched) < $0.nanoseconds }
       ?? false
     let servable: Bool
     switch request.mode {
@@ -180,7 +180,7 @@ private struct Fetcher {
   /// Checks `digest`'s object (`size` bytes) against the expectations;
   /// returns the checksums it matched.
   /// - Throws: `.checksumMismatch` naming both values.
-  func verify(_ digest: Digest, size: Int64, computed: [Checksum] = []) throws(TroveError)
+  func verify(_ digest: BlobDigest, size: Int64, computed: [Checksum] = []) throws(TroveError)
     -> [Checksum]
   {
     try SizeLimit(source: url, expected: request.expectedSize, maximum: nil).checkComplete(size)

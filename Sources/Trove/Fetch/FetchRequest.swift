@@ -20,9 +20,9 @@ public struct FetchRequest: Sendable, Hashable {
   public var expectedSize: Int64?
   /// When the network may be used.
   public var mode: Mode
-  /// Serve a cached copy fetched or revalidated less than this many
-  /// seconds ago without asking the server, whatever its headers said.
-  public var maxAge: Int64?
+  /// Serve a cached copy fetched or revalidated less than this long ago
+  /// without asking the server, whatever its headers said.
+  public var maxAge: Duration?
   /// Extra request header lines (`Authorization: Bearer …`).
   public var headers: [String]
   /// What to do when the volume is low (see ``PutPriority``).
@@ -30,7 +30,7 @@ public struct FetchRequest: Sendable, Hashable {
 
   public init(
     url: String, expected: [Checksum] = [], expectedSize: Int64? = nil, mode: Mode = .normal,
-    maxAge: Int64? = nil, headers: [String] = [], priority: PutPriority = .important
+    maxAge: Duration? = nil, headers: [String] = [], priority: PutPriority = .important
   ) {
     self.url = url
     self.expected = expected
@@ -82,7 +82,7 @@ public struct FetchResult: Sendable, Hashable, Codable {
   /// The URL asked for.
   public var url: String
   /// The object's digest.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// Its length.
   public var size: Int64
   /// Where the bytes came from.

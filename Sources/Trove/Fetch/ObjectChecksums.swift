@@ -7,7 +7,7 @@ extension Store {
   /// and recorded.
   ///
   /// - Throws: `.notFound`, `.corruptObject`, `.ioError`.
-  func checksums(of digest: Digest, _ algorithms: Set<ChecksumAlgorithm>) throws(TroveError)
+  func checksums(of digest: BlobDigest, _ algorithms: Set<ChecksumAlgorithm>) throws(TroveError)
     -> [ChecksumAlgorithm: Checksum]
   {
     var found: [ChecksumAlgorithm: Checksum] = [:]

@@ -66,14 +66,14 @@ public struct Checksum: Sendable, Hashable, Codable, CustomStringConvertible {
   }
 
   /// An object's own digest as a checksum.
-  public init(_ digest: Digest) {
+  public init(_ digest: BlobDigest) {
     algorithm = .xxh128
     hex = digest.hex
   }
 
   /// The digest, when this is an XXH3-128 checksum.
-  public var digest: Digest? {
-    algorithm == .xxh128 ? Digest(hex: Substring(hex)) : nil
+  public var digest: BlobDigest? {
+    algorithm == .xxh128 ? BlobDigest(hex: Substring(hex)) : nil
   }
 
   /// `algo:hex`.

@@ -6,7 +6,7 @@
 /// XXH3 is fast, not cryptographic: it detects accidents (truncation, bit
 /// rot, the wrong file) but an adversary can forge collisions. Keep a
 /// publisher's sha256 beside it where content comes from untrusted parties.
-public struct Digest: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+public struct BlobDigest: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
   /// The high 64 bits (printed first).
   public let high: UInt64
   /// The low 64 bits.
@@ -81,13 +81,13 @@ public struct Digest: Hashable, Sendable, Comparable, CustomStringConvertible, C
   /// The text form: `xxh128:` and 32 lowercase hex digits.
   public var description: String { Self.prefix + hex }
 
-  public static func < (a: Digest, b: Digest) -> Bool {
+  public static func < (a: BlobDigest, b: BlobDigest) -> Bool {
     (a.high, a.low) < (b.high, b.low)
   }
 
   public init(from decoder: any Decoder) throws {
     let text = try decoder.singleValueContainer().decode(String.self)
-    self = try Digest(parsing: text)
+    self = try BlobDigest(parsing: text)
   }
 
   public func encode(to encoder: any Encoder) throws {

@@ -30,19 +30,19 @@ public struct XXH3Hasher: ~Copyable {
   }
 
   /// The digest of everything fed so far (the hasher may be fed more).
-  public func finalize() -> Digest {
+  public func finalize() -> BlobDigest {
     let h = XXH3_128bits_digest(state)
-    return Digest(high: h.high64, low: h.low64)
+    return BlobDigest(high: h.high64, low: h.low64)
   }
 
   /// The digest of `bytes` in one call.
-  public static func digest(_ bytes: UnsafeRawBufferPointer) -> Digest {
+  public static func digest(_ bytes: UnsafeRawBufferPointer) -> BlobDigest {
     let h = XXH3_128bits_dispatch(bytes.baseAddress, bytes.count)
-    return Digest(high: h.high64, low: h.low64)
+    return BlobDigest(high: h.high64, low: h.low64)
   }
 
   /// The digest of `bytes` in one call.
-  public static func digest(_ bytes: some ContiguousBytes) -> Digest {
+  public static func digest(_ bytes: some ContiguousBytes) -> BlobDigest {
     bytes.withUnsafeBytes { digest($0) }
   }
 }
@@ -51,7 +51,7 @@ extension XXH3Hasher {
   /// The digest of the file at `path`, read sequentially in 1 MiB blocks.
   ///
   /// - Throws: ``TroveError`` naming the path and the failing call.
-  public static func digest(ofFile path: String) throws(TroveError) -> Digest {
+  public static func digest(ofFile path: String) throws(TroveError) -> BlobDigest {
     var hasher = XXH3Hasher()
     let fd = try attempt("read", path) { () throws(SystemCallError) in
       try FileDescriptor.open(path)

@@ -3,7 +3,7 @@ public struct KeyBinding: Sendable, Hashable, Codable {
   /// The name.
   public var key: String
   /// The object it names.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// When it was bound, nanoseconds since 1970.
   public var updated: Int64
   /// What the fetch that bound it learnt from the server; nil for a key
@@ -52,7 +52,7 @@ extension IndexSession {
 
   /// Points `key` at `digest`, replacing what it pointed at and what a
   /// fetch had recorded about it (`origin`, nil for a plain binding).
-  func insertKey(_ key: String, digest: Digest, origin: KeyOrigin?, at time: Int64)
+  func insertKey(_ key: String, digest: BlobDigest, origin: KeyOrigin?, at time: Int64)
     throws(TroveError)
   {
     let o = origin
@@ -69,7 +69,7 @@ extension IndexSession {
   }
 
   /// The digest `key` points at, if any.
-  func digest(forKey key: String) throws(TroveError) -> Digest? {
+  func digest(forKey key: String) throws(TroveError) -> BlobDigest? {
     try binding(forKey: key)?.digest
   }
 
@@ -85,7 +85,7 @@ extension IndexSession {
   }
 
   private static func binding(_ row: SQLiteConnection.Row) -> KeyBinding? {
-    guard let digest = Digest(hex: Substring(row.text(1))) else { return nil }
+    guard let digest = BlobDigest(hex: Substring(row.text(1))) else { return nil }
     var binding = KeyBinding(key: row.text(0), digest: digest, updated: row.integer(2))
     if !row.isNull(9) {
       binding.origin = KeyOrigin(
@@ -128,7 +128,7 @@ extension IndexSession {
 
   /// Records that `digest`'s bytes have each of `checksums` (verified by
   /// hashing them). A checksum names one object: the last verified wins.
-  func insertChecksums(_ checksums: [Checksum], for digest: Digest) throws(TroveError) {
+  func insertChecksums(_ checksums: [Checksum], for digest: BlobDigest) throws(TroveError) {
     let rows = checksums.filter { $0.algorithm != .xxh128 }.map {
       [SQLiteValue.text($0.algorithm.rawValue), .text($0.hex), .text(digest.hex)]
     }
@@ -140,20 +140,20 @@ extension IndexSession {
   }
 
   /// The object a publisher's checksum was verified against, if any.
-  func digest(for checksum: Checksum) throws(TroveError) -> Digest? {
+  func digest(for checksum: Checksum) throws(TroveError) -> BlobDigest? {
     if let digest = checksum.digest { return digest }
     return try run { db throws(SQLiteConnection.Failure) in
-      var found: Digest?
+      var found: BlobDigest?
       try db.query(
         "SELECT digest FROM checksums WHERE algorithm = ? AND value = ?",
         [.text(checksum.algorithm.rawValue), .text(checksum.hex)]
-      ) { row in found = Digest(hex: Substring(row.text(0))) }
+      ) { row in found = BlobDigest(hex: Substring(row.text(0))) }
       return found
     }
   }
 
   /// The checksums verified against `digest`'s bytes.
-  func checksums(of digest: Digest) throws(TroveError) -> [Checksum] {
+  func checksums(of digest: BlobDigest) throws(TroveError) -> [Checksum] {
     try run { db throws(SQLiteConnection.Failure) in
       var found: [Checksum] = []
       try db.query(

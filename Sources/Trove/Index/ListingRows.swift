@@ -29,7 +29,7 @@ public struct EntryQuery: Sendable, Hashable {
   /// `[...]`; case-sensitive, as SQLite's `GLOB`).
   public var keyPattern: String?
   /// Only this object: ``Store/details(for:)``.
-  var digest: Digest?
+  var digest: BlobDigest?
 
   /// A query; with no arguments, every object by digest.
   public init(
@@ -49,14 +49,14 @@ public struct EntryQuery: Sendable, Hashable {
 /// keys bound to it and its pins.
 public struct EntryDetails: Sendable, Hashable {
   /// The object's row: digest, sizes, stored form, times.
-  public var entry: Entry
+  public var entry: StoreEntry
   /// The keys bound to it, in key order.
   public var keys: [String]
   /// Its pins in name order, lapsed leases included (a sweep removes those).
   public var pins: [Pin]
 
   /// Makes the details of `entry`.
-  public init(entry: Entry, keys: [String] = [], pins: [Pin] = []) {
+  public init(entry: StoreEntry, keys: [String] = [], pins: [Pin] = []) {
     self.entry = entry
     self.keys = keys
     self.pins = pins
@@ -146,14 +146,14 @@ extension IndexSession {
 
   /// The digests whose hex starts with `hex` (lowercase hex digits), in
   /// digest order, at most `limit`. O(matches · log n) through the primary key.
-  func digests(withPrefix hex: String, limit: Int) throws(TroveError) -> [Digest] {
+  func digests(withPrefix hex: String, limit: Int) throws(TroveError) -> [BlobDigest] {
     try run { db throws(SQLiteConnection.Failure) in
-      var found: [Digest] = []
+      var found: [BlobDigest] = []
       try db.query(
         "SELECT digest FROM objects WHERE digest >= ? AND digest < ? ORDER BY digest LIMIT ?",
         [.text(hex), .text(hex + "~"), .integer(Int64(limit))]
       ) { row in
-        if let digest = Digest(hex: Substring(row.text(0))) { found.append(digest) }
+        if let digest = BlobDigest(hex: Substring(row.text(0))) { found.append(digest) }
       }
       return found
     }
@@ -163,9 +163,9 @@ extension IndexSession {
   private static let listedColumns =
     "o.digest, o.size, o.allocated, o.created, o.last_access, o.compressed, COALESCE(o.stored, o.size)"
 
-  private static func listedEntry(_ row: SQLiteConnection.Row) -> Entry? {
-    guard let digest = Digest(hex: Substring(row.text(0))) else { return nil }
-    return Entry(
+  private static func listedEntry(_ row: SQLiteConnection.Row) -> StoreEntry? {
+    guard let digest = BlobDigest(hex: Substring(row.text(0))) else { return nil }
+    return StoreEntry(
       digest: digest, size: row.integer(1), allocatedBytes: row.integer(2),
       created: row.integer(3), lastAccess: row.integer(4), isCompressed: row.integer(5) != 0,
       storedBytes: row.integer(6))

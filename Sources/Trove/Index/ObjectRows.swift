@@ -1,31 +1,48 @@
+import Foundation
+
 /// One object as the index records it.
-public struct Entry: Sendable, Hashable, Codable {
+public struct StoreEntry: Sendable, Hashable, Codable {
   /// The object's digest.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// Logical size in bytes.
   public var size: Int64
   /// Bytes allocated on disk when it was stored (`st_blocks * 512`).
   public var allocatedBytes: Int64
-  /// When it was first stored, nanoseconds since 1970.
-  public var created: Int64
-  /// When it was last stored again or read, nanoseconds since 1970, to
-  /// within the policy's access resolution.
-  public var lastAccess: Int64
+  /// When it was first stored.
+  public var created: Date { Date(nanosecondsSince1970: createdNanoseconds) }
+  /// When it was last stored again or read, to within the policy's access
+  /// resolution.
+  public var lastAccess: Date { Date(nanosecondsSince1970: lastAccessNanoseconds) }
   /// Whether the object is stored as a zstd frame.
   public var isCompressed: Bool = false
   /// The object file's length: `size` when raw, the frame's when compressed.
   public var storedBytes: Int64
+  /// ``created`` as the index keeps it: nanoseconds since 1970.
+  var createdNanoseconds: Int64
+  /// ``lastAccess`` as the index keeps it: nanoseconds since 1970.
+  var lastAccessNanoseconds: Int64
 
   /// Makes an entry; a raw one unless said otherwise.
   public init(
-    digest: Digest, size: Int64, allocatedBytes: Int64, created: Int64, lastAccess: Int64,
+    digest: BlobDigest, size: Int64, allocatedBytes: Int64, created: Date, lastAccess: Date,
+    isCompressed: Bool = false, storedBytes: Int64? = nil
+  ) {
+    self.init(
+      digest: digest, size: size, allocatedBytes: allocatedBytes,
+      created: created.nanosecondsSince1970, lastAccess: lastAccess.nanosecondsSince1970,
+      isCompressed: isCompressed, storedBytes: storedBytes)
+  }
+
+  /// Makes an entry from the index's times (nanoseconds since 1970).
+  init(
+    digest: BlobDigest, size: Int64, allocatedBytes: Int64, created: Int64, lastAccess: Int64,
     isCompressed: Bool = false, storedBytes: Int64? = nil
   ) {
     self.digest = digest
     self.size = size
     self.allocatedBytes = allocatedBytes
-    self.created = created
-    self.lastAccess = lastAccess
+    self.createdNanoseconds = created
+    self.lastAccessNanoseconds = lastAccess
     self.isCompressed = isCompressed
     self.storedBytes = storedBytes ?? size
   }
@@ -58,18 +75,19 @@ extension IndexSession {
   private static let columns =
     "digest, size, allocated, created, last_access, compressed, COALESCE(stored, size)"
 
-  private static func entry(_ row: SQLiteConnection.Row) -> Entry? {
-    guard let digest = Digest(hex: Substring(row.text(0))) else { return nil }
-    return Entry(
+  private static func entry(_ row: SQLiteConnection.Row) -> StoreEntry? {
+    guard let digest = BlobDigest(hex: Substring(row.text(0))) else { return nil }
+    return StoreEntry(
       digest: digest, size: row.integer(1), allocatedBytes: row.integer(2),
       created: row.integer(3), lastAccess: row.integer(4), isCompressed: row.integer(5) != 0,
       storedBytes: row.integer(6))
   }
 
-  private static func values(_ entry: Entry) -> [SQLiteValue] {
+  private static func values(_ entry: StoreEntry) -> [SQLiteValue] {
     [
       .text(entry.digest.hex), .integer(entry.size), .integer(entry.allocatedBytes),
-      .integer(entry.created), .integer(entry.lastAccess), .integer(entry.isCompressed ? 1 : 0),
+      .integer(entry.createdNanoseconds), .integer(entry.lastAccessNanoseconds),
+      .integer(entry.isCompressed ? 1 : 0),
       entry.isCompressed ? .integer(entry.storedBytes) : .null,
     ]
   }
@@ -77,9 +95,9 @@ extension IndexSession {
   // MARK: Reading
 
   /// The row for `digest`, if any.
-  func entry(for digest: Digest) throws(TroveError) -> Entry? {
+  func entry(for digest: BlobDigest) throws(TroveError) -> StoreEntry? {
     try run { db throws(SQLiteConnection.Failure) in
-      var found: Entry?
+      var found: StoreEntry?
       try db.query(
         "SELECT \(Self.columns) FROM objects WHERE digest = ?", [.text(digest.hex)]
       ) { row in found = Self.entry(row) }
@@ -101,9 +119,9 @@ extension IndexSession {
 
   /// Every row, ordered by digest; only those whose hex starts with
   /// `prefix` (a fan-out folder's name) when given. O(rows returned · log n).
-  func entries(withPrefix prefix: String? = nil) throws(TroveError) -> [Entry] {
+  func entries(withPrefix prefix: String? = nil) throws(TroveError) -> [StoreEntry] {
     try run { db throws(SQLiteConnection.Failure) in
-      var all: [Entry] = []
+      var all: [StoreEntry] = []
       let (clause, values): (String, [SQLiteValue]) =
         prefix.map { (" WHERE digest >= ? AND digest < ?", [.text($0), .text($0 + "~")]) }
         ?? ("", [])
@@ -121,9 +139,9 @@ extension IndexSession {
   func leastRecentlyUsed(
     after cursor: (Int64, String), before cutoff: Int64?, largest: Int64? = nil, now: Int64,
     limit: Int
-  ) throws(TroveError) -> [Entry] {
+  ) throws(TroveError) -> [StoreEntry] {
     try run { db throws(SQLiteConnection.Failure) in
-      var found: [Entry] = []
+      var found: [StoreEntry] = []
       try db.query(
         """
         SELECT \(Self.columns) FROM objects o
@@ -151,7 +169,7 @@ extension IndexSession {
   /// stale record writes, and with `countingHit` it counts a hit
   /// (`AccessCount.hits`) in the same transaction.
   func recordAccess(
-    _ digest: Digest, now: Int64, resolution: Int64, countingHit: Bool = false
+    _ digest: BlobDigest, now: Int64, resolution: Int64, countingHit: Bool = false
   ) throws(TroveError) -> AccessRecord {
     try run { db throws(SQLiteConnection.Failure) in
       var recorded: Int64?
@@ -178,7 +196,7 @@ extension IndexSession {
   /// `entry`'s, keeping its creation time and the later last access. A
   /// removal of the object in progress is called off: a row means the
   /// object is wanted, and a removal unlinks only while its record stands.
-  func upsert(_ entry: Entry) throws(TroveError) {
+  func upsert(_ entry: StoreEntry) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query("DELETE FROM removing WHERE digest = ?", [.text(entry.digest.hex)])
       try db.query(
@@ -193,7 +211,7 @@ extension IndexSession {
   }
 
   /// Refreshes `digest`'s last access to at least `time`; whether it has a row.
-  func refreshAccess(_ digest: Digest, to time: Int64) throws(TroveError) -> Bool {
+  func refreshAccess(_ digest: BlobDigest, to time: Int64) throws(TroveError) -> Bool {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
         "UPDATE objects SET last_access = max(last_access, ?) WHERE digest = ?",
@@ -203,7 +221,7 @@ extension IndexSession {
   }
 
   /// Deletes `digest`'s row, pins and keys; whether there was a row.
-  func deleteObject(_ digest: Digest) throws(TroveError) -> Bool {
+  func deleteObject(_ digest: BlobDigest) throws(TroveError) -> Bool {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query("DELETE FROM objects WHERE digest = ?", [.text(digest.hex)])
       let removed = db.changes > 0
@@ -219,17 +237,17 @@ extension IndexSession {
   /// no unexpired pin. Returns which rows were deleted; their pins and keys
   /// are the caller's to delete (``deleteReferences(to:)``) once their
   /// files are gone.
-  func deleteIfEvictable(_ entries: [Entry], now: Int64) throws(TroveError) -> [Bool] {
+  func deleteIfEvictable(_ entries: [StoreEntry], now: Int64) throws(TroveError) -> [Bool] {
     try run { db throws(SQLiteConnection.Failure) in
       try db.repeated(
         "DELETE FROM objects AS o WHERE digest = ? AND last_access = ? AND NOT \(Self.pinned)",
-        entries.map { [.text($0.digest.hex), .integer($0.lastAccess), .integer(now)] }
+        entries.map { [.text($0.digest.hex), .integer($0.lastAccessNanoseconds), .integer(now)] }
       ).map { $0 > 0 }
     }
   }
 
   /// Deletes the pins, keys and checksums that name `digests` (objects that are gone).
-  func deleteReferences(to digests: [Digest]) throws(TroveError) {
+  func deleteReferences(to digests: [BlobDigest]) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       let rows = digests.map { [SQLiteValue.text($0.hex)] }
       _ = try db.repeated("DELETE FROM pins WHERE digest = ?", rows)
@@ -257,7 +275,7 @@ extension IndexSession {
   }
 
   /// The removal in progress of `digest`, if any.
-  func removal(of digest: Digest) throws(TroveError) -> Removal? {
+  func removal(of digest: BlobDigest) throws(TroveError) -> Removal? {
     try run { db throws(SQLiteConnection.Failure) in
       var found: Removal?
       try db.query(
@@ -267,7 +285,7 @@ extension IndexSession {
     }
   }
 
-  private static func removal(_ digest: Digest, _ row: SQLiteConnection.Row) -> Removal {
+  private static func removal(_ digest: BlobDigest, _ row: SQLiteConnection.Row) -> Removal {
     Removal(
       digest: digest, isExplicit: row.integer(0) != 0,
       raw: row.isNull(1) ? nil : FileIdentity(text: row.text(1)),
@@ -277,8 +295,8 @@ extension IndexSession {
   /// Takes the removal records of `digests`: each one's, or nil when there
   /// was none (a dedup hit, a read or a pin kept the object meanwhile).
   /// Two statements for the whole batch, however many digests.
-  func takeRemovals(_ digests: [Digest]) throws(TroveError) -> [Removal?] {
-    var found: [Digest: Removal] = [:]
+  func takeRemovals(_ digests: [BlobDigest]) throws(TroveError) -> [Removal?] {
+    var found: [BlobDigest: Removal] = [:]
     var start = 0
     while start < digests.count {
       let chunk = digests[start..<min(start + 500, digests.count)]
@@ -289,7 +307,7 @@ extension IndexSession {
           "SELECT explicit, raw_file, zst_file, digest FROM removing WHERE digest IN (\(marks))",
           chunk.map { .text($0.hex) }
         ) { row in
-          if let d = Digest(hex: Substring(row.text(3))) { found[d] = Self.removal(d, row) }
+          if let d = BlobDigest(hex: Substring(row.text(3))) { found[d] = Self.removal(d, row) }
         }
       }
     }
@@ -298,7 +316,7 @@ extension IndexSession {
   }
 
   /// Deletes the removal records of `digests`; for each, whether there was one.
-  func deleteRemovals(_ digests: [Digest]) throws(TroveError) -> [Bool] {
+  func deleteRemovals(_ digests: [BlobDigest]) throws(TroveError) -> [Bool] {
     try run { db throws(SQLiteConnection.Failure) in
       try db.repeated(
         "DELETE FROM removing WHERE digest = ?", digests.map { [.text($0.hex)] }
@@ -309,27 +327,27 @@ extension IndexSession {
   /// The removals in progress whose digest's hex starts with `prefix`.
   /// Up to `limit` digests whose removal was recorded before `time`
   /// (nanoseconds): left by removers that stopped between the two steps.
-  func removals(recordedBefore time: Int64, limit: Int) throws(TroveError) -> [Digest] {
+  func removals(recordedBefore time: Int64, limit: Int) throws(TroveError) -> [BlobDigest] {
     try run { db throws(SQLiteConnection.Failure) in
-      var found: [Digest] = []
+      var found: [BlobDigest] = []
       try db.query(
         "SELECT digest FROM removing WHERE since < ? LIMIT ?",
         [.integer(time), .integer(Int64(limit))]
       ) { row in
-        if let d = Digest(hex: Substring(row.text(0))) { found.append(d) }
+        if let d = BlobDigest(hex: Substring(row.text(0))) { found.append(d) }
       }
       return found
     }
   }
 
-  func removals(withPrefix prefix: String) throws(TroveError) -> [Digest: Removal] {
+  func removals(withPrefix prefix: String) throws(TroveError) -> [BlobDigest: Removal] {
     try run { db throws(SQLiteConnection.Failure) in
-      var found: [Digest: Removal] = [:]
+      var found: [BlobDigest: Removal] = [:]
       try db.query(
         "SELECT explicit, raw_file, zst_file, digest FROM removing WHERE digest >= ? AND digest < ?",
         [.text(prefix), .text(prefix + "~")]
       ) { row in
-        if let d = Digest(hex: Substring(row.text(3))) { found[d] = Self.removal(d, row) }
+        if let d = BlobDigest(hex: Substring(row.text(3))) { found[d] = Self.removal(d, row) }
       }
       return found
     }
@@ -364,7 +382,7 @@ struct FileIdentity: Hashable, Sendable {
 
 /// A removal between its two steps: the files it is to unlink.
 struct Removal: Sendable {
-  var digest: Digest
+  var digest: BlobDigest
   /// `rm`'s: finished, not called off, by a read or a pin.
   var isExplicit: Bool
   /// The raw file to unlink, if there was one.

@@ -1,16 +1,32 @@
+import Foundation
+
 /// A pin: `name` keeps `digest` from being swept, until `expires` if set.
 public struct Pin: Sendable, Hashable, Codable {
   /// The pinned object.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// Who holds the pin (a tool, a CI job); pins with other names are theirs.
   public var name: String
-  /// When the pin lapses, nanoseconds since 1970; nil for never.
-  public var expires: Int64?
-  /// When it was made, nanoseconds since 1970.
-  public var created: Int64
+  /// When the pin lapses; nil for never.
+  public var expires: Date? { expiresNanoseconds.map { Date(nanosecondsSince1970: $0) } }
+  /// When it was made.
+  public var created: Date { Date(nanosecondsSince1970: createdNanoseconds) }
+  /// ``expires`` as the index keeps it: nanoseconds since 1970.
+  var expiresNanoseconds: Int64?
+  /// ``created`` as the index keeps it: nanoseconds since 1970.
+  var createdNanoseconds: Int64
+
+  init(digest: BlobDigest, name: String, expires: Int64?, created: Int64) {
+    self.digest = digest
+    self.name = name
+    expiresNanoseconds = expires
+    createdNanoseconds = created
+  }
+
+  /// Whether the pin still holds at `date` (default: now).
+  public func isActive(at date: Date = Date()) -> Bool { isActive(at: date.nanosecondsSince1970) }
 
   /// Whether the pin still holds at `now` (nanoseconds since 1970).
-  public func isActive(at now: Int64) -> Bool { expires.map { $0 > now } ?? true }
+  func isActive(at now: Int64) -> Bool { expiresNanoseconds.map { $0 > now } ?? true }
 }
 
 /// The `pins` table. A pin is added only by ``ObjectTable/pin(_:name:expires:)``,
@@ -18,7 +34,8 @@ public struct Pin: Sendable, Hashable, Codable {
 extension IndexSession {
   /// Pins `digest` under `name` until `expires` (nanoseconds since 1970;
   /// nil for no expiry), replacing that name's earlier pin of it.
-  func insertPin(_ digest: Digest, name: String, expires: Int64?, now: Int64) throws(TroveError) {
+  func insertPin(_ digest: BlobDigest, name: String, expires: Int64?, now: Int64) throws(TroveError)
+  {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
         "INSERT OR REPLACE INTO pins(digest, name, expires, created) VALUES (?,?,?,?)",
@@ -27,7 +44,7 @@ extension IndexSession {
   }
 
   /// Removes `name`'s pin of `digest`; whether there was one.
-  func deletePin(_ digest: Digest, name: String) throws(TroveError) -> Bool {
+  func deletePin(_ digest: BlobDigest, name: String) throws(TroveError) -> Bool {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
         "DELETE FROM pins WHERE digest = ? AND name = ?", [.text(digest.hex), .text(name)])
@@ -41,7 +58,7 @@ extension IndexSession {
       var all: [Pin] = []
       try db.query("SELECT digest, name, expires, created FROM pins ORDER BY digest, name") {
         row in
-        guard let digest = Digest(hex: Substring(row.text(0))) else { return }
+        guard let digest = BlobDigest(hex: Substring(row.text(0))) else { return }
         all.append(
           Pin(
             digest: digest, name: row.text(1), expires: row.isNull(2) ? nil : row.integer(2),

@@ -70,39 +70,41 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   }
 }
 
-/// How objects are stored on disk.
-public enum Compression: Sendable, Hashable, CustomStringConvertible {
-  /// Raw bytes: gets are clones where the filesystem allows.
-  case none
-  /// A standard zstd frame (content size and checksum set) at this level:
-  /// 1 to 19, or zstd's negative fast levels. Gets decompress; no clones.
-  case zstd(level: Int32)
+extension CachePolicy {
+  /// How objects are stored on disk.
+  public enum Compression: Sendable, Hashable, CustomStringConvertible {
+    /// Raw bytes: gets are clones where the filesystem allows.
+    case none
+    /// A standard zstd frame (content size and checksum set) at this level:
+    /// 1 to 19, or zstd's negative fast levels. Gets decompress; no clones.
+    case zstd(level: Int32)
 
-  /// `none`, or `zstd:LEVEL`.
-  public var description: String {
-    switch self {
-    case .none: return "none"
-    case .zstd(let level): return "zstd:\(level)"
+    /// `none`, or `zstd:LEVEL`.
+    public var description: String {
+      switch self {
+      case .none: return "none"
+      case .zstd(let level): return "zstd:\(level)"
+      }
     }
-  }
 
-  /// Parses `none`, `zstd` (level 3) or `zstd:LEVEL`.
-  public init?(_ text: String) {
-    let lower = text.lowercased()
-    if lower == "none" {
-      self = .none
-      return
+    /// Parses `none`, `zstd` (level 3) or `zstd:LEVEL`.
+    public init?(_ text: String) {
+      let lower = text.lowercased()
+      if lower == "none" {
+        self = .none
+        return
+      }
+      guard lower.hasPrefix("zstd") else { return nil }
+      let rest = lower.dropFirst(4)
+      if rest.isEmpty {
+        self = .zstd(level: 3)
+        return
+      }
+      guard rest.first == ":", let level = Int32(rest.dropFirst()), level != 0,
+        Zstd.levels.contains(level)
+      else { return nil }
+      self = .zstd(level: level)
     }
-    guard lower.hasPrefix("zstd") else { return nil }
-    let rest = lower.dropFirst(4)
-    if rest.isEmpty {
-      self = .zstd(level: 3)
-      return
-    }
-    guard rest.first == ":", let level = Int32(rest.dropFirst()), level != 0,
-      Zstd.levels.contains(level)
-    else { return nil }
-    self = .zstd(level: level)
   }
 }
 
@@ -122,168 +124,157 @@ public enum FreeSpaceThreshold: Sendable, Hashable, Codable, CustomStringConvert
   }
 
   /// `10%` or a size such as `1.0 GiB` or `500 MB`
-  /// (``Quantities/formatSizeSetting(_:)``).
+  /// (``CachePolicy/Quantities/formatSizeSetting(_:)``).
   public var description: String {
     switch self {
-    case .bytes(let n): return Quantities.formatSizeSetting(n)
+    case .bytes(let n): return CachePolicy.Quantities.formatSizeSetting(n)
     case .percent(let p):
       return p == p.rounded() ? "\(Int(p))%" : "\(p)%"
     }
   }
 }
 
-/// The settings `trove config` knows, with their parsers and the forms
-/// they accept.
-public enum PolicyKey: String, CaseIterable, Sendable, Codable {
-  case budget
-  case maxAge = "max-age"
-  case lowWater = "low-water"
-  case accessResolution = "access-resolution"
-  case minimumFree = "min-free"
-  case maximumObjectSize = "max-object-size"
-  case temporaryMaxAge = "tmp-max-age"
-  case compression
-  case compressionWorkers = "compression-workers"
-  case compressionMinimumSize = "compression-min-size"
-  case checksums
+extension CachePolicy {
+  /// The settings `trove config` knows, with their parsers and the forms
+  /// they accept.
+  public enum Key: String, CaseIterable, Sendable, Codable {
+    case budget
+    case maxAge = "max-age"
+    case lowWater = "low-water"
+    case accessResolution = "access-resolution"
+    case minimumFree = "min-free"
+    case maximumObjectSize = "max-object-size"
+    case temporaryMaxAge = "tmp-max-age"
+    case compression
+    case compressionWorkers = "compression-workers"
+    case compressionMinimumSize = "compression-min-size"
+    case checksums
 
-  /// The environment variable that overrides the setting for one process:
-  /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
-  public var environmentVariable: String {
-    "TROVE_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
-  }
-
-  /// What the setting means, for `trove config`.
-  public var summary: String {
-    switch self {
-    case .budget: return "bytes the store may use before sweeps evict (none: no limit)"
-    case .maxAge: return "entries unused this long are removed by sweeps (none: never)"
-    case .lowWater: return "fraction of the budget a sweep trims to"
-    case .accessResolution: return "reads record access only when the last is older than this"
-    case .minimumFree: return "free space the volume keeps; below it optional puts are skipped"
-    case .maximumObjectSize: return "largest object a put or fetch may store (none: no limit)"
-    case .temporaryMaxAge: return "in-flight files idle this long are removed by sweeps"
-    case .compression: return "how new objects are stored (recompress rewrites old ones)"
-    case .compressionWorkers: return "zstd threads for large objects (0: none)"
-    case .compressionMinimumSize: return "smaller objects are stored raw"
-    case .checksums:
-      return "SHA-2 checksums every fetch computes and records (none: only --expect's)"
+    /// The environment variable that overrides the setting for one process:
+    /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
+    public var environmentVariable: String {
+      "TROVE_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
     }
-  }
 
-  /// The forms the setting accepts, for error messages.
-  public var acceptedForms: String {
-    switch self {
-    case .budget: return "a size such as 500M, 10G, 1.5GiB or 0, or 'none'"
-    case .maxAge: return "a duration up to 36500d such as 30d, 12h, 90m or 45s, or 'none'"
-    case .lowWater: return "a ratio above 0 and at most 1, such as 0.9"
-    case .accessResolution: return "a duration up to 36500d such as 60s, 5m or 0"
-    case .minimumFree: return "a percentage such as 10% or a size such as 1G"
-    case .maximumObjectSize: return "a size such as 10G or 500M, or 'none'"
-    case .temporaryMaxAge: return "a duration from 1s to 36500d such as 1h or 30m"
-    case .compression:
-      return
-        "none, zstd, or zstd:LEVEL with LEVEL from \(Zstd.levels.lowerBound) to \(Zstd.levels.upperBound), not 0"
-    case .compressionWorkers: return "a whole number from 0 to 64"
-    case .compressionMinimumSize: return "a size such as 64K or 1M"
-    case .checksums: return "none, sha256, sha512, or sha256,sha512"
-    }
-  }
-
-  /// The setting's value in `policy`, as `trove config` prints it.
-  public func value(in policy: CachePolicy) -> String {
-    switch self {
-    case .budget: return policy.budget.map { Quantities.formatSizeSetting($0) } ?? "none"
-    case .maxAge: return policy.maxAge.map(Quantities.formatDuration) ?? "none"
-    case .lowWater: return "\(policy.lowWater)"
-    case .accessResolution: return Quantities.formatDuration(policy.accessResolution)
-    case .minimumFree: return policy.minimumFree.description
-    case .maximumObjectSize:
-      return policy.maximumObjectSize.map { Quantities.formatSizeSetting($0) } ?? "none"
-    case .temporaryMaxAge: return Quantities.formatDuration(policy.temporaryMaxAge)
-    case .compression: return policy.compression.description
-    case .compressionWorkers: return "\(policy.compressionWorkers)"
-    case .compressionMinimumSize:
-      return Quantities.formatSizeSetting(policy.compressionMinimumSize)
-    case .checksums:
-      return policy.checksums.isEmpty
-        ? "none" : policy.checksums.map(\.rawValue).joined(separator: ",")
-    }
-  }
-
-  /// Sets the setting in `policy` from `text`: the one validation of a
-  /// setting, made by `trove config set` and by every read of a store's
-  /// `config.json` (a number there is read as bytes, seconds or a ratio).
-  ///
-  /// - Throws: `.invalidArgument` quoting `text` and listing the accepted forms.
-  public func set(_ text: String, in policy: inout CachePolicy) throws(TroveError) {
-    let invalid = TroveError(
-      .invalidArgument, "invalid \(rawValue) '\(text)': expected \(acceptedForms)", value: text)
-    let none = text.lowercased() == "none"
-    switch self {
-    case .budget:
-      if none {
-        policy.budget = nil
+    /// The forms the setting accepts, for error messages.
+    public var acceptedForms: String {
+      switch self {
+      case .budget: return "a size such as 500M, 10G, 1.5GiB or 0, or 'none'"
+      case .maxAge: return "a duration up to 36500d such as 30d, 12h, 90m or 45s, or 'none'"
+      case .lowWater: return "a ratio above 0 and at most 1, such as 0.9"
+      case .accessResolution: return "a duration up to 36500d such as 60s, 5m or 0"
+      case .minimumFree: return "a percentage such as 10% or a size such as 1G"
+      case .maximumObjectSize: return "a size such as 10G or 500M, or 'none'"
+      case .temporaryMaxAge: return "a duration from 1s to 36500d such as 1h or 30m"
+      case .compression:
         return
+          "none, zstd, or zstd:LEVEL with LEVEL from \(Zstd.levels.lowerBound) to \(Zstd.levels.upperBound), not 0"
+      case .compressionWorkers: return "a whole number from 0 to 64"
+      case .compressionMinimumSize: return "a size such as 64K or 1M"
+      case .checksums: return "none, sha256, sha512, or sha256,sha512"
       }
-      guard let size = Quantities.parseSize(text) else { throw invalid }
-      policy.budget = size
-    case .maxAge:
-      if none {
-        policy.maxAge = nil
-        return
-      }
-      guard let seconds = Quantities.parseDuration(text) else { throw invalid }
-      policy.maxAge = seconds
-    case .lowWater:
-      guard let ratio = Double(text), ratio > 0, ratio <= 1 else { throw invalid }
-      policy.lowWater = ratio
-    case .accessResolution:
-      guard let seconds = Quantities.parseDuration(text) else { throw invalid }
-      policy.accessResolution = seconds
-    case .minimumFree:
-      if text.hasSuffix("%") {
-        guard let p = Double(text.dropLast()), p >= 0, p <= 100 else { throw invalid }
-        policy.minimumFree = .percent(p)
-      } else {
-        guard let size = Quantities.parseSize(text) else { throw invalid }
-        policy.minimumFree = .bytes(size)
-      }
-    case .maximumObjectSize:
-      if none {
-        policy.maximumObjectSize = nil
-        return
-      }
-      guard let size = Quantities.parseSize(text) else { throw invalid }
-      policy.maximumObjectSize = size
-    case .temporaryMaxAge:
-      guard let seconds = Quantities.parseDuration(text), seconds > 0 else { throw invalid }
-      policy.temporaryMaxAge = seconds
-    case .compression:
-      guard let compression = Compression(text) else { throw invalid }
-      policy.compression = compression
-    case .compressionWorkers:
-      guard let workers = Int32(text), (0...64).contains(workers) else { throw invalid }
-      policy.compressionWorkers = workers
-    case .compressionMinimumSize:
-      guard let size = Quantities.parseSize(text) else { throw invalid }
-      policy.compressionMinimumSize = size
-    case .checksums:
-      guard let list = Self.checksums(text) else { throw invalid }
-      policy.checksums = list
     }
-  }
 
-  /// `none`, or SHA-2 names separated by commas, in a fixed order.
-  static func checksums(_ text: String) -> [ChecksumAlgorithm]? {
-    if text.lowercased() == "none" { return [] }
-    var found = Set<ChecksumAlgorithm>()
-    for name in text.lowercased().split(separator: ",") {
-      guard let algorithm = ChecksumAlgorithm(rawValue: name.trimmingCharacters(in: .whitespaces)),
-        algorithm != .xxh128
-      else { return nil }
-      found.insert(algorithm)
+    /// The setting's value in `policy`, as `trove config` prints it.
+    public func value(in policy: CachePolicy) -> String {
+      switch self {
+      case .budget:
+        return policy.budget.map { CachePolicy.Quantities.formatSizeSetting($0) } ?? "none"
+      case .maxAge: return policy.maxAge.map(CachePolicy.Quantities.formatDuration) ?? "none"
+      case .lowWater: return "\(policy.lowWater)"
+      case .accessResolution: return CachePolicy.Quantities.formatDuration(policy.accessResolution)
+      case .minimumFree: return policy.minimumFree.description
+      case .maximumObjectSize:
+        return policy.maximumObjectSize.map { CachePolicy.Quantities.formatSizeSetting($0) }
+          ?? "none"
+      case .temporaryMaxAge: return CachePolicy.Quantities.formatDuration(policy.temporaryMaxAge)
+      case .compression: return policy.compression.description
+      case .compressionWorkers: return "\(policy.compressionWorkers)"
+      case .compressionMinimumSize:
+        return CachePolicy.Quantities.formatSizeSetting(policy.compressionMinimumSize)
+      case .checksums:
+        return policy.checksums.isEmpty
+          ? "none" : policy.checksums.map(\.rawValue).joined(separator: ",")
+      }
     }
-    return found.isEmpty ? nil : found.sorted { $0.rawValue < $1.rawValue }
+
+    /// Sets the setting in `policy` from `text`: the one validation of a
+    /// setting, made by `trove config set` and by every read of a store's
+    /// `config.json` (a number there is read as bytes, seconds or a ratio).
+    ///
+    /// - Throws: `.invalidArgument` quoting `text` and listing the accepted forms.
+    public func set(_ text: String, in policy: inout CachePolicy) throws(TroveError) {
+      let invalid = TroveError(
+        .invalidArgument, "invalid \(rawValue) '\(text)': expected \(acceptedForms)", value: text)
+      let none = text.lowercased() == "none"
+      switch self {
+      case .budget:
+        if none {
+          policy.budget = nil
+          return
+        }
+        guard let size = CachePolicy.Quantities.parseSize(text) else { throw invalid }
+        policy.budget = size
+      case .maxAge:
+        if none {
+          policy.maxAge = nil
+          return
+        }
+        guard let seconds = CachePolicy.Quantities.parseDuration(text) else { throw invalid }
+        policy.maxAge = seconds
+      case .lowWater:
+        guard let ratio = Double(text), ratio > 0, ratio <= 1 else { throw invalid }
+        policy.lowWater = ratio
+      case .accessResolution:
+        guard let seconds = CachePolicy.Quantities.parseDuration(text) else { throw invalid }
+        policy.accessResolution = seconds
+      case .minimumFree:
+        if text.hasSuffix("%") {
+          guard let p = Double(text.dropLast()), p >= 0, p <= 100 else { throw invalid }
+          policy.minimumFree = .percent(p)
+        } else {
+          guard let size = CachePolicy.Quantities.parseSize(text) else { throw invalid }
+          policy.minimumFree = .bytes(size)
+        }
+      case .maximumObjectSize:
+        if none {
+          policy.maximumObjectSize = nil
+          return
+        }
+        guard let size = CachePolicy.Quantities.parseSize(text) else { throw invalid }
+        policy.maximumObjectSize = size
+      case .temporaryMaxAge:
+        guard let seconds = CachePolicy.Quantities.parseDuration(text), seconds > 0 else {
+          throw invalid
+        }
+        policy.temporaryMaxAge = seconds
+      case .compression:
+        guard let compression = Compression(text) else { throw invalid }
+        policy.compression = compression
+      case .compressionWorkers:
+        guard let workers = Int32(text), (0...64).contains(workers) else { throw invalid }
+        policy.compressionWorkers = workers
+      case .compressionMinimumSize:
+        guard let size = CachePolicy.Quantities.parseSize(text) else { throw invalid }
+        policy.compressionMinimumSize = size
+      case .checksums:
+        guard let list = Self.checksums(text) else { throw invalid }
+        policy.checksums = list
+      }
+    }
+
+    /// `none`, or SHA-2 names separated by commas, in a fixed order.
+    static func checksums(_ text: String) -> [ChecksumAlgorithm]? {
+      if text.lowercased() == "none" { return [] }
+      var found = Set<ChecksumAlgorithm>()
+      for name in text.lowercased().split(separator: ",") {
+        guard
+          let algorithm = ChecksumAlgorithm(rawValue: name.trimmingCharacters(in: .whitespaces)),
+          algorithm != .xxh128
+        else { return nil }
+        found.insert(algorithm)
+      }
+      return found.isEmpty ? nil : found.sorted { $0.rawValue < $1.rawValue }
+    }
   }
 }

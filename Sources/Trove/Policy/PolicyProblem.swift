@@ -10,13 +10,13 @@
 public struct PolicyProblem: Sendable, Hashable, Codable, CustomStringConvertible {
   /// The setting, or nil when the file as a whole cannot be read (not
   /// JSON, no format number): every setting is then unknown.
-  public var key: PolicyKey?
+  public var key: CachePolicy.Key?
   /// The setting's value as the file has it, in JSON (`-5`, `"lots"`); or,
   /// without a key, what is wrong with the file.
   public var found: String
 
   /// Makes a problem.
-  public init(key: PolicyKey?, found: String) {
+  public init(key: CachePolicy.Key?, found: String) {
     self.key = key
     self.found = found
   }
@@ -54,24 +54,24 @@ public struct PolicyStatus: Sendable, Hashable {
   /// The settings that could be read. One listed in ``problems`` holds its
   /// default here, and is not used by the store.
   public var policy: CachePolicy
-  /// The settings that cannot be used as written, in ``PolicyKey`` order;
+  /// The settings that cannot be used as written, in ``CachePolicy/Key`` order;
   /// empty when the file is sound.
   public var problems: [PolicyProblem]
   /// The path of the `config.json` read.
   public var path: String
   /// Settings this process takes from the environment
   /// (``StoreConfiguration/policyOverrides``) rather than from the file.
-  public var overridden: Set<PolicyKey> = []
+  public var overridden: Set<CachePolicy.Key> = []
 
   /// The problem with `key`, or with the whole file, if there is one.
-  public func problem(with key: PolicyKey) -> PolicyProblem? {
+  public func problem(with key: CachePolicy.Key) -> PolicyProblem? {
     problems.first { $0.key == key || $0.key == nil }
   }
 
   /// The error for the problem with `key` (with any setting, when nil): one
   /// line naming the file, the setting, its value and how to repair it —
   /// what ``Store/policy()`` throws; nil when there is none.
-  public func error(for key: PolicyKey? = nil) -> TroveError? {
+  public func error(for key: CachePolicy.Key? = nil) -> TroveError? {
     if let key {
       return problem(with: key).map { PolicyProblem.error([$0], path: path) }
     }

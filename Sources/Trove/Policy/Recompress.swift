@@ -69,7 +69,7 @@ extension Store {
           return UnsafeRawBufferPointer(rebasing: sample[..<n])
         }
       }
-      var rewritten: Entry?
+      var rewritten: StoreEntry?
       do throws(TroveError) {
         switch decision {
         case .raw:

@@ -100,11 +100,11 @@ extension Store {
     guard priority == .important else {
       let room =
         space.available < space.threshold || size == nil
-        ? "\(Quantities.formatSize(space.available)) free, below"
-        : "it needs \(Quantities.formatSize(size ?? 0)) of the \(Quantities.formatSize(space.available)) free, which would leave less than"
+        ? "\(CachePolicy.Quantities.formatSize(space.available)) free, below"
+        : "it needs \(CachePolicy.Quantities.formatSize(size ?? 0)) of the \(CachePolicy.Quantities.formatSize(space.available)) free, which would leave less than"
       throw TroveError(
         .lowOnSpace,
-        "skipped an optional put of '\(input)' into '\(root)': \(room) the \(Quantities.formatSize(space.threshold)) the store keeps free (min-free)",
+        "skipped an optional put of '\(input)' into '\(root)': \(room) the \(CachePolicy.Quantities.formatSize(space.threshold)) the store keeps free (min-free)",
         path: input)
     }
     if let size, size > space.available {
@@ -117,7 +117,7 @@ extension Store {
       if size > space.available.addingSaturated(evictable) {
         throw TroveError(
           .noSpace,
-          "cannot put '\(input)': it needs \(Quantities.formatSize(size)) and the store's volume has \(Quantities.formatSize(space.available)) free, \(Quantities.formatSize(evictable)) more if every unpinned entry were evicted",
+          "cannot put '\(input)': it needs \(CachePolicy.Quantities.formatSize(size)) and the store's volume has \(CachePolicy.Quantities.formatSize(space.available)) free, \(CachePolicy.Quantities.formatSize(evictable)) more if every unpinned entry were evicted",
           path: input)
       }
     }
@@ -169,7 +169,7 @@ extension Store {
   private func evictForSpace(
     worth: Int64, until: Int64?, batches: Int, sizedToNeed: Bool
   ) throws(TroveError) -> Removal {
-    var planned = Set<Digest>()
+    var planned = Set<BlobDigest>()
     var available = try volumeSpace().available
     var left = batches
     return try removeLeastRecentlyUsed(

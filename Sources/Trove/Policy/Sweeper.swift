@@ -2,20 +2,21 @@
 public struct SweepOptions: Sendable, Hashable {
   /// A budget for this sweep instead of the policy's (nil: the policy's).
   public var budget: Int64?
-  /// An expiry, in seconds, for this sweep instead of the policy's.
-  public var maxAge: Int64?
+  /// An expiry for this sweep instead of the policy's: entries unused for
+  /// longer are removed.
+  public var maxAge: Duration?
   /// Plan only: report what would be removed, remove nothing.
   public var dryRun: Bool
   /// Wait for a sweep already running in another process instead of
   /// failing with `.busy`.
   public var wait: Bool
   /// Entries never to evict in this sweep (the object a put just stored).
-  public var protected: Set<Digest>
+  public var protected: Set<BlobDigest>
 
   /// Options that follow the store's policy.
   public init(
-    budget: Int64? = nil, maxAge: Int64? = nil, dryRun: Bool = false, wait: Bool = true,
-    protected: Set<Digest> = []
+    budget: Int64? = nil, maxAge: Duration? = nil, dryRun: Bool = false, wait: Bool = true,
+    protected: Set<BlobDigest> = []
   ) {
     self.budget = budget
     self.maxAge = maxAge
@@ -202,7 +203,7 @@ extension Store {
     let start = clock.now
     let policy = try currentSettings().policy
     let budget = options.budget ?? policy.budget
-    let maxAge = options.maxAge ?? policy.maxAge
+    let maxAge = options.maxAge.map(\.wholeSecondsRoundedUp) ?? policy.maxAge
     let now = currentTimeNanoseconds()
     let index = try index()
     var report = SweepReport(reason: reason, dryRun: options.dryRun, budget: budget)
@@ -229,7 +230,7 @@ extension Store {
     var total = try index.read("read totals") { (tx) throws(TroveError) in
       try tx.totals().allocatedBytes
     }
-    var planned = Set<Digest>()
+    var planned = Set<BlobDigest>()
     var swept: Int64 = 0  // for onProgress
     func tally(_ removal: Removal) -> Int {
       report.skippedEntries += removal.skipped
@@ -310,8 +311,8 @@ extension Store {
   /// ``ObjectTable/evict(_:now:)``; `afterBatch` runs after each and may
   /// stop the walk. O(removed · log n) through the index's access order.
   func removeLeastRecentlyUsed(
-    before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<Digest>,
-    planned: inout Set<Digest>, pageSize: Int = 1024, largest: Int64? = nil,
+    before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<BlobDigest>,
+    planned: inout Set<BlobDigest>, pageSize: Int = 1024, largest: Int64? = nil,
     afterBatch: (_ batch: Removal) throws(TroveError) -> Bool = { _ in true },
     until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Removal {
@@ -325,8 +326,8 @@ extension Store {
           after: after, before: cutoff, largest: largest, now: now, limit: pageSize)
       }
       guard let last = page.last else { return removal }
-      cursor = (last.lastAccess, last.digest.hex)
-      var batch: [Entry] = []
+      cursor = (last.lastAccessNanoseconds, last.digest.hex)
+      var batch: [StoreEntry] = []
       var batchBytes: Int64 = 0
       for entry in page
       where !protected.contains(entry.digest) && !planned.contains(entry.digest) {
@@ -361,7 +362,7 @@ extension Store {
   /// running totals), sweeps — unless another process already is. Never
   /// evicts `protected`, the object the put just stored. Returns the
   /// sweep's report, if one ran.
-  func sweepIfOverBudget(protecting protected: Digest) throws(TroveError) -> SweepReport? {
+  func sweepIfOverBudget(protecting protected: BlobDigest) throws(TroveError) -> SweepReport? {
     guard let budget = try currentSettings().policy.budget,
       try index().read("read totals", { (tx) throws(TroveError) in try tx.totals() })
         .allocatedBytes > budget

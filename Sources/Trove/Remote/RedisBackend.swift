@@ -95,11 +95,11 @@ final class RedisBackend: RemoteBackend {
     }
   }
 
-  func exists(_ digest: Digest) throws(TroveError) -> Bool {
+  func exists(_ digest: BlobDigest) throws(TroveError) -> Bool {
     try integer(["EXISTS", RemoteNames.redisBlobKey(digest)]) == 1
   }
 
-  func size(_ digest: Digest) throws(TroveError) -> Int64? {
+  func size(_ digest: BlobDigest) throws(TroveError) -> Int64? {
     let key = RemoteNames.redisBlobKey(digest)
     // STRLEN of a missing key is 0, as is an empty blob's.
     let length = try integer(["STRLEN", key])
@@ -107,7 +107,7 @@ final class RedisBackend: RemoteBackend {
     return length
   }
 
-  func download(_ digest: Digest, from offset: Int64, into writer: BlobWriter)
+  func download(_ digest: BlobDigest, from offset: Int64, into writer: BlobWriter)
     throws(TroveError) -> Int64?
   {
     guard let length = try size(digest) else { return nil }
@@ -130,7 +130,7 @@ final class RedisBackend: RemoteBackend {
     return length
   }
 
-  func upload(_ digest: Digest, from file: FileDescriptor, size: Int64)
+  func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
     throws(TroveError) -> RemoteUpload
   {
     if let limit = spec.sizeLimit, size > limit { return .tooLarge }
@@ -167,7 +167,7 @@ final class RedisBackend: RemoteBackend {
     return renamed == 1 ? .uploaded : .present
   }
 
-  func delete(_ digest: Digest) throws(TroveError) -> Bool {
+  func delete(_ digest: BlobDigest) throws(TroveError) -> Bool {
     try integer(["DEL", RemoteNames.redisBlobKey(digest)]) == 1
   }
 

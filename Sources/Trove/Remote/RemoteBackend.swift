@@ -8,21 +8,21 @@
 /// do not match their name are never stored.
 protocol RemoteBackend: AnyObject {
   /// Whether the remote holds `digest`.
-  func exists(_ digest: Digest) throws(TroveError) -> Bool
+  func exists(_ digest: BlobDigest) throws(TroveError) -> Bool
   /// The length of `digest`'s blob, or nil when the remote does not hold it.
-  func size(_ digest: Digest) throws(TroveError) -> Int64?
+  func size(_ digest: BlobDigest) throws(TroveError) -> Int64?
   /// Streams `digest`'s blob from byte `offset` on into `writer`, without
   /// holding it whole in memory. Returns the blob's length, or nil when
   /// the remote does not hold it (nothing was written).
-  func download(_ digest: Digest, from offset: Int64, into writer: BlobWriter)
+  func download(_ digest: BlobDigest, from offset: Int64, into writer: BlobWriter)
     throws(TroveError) -> Int64?
   /// Uploads `size` bytes of `file` (from offset 0) as `digest`'s blob,
   /// unless the remote already holds it. No reader ever sees a partial
   /// blob, and an existing blob is never replaced.
-  func upload(_ digest: Digest, from file: FileDescriptor, size: Int64)
+  func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
     throws(TroveError) -> RemoteUpload
   /// Removes `digest`'s blob; false when it was not there.
-  func delete(_ digest: Digest) throws(TroveError) -> Bool
+  func delete(_ digest: BlobDigest) throws(TroveError) -> Bool
   /// The remote's layout record, or nil when none is written yet.
   func readLayout() throws(TroveError) -> RemoteLayout?
   /// Writes the layout record (unless one is there already).

@@ -11,7 +11,7 @@ enum RemoteNames {
 
   /// `cas/<aa>/<hex>`: fanned out by the first two hex digits, as the
   /// store's `objects/` is.
-  static func blobPath(_ digest: Digest) -> String {
+  static func blobPath(_ digest: BlobDigest) -> String {
     "cas/" + String(digest.hex.prefix(2)) + "/" + digest.hex
   }
 
@@ -24,7 +24,7 @@ enum RemoteNames {
   static func temporaryPath() -> String { "tmp/" + randomName() }
 
   static let redisLayoutKey = "trove:remote"
-  static func redisBlobKey(_ digest: Digest) -> String { "trove:cas:" + digest.hex }
+  static func redisBlobKey(_ digest: BlobDigest) -> String { "trove:cas:" + digest.hex }
   static func redisTemporaryKey() -> String { "trove:tmp:" + randomName() }
   /// Seconds a Redis temp key lives: an upload killed half-way leaves
   /// nothing behind for longer.

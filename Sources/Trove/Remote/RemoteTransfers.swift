@@ -3,7 +3,7 @@ import Foundation
 /// What ``Store/pull(_:from:)`` did.
 public struct RemotePull: Sendable, Hashable, Codable {
   /// The object's digest.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// Its length.
   public var size: Int64
   /// False when the store held it already (nothing was asked of the remote).
@@ -34,7 +34,7 @@ extension Store {
   ///   (nothing is stored); `.unavailable` or `.transferFailed` when the
   ///   remote cannot be reached or the transfer breaks (nothing is stored).
   @discardableResult
-  public func pull(_ digest: Digest, from remote: String) throws(TroveError) -> RemotePull {
+  public func pull(_ digest: BlobDigest, from remote: String) throws(TroveError) -> RemotePull {
     let spec = try self.remote(named: remote)
     if let entry = try entry(for: digest) {
       return RemotePull(digest: digest, size: entry.size, downloaded: false)
@@ -43,7 +43,7 @@ extension Store {
     return try pull(digest, from: backend, spec: spec)
   }
 
-  func pull(_ digest: Digest, from backend: any RemoteBackend, spec: RemoteSpec)
+  func pull(_ digest: BlobDigest, from backend: any RemoteBackend, spec: RemoteSpec)
     throws(TroveError) -> RemotePull
   {
     guard let size = try backend.size(digest) else {
@@ -81,7 +81,7 @@ extension Store {
   ///   when the local copy is damaged; `.unavailable` or
   ///   `.transferFailed` when the remote fails.
   @discardableResult
-  public func push(_ digest: Digest, to remote: String) throws(TroveError) -> RemoteUpload {
+  public func push(_ digest: BlobDigest, to remote: String) throws(TroveError) -> RemoteUpload {
     let spec = try self.remote(named: remote)
     guard !spec.readOnly else {
       throw TroveError(
@@ -94,7 +94,8 @@ extension Store {
     return try push(digest, to: backend)
   }
 
-  func push(_ digest: Digest, to backend: any RemoteBackend) throws(TroveError) -> RemoteUpload {
+  func push(_ digest: BlobDigest, to backend: any RemoteBackend) throws(TroveError) -> RemoteUpload
+  {
     try withVerifiedCopy(of: digest) { (file, size) throws(TroveError) in
       try backend.upload(digest, from: file, size: size)
     }
@@ -104,7 +105,7 @@ extension Store {
   /// digest: the object file itself when it is stored raw (hashed first),
   /// else a temp file in `tmp/` it is decompressed into (removed after).
   private func withVerifiedCopy<T>(
-    of digest: Digest, _ body: (FileDescriptor, Int64) throws(TroveError) -> T
+    of digest: BlobDigest, _ body: (FileDescriptor, Int64) throws(TroveError) -> T
   ) throws(TroveError) -> T {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }

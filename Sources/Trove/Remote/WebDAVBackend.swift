@@ -24,7 +24,7 @@ final class WebDAVBackend: RemoteBackend {
   }
 
   /// `{base}/cas/<aa>/<hex>`.
-  func blobURL(_ digest: Digest) -> String {
+  func blobURL(_ digest: BlobDigest) -> String {
     base + "/" + RemoteNames.blobPath(digest)
   }
 
@@ -62,11 +62,11 @@ final class WebDAVBackend: RemoteBackend {
     return outcome
   }
 
-  func exists(_ digest: Digest) throws(TroveError) -> Bool {
+  func exists(_ digest: BlobDigest) throws(TroveError) -> Bool {
     try size(digest) != nil
   }
 
-  func size(_ digest: Digest) throws(TroveError) -> Int64? {
+  func size(_ digest: BlobDigest) throws(TroveError) -> Int64? {
     let outcome = try request("HEAD", blobURL(digest), accepting: [200, 404])
     guard outcome.status == 200 else { return nil }
     guard let length = outcome.contentLength else {
@@ -78,7 +78,7 @@ final class WebDAVBackend: RemoteBackend {
     return length
   }
 
-  func download(_ digest: Digest, from offset: Int64, into writer: BlobWriter)
+  func download(_ digest: BlobDigest, from offset: Int64, into writer: BlobWriter)
     throws(TroveError) -> Int64?
   {
     let url = blobURL(digest)
@@ -99,7 +99,7 @@ final class WebDAVBackend: RemoteBackend {
     return offset + received
   }
 
-  func upload(_ digest: Digest, from file: FileDescriptor, size: Int64)
+  func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
     throws(TroveError) -> RemoteUpload
   {
     if let limit = spec.sizeLimit, size > limit { return .tooLarge }
@@ -121,7 +121,7 @@ final class WebDAVBackend: RemoteBackend {
     return .present
   }
 
-  func delete(_ digest: Digest) throws(TroveError) -> Bool {
+  func delete(_ digest: BlobDigest) throws(TroveError) -> Bool {
     try request("DELETE", blobURL(digest), accepting: [200, 204, 404]).status != 404
   }
 

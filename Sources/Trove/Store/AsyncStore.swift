@@ -39,10 +39,10 @@ extension Store {
     }
   }
 
-  /// ``materialize(_:at:mode:replacing:durable:verify:)-1eq6``, off the
+  /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g``, off the
   /// cooperative pool.
   public func materialize(
-    _ digest: Digest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
+    _ digest: BlobDigest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
     durable: Bool = false, verify: Bool = false
   ) async throws(TroveError) -> Materialization {
     try await Self.detached("get \(digest)") { () throws(TroveError) in

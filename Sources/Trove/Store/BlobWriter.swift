@@ -255,14 +255,14 @@ public final class BlobWriter {
   /// length from a manifest) gives `digest` and `size`: bytes that are
   /// anything else are discarded and the commit fails
   /// (`.checksumMismatch`), so they are never published.
-  public func commit(expecting digest: Digest? = nil, size expectedSize: Int64? = nil)
+  public func commit(expecting digest: BlobDigest? = nil, size expectedSize: Int64? = nil)
     throws(TroveError) -> PutResult
   {
     try commit(method: .stream, expecting: digest, size: expectedSize)
   }
 
   func commit(
-    method: IngestMethod, expecting expected: Digest? = nil, size expectedSize: Int64? = nil
+    method: IngestMethod, expecting expected: BlobDigest? = nil, size expectedSize: Int64? = nil
   )
     throws(TroveError) -> PutResult
   {

@@ -58,8 +58,8 @@ extension Store {
   /// object is evicted meanwhile. Returns the entry as now stored, or nil
   /// if it already was in that form or went away.
   @discardableResult
-  func convert(_ digest: Digest, compressed: Bool, level: Int32 = 3, workers: Int32 = 0)
-    throws(TroveError) -> Entry?
+  func convert(_ digest: BlobDigest, compressed: Bool, level: Int32 = 3, workers: Int32 = 0)
+    throws(TroveError) -> StoreEntry?
   {
     guard let (source, isCompressed) = try objects.openFound(digest) else {
       throw objects.notFound(digest)
@@ -114,7 +114,7 @@ extension Store {
 /// the bytes; a damaged frame, a checksum failure or a digest mismatch is
 /// `.corruptObject` naming `objectPath`. Returns the decompressed length.
 func decompressVerified(
-  _ object: FileDescriptor, to out: FileDescriptor?, digest: Digest, objectPath: String,
+  _ object: FileDescriptor, to out: FileDescriptor?, digest: BlobDigest, objectPath: String,
   destination: String
 ) throws(TroveError) -> Int64 {
   try decompressVerified(object, digest: digest, objectPath: objectPath, destination: destination) {
@@ -125,7 +125,7 @@ func decompressVerified(
 /// Decompresses the object in `object`, handing each chunk to `sink`;
 /// verified as `decompressVerified(_:to:digest:objectPath:destination:)` is.
 func decompressVerified(
-  _ object: FileDescriptor, digest: Digest, objectPath: String, destination: String,
+  _ object: FileDescriptor, digest: BlobDigest, objectPath: String, destination: String,
   sink: (UnsafeRawBufferPointer) throws(SystemCallError) -> Void
 ) throws(TroveError) -> Int64 {
   var hasher = XXH3Hasher()

@@ -1,4 +1,4 @@
-/// How ``Store/materialize(_:at:mode:replacing:durable:verify:)-1eq6`` makes a file from an object.
+/// How ``Store/materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` makes a file from an object.
 public enum LinkMode: String, Sendable, CaseIterable, Codable {
   /// Clone where the filesystems allow, else copy (the default): with
   /// `copy_file_range` onto NFS or SMB (the server copies), with a verified
@@ -34,7 +34,7 @@ public enum MaterializeMethod: String, Sendable, Codable {
 /// What a materialization did.
 public struct Materialization: Sendable, Hashable, Codable {
   /// The object's digest.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// Where the file now is.
   public var destination: String
   /// How it was made.

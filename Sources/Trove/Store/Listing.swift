@@ -14,7 +14,7 @@ extension Store {
   }
 
   /// `digest`'s row, keys and pins, or nil if the store does not hold it.
-  public func details(for digest: Digest) throws(TroveError) -> EntryDetails? {
+  public func details(for digest: BlobDigest) throws(TroveError) -> EntryDetails? {
     guard try objects.find(digest) != nil else { return nil }
     var query = EntryQuery()
     query.digest = digest
@@ -26,7 +26,7 @@ extension Store {
 
   /// The publishers' checksums (`sha256`, `sha512`) a fetch verified
   /// against `digest`'s bytes, by algorithm.
-  public func checksums(of digest: Digest) throws(TroveError) -> [Checksum] {
+  public func checksums(of digest: BlobDigest) throws(TroveError) -> [Checksum] {
     try index().read("look up the checksums of \(digest)") { (tx) throws(TroveError) in
       try tx.checksums(of: digest)
     }
@@ -36,7 +36,7 @@ extension Store {
   /// shares with other files (clones made by `get`), from one FIEMAP.
   /// Nil when the object is not there or the filesystem cannot say
   /// (tmpfs has no FIEMAP).
-  public func extents(of digest: Digest) -> ExtentSummary? {
+  public func extents(of digest: BlobDigest) -> ExtentSummary? {
     guard let (fd, _) = try? objects.open(digest) else { return nil }
     defer { fd.close() }
     return try? fd.extentSummary()
@@ -46,7 +46,7 @@ extension Store {
   /// in digest order, at most `limit`: what a short digest names. Several
   /// means the prefix is ambiguous. O(matches · log n).
   /// - Throws: `.invalidDigest` when `hex` is not 1 to 32 hex digits.
-  public func digests(withPrefix hex: String, limit: Int = 100) throws(TroveError) -> [Digest] {
+  public func digests(withPrefix hex: String, limit: Int = 100) throws(TroveError) -> [BlobDigest] {
     let lowered = hex.lowercased()
     guard (1...32).contains(lowered.utf8.count),
       lowered.utf8.allSatisfy({

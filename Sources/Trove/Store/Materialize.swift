@@ -34,7 +34,7 @@ extension Store {
   /// of them is moved to the store's `quarantine/` and never served again.
   @discardableResult
   public func materialize(
-    _ digest: Digest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
+    _ digest: BlobDigest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
     durable: Bool = false, verify: Bool = false
   ) throws(TroveError) -> Materialization {
     let (object, isCompressed) = try openObject(digest)
@@ -165,7 +165,7 @@ extension Store {
   /// Hashes a file made from `digest`'s object (a clone, or the object
   /// itself for a hard link) from its start; throws `.corruptObject` when
   /// its bytes are not the digest's.
-  private func checkMaterialized(_ file: FileDescriptor, digest: Digest, destination: String)
+  private func checkMaterialized(_ file: FileDescriptor, digest: BlobDigest, destination: String)
     throws(TroveError)
   {
     var hasher = XXH3Hasher()
@@ -183,7 +183,7 @@ extension Store {
   /// swapped in under the object's name meanwhile — a symbolic link, some
   /// other file — is unlinked again and refused (ESTALE), never handed out.
   private func linkObject(
-    _ digest: Digest, opened: FileDescriptor, to temp: String, in parent: FileDescriptor
+    _ digest: BlobDigest, opened: FileDescriptor, to temp: String, in parent: FileDescriptor
   ) throws(SystemCallError) {
     let folder = try FileDescriptor.open(
       StoreLayout.fanout(digest), in: objectsDirectory, [.directory, .noFollow])
@@ -204,7 +204,7 @@ extension Store {
   /// byte count. A mismatch throws `.corruptObject` after the bytes were
   /// written, so a reader must check the outcome (the CLI exits non-zero).
   @discardableResult
-  public func write(_ digest: Digest, to handle: FileHandle) throws(TroveError) -> Int64 {
+  public func write(_ digest: BlobDigest, to handle: FileHandle) throws(TroveError) -> Int64 {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
     object.adviseSequential()
@@ -240,7 +240,7 @@ extension Store {
   /// The object's bytes, verified, when they are at most
   /// ``checkedBeforeWriting`` (a compressed object: when its frame says
   /// so); nil for larger ones, which are streamed.
-  private func smallObject(_ object: FileDescriptor, digest: Digest, isCompressed: Bool)
+  private func smallObject(_ object: FileDescriptor, digest: BlobDigest, isCompressed: Bool)
     throws(TroveError) -> [UInt8]?
   {
     let path = objectFilePath(digest, compressed: isCompressed)
@@ -285,8 +285,8 @@ extension Store {
   }
 
   /// `digest`'s bytes in memory, verified. For small objects; use
-  /// ``materialize(_:at:mode:replacing:durable:verify:)-1eq6`` or ``path(for:decompressing:)`` for large ones.
-  public func bytes(for digest: Digest) throws(TroveError) -> [UInt8] {
+  /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` or ``path(for:decompressing:)`` for large ones.
+  public func bytes(for digest: BlobDigest) throws(TroveError) -> [UInt8] {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
     do throws(TroveError) {
@@ -296,7 +296,7 @@ extension Store {
     }
   }
 
-  private func bytes(of object: FileDescriptor, digest: Digest, isCompressed: Bool)
+  private func bytes(of object: FileDescriptor, digest: BlobDigest, isCompressed: Bool)
     throws(TroveError) -> [UInt8]
   {
     let path = objectFilePath(digest, compressed: isCompressed)
@@ -328,7 +328,7 @@ extension Store {
 
   /// Opens `digest`'s object, raw if there is one (it can be cloned),
   /// else compressed; says which. Throws `.notFound` when there is none.
-  func openObject(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
+  func openObject(_ digest: BlobDigest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
     guard let opened = try objects.openFound(digest) else {
       recordMiss(digest)
       throw notFound(digest)
@@ -339,7 +339,7 @@ extension Store {
   /// Counts a read of `digest` the store could not serve (``AccessCount``);
   /// a store that cannot be written counts nothing. A read of it later in
   /// this process (a fetch's download written out) is not also a hit.
-  func recordMiss(_ digest: Digest) {
+  func recordMiss(_ digest: BlobDigest) {
     countedHits.withLock { _ = $0.insert(digest) }
     try? index().read("count a miss") { (tx) throws(TroveError) in try tx.countMiss() }
   }
@@ -360,7 +360,7 @@ extension Store {
   /// returns the error to throw, saying where it went. Errors of any
   /// other kind pass through.
   func quarantining(
-    _ error: TroveError, _ digest: Digest, object: FileDescriptor, compressed: Bool
+    _ error: TroveError, _ digest: BlobDigest, object: FileDescriptor, compressed: Bool
   ) -> TroveError {
     guard error.code == .corruptObject, let inode = try? object.status().inode,
       let moved = try? objects.quarantineCorrupt(digest, compressed: compressed, inode: inode)
@@ -373,7 +373,7 @@ extension Store {
       path: error.path, value: error.value, cause: error.cause)
   }
 
-  func corrupt(_ digest: Digest, actual: Digest) -> TroveError {
+  func corrupt(_ digest: BlobDigest, actual: BlobDigest) -> TroveError {
     TroveError(
       .corruptObject,
       "object '\(objectFilePath(digest))' is corrupt: its bytes hash to \(actual), not \(digest); remove it and store it again",
@@ -390,7 +390,7 @@ extension Store {
   /// Fills the empty file `out` with the object's bytes per `mode`; returns
   /// how, and why a clone was not made.
   private func fill(
-    _ out: FileDescriptor, from object: FileDescriptor, digest: Digest, size: Int64,
+    _ out: FileDescriptor, from object: FileDescriptor, digest: BlobDigest, size: Int64,
     mode: LinkMode, destination: String
   ) throws(TroveError) -> (MaterializeMethod, String?) {
     var reason: String?
@@ -469,7 +469,7 @@ extension Store {
 
   /// Copies through user space, hashing; throws `.corruptObject` on mismatch.
   private func verifiedCopy(
-    from object: FileDescriptor, to out: FileDescriptor, digest: Digest, destination: String
+    from object: FileDescriptor, to out: FileDescriptor, digest: BlobDigest, destination: String
   ) throws(TroveError) -> Int64 {
     var hasher = XXH3Hasher()
     let copied: Int64

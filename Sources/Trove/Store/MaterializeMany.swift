@@ -1,12 +1,12 @@
 /// One file to make from a stored object: ``Store/materialize(_:mode:replacing:durable:verify:onProgress:)``.
 public struct MaterializeRequest: Sendable, Hashable {
   /// The object.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// The file to create.
   public var destination: String
 
   /// A request for a file at `destination` holding `digest`'s bytes.
-  public init(_ digest: Digest, at destination: String) {
+  public init(_ digest: BlobDigest, at destination: String) {
     self.digest = digest
     self.destination = destination
   }
@@ -14,7 +14,7 @@ public struct MaterializeRequest: Sendable, Hashable {
 
 extension Store {
   /// Makes many files from stored objects, each as
-  /// ``materialize(_:at:mode:replacing:durable:verify:)-1eq6`` makes one, in
+  /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` makes one, in
   /// order, with one store.
   ///
   /// Everything that can be checked before a byte is written is checked

@@ -1,6 +1,6 @@
 extension Store {
   /// Pins `digest` under `name`: no sweep removes it while the pin holds.
-  /// With `duration` (seconds) the pin is a lease that lapses by itself — a
+  /// `for` a duration, the pin is a lease that lapses by itself — a
   /// benchmark run or CI job holds its inputs for its duration, and a
   /// crashed job's lease runs out. Pins with different names are
   /// independent, so users of one store do not unpin each other's data.
@@ -12,20 +12,19 @@ extension Store {
   /// will leave it.
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
-  public func pin(_ digest: Digest, name: String = "default", duration: Int64? = nil)
+  public func pin(_ digest: BlobDigest, name: String = "default", for duration: Duration? = nil)
     throws(TroveError)
   {
     try requireWritable()
     let now = currentTimeNanoseconds()
     try objects.pin(
-      digest, name: name,
-      expires: duration.map { now.addingSaturated(.nanoseconds(fromSeconds: $0)) })
+      digest, name: name, expires: duration.map { now.addingSaturated(max(0, $0.nanoseconds)) })
   }
 
   /// Removes `name`'s pin of `digest`; whether there was one. Other names'
   /// pins stay.
   @discardableResult
-  public func unpin(_ digest: Digest, name: String = "default") throws(TroveError) -> Bool {
+  public func unpin(_ digest: BlobDigest, name: String = "default") throws(TroveError) -> Bool {
     try requireWritable()
     return try objects.unpin(digest, name: name)
   }

@@ -17,7 +17,7 @@ public enum IngestMethod: String, Sendable, Codable {
 /// What a put did.
 public struct PutResult: Sendable, Hashable, Codable {
   /// The digest of the bytes.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// Their length.
   public var size: Int64
   /// True when the store already held these bytes: nothing new was kept.
@@ -396,7 +396,7 @@ extension Store {
   /// file is removed when it is replaced or when this throws; the caller
   /// closes a new staged file (one whose descriptor is not `file`).
   func stage(
-    raw name: String, file: FileDescriptor, digest: Digest, size: Int64,
+    raw name: String, file: FileDescriptor, digest: BlobDigest, size: Int64,
     writes: inout PressuredWrites
   ) throws(TroveError) -> StagedObject {
     let policy = try currentSettings().policy

@@ -88,7 +88,7 @@ final class RecordKeeper: Sendable {
   /// Notes that `digest` (named by `key`, when one was) was used, in every
   /// record this process writes to. Never fails: a record that cannot be
   /// written to is said once through the store's warning.
-  func note(_ digest: Digest, key: String? = nil) {
+  func note(_ digest: BlobDigest, key: String? = nil) {
     guard !names.isEmpty else { return }
     let keyField = key.map { "\t" + Self.escaped($0) } ?? ""
     let what = digest.description + keyField
@@ -186,7 +186,7 @@ final class RecordKeeper: Sendable {
 /// One object a record noted, with every key it was used by.
 public struct RecordedObject: Sendable, Hashable {
   /// The object.
-  public var digest: Digest
+  public var digest: BlobDigest
   /// The keys it was used by (looked up, bound or fetched), in the order
   /// first seen.
   public var keys: [String]
@@ -197,7 +197,7 @@ public struct RecordedObject: Sendable, Hashable {
 }
 
 /// A record: its name, whether it is on, and what it noted.
-public struct Record: Sendable, Hashable {
+public struct UsageRecord: Sendable, Hashable {
   /// The record's name.
   public var name: String
   /// Whether every process that opens the store writes to it
@@ -306,7 +306,7 @@ extension Store {
   ///
   /// - Throws: `.notFound` when there is no such record, `.invalidArgument`
   ///   for a name that cannot be a record's.
-  public func record(named name: String) throws(TroveError) -> Record {
+  public func record(named name: String) throws(TroveError) -> UsageRecord {
     try checkRecordName(name)
     let path = root + "/" + StoreLayout.records + "/" + name + RecordKeeper.logSuffix
     let (bytes, isActive) = try attempt("read record", path) {
@@ -332,12 +332,12 @@ extension Store {
         .notFound, "no record '\(name)' in store '\(root)'", path: path, value: name)
     }
     var objects: [RecordedObject] = []
-    var position: [Digest: Int] = [:]
+    var position: [BlobDigest: Int] = [:]
     var damaged = 0
     for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
       let fields = String(decoding: line, as: UTF8.self).split(
         separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
-      guard fields.count >= 2, let digest = try? Digest(parsing: String(fields[0])),
+      guard fields.count >= 2, let digest = try? BlobDigest(parsing: String(fields[0])),
         let time = Int64(fields[1])
       else {
         damaged += 1
@@ -362,7 +362,7 @@ extension Store {
             digest: digest, keys: key.map { [$0] } ?? [], firstUsed: time, lastUsed: time))
       }
     }
-    return Record(name: name, isActive: isActive, objects: objects, damagedLines: damaged)
+    return UsageRecord(name: name, isActive: isActive, objects: objects, damagedLines: damaged)
   }
 
   /// Whether `name` can name a record: 1 to 64 of `A-Z a-z 0-9 . _ -`,
@@ -375,9 +375,9 @@ extension Store {
   /// `sweep --keep-record` keeps. O(lines).
   ///
   /// - Throws: `.notFound` naming a record that does not exist.
-  public func recordedDigests(_ names: [String]) throws(TroveError) -> [Digest] {
-    var seen = Set<Digest>()
-    var digests: [Digest] = []
+  public func recordedDigests(_ names: [String]) throws(TroveError) -> [BlobDigest] {
+    var seen = Set<BlobDigest>()
+    var digests: [BlobDigest] = []
     for name in names {
       for object in try record(named: name).objects where seen.insert(object.digest).inserted {
         digests.append(object.digest)

@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// Open one with a ``StoreConfiguration``; put files, streams or bytes in
 /// (``put(file:key:expectedSize:priority:onProgress:)-87pwb``, ``makeWriter(key:expectedSize:priority:)``, ``put(bytes:key:priority:)-(ContiguousBytes,_,_)``); get them out as
-/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:verify:)-1eq6``),
+/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:verify:)-4kx8g``),
 /// read them in place (``path(for:decompressing:)``), list, remove, and count.
 ///
 /// A `Store` is `Sendable` and safe to use from many threads at once, and
@@ -38,10 +38,10 @@ public final class Store: Sendable {
   private let cachedSettings: Mutex<(identity: [Int64], settings: StoreSettings)>
   /// Reads this process recorded lately: digest → when (nanoseconds), so a
   /// hot object is not looked up in the index on every read.
-  let recentReads = Mutex<[Digest: Int64]>([:])
+  let recentReads = Mutex<[BlobDigest: Int64]>([:])
   /// Objects whose hit this process counted: each at most once (a fetch
   /// that then writes the object out is one hit).
-  let countedHits = Mutex<Set<Digest>>([])
+  let countedHits = Mutex<Set<BlobDigest>>([])
   let cloneProbe = CloneProbe()
   /// The records this process notes what it uses in (most often none).
   let records: RecordKeeper
@@ -347,7 +347,7 @@ public final class Store: Sendable {
   // MARK: Looking up
 
   /// The absolute path of `digest`'s object file (whether or not it exists).
-  func objectFilePath(_ digest: Digest, compressed: Bool = false) -> String {
+  func objectFilePath(_ digest: BlobDigest, compressed: Bool = false) -> String {
     objects.path(digest, compressed: compressed)
   }
 
@@ -355,7 +355,7 @@ public final class Store: Sendable {
   /// is the truth, then the read is recorded for LRU (an index read; a
   /// write only when the recorded access is older than the policy's
   /// access resolution).
-  public func contains(_ digest: Digest) throws(TroveError) -> Bool {
+  public func contains(_ digest: BlobDigest) throws(TroveError) -> Bool {
     guard try objects.find(digest)?.status.isRegular ?? false else { return false }
     return recordRead(digest)
   }
@@ -370,7 +370,7 @@ public final class Store: Sendable {
   /// With `hit` (a `get` or `fetch` served from the store), a write of the
   /// access also counts a hit, in the same transaction (``AccessCount``).
   @discardableResult
-  func recordRead(_ digest: Digest, hit: Bool = false) -> Bool {
+  func recordRead(_ digest: BlobDigest, hit: Bool = false) -> Bool {
     if isReadOnly { return true }
     records.note(digest)
     let now = currentTimeNanoseconds()
@@ -419,7 +419,7 @@ public final class Store: Sendable {
   /// The path of `digest`'s object, for callers that only read it: zero
   /// copies. The file is read-only (0444) and must never be modified: it is
   /// the store's only copy of those bytes. It can be evicted like any
-  /// object; pin it (``pin(_:name:duration:)``, a lease) for as long as you
+  /// object; pin it (``pin(_:name:for:)``, a lease) for as long as you
   /// read through the path.
   ///
   /// An object stored compressed has no such file: this throws
@@ -428,7 +428,8 @@ public final class Store: Sendable {
   /// with compression off) and its path returned.
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
-  public func path(for digest: Digest, decompressing: Bool = false) throws(TroveError) -> String {
+  public func path(for digest: BlobDigest, decompressing: Bool = false) throws(TroveError) -> String
+  {
     guard let object = try objects.find(digest), object.status.isRegular, recordRead(digest)
     else {
       throw notFound(digest)
@@ -451,12 +452,12 @@ public final class Store: Sendable {
   /// already dropped a row left without its file, inside a transaction that
   /// confirmed the file missing: a read never deletes what a writer is
   /// publishing.
-  func notFound(_ digest: Digest) -> TroveError {
+  func notFound(_ digest: BlobDigest) -> TroveError {
     objects.notFound(digest)
   }
 
   /// The index's record of `digest`, or nil if the store does not hold it.
-  public func entry(for digest: Digest) throws(TroveError) -> Entry? {
+  public func entry(for digest: BlobDigest) throws(TroveError) -> StoreEntry? {
     guard try objects.find(digest) != nil else { return nil }
     return try index().read("look up \(digest)") { (tx) throws(TroveError) in
       try tx.entry(for: digest)
@@ -464,7 +465,7 @@ public final class Store: Sendable {
   }
 
   /// Every entry the index records, ordered by digest. O(n).
-  public func entries() throws(TroveError) -> [Entry] {
+  public func entries() throws(TroveError) -> [StoreEntry] {
     try index().read("list entries") { (tx) throws(TroveError) in try tx.entries() }
   }
 
@@ -478,7 +479,7 @@ public final class Store: Sendable {
   /// files made from it earlier (clones, copies, hard links) stay.
   /// - Returns: whether the store held it.
   @discardableResult
-  public func remove(_ digest: Digest) throws(TroveError) -> Bool {
+  public func remove(_ digest: BlobDigest) throws(TroveError) -> Bool {
     try requireWritable()
     let removed = try objects.drop(digest)
     if removed { restoreReserve() }
@@ -492,7 +493,7 @@ public final class Store: Sendable {
   /// the object does.
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
-  public func bind(key: String, to digest: Digest) throws(TroveError) {
+  public func bind(key: String, to digest: BlobDigest) throws(TroveError) {
     try requireWritable()
     try objects.bind(key: key, to: digest)
     records.note(digest, key: key)
@@ -500,7 +501,7 @@ public final class Store: Sendable {
 
   /// The digest `key` points at, if it is bound and its object is present.
   /// A record on notes the key and its digest (``startRecord(_:)``).
-  public func digest(forKey key: String) throws(TroveError) -> Digest? {
+  public func digest(forKey key: String) throws(TroveError) -> BlobDigest? {
     guard let digest = try binding(forKey: key)?.digest else { return nil }
     records.note(digest, key: key)
     return digest
@@ -519,7 +520,7 @@ public final class Store: Sendable {
   /// The object `checksum` names, if the store holds it: an `xxh128:`
   /// checksum is a digest; a `sha256:` or `sha512:` one names the object a
   /// fetch verified it against (``FetchRequest/expected``).
-  public func digest(for checksum: Checksum) throws(TroveError) -> Digest? {
+  public func digest(for checksum: Checksum) throws(TroveError) -> BlobDigest? {
     let named = try index().read("look up \(checksum)") { (tx) throws(TroveError) in
       try tx.digest(for: checksum)
     }
@@ -529,7 +530,7 @@ public final class Store: Sendable {
 
   /// Whether `digest`'s object is there. One that is gone (a crash between
   /// its removal's steps) takes its row, keys and checksums with it.
-  private func isPresent(_ digest: Digest) throws(TroveError) -> Bool {
+  private func isPresent(_ digest: BlobDigest) throws(TroveError) -> Bool {
     guard try objects.find(digest) != nil else {
       _ = try? objects.reconcile(digest)
       return false

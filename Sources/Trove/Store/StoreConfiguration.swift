@@ -19,7 +19,7 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// `config.json` is not changed; other processes follow it. A value that
   /// cannot be used fails every decision that reads the settings with
   /// `.invalidConfig` naming its variable. Default: none.
-  public var policyOverrides: [PolicyKey: String]
+  public var policyOverrides: [CachePolicy.Key: String]
   /// A record this process notes every digest and key it uses in (see
   /// ``Store/startRecord(_:)``), made when missing; besides those started
   /// for every process. Default: `TROVE_RECORD` when set and not empty.
@@ -28,7 +28,8 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil.
   public init(
     root: String? = nil, createIfMissing: Bool = true,
-    onWarning: (@Sendable (String) -> Void)? = nil, policyOverrides: [PolicyKey: String] = [:],
+    onWarning: (@Sendable (String) -> Void)? = nil,
+    policyOverrides: [CachePolicy.Key: String] = [:],
     recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"]
   ) {
     self.root = root ?? Self.defaultRoot()
@@ -49,15 +50,15 @@ public struct StoreConfiguration: Sendable, Hashable {
     hasher.combine(policyOverrides)
   }
 
-  /// The settings `environment` overrides: each ``PolicyKey`` whose
-  /// ``PolicyKey/environmentVariable`` (`TROVE_BUDGET`, `TROVE_MIN_FREE`, …)
+  /// The settings `environment` overrides: each ``CachePolicy/Key`` whose
+  /// ``CachePolicy/Key/environmentVariable`` (`TROVE_BUDGET`, `TROVE_MIN_FREE`, …)
   /// is set and not empty, with its text (checked when the store reads its
   /// settings).
   public static func environmentOverrides(
     _ environment: [String: String] = ProcessInfo.processInfo.environment
-  ) -> [PolicyKey: String] {
-    var overrides: [PolicyKey: String] = [:]
-    for key in PolicyKey.allCases {
+  ) -> [CachePolicy.Key: String] {
+    var overrides: [CachePolicy.Key: String] = [:]
+    for key in CachePolicy.Key.allCases {
       if let text = environment[key.environmentVariable], !text.isEmpty { overrides[key] = text }
     }
     return overrides

@@ -58,20 +58,20 @@ enum StoreLayout {
   static let objectPermissions: mode_t = 0o444
 
   /// The fan-out folder of `digest` inside `objects/`: its first two hex digits.
-  static func fanout(_ digest: Digest) -> String { String(digest.hex.prefix(2)) }
+  static func fanout(_ digest: BlobDigest) -> String { String(digest.hex.prefix(2)) }
 
   /// The suffix of an object stored as a zstd frame.
   static let compressedSuffix = ".zst"
 
   /// The path of `digest`'s object relative to `objects/`: `ab/<hex>`, or
   /// `ab/<hex>.zst` when it is stored compressed.
-  static func objectPath(_ digest: Digest, compressed: Bool = false) -> String {
+  static func objectPath(_ digest: BlobDigest, compressed: Bool = false) -> String {
     fanout(digest) + "/" + objectName(digest, compressed: compressed)
   }
 
   /// The name of `digest`'s object file inside its fan-out folder: `<hex>`
   /// or `<hex>.zst`.
-  static func objectName(_ digest: Digest, compressed: Bool = false) -> String {
+  static func objectName(_ digest: BlobDigest, compressed: Bool = false) -> String {
     digest.hex + (compressed ? compressedSuffix : "")
   }
 

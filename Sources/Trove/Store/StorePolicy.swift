@@ -23,7 +23,7 @@ extension Store {
   /// replaces `config.json` atomically (temp file, fsync, rename). Two
   /// processes changing it at once are serialized by a lock on the store's
   /// root; where locks are ignored, the later change wins whole — the file
-  /// is never torn. Settings are validated as ``PolicyKey/set(_:in:)``
+  /// is never torn. Settings are validated as ``CachePolicy/Key/set(_:in:)``
   /// validates them.
   ///
   /// - Throws: `.invalidArgument` naming a setting `change` made invalid
@@ -46,7 +46,7 @@ extension Store {
   }
 
   /// Sets one setting from its text (`10G`, `30d`, `none`), as `trove
-  /// config set` does, validated by ``PolicyKey/set(_:in:)``. This repairs
+  /// config set` does, validated by ``CachePolicy/Key/set(_:in:)``. This repairs
   /// the setting when `config.json` holds an invalid value for it; other
   /// settings are kept as they are, invalid ones included. A file that
   /// cannot be read at all is written again from the defaults.
@@ -54,7 +54,8 @@ extension Store {
   /// - Throws: `.invalidArgument` quoting `text` (nothing is written).
   /// - Returns: the settings now in the file, with those still invalid.
   @discardableResult
-  public func setPolicy(_ key: PolicyKey, to text: String) throws(TroveError) -> PolicyStatus {
+  public func setPolicy(_ key: CachePolicy.Key, to text: String) throws(TroveError) -> PolicyStatus
+  {
     let settings = try rewriteSettings { (settings) throws(TroveError) in
       try settings.set(key, text)
     }
@@ -66,7 +67,7 @@ extension Store {
   /// unreadable file is started again from the defaults).
   /// - Returns: the policy and the problems now in force.
   @discardableResult
-  public func unsetPolicy(_ key: PolicyKey) throws(TroveError) -> PolicyStatus {
+  public func unsetPolicy(_ key: CachePolicy.Key) throws(TroveError) -> PolicyStatus {
     let settings = try rewriteSettings { (settings) throws(TroveError) in
       try settings.unset(key)
     }

@@ -10,7 +10,7 @@ struct StoreSettings: Sendable, Equatable {
   /// What the store keeps and for how long: every setting that could be
   /// read; one listed in ``problems`` holds its default here.
   var policy: CachePolicy
-  /// Settings that cannot be used as written, in ``PolicyKey`` order, or
+  /// Settings that cannot be used as written, in ``CachePolicy/Key`` order, or
   /// one problem without a key when the file as a whole cannot be read.
   var problems: [PolicyProblem] = []
   /// Values of `policy` kept as the file has them, so that rewriting the
@@ -19,7 +19,7 @@ struct StoreSettings: Sendable, Equatable {
   var kept: [String: JSONValue] = [:]
   /// Settings this process takes from ``StoreConfiguration/policyOverrides``
   /// (the environment) instead of the file; never written to it.
-  var overridden: Set<PolicyKey> = []
+  var overridden: Set<CachePolicy.Key> = []
 
   /// The format this build writes and the newest it reads.
   static let currentFormat = 1
@@ -38,7 +38,7 @@ struct StoreSettings: Sendable, Equatable {
       var policy: [String: JSONValue]
     }
     var object = kept
-    for key in PolicyKey.allCases where !problems.contains(where: { $0.key == key }) {
+    for key in CachePolicy.Key.allCases where !problems.contains(where: { $0.key == key }) {
       object[key.rawValue] = key.json(in: policy)
     }
     let encoder = JSONEncoder()
@@ -48,7 +48,7 @@ struct StoreSettings: Sendable, Equatable {
   }
 
   /// Reads `config.json`'s bytes. Each setting goes through
-  /// ``PolicyKey/set(_:in:)``, the validation `trove config set` makes;
+  /// ``CachePolicy/Key/set(_:in:)``, the validation `trove config set` makes;
   /// what fails it, and a file that is not a settings object at all, is
   /// listed in ``problems`` rather than thrown, so that reads still work.
   ///
@@ -84,14 +84,14 @@ struct StoreSettings: Sendable, Equatable {
   }
 
   /// These settings with `overrides` in place of the file's (each set by
-  /// ``PolicyKey/set(_:in:)``, a problem with it in the file dropped).
+  /// ``CachePolicy/Key/set(_:in:)``, a problem with it in the file dropped).
   ///
   /// - Throws: `.invalidConfig` naming the variable, its value and the
   ///   forms it takes, for an override that cannot be used.
-  func overriding(_ overrides: [PolicyKey: String]) throws(TroveError) -> StoreSettings {
+  func overriding(_ overrides: [CachePolicy.Key: String]) throws(TroveError) -> StoreSettings {
     guard !overrides.isEmpty else { return self }
     var settings = self
-    for key in PolicyKey.allCases {
+    for key in CachePolicy.Key.allCases {
       guard let text = overrides[key] else { continue }
       do throws(TroveError) {
         try key.set(text, in: &settings.policy)
@@ -114,10 +114,10 @@ struct StoreSettings: Sendable, Equatable {
     return self
   }
 
-  /// Sets `key` from `text` (validated by ``PolicyKey/set(_:in:)``),
+  /// Sets `key` from `text` (validated by ``CachePolicy/Key/set(_:in:)``),
   /// repairing it if it was invalid; other settings stay as they are. An
   /// unreadable file is started again from the defaults.
-  mutating func set(_ key: PolicyKey, _ text: String) throws(TroveError) {
+  mutating func set(_ key: CachePolicy.Key, _ text: String) throws(TroveError) {
     var changed = isUnreadable ? .initial : self
     try key.set(text, in: &changed.policy)
     changed.problems.removeAll { $0.key == key }
@@ -127,14 +127,14 @@ struct StoreSettings: Sendable, Equatable {
 
   /// Sets `key` back to its default (``CachePolicy/default``), repairing
   /// it if it was invalid; other settings stay as they are.
-  mutating func unset(_ key: PolicyKey) throws(TroveError) {
+  mutating func unset(_ key: CachePolicy.Key) throws(TroveError) {
     try set(key, key.json(in: .default).settingText(seconds: key.takesSeconds))
   }
 }
 
 extension CachePolicy {
   /// Reads the settings in `config.json`'s `policy` object: each known key
-  /// through ``PolicyKey/set(_:in:)``; a missing key means its default.
+  /// through ``CachePolicy/Key/set(_:in:)``; a missing key means its default.
   /// Returns the policy, the keys that failed (holding their default in
   /// the policy), and the values to keep as written: those that failed
   /// and unknown keys.
@@ -143,8 +143,8 @@ extension CachePolicy {
   ) {
     var policy = CachePolicy.default
     var problems: [PolicyProblem] = []
-    var kept = object.filter { PolicyKey(rawValue: $0.key) == nil }
-    for key in PolicyKey.allCases {
+    var kept = object.filter { CachePolicy.Key(rawValue: $0.key) == nil }
+    for key in CachePolicy.Key.allCases {
       guard let value = object[key.rawValue] else { continue }
       do throws(TroveError) {
         try key.set(value.settingText(seconds: key.takesSeconds), in: &policy)
@@ -157,7 +157,7 @@ extension CachePolicy {
   }
 
   /// Reads a policy from a `policy` object as `config.json` holds it,
-  /// validated as ``PolicyKey/set(_:in:)`` validates `trove config set`.
+  /// validated as ``CachePolicy/Key/set(_:in:)`` validates `trove config set`.
   ///
   /// - Throws: `DecodingError.dataCorrupted` naming the first invalid
   ///   setting and the forms it accepts.
@@ -174,12 +174,12 @@ extension CachePolicy {
   /// in seconds, `null` for none.
   public func encode(to encoder: any Encoder) throws {
     try [String: JSONValue](
-      uniqueKeysWithValues: PolicyKey.allCases.map { ($0.rawValue, $0.json(in: self)) }
+      uniqueKeysWithValues: CachePolicy.Key.allCases.map { ($0.rawValue, $0.json(in: self)) }
     ).encode(to: encoder)
   }
 }
 
-extension PolicyKey {
+extension CachePolicy.Key {
   /// Whether the setting is a duration, which `config.json` holds in seconds.
   var takesSeconds: Bool {
     switch self {

@@ -76,7 +76,7 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
 
   /// Settings this process takes from the environment rather than from
   /// `config.json` (``StoreConfiguration/policyOverrides``).
-  public var overriddenSettings: Set<PolicyKey> = []
+  public var overriddenSettings: Set<CachePolicy.Key> = []
 
   /// Hits ÷ (hits + misses), from 0 to 1; nil before the first read.
   public var hitRate: Double? {

@@ -6,7 +6,7 @@ public struct VerifyReport: Sendable, Hashable, Codable {
   public var checkedBytes: Int64
   /// Objects whose bytes do not hash to their name (moved to
   /// `quarantine/` by a repair).
-  public var corrupt: [Digest]
+  public var corrupt: [BlobDigest]
   /// Object files the index did not know (adopted by a repair).
   public var orphanFiles: Int
   /// Index rows whose file is missing (dropped by a repair).
@@ -111,7 +111,7 @@ extension Store {
   /// Hashes one object file; whether its bytes match `digest`, and how
   /// many there were.
   private func check(
-    _ fd: FileDescriptor, _ digest: Digest, _ compressed: Bool, _ path: String,
+    _ fd: FileDescriptor, _ digest: BlobDigest, _ compressed: Bool, _ path: String,
     _ progress: ByteProgress?
   ) throws(TroveError) -> (Bool, Int64) {
     if compressed {

@@ -31,7 +31,7 @@ let cleanCommand = CommandSpec(
 private func clean(_ invocation: Invocation) throws -> Int32 {
   try invocation.requirePositionals([])
   let store = try invocation.openStore()
-  let now = Int64(Date().timeIntervalSince1970 * 1e9)
+  let now = Date()
   let pinned = Set(try store.pins().filter { $0.isActive(at: now) }.map(\.digest))
   let kept = invocation.flag("--keep-pinned") ? pinned : []
   let doomed = try store.entries().filter { !kept.contains($0.digest) }
@@ -70,7 +70,7 @@ private func objects(_ count: Int, _ bytes: Int64) -> String {
 /// does; a store whose settings are damaged cannot sweep, so then all go
 /// one by one. Returns how many went and the bytes they took.
 private func empty(
-  _ store: Store, keeping kept: Set<Digest>, onProgress: ProgressHandler?
+  _ store: Store, keeping kept: Set<BlobDigest>, onProgress: ProgressHandler?
 ) throws -> (Int, Int64) {
   var swept = (0, Int64(0))
   let sweep: Result<SweepReport, TroveError> = Result { () throws(TroveError) in

@@ -92,9 +92,9 @@ extension Invocation {
   }
 
   /// Parses a digest argument; bad text is a usage error quoting it.
-  func digest(_ text: String) throws(UsageError) -> Digest {
+  func digest(_ text: String) throws(UsageError) -> BlobDigest {
     do {
-      return try Digest(parsing: text)
+      return try BlobDigest(parsing: text)
     } catch {
       throw usageError(error.description)
     }
@@ -109,8 +109,8 @@ extension Invocation {
   /// than 8 hex digits, are usage errors quoting it, before any store is
   /// opened.
   func reference(_ text: String) throws(UsageError) -> ObjectReference {
-    if text.lowercased().hasPrefix(Digest.prefix) {
-      let hex = String(text.dropFirst(Digest.prefix.count))
+    if text.lowercased().hasPrefix(BlobDigest.prefix) {
+      let hex = String(text.dropFirst(BlobDigest.prefix.count))
       if (1..<32).contains(hex.utf8.count) && isHex(hex) {
         guard hex.utf8.count >= minimumPrefix else {
           throw usageError(
@@ -118,7 +118,7 @@ extension Invocation {
         }
         return .prefix(hex.lowercased())
       }
-      return .digest(try digest(Digest.prefix + hex))
+      return .digest(try digest(BlobDigest.prefix + hex))
     }
     if (1...32).contains(text.utf8.count) && isHex(text) { return .hex(text) }
     if ["sha256:", "sha512:"].contains(where: { text.lowercased().hasPrefix($0) }) {
@@ -134,7 +134,7 @@ extension Invocation {
   /// Resolves an argument that is a digest, a checksum or a key (see
   /// ``reference(_:)``).
   /// - Throws: `.notFound` naming the key or checksum when nothing has it.
-  func digestOrKey(_ text: String, in store: Store) throws -> Digest {
+  func digestOrKey(_ text: String, in store: Store) throws -> BlobDigest {
     try resolve(try reference(text), in: store)
   }
 
@@ -143,7 +143,7 @@ extension Invocation {
   ///   has it; ``AmbiguousDigestPrefix`` when a prefix names several
   ///   objects; `.invalidArgument` for bare hex too short to be a prefix
   ///   that is not a key either.
-  func resolve(_ reference: ObjectReference, in store: Store) throws -> Digest {
+  func resolve(_ reference: ObjectReference, in store: Store) throws -> BlobDigest {
     switch reference {
     case .digest(let digest): return digest
     case .prefix(let hex): return try digest(prefix: hex, in: store)
@@ -167,7 +167,7 @@ extension Invocation {
   func size(_ option: String) throws(UsageError) -> Int64? {
     guard let text = value(option) else { return nil }
     try refuseNegative(text, "size", option)
-    guard let bytes = Quantities.parseSize(text) else {
+    guard let bytes = CachePolicy.Quantities.parseSize(text) else {
       throw usageError(
         "invalid \(option) '\(text)': expected a size such as 500M, 10G, 1.5GiB or 0")
     }
@@ -178,7 +178,7 @@ extension Invocation {
   func duration(_ option: String) throws(UsageError) -> Int64? {
     guard let text = value(option) else { return nil }
     try refuseNegative(text, "duration", option)
-    guard let seconds = Quantities.parseDuration(text) else {
+    guard let seconds = CachePolicy.Quantities.parseDuration(text) else {
       throw usageError(
         "invalid \(option) '\(text)': expected a duration up to 36500d such as 30d, 12h, 90m or 45s"
       )
@@ -229,7 +229,7 @@ extension Invocation {
 /// What a command argument names: an object by its digest, by a
 /// publisher's checksum, or by a key.
 enum ObjectReference {
-  case digest(Digest)
+  case digest(BlobDigest)
   /// The start of a digest's hex (8 to 31 digits, lowercase), `xxh128:` given.
   case prefix(String)
   /// Bare hex digits (1 to 32): a key if one is bound so, else a digest

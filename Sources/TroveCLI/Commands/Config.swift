@@ -9,7 +9,7 @@ let configCommand = CommandSpec(
   abstract: "Show, change or reset the store's settings.",
   usage: "[--json] [get <key> | set <key> <value> | unset <key> | reset]",
   arguments: [
-    ("key", (["access"] + PolicyKey.allCases.map(\.rawValue)).joined(separator: ", ")),
+    ("key", (["access"] + CachePolicy.Key.allCases.map(\.rawValue)).joined(separator: ", ")),
     ("value", "The new value, in one of the forms listed above."),
   ],
   options: [
@@ -26,7 +26,7 @@ let configCommand = CommandSpec(
     ('--json': value, bytes or seconds, and source: default, config or invalid);
     'unset KEY' puts one setting back to its default, 'reset' all of them.
 
-    \(PolicyKey.allCases.map { "  \($0.rawValue): \($0.acceptedForms)" }.joined(separator: "\n"))
+    \(CachePolicy.Key.allCases.map { "  \($0.rawValue): \($0.acceptedForms)" }.joined(separator: "\n"))
       access: private or group
 
     'access' is not in config.json: the store's root folder says it. 'set access
@@ -44,10 +44,10 @@ let configCommand = CommandSpec(
     """,
   run: { invocation in
     let args = invocation.positionals
-    func key(_ text: String) throws -> PolicyKey {
-      guard let key = PolicyKey(rawValue: text) else {
+    func key(_ text: String) throws -> CachePolicy.Key {
+      guard let key = CachePolicy.Key(rawValue: text) else {
         throw invocation.usageError(
-          "unknown setting '\(text)': expected one of \(PolicyKey.allCases.map(\.rawValue).joined(separator: ", "))"
+          "unknown setting '\(text)': expected one of \(CachePolicy.Key.allCases.map(\.rawValue).joined(separator: ", "))"
         )
       }
       return key
@@ -68,13 +68,13 @@ let configCommand = CommandSpec(
       if invocation.flag("--json") {
         Output.json(
           [SettingRecord(access: store.access)]
-            + PolicyKey.allCases.map { SettingRecord($0, status) })
+            + CachePolicy.Key.allCases.map { SettingRecord($0, status) })
         if let error = status.error() { throw error }
         return ExitStatus.success
       }
       let rows =
         [("access", store.access.rawValue, accessSummary)]
-        + PolicyKey.allCases.map { key in
+        + CachePolicy.Key.allCases.map { key in
           (
             key.rawValue,
             status.problem(with: key).map { "invalid: \($0.found)" }
@@ -195,7 +195,7 @@ struct SettingRecord: Encodable {
     source = "folder"
   }
 
-  init(_ key: PolicyKey, _ status: PolicyStatus) {
+  init(_ key: CachePolicy.Key, _ status: PolicyStatus) {
     let policy = status.policy
     self.key = key.rawValue
     value = key.value(in: policy)
@@ -219,6 +219,26 @@ struct SettingRecord: Encodable {
       seconds = nil
     } else {
       source = value == key.value(in: .default) ? "default" : "config"
+    }
+  }
+}
+
+extension CachePolicy.Key {
+  /// What the setting means, for `trove config`.
+  var summary: String {
+    switch self {
+    case .budget: return "bytes the store may use before sweeps evict (none: no limit)"
+    case .maxAge: return "entries unused this long are removed by sweeps (none: never)"
+    case .lowWater: return "fraction of the budget a sweep trims to"
+    case .accessResolution: return "reads record access only when the last is older than this"
+    case .minimumFree: return "free space the volume keeps; below it optional puts are skipped"
+    case .maximumObjectSize: return "largest object a put or fetch may store (none: no limit)"
+    case .temporaryMaxAge: return "in-flight files idle this long are removed by sweeps"
+    case .compression: return "how new objects are stored (recompress rewrites old ones)"
+    case .compressionWorkers: return "zstd threads for large objects (0: none)"
+    case .compressionMinimumSize: return "smaller objects are stored raw"
+    case .checksums:
+      return "SHA-2 checksums every fetch computes and records (none: only --expect's)"
     }
   }
 }

@@ -85,7 +85,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
   } else if invocation.flag("--refresh") {
     template.mode = .refresh
   }
-  template.maxAge = try invocation.duration("--max-age")
+  template.maxAge = try invocation.duration("--max-age").map { .seconds($0) }
   for line in invocation.allValues("--header") {
     guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
       !line.contains(where: { $0 == "\r" || $0 == "\n" })

@@ -19,7 +19,7 @@ extension Invocation {
 
 /// One line naming `digest` for `name`: `xxh128:HEX  NAME`, or `HEX  NAME`
 /// as `xxhsum -H2` prints it.
-func digestLine(_ digest: Digest, _ name: String, xxhsum: Bool) -> String {
+func digestLine(_ digest: BlobDigest, _ name: String, xxhsum: Bool) -> String {
   (xxhsum ? digest.hex : digest.description) + "  " + name
 }
 
@@ -45,7 +45,7 @@ let hashCommand = CommandSpec(
     var status = ExitStatus.success
     for name in invocation.positionals {
       do throws(TroveError) {
-        let digest: Digest
+        let digest: BlobDigest
         if name == "-" {
           var hasher = XXH3Hasher()
           while true {
@@ -61,7 +61,7 @@ let hashCommand = CommandSpec(
       } catch {
         Output.error("Error: \(error)")
         if status == ExitStatus.success {
-          let missing = error.cause?.errno == .noSuchFileOrDirectory
+          let missing = error.errno == ENOENT
           status = missing ? ExitStatus.noInput : ExitStatus.of(error)
         }
       }

@@ -76,7 +76,7 @@ let removeCommand = CommandSpec(
     let store = try invocation.openStore()
     var status = ExitStatus.success
     for reference in references {
-      let digest: Digest
+      let digest: BlobDigest
       do {
         digest = try invocation.resolve(reference, in: store)
       } catch {
@@ -110,7 +110,7 @@ extension Invocation {
   /// The one object whose digest starts with `hex` (lowercase hex digits).
   /// - Throws: `.notFound` when none does, ``AmbiguousDigestPrefix`` when
   ///   several do.
-  func digest(prefix hex: String, in store: Store) throws -> Digest {
+  func digest(prefix hex: String, in store: Store) throws -> BlobDigest {
     let found = try store.digests(withPrefix: hex, limit: AmbiguousDigestPrefix.shown)
     guard found.count <= 1 else {
       throw AmbiguousDigestPrefix(prefix: hex, candidates: found, root: store.root)
@@ -129,9 +129,11 @@ extension Invocation {
   /// 31). A full digest costs no prefix query.
   /// - Throws: `.invalidArgument` (exit 64) for fewer than 8 digits that
   ///   are not a key either; as ``digest(prefix:in:)`` otherwise.
-  func digest(hex text: String, in store: Store) throws -> Digest {
+  func digest(hex text: String, in store: Store) throws -> BlobDigest {
     if let bound = try store.digest(forKey: text) { return bound }
-    if text.utf8.count == 32 { return try Digest(parsing: Digest.prefix + text.lowercased()) }
+    if text.utf8.count == 32 {
+      return try BlobDigest(parsing: BlobDigest.prefix + text.lowercased())
+    }
     guard text.utf8.count >= minimumPrefix else {
       throw TroveError(
         .invalidArgument,
@@ -150,7 +152,7 @@ struct AmbiguousDigestPrefix: Error, CustomStringConvertible {
   static let shown = 50
 
   var prefix: String
-  var candidates: [Digest]
+  var candidates: [BlobDigest]
   var root: String
 
   var description: String {

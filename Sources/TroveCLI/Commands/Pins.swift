@@ -41,7 +41,8 @@ let pinCommand = CommandSpec(
     let name = invocation.value("--name") ?? "default"
     let store = try invocation.openStore()
     for text in invocation.positionals {
-      try store.pin(try invocation.digestOrKey(text, in: store), name: name, duration: duration)
+      try store.pin(
+        try invocation.digestOrKey(text, in: store), name: name, for: duration.map { .seconds($0) })
     }
     return ExitStatus.success
   })
@@ -66,7 +67,7 @@ private func pinRecord(_ record: String, _ invocation: Invocation) throws -> Int
       status = ExitStatus.failure
       continue
     }
-    try store.pin(digest, name: name, duration: duration)
+    try store.pin(digest, name: name, for: duration.map { .seconds($0) })
   }
   return status
 }
@@ -117,7 +118,11 @@ let pinsCommand = CommandSpec(
     } else {
       for pin in pins {
         let lease =
-          pin.expires.map { Output.time($0) + (pin.isActive(at: now) ? "" : " (expired)") }
+          pin.expires.map {
+            Output.time($0)
+              + (pin.isActive(at: Date(timeIntervalSince1970: Double(now) / 1e9))
+                ? "" : " (expired)")
+          }
           ?? "never"
         Output.line("\(pin.digest)  \(pin.name)  \(lease)")
       }
@@ -137,7 +142,7 @@ struct PinRecord: Encodable {
     digest = pin.digest.description
     name = pin.name
     expires = pin.expires.map(Output.time)
-    expired = !pin.isActive(at: now)
+    expired = !pin.isActive(at: Date(timeIntervalSince1970: Double(now) / 1e9))
     created = Output.time(pin.created)
   }
 

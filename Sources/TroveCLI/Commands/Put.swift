@@ -80,7 +80,9 @@ let putCommand = CommandSpec(
         }
         if result.exceedsBudget {
           let budget =
-            (try? store.policy().budget).flatMap { $0 }.map { Quantities.formatSizeSetting($0) }
+            (try? store.policy().budget).flatMap { $0 }.map {
+              CachePolicy.Quantities.formatSizeSetting($0)
+            }
             ?? "?"
           Output.warning(
             "\(name) (\(Output.size(result.size))) alone exceeds the store's \(budget) budget; it is stored, and the rest of the store was trimmed to its low-water mark"
@@ -111,7 +113,7 @@ struct PutRecord: Encodable {
   /// Why the input was not stored (the command then exits non-zero).
   @Nullable var error: String? = nil
 
-  init(name: String, result: PutResult, entry: Entry?) {
+  init(name: String, result: PutResult, entry: StoreEntry?) {
     self.name = name
     digest = result.digest.description
     size = result.size

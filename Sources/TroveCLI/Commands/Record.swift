@@ -120,7 +120,7 @@ struct RecordedObjectRow: Encodable {
   var firstUsed: String
   var lastUsed: String
 
-  init(_ object: RecordedObject, entry: Entry?) {
+  init(_ object: RecordedObject, entry: StoreEntry?) {
     digest = object.digest.description
     keys = object.keys
     size = entry?.size

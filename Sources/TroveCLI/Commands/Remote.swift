@@ -148,7 +148,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     guard !operands.isEmpty else {
       throw invocation.usageError("Missing expected argument '<digest>'")
     }
-    var digests: [Digest] = []
+    var digests: [BlobDigest] = []
     for text in operands { digests.append(try invocation.digest(text)) }
     return try pull(digests, invocation)
   }
@@ -209,7 +209,7 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
   var status = ExitStatus.success
   var records: [PushRecord] = []
   for reference in references {
-    let digest: Digest
+    let digest: BlobDigest
     do {
       digest = try invocation.resolve(reference, in: store)
     } catch {
@@ -270,7 +270,7 @@ private struct PullRecord: Encodable {
 
 /// `remote pull`: each object from the chosen remote, or from the first
 /// remote that holds it and sends its bytes intact.
-private func pull(_ digests: [Digest], _ invocation: Invocation) throws -> Int32 {
+private func pull(_ digests: [BlobDigest], _ invocation: Invocation) throws -> Int32 {
   let store = try Store(
     StoreConfiguration(
       root: invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))

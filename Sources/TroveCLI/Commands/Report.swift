@@ -169,7 +169,7 @@ let statsCommand = CommandSpec(
       return ExitStatus.success
     }
     /// A setting's value, or what config.json holds instead when it cannot be used.
-    func setting(_ key: PolicyKey, _ value: String) -> String {
+    func setting(_ key: CachePolicy.Key, _ value: String) -> String {
       if s.overriddenSettings.contains(key) { return value + " (\(key.environmentVariable))" }
       guard let problem = s.configProblems.first(where: { $0.key == key || $0.key == nil }) else {
         return value
@@ -211,13 +211,15 @@ let statsCommand = CommandSpec(
         ),
         (
           "budget",
-          setting(.budget, s.budget.map { Quantities.formatSizeSetting($0) } ?? "none")
+          setting(.budget, s.budget.map { CachePolicy.Quantities.formatSizeSetting($0) } ?? "none")
             + ", \(Output.size(s.allocatedBytes)) used"
             + (s.isOverBudget
               ? " (over budget: \(Output.size(s.pinnedBytes)) pinned, \(Output.size(s.allocatedBytes)) in use)"
               : "")
         ),
-        ("max age", setting(.maxAge, s.maxAge.map(Quantities.formatDuration) ?? "none")),
+        (
+          "max age", setting(.maxAge, s.maxAge.map(CachePolicy.Quantities.formatDuration) ?? "none")
+        ),
         (
           "pinned",
           "\(Output.count(s.pinnedEntries, "entry", "entries")), \(Output.size(s.pinnedBytes))"

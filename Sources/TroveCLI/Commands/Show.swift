@@ -1,3 +1,4 @@
+import Foundation
 import Trove
 
 let showCommand = CommandSpec(
@@ -69,6 +70,7 @@ struct ObjectRecord: Encodable {
     let e = details.entry
     func bytes(_ n: Int64) -> String { "\(Output.size(n)) (\(n) bytes)" }
     func when(_ t: Int64) -> String { "\(Output.time(t)) (\(RelativeTime.describe(t, now: now)))" }
+    func when(_ d: Date) -> String { "\(Output.time(d)) (\(RelativeTime.describe(d, now: now)))" }
     var lines: [(String, String)] = [
       ("digest", e.digest.description),
       ("size", bytes(e.size)),
@@ -83,7 +85,7 @@ struct ObjectRecord: Encodable {
       ? [("pins", "none")]
       : details.pins.map { pin in
         let lease = pin.expires.map { end in
-          pin.isActive(at: now)
+          pin.isActive(at: Date(timeIntervalSince1970: Double(now) / 1e9))
             ? "lease until \(when(end))" : "expired: lease lapsed \(when(end))"
         }
         return ("pin", pin.name + ", " + (lease ?? "no lease"))

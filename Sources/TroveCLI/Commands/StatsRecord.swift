@@ -100,6 +100,7 @@ struct StatsRecord: Encodable {
     misses = s.misses
     hitRate = s.hitRate
     countedSince = s.countedSince.map(Output.time)
-    overrides = PolicyKey.allCases.filter(s.overriddenSettings.contains).map(\.environmentVariable)
+    overrides = CachePolicy.Key.allCases.filter(s.overriddenSettings.contains).map(
+      \.environmentVariable)
   }
 }

@@ -35,7 +35,8 @@ let sweepCommand = CommandSpec(
   run: { invocation in
     try invocation.requirePositionals([])
     var options = SweepOptions(
-      budget: try invocation.size("--budget"), maxAge: try invocation.duration("--max-age"),
+      budget: try invocation.size("--budget"),
+      maxAge: try invocation.duration("--max-age").map { .seconds($0) },
       dryRun: invocation.flag("--dry-run"), wait: !invocation.flag("--no-wait"))
     let kept = invocation.allValues("--keep-record")
     for name in kept where !Store.isValidRecordName(name) {
@@ -86,7 +87,7 @@ func sweepSummary(_ report: SweepReport) -> String {
   }
   line += "; \(Output.size(report.bytesAfter)) in use"
   if let budget = report.budget {
-    line += " of a \(Quantities.formatSizeSetting(budget)) budget"
+    line += " of a \(CachePolicy.Quantities.formatSizeSetting(budget)) budget"
   }
   if report.isOverBudget {
     line += " (over budget: \(Output.size(report.pinnedBytes)) pinned)"

@@ -37,7 +37,7 @@ struct StoreAudit {
 
   /// One file under `objects/` named like an object.
   struct ObjectFile {
-    var digest: Digest
+    var digest: BlobDigest
     var compressed: Bool
     /// Relative to `objects/`.
     var name: String
@@ -49,9 +49,9 @@ struct StoreAudit {
     var files: [ObjectFile] = []
     /// The logical size of every digest whose file(s) hold exactly its bytes;
     /// a digest stored both raw and compressed counts once.
-    var intact: [Digest: Int64] = [:]
+    var intact: [BlobDigest: Int64] = [:]
     /// Digests stored in both forms (a `recompress` cut short).
-    var twins: Set<Digest> = []
+    var twins: Set<BlobDigest> = []
     /// What is wrong: bytes that do not hash to their name, frames `zstd`
     /// rejects, files not named like objects, objects not read-only.
     var problems: [String] = []
@@ -76,7 +76,7 @@ struct StoreAudit {
         let relative = fanout + "/" + name
         let compressed = name.hasSuffix(".zst")
         let hex = compressed ? String(name.dropLast(4)) : name
-        guard let digest = Digest(hex: Substring(hex)), digest.hex == hex, hex.hasPrefix(fanout)
+        guard let digest = BlobDigest(hex: Substring(hex)), digest.hex == hex, hex.hasPrefix(fanout)
         else {
           contents.problems.append("unexpected file objects/\(relative)")
           continue
@@ -139,29 +139,29 @@ struct StoreAudit {
   }
 
   /// Whether `objects/` holds a file for `digest`, raw or compressed.
-  func isStored(_ digest: Digest) -> Bool {
+  func isStored(_ digest: BlobDigest) -> Bool {
     let base = store + "/objects/" + StoreLayout.objectPath(digest)
     return access(base, F_OK) == 0 || access(base + ".zst", F_OK) == 0
   }
 
   /// The digests that have a file under `objects/` (raw or compressed),
   /// from the names alone: nothing is read.
-  func digestsOnDisk() throws -> Set<Digest> {
+  func digestsOnDisk() throws -> Set<BlobDigest> {
     let objects = store + "/objects"
-    var found = Set<Digest>()
+    var found = Set<BlobDigest>()
     for fanout in try FileManager.default.contentsOfDirectory(atPath: objects) {
       let names =
         (try? FileManager.default.contentsOfDirectory(atPath: objects + "/" + fanout)) ?? []
       for name in names {
         let hex = name.hasSuffix(".zst") ? name.dropLast(4) : Substring(name)
-        if let digest = Digest(hex: hex) { found.insert(digest) }
+        if let digest = BlobDigest(hex: hex) { found.insert(digest) }
       }
     }
     return found
   }
 
   /// The digests the index has rows for (`trove ls --json`).
-  func indexRows(sourceLocation: SourceLocation = #_sourceLocation) throws -> Set<Digest> {
+  func indexRows(sourceLocation: SourceLocation = #_sourceLocation) throws -> Set<BlobDigest> {
     let ls = try CLI.run(["--store", store, "ls", "--json"])
     let rows = try? JSONSerialization.jsonObject(with: Data(ls.stdout)) as? [[String: Any]]
     #expect(
@@ -169,7 +169,8 @@ struct StoreAudit {
       "trove ls --json: exit \(ls.status), \(ls.stderr) [\(context)]",
       sourceLocation: sourceLocation)
     return Set(
-      (rows ?? []).compactMap { ($0["digest"] as? String).flatMap { try? Digest(parsing: $0) } })
+      (rows ?? []).compactMap { ($0["digest"] as? String).flatMap { try? BlobDigest(parsing: $0) } }
+    )
   }
 
   /// One run of `trove verify --json`.
@@ -242,7 +243,8 @@ struct StoreAudit {
   /// prints exactly the bytes of the file given for it. `what` says why
   /// it must be there.
   func expectPresent(
-    _ expected: [Digest: String], _ what: String, sourceLocation: SourceLocation = #_sourceLocation
+    _ expected: [BlobDigest: String], _ what: String,
+    sourceLocation: SourceLocation = #_sourceLocation
   ) throws {
     for (digest, source) in expected.sorted(by: { $0.key < $1.key }) {
       let name = (source as NSString).lastPathComponent
@@ -287,7 +289,7 @@ struct StoreAudit {
   }
 
   /// Digests whose removal the index records as under way.
-  func pendingRemovals() throws -> Set<Digest> {
+  func pendingRemovals() throws -> Set<BlobDigest> {
     let library = try Store(StoreConfiguration(root: store))
     return Set(
       try library.index().read("audit removals") { (tx) throws(TroveError) in

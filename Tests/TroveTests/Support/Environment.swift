@@ -145,7 +145,7 @@ func freeBytes(_ path: String) throws -> Int64 {
 
 /// Deletes `digest`'s row (and pins and keys) from the index behind the
 /// store's back, leaving its file: an orphan, as a crash would leave one.
-func dropRow(_ digest: Digest, in store: Store) throws {
+func dropRow(_ digest: BlobDigest, in store: Store) throws {
   _ = try store.index().write("test: drop row") { (tx) throws(TroveError) in
     try tx.deleteObject(digest)
   }

@@ -150,12 +150,12 @@ struct Outcome: CustomStringConvertible {
 
   /// The `DIGEST  NAME` lines a put printed in full (a line cut short by
   /// a kill is not an acknowledgement): what it told its caller is stored.
-  var acknowledged: [(digest: Digest, name: String)] {
+  var acknowledged: [(digest: BlobDigest, name: String)] {
     var lines = out.split(separator: "\n", omittingEmptySubsequences: false)
     lines.removeLast()  // after the last newline: empty, or a line cut short
     return lines.compactMap { line in
       guard let space = line.firstRange(of: "  "),
-        let digest = try? Digest(parsing: String(line[..<space.lowerBound]))
+        let digest = try? BlobDigest(parsing: String(line[..<space.lowerBound]))
       else { return nil }
       return (digest, String(line[space.upperBound...]))
     }

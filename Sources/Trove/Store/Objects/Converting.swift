@@ -6,7 +6,9 @@ extension ObjectTable {
   /// form, and unlinks the old file. Abandoned (nil) when the object was
   /// removed, evicted or replaced meanwhile. The staged file is gone from
   /// `tmp/` when this returns or throws.
-  func replaceForm(of old: StoredObject, with staged: StagedObject) throws(TroveError) -> Entry? {
+  func replaceForm(of old: StoredObject, with staged: StagedObject) throws(TroveError)
+    -> StoreEntry?
+  {
     let digest = staged.digest
     let newPath = path(digest, compressed: staged.isCompressed)
     var renamed = false
@@ -18,7 +20,7 @@ extension ObjectTable {
     }
     let folder = try fanoutFolder(digest)
     defer { folder.close() }
-    let entry = try index().write("convert \(digest)") { (tx) throws(TroveError) -> Entry? in
+    let entry = try index().write("convert \(digest)") { (tx) throws(TroveError) -> StoreEntry? in
       guard let current = try status(digest, compressed: old.isCompressed),
         current.inode == old.status.inode, current.isRegular
       else { return nil }
@@ -37,7 +39,7 @@ extension ObjectTable {
       guard let published = try status(digest, compressed: staged.isCompressed),
         published.isRegular
       else { return nil }
-      let entry = Entry(
+      let entry = StoreEntry(
         digest: digest, size: staged.size,
         allocatedBytes: renamed ? allocated : published.contentBytes,
         created: row.created, lastAccess: row.lastAccess,

@@ -14,7 +14,7 @@ struct JournalRecord: Codable, Equatable {
     case drop
   }
   var op: Operation
-  var digest: Digest?
+  var digest: BlobDigest?
   /// A pin's name.
   var name: String?
   /// A pin's expiry (nanoseconds since 1970).
@@ -57,13 +57,13 @@ extension ObjectTable {
   /// ``IndexSession/deleteObject(_:)``), and says so in the log, so that a
   /// rebuild never brings their pins and keys back onto a later copy.
   /// Call inside the write transaction.
-  func forget(_ digests: [Digest], _ tx: IndexSession) throws(TroveError) {
+  func forget(_ digests: [BlobDigest], _ tx: IndexSession) throws(TroveError) {
     for digest in digests { _ = try tx.deleteObject(digest) }
     journalDrops(digests, tx)
   }
 
   /// Records that `digests` lost every pin and key (their rows went).
-  func journalDrops(_ digests: [Digest], _ tx: IndexSession) {
+  func journalDrops(_ digests: [BlobDigest], _ tx: IndexSession) {
     journal(digests.map { JournalRecord(op: .drop, digest: $0) }, tx)
   }
 
@@ -84,7 +84,7 @@ extension ObjectTable {
   private func compactJournal(_ tx: IndexSession, size: Int64) {
     guard let pins = try? tx.pins(), let keys = try? tx.keys() else { return }
     var records = pins.map {
-      JournalRecord(op: .pin, digest: $0.digest, name: $0.name, expires: $0.expires)
+      JournalRecord(op: .pin, digest: $0.digest, name: $0.name, expires: $0.expiresNanoseconds)
     }
     records += keys.map {
       JournalRecord(
@@ -128,8 +128,8 @@ extension ObjectTable {
     fd.close()
     var pins: [String: JournalRecord] = [:]
     var keys: [String: JournalRecord] = [:]
-    var pinsOf: [Digest: Set<String>] = [:]
-    var keysOf: [Digest: Set<String>] = [:]
+    var pinsOf: [BlobDigest: Set<String>] = [:]
+    var keysOf: [BlobDigest: Set<String>] = [:]
     let decoder = JSONDecoder()
     for line in bytes.split(separator: 0x0A) {
       guard let record = try? decoder.decode(JournalRecord.self, from: Data(line)) else { continue }

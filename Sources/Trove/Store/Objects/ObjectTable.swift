@@ -19,7 +19,7 @@ struct StagedObject {
   /// Open for reading and writing.
   var file: FileDescriptor
   /// The digest of the (uncompressed) bytes.
-  var digest: Digest
+  var digest: BlobDigest
   /// Their length.
   var size: Int64
   /// Whether the file is a zstd frame.
@@ -33,10 +33,10 @@ struct StagedObject {
 /// What ``ObjectTable/publish(_:)`` did.
 enum PublishOutcome {
   /// The staged file is now the object.
-  case stored(Entry)
+  case stored(StoreEntry)
   /// The store already held the bytes: the staged file was dropped and the
   /// put counted as a dedup hit.
-  case duplicate(Entry)
+  case duplicate(StoreEntry)
 }
 
 /// The one owner of every state change of a stored object: publishing a
@@ -117,7 +117,7 @@ final class ObjectTable: Sendable {
   }
 
   /// The absolute path of `digest`'s object file in one form (whether or not it exists).
-  func path(_ digest: Digest, compressed: Bool = false) -> String {
+  func path(_ digest: BlobDigest, compressed: Bool = false) -> String {
     objectsPath + "/" + StoreLayout.objectPath(digest, compressed: compressed)
   }
 
@@ -238,7 +238,7 @@ final class ObjectTable: Sendable {
   /// compressed, or nil when there is neither. Symbolic links are not
   /// followed. One `openat` of its fan-out folder, then one `fstatat` for
   /// a raw object, two for a compressed one, three for a miss.
-  func locate(_ digest: Digest) throws(TroveError) -> StoredObject? {
+  func locate(_ digest: BlobDigest) throws(TroveError) -> StoredObject? {
     guard let folder = try openFolder(of: digest) else { return nil }
     defer { folder.close() }
     // Raw, compressed, then raw again: a conversion to raw publishes the
@@ -253,7 +253,7 @@ final class ObjectTable: Sendable {
   }
 
   /// The status of one form of `digest`'s object file, nil when absent.
-  func status(_ digest: Digest, compressed: Bool) throws(TroveError) -> FileStatus? {
+  func status(_ digest: BlobDigest, compressed: Bool) throws(TroveError) -> FileStatus? {
     guard let folder = try openFolder(of: digest) else { return nil }
     defer { folder.close() }
     return try status(digest, compressed: compressed, in: folder)
@@ -261,7 +261,7 @@ final class ObjectTable: Sendable {
 
   /// The status of one form of `digest`'s object file in its open fan-out
   /// `folder`, not following a symbolic link; nil when absent.
-  private func status(_ digest: Digest, compressed: Bool, in folder: FileDescriptor)
+  private func status(_ digest: BlobDigest, compressed: Bool, in folder: FileDescriptor)
     throws(TroveError) -> FileStatus?
   {
     do throws(SystemCallError) {
@@ -282,7 +282,7 @@ final class ObjectTable: Sendable {
   /// lead a look, a write or a removal outside it. Nil when the folder is
   /// missing or is not a folder (a link, a file: it holds no objects;
   /// `verify` reports it, `--repair` moves it to `quarantine/`).
-  func openFolder(of digest: Digest) throws(TroveError) -> FileDescriptor? {
+  func openFolder(of digest: BlobDigest) throws(TroveError) -> FileDescriptor? {
     let name = StoreLayout.fanout(digest)
     do throws(SystemCallError) {
       return try FileDescriptor.open(name, in: objectsDirectory, [.directory, .noFollow])
@@ -296,7 +296,7 @@ final class ObjectTable: Sendable {
   /// Unlinks one form of `digest`'s object file (whatever sits under that
   /// name: a link is removed, never followed). `unlinkat(2)` relative to
   /// its fan-out folder; ENOENT when there is no such file or folder.
-  func unlinkObject(_ digest: Digest, compressed: Bool) throws(SystemCallError) {
+  func unlinkObject(_ digest: BlobDigest, compressed: Bool) throws(SystemCallError) {
     let folder = try FileDescriptor.open(
       StoreLayout.fanout(digest), in: objectsDirectory, [.directory, .noFollow])
     defer { folder.close() }
@@ -308,13 +308,13 @@ final class ObjectTable: Sendable {
   /// conversion or removal is half done (a reader preempted between its
   /// looks can otherwise miss both forms of an object being converted).
   /// Misses of digests the index does not know cost one index read.
-  func find(_ digest: Digest) throws(TroveError) -> StoredObject? {
+  func find(_ digest: BlobDigest) throws(TroveError) -> StoredObject? {
     if let found = try locate(digest) { return found }
     return confirmingMiss(digest) { () throws(TroveError) in try locate(digest) }
   }
 
   /// ``open(_:)`` made sure, as ``find(_:)`` is.
-  func openFound(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
+  func openFound(_ digest: BlobDigest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
     if let opened = try open(digest) { return opened }
     return confirmingMiss(digest) { () throws(TroveError) in try open(digest) }
   }
@@ -324,7 +324,7 @@ final class ObjectTable: Sendable {
   /// the object really is gone. A store whose index cannot be written
   /// (read-only, busy past the timeout) keeps the first answer: a read
   /// never fails for that.
-  private func confirmingMiss<T>(_ digest: Digest, _ look: () throws(TroveError) -> T?) -> T? {
+  private func confirmingMiss<T>(_ digest: BlobDigest, _ look: () throws(TroveError) -> T?) -> T? {
     guard
       !isReadOnly,
       let indexed = try? index().read(
@@ -335,14 +335,14 @@ final class ObjectTable: Sendable {
     else { return nil }
     return try? index().write("look up \(digest)") { (tx) throws(TroveError) -> T? in
       if let found = try look() { return found }
-      var deferred: [Digest] = []
+      var deferred: [BlobDigest] = []
       _ = try reconcile(tx, digest, repair: true, deferred: &deferred)
       return nil
     }
   }
 
   /// Whether `digest` has a file in both forms (a crash during a conversion).
-  func isStoredTwice(_ digest: Digest) throws(TroveError) -> Bool {
+  func isStoredTwice(_ digest: BlobDigest) throws(TroveError) -> Bool {
     guard try status(digest, compressed: false) != nil else { return false }
     return try status(digest, compressed: true) != nil
   }
@@ -351,7 +351,7 @@ final class ObjectTable: Sendable {
   /// cloned), else compressed; says which. Never follows a symbolic link or
   /// blocks on a FIFO; anything but a regular file is a corrupt entry.
   /// Nil when there is no object.
-  func open(_ digest: Digest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
+  func open(_ digest: BlobDigest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
     guard let folder = try openFolder(of: digest) else { return nil }
     defer { folder.close() }
     for compressed in [false, true, false] {  // as ``locate(_:)`` looks
@@ -362,13 +362,13 @@ final class ObjectTable: Sendable {
 
   /// Opens one form of `digest`'s object for reading, as ``open(_:)``
   /// does; nil when that file does not exist.
-  func open(_ digest: Digest, compressed: Bool) throws(TroveError) -> FileDescriptor? {
+  func open(_ digest: BlobDigest, compressed: Bool) throws(TroveError) -> FileDescriptor? {
     guard let folder = try openFolder(of: digest) else { return nil }
     defer { folder.close() }
     return try open(digest, compressed: compressed, in: folder)
   }
 
-  private func open(_ digest: Digest, compressed: Bool, in folder: FileDescriptor)
+  private func open(_ digest: BlobDigest, compressed: Bool, in folder: FileDescriptor)
     throws(TroveError) -> FileDescriptor?
   {
     let fd: FileDescriptor
@@ -393,13 +393,13 @@ final class ObjectTable: Sendable {
   /// The names of the object files in fan-out folder `folder` (0–255),
   /// with the digests they name; other names are skipped.
   func objectFiles(inFolder folder: Int) throws(TroveError) -> [(
-    name: String, digest: Digest, isCompressed: Bool
+    name: String, digest: BlobDigest, isCompressed: Bool
   )] {
     let name = String(folder, radix: 16).leftPadded(to: 2)
     return try listing(name).compactMap { file in
       let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
       let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
-      guard let digest = Digest(hex: Substring(hex)), hex == digest.hex, hex.hasPrefix(name)
+      guard let digest = BlobDigest(hex: Substring(hex)), hex == digest.hex, hex.hasPrefix(name)
       else { return nil }
       return (file, digest, compressed)
     }
@@ -407,7 +407,7 @@ final class ObjectTable: Sendable {
 
   /// The error for something at an object's path that is not a regular
   /// file (a link, a folder, a FIFO): a corrupt entry, never followed.
-  func notAFile(_ digest: Digest, compressed: Bool, what: String) -> TroveError {
+  func notAFile(_ digest: BlobDigest, compressed: Bool, what: String) -> TroveError {
     let objectPath = path(digest, compressed: compressed)
     return TroveError(
       .corruptObject,
@@ -416,7 +416,7 @@ final class ObjectTable: Sendable {
   }
 
   /// The error for a digest the store does not hold.
-  func notFound(_ digest: Digest) -> TroveError {
+  func notFound(_ digest: BlobDigest) -> TroveError {
     TroveError(
       .notFound, "no object \(digest) in store '\(root)'", path: path(digest),
       value: digest.description)

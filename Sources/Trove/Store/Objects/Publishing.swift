@@ -36,7 +36,7 @@ extension ObjectTable {
     let folder = try fanoutFolder(digest)
     defer { folder.close() }
     let now = currentTimeNanoseconds()
-    let entry = Entry(
+    let entry = StoreEntry(
       digest: digest, size: staged.size, allocatedBytes: allocated, created: now, lastAccess: now,
       isCompressed: staged.isCompressed, storedBytes: staged.storedBytes)
     let outcome: PublishOutcome
@@ -116,8 +116,8 @@ extension ObjectTable {
   /// the object is not there — it may have just been evicted — and the
   /// caller must store its own copy. `binding`, when given, is bound in
   /// the same transaction when the object is there.
-  func recordHit(_ digest: Digest, size: Int64, binding: KeyRequest? = nil)
-    throws(TroveError) -> Entry?
+  func recordHit(_ digest: BlobDigest, size: Int64, binding: KeyRequest? = nil)
+    throws(TroveError) -> StoreEntry?
   {
     let now = currentTimeNanoseconds()
     do throws(TroveError) {
@@ -133,8 +133,8 @@ extension ObjectTable {
   }
 
   /// The dedup hit inside a write transaction.
-  func hit(_ tx: IndexSession, _ digest: Digest, size: Int64, now: Int64)
-    throws(TroveError) -> Entry?
+  func hit(_ tx: IndexSession, _ digest: BlobDigest, size: Int64, now: Int64)
+    throws(TroveError) -> StoreEntry?
   {
     guard let object = try locate(digest), object.status.isRegular else { return nil }
     // A hit on an object whose removal is under way calls the removal off:
@@ -143,7 +143,7 @@ extension ObjectTable {
     if try tx.removal(of: digest) != nil { try tx.requireDurable() }
     if try !tx.refreshAccess(digest, to: now) {
       try tx.upsert(
-        Entry(
+        StoreEntry(
           digest: digest, size: size, allocatedBytes: object.status.contentBytes, created: now,
           lastAccess: now, isCompressed: object.isCompressed, storedBytes: object.status.size))
     }
@@ -155,7 +155,7 @@ extension ObjectTable {
   /// created here is made durable in `objects/` before anything is put in
   /// it. Something else under its name (a symbolic link, a file) is never
   /// written through: an error asks for `verify --repair`.
-  func fanoutFolder(_ digest: Digest) throws(TroveError) -> FileDescriptor {
+  func fanoutFolder(_ digest: BlobDigest) throws(TroveError) -> FileDescriptor {
     let name = StoreLayout.fanout(digest)
     let folderPath = objectsPath + "/" + name
     do throws(SystemCallError) {

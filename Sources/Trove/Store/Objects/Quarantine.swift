@@ -64,7 +64,7 @@ extension ObjectTable {
   /// the bad bytes are never served again and a put stores good ones.
   /// Returns where the file went; nil when it was no longer that file.
   @discardableResult
-  func quarantineCorrupt(_ digest: Digest, compressed: Bool, inode: UInt64)
+  func quarantineCorrupt(_ digest: BlobDigest, compressed: Bool, inode: UInt64)
     throws(TroveError) -> String?
   {
     try index().write("quarantine \(digest)", durable: true) { (tx) throws(TroveError) -> String? in
@@ -75,7 +75,7 @@ extension ObjectTable {
       let moved = try quarantine(
         StoreLayout.objectName(digest, compressed: compressed), in: folder,
         folderPath: objectsPath + "/" + StoreLayout.fanout(digest))
-      var deferred: [Digest] = []
+      var deferred: [BlobDigest] = []
       _ = try reconcile(tx, digest, repair: true, deferred: &deferred)
       return moved
     }

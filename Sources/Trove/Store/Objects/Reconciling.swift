@@ -52,12 +52,12 @@ extension ObjectTable {
   /// whose frame does not record its length is measured outside the
   /// transaction, then reconciled in a second one.
   @discardableResult
-  func reconcile(_ digest: Digest) throws(TroveError) -> ReconcileReport {
+  func reconcile(_ digest: BlobDigest) throws(TroveError) -> ReconcileReport {
     var report = ReconcileReport()
     if isReadOnly { return report }  // nothing is repaired in a read-only store
-    var measured: [Digest: Measured] = [:]
+    var measured: [BlobDigest: Measured] = [:]
     for _ in 0..<2 {
-      var deferred: [Digest] = []
+      var deferred: [BlobDigest] = []
       report.add(
         try index().write("reconcile \(digest)") { (tx) throws(TroveError) in
           try reconcile(tx, digest, repair: true, measured: measured, deferred: &deferred)
@@ -71,7 +71,7 @@ extension ObjectTable {
   /// Reconciles every digest of fan-out folder `folder` (0–255) — its
   /// files and its rows — in one transaction. O(objects in the folder).
   func reconcile(folder: Int, repair: Bool) throws(TroveError) -> ReconcileReport {
-    var deferred: [Digest] = []
+    var deferred: [BlobDigest] = []
     var report = try index().write("reconcile a folder") { (tx) throws(TroveError) in
       try reconcile(tx, folder: folder, repair: repair, deferred: &deferred)
     }
@@ -82,7 +82,7 @@ extension ObjectTable {
   /// Reconciles the next fan-out folder in turn (the index's cursor), so
   /// that sweeps, one folder each, reconcile every folder once in 256.
   func reconcileNextFolder() throws(TroveError) -> ReconcileReport {
-    var deferred: [Digest] = []
+    var deferred: [BlobDigest] = []
     var report = try index().write("reconcile a folder") { (tx) throws(TroveError) in
       try reconcile(tx, folder: try tx.nextReconcileFolder(), repair: true, deferred: &deferred)
     }
@@ -92,13 +92,13 @@ extension ObjectTable {
 
   /// Reconciles `digests`, whose compressed files needed measuring: each
   /// is measured first, then reconciled in a transaction of its own.
-  func reconcile(_ digests: [Digest], repair: Bool) throws(TroveError)
+  func reconcile(_ digests: [BlobDigest], repair: Bool) throws(TroveError)
     -> ReconcileReport
   {
     var report = ReconcileReport()
     for digest in digests {
       let measured = measure([digest])
-      var again: [Digest] = []
+      var again: [BlobDigest] = []
       report.add(
         try index().write("reconcile \(digest)") { (tx) throws(TroveError) in
           try reconcile(tx, digest, repair: repair, measured: measured, deferred: &again)
@@ -108,12 +108,12 @@ extension ObjectTable {
   }
 
   func reconcile(
-    _ tx: IndexSession, folder: Int, repair: Bool, deferred: inout [Digest]
+    _ tx: IndexSession, folder: Int, repair: Bool, deferred: inout [BlobDigest]
   ) throws(TroveError) -> ReconcileReport {
     let name = String(folder, radix: 16).leftPadded(to: 2)
     do {
       var report = ReconcileReport()
-      var rows: [Digest: Entry] = [:]
+      var rows: [BlobDigest: StoreEntry] = [:]
       for entry in try tx.entries(withPrefix: name) { rows[entry.digest] = entry }
       // A removal between its two steps is finished here when repairing
       // (its remover meant it, and may have died), and is no problem to
@@ -128,12 +128,12 @@ extension ObjectTable {
           }
         }
       }
-      let inProgress: Set<Digest> = repair ? [] : Set(removals.keys)
-      var forms: [Digest: [Bool]] = [:]
+      let inProgress: Set<BlobDigest> = repair ? [] : Set(removals.keys)
+      var forms: [BlobDigest: [Bool]] = [:]
       for file in try listing(name) {
         let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
         let hex = compressed ? String(file.dropLast(StoreLayout.compressedSuffix.count)) : file
-        guard let digest = Digest(hex: Substring(hex)), hex == digest.hex, hex.hasPrefix(name)
+        guard let digest = BlobDigest(hex: Substring(hex)), hex == digest.hex, hex.hasPrefix(name)
         else {
           try setAside(file, inFolder: name, repair: repair, into: &report)
           continue
@@ -198,8 +198,8 @@ extension ObjectTable {
 
   /// Reconciles one digest inside a write transaction.
   func reconcile(
-    _ tx: IndexSession, _ digest: Digest, repair: Bool, known: Known? = nil,
-    measured: [Digest: Measured] = [:], deferred: inout [Digest]
+    _ tx: IndexSession, _ digest: BlobDigest, repair: Bool, known: Known? = nil,
+    measured: [BlobDigest: Measured] = [:], deferred: inout [BlobDigest]
   ) throws(TroveError) -> ReconcileReport {
     var report = ReconcileReport()
     var raw: FileStatus? = nil
@@ -213,7 +213,7 @@ extension ObjectTable {
     }
     if raw?.isRegular == false { raw = nil }
     if zst?.isRegular == false { zst = nil }
-    let row: Entry?
+    let row: StoreEntry?
     if let known { row = known.row } else { row = try tx.entry(for: digest) }
     // A removal in progress is settled (a folder's reconcile settled its
     // own already). An eviction is called off: a read, a pin or a key
@@ -282,9 +282,9 @@ extension ObjectTable {
     if row == nil { report.added += 1 } else { report.corrected += 1 }
     if repair {
       try tx.upsert(
-        Entry(
+        StoreEntry(
           digest: digest, size: size, allocatedBytes: file.contentBytes,
-          created: row?.created ?? time, lastAccess: row?.lastAccess ?? time,
+          created: row?.createdNanoseconds ?? time, lastAccess: row?.lastAccessNanoseconds ?? time,
           isCompressed: isCompressed, storedBytes: file.size))
     }
     return report
@@ -292,14 +292,14 @@ extension ObjectTable {
 
   /// What a folder's listing and rows say of one digest.
   struct Known {
-    var row: Entry?
+    var row: StoreEntry?
     /// The forms its listing holds (`true`: compressed).
     var forms: [Bool]
   }
 
   /// The length a compressed object's frame header records, if it does
   /// (a stream's frame does not). Nil when it cannot be read.
-  func contentSize(ofCompressed digest: Digest) -> Int64? {
+  func contentSize(ofCompressed digest: BlobDigest) -> Int64? {
     guard let fd = try? open(digest, compressed: true) else { return nil }
     defer { fd.close() }
     let header = UnsafeMutableRawBufferPointer.allocate(byteCount: 18, alignment: 8)
@@ -318,8 +318,8 @@ extension ObjectTable {
 
   /// Measures the compressed objects of `digests` outside any transaction;
   /// unreadable or corrupt ones are left out (verify reports them).
-  func measure(_ digests: [Digest]) -> [Digest: Measured] {
-    var found: [Digest: Measured] = [:]
+  func measure(_ digests: [BlobDigest]) -> [BlobDigest: Measured] {
+    var found: [BlobDigest: Measured] = [:]
     for digest in digests {
       guard let fd = try? open(digest, compressed: true), let status = try? fd.status() else {
         continue

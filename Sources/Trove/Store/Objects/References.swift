@@ -4,7 +4,7 @@ extension ObjectTable {
   /// confirms the object is there: a pin either protects its object or fails.
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
-  func pin(_ digest: Digest, name: String, expires: Int64?) throws(TroveError) {
+  func pin(_ digest: BlobDigest, name: String, expires: Int64?) throws(TroveError) {
     let now = currentTimeNanoseconds()
     do throws(TroveError) {
       try withPresent(digest, "pin \(digest)") { (tx) throws(TroveError) in
@@ -18,7 +18,7 @@ extension ObjectTable {
   }
 
   /// Removes `name`'s pin of `digest`; whether there was one.
-  func unpin(_ digest: Digest, name: String) throws(TroveError) -> Bool {
+  func unpin(_ digest: BlobDigest, name: String) throws(TroveError) -> Bool {
     do throws(TroveError) {
       return try index().write("unpin \(digest)") { (tx) throws(TroveError) in
         let removed = try tx.deletePin(digest, name: name)
@@ -50,7 +50,8 @@ extension ObjectTable {
   /// now for that pin or key (or every pin and key of `digests`, after a
   /// failed removal), so the log's last word is the truth.
   /// Best effort, like every append.
-  func journalAsIs(pin: (Digest, String)? = nil, key: String? = nil, digests: [Digest] = []) {
+  func journalAsIs(pin: (BlobDigest, String)? = nil, key: String? = nil, digests: [BlobDigest] = [])
+  {
     _ = try? index().write("journal a failed change") { (tx) throws(TroveError) in
       if !digests.isEmpty {
         // A failed removal: every pin and key the index still holds for them.
@@ -59,7 +60,8 @@ extension ObjectTable {
         let keys = try tx.keys().filter { wanted.contains($0.digest) }
         journal(
           pins.map {
-            JournalRecord(op: .pin, digest: $0.digest, name: $0.name, expires: $0.expires)
+            JournalRecord(
+              op: .pin, digest: $0.digest, name: $0.name, expires: $0.expiresNanoseconds)
           }
             + keys.map {
               JournalRecord(op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin)
@@ -69,7 +71,9 @@ extension ObjectTable {
         let held = try tx.pins().first { $0.digest == digest && $0.name == name }
         journal(
           [
-            held.map { JournalRecord(op: .pin, digest: digest, name: name, expires: $0.expires) }
+            held.map {
+              JournalRecord(op: .pin, digest: digest, name: name, expires: $0.expiresNanoseconds)
+            }
               ?? JournalRecord(op: .unpin, digest: digest, name: name)
           ], tx)
       }
@@ -92,7 +96,7 @@ extension ObjectTable {
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
   func bind(
-    key: String?, to digest: Digest, origin: KeyOrigin? = nil, checksums: [Checksum] = []
+    key: String?, to digest: BlobDigest, origin: KeyOrigin? = nil, checksums: [Checksum] = []
   ) throws(TroveError) {
     let request = KeyRequest(key: key, origin: origin, checksums: checksums)
     do throws(TroveError) {
@@ -111,7 +115,8 @@ extension ObjectTable {
   /// A put that names a key binds it this way in the transaction that
   /// publishes the object (or counts its dedup hit), so no sweep can come
   /// between the object and its key.
-  func record(_ request: KeyRequest?, for digest: Digest, _ tx: IndexSession) throws(TroveError) {
+  func record(_ request: KeyRequest?, for digest: BlobDigest, _ tx: IndexSession) throws(TroveError)
+  {
     guard let request else { return }
     let now = currentTimeNanoseconds()
     if let key = request.key {
@@ -132,14 +137,14 @@ extension ObjectTable {
   /// there, with its row (adopted if it was missing); or throws
   /// `.notFound` (dropping a row left without its file).
   func withPresent(
-    _ digest: Digest, _ action: String, _ body: (IndexSession) throws(TroveError) -> Void
+    _ digest: BlobDigest, _ action: String, _ body: (IndexSession) throws(TroveError) -> Void
   ) throws(TroveError) {
-    var measured: [Digest: Measured] = [:]
+    var measured: [BlobDigest: Measured] = [:]
     for _ in 0..<2 {
       // Not there is an answer, not a failure: the transaction commits what
       // reconciling found (a row dropped, an `rm` finished) before it throws.
       let outcome = try index().write(action) { (tx) throws(TroveError) -> Bool? in
-        var deferred: [Digest] = []
+        var deferred: [BlobDigest] = []
         _ = try reconcile(tx, digest, repair: true, measured: measured, deferred: &deferred)
         if !deferred.isEmpty { return nil }
         guard try tx.entry(for: digest) != nil else { return false }

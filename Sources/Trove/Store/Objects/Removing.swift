@@ -19,7 +19,7 @@ extension ObjectTable {
   ///
   /// A reader that already opened an object keeps reading correct bytes;
   /// clones, copies and hard links made from it earlier are not touched.
-  func evict(_ entries: [Entry], now: Int64) throws(TroveError) -> [Bool] {
+  func evict(_ entries: [StoreEntry], now: Int64) throws(TroveError) -> [Bool] {
     guard !entries.isEmpty else { return [] }
     // The first step is on disk before any file goes: a power loss cannot
     // bring back a row whose file was unlinked.
@@ -51,7 +51,7 @@ extension ObjectTable {
   /// of the same bytes in between calls it off (the put stores them
   /// again); a read, a pin or a key finds the object gone. Whether there
   /// was anything.
-  func drop(_ digest: Digest) throws(TroveError) -> Bool {
+  func drop(_ digest: BlobDigest) throws(TroveError) -> Bool {
     let hadRow: Bool
     do throws(TroveError) {
       hadRow = try index().write("remove \(digest)", durable: true) {
@@ -73,7 +73,7 @@ extension ObjectTable {
 
   /// The removal of `digest`'s object files as they are now: each regular
   /// file's identity, so that only that file is ever unlinked for it.
-  func removal(of digest: Digest, explicit: Bool) throws(TroveError) -> Removal {
+  func removal(of digest: BlobDigest, explicit: Bool) throws(TroveError) -> Removal {
     func identity(_ compressed: Bool) throws(TroveError) -> FileIdentity? {
       guard let status = try status(digest, compressed: compressed), status.isRegular else {
         return nil
@@ -106,7 +106,7 @@ extension ObjectTable {
   /// unlinks the files it names, if they are still those files; returns
   /// which were removed, which had a file to unlink, and the first
   /// failure. A file that could not be unlinked is adopted back.
-  func finishRemovals(_ digests: [Digest])
+  func finishRemovals(_ digests: [BlobDigest])
     throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failure: TroveError?)
   {
     guard !digests.isEmpty else { return ([], [], nil) }
@@ -118,7 +118,7 @@ extension ObjectTable {
     }
   }
 
-  private func finishRemovalsOnce(_ digests: [Digest])
+  private func finishRemovalsOnce(_ digests: [BlobDigest])
     throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failure: TroveError?)
   {
     try index().write("remove \(digests.count) files") {
@@ -141,7 +141,7 @@ extension ObjectTable {
       let failed = failures.withLock { $0 }.sorted { $0.key < $1.key }
       for (position, _) in failed {
         // Its file is still there: so is its object.
-        var unmeasured: [Digest] = []  // an orphan then, adopted later
+        var unmeasured: [BlobDigest] = []  // an orphan then, adopted later
         _ = try reconcile(tx, digests[position], repair: true, deferred: &unmeasured)
         removed[position] = false
       }
