@@ -148,6 +148,19 @@ struct GetManyTests {
       "--store", store, "get", "--force", "-C", scratch["out"], "models/base", "models/base",
     ])
     #expect(twice.status == 64 && twice.stderr.contains("named more than once"), "\(twice.stderr)")
+    // Also when spelled differently: `out/x`, `out/./x` and a link to `out`
+    // name one file.
+    try FileManager.default.createSymbolicLink(
+      atPath: scratch["link"], withDestinationPath: scratch["out"])
+    let list = try scratch.write(
+      "list",
+      Array(
+        "models/base \(scratch["out/x"])\n\(digests[2]) \(scratch["out"])/./x\n\(digests[1]) \(scratch["link"])/x\n"
+          .utf8))
+    let spelled = try CLI.run(["--store", store, "get", "--force", "--from", list])
+    #expect(
+      spelled.status == 64 && spelled.stderr.contains("named more than once"), "\(spelled.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: scratch["out/x"]))
   }
 
   @Test("--json prints an array of get's records; without -C or --from get is as before")

@@ -37,17 +37,19 @@ extension Store {
     _ requests: [MaterializeRequest], mode: LinkMode = .auto, replacing: Bool = false,
     durable: Bool = false, verify: Bool = false, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> [Result<Materialization, TroveError>] {
+    // A destination is its folder (device and inode: `a/b`, `./a/b` and a
+    // link to `a` are one folder) and its name there.
     var named = Set<String>()
     for request in requests {
-      guard named.insert(request.destination).inserted else {
+      guard try objects.find(request.digest)?.status.isRegular ?? false else {
+        throw notFound(request.digest)
+      }
+      let place = try checkDestination(request.destination, replacing: replacing)
+      guard named.insert(place).inserted else {
         throw TroveError(
           .invalidArgument, "destination '\(request.destination)' is named more than once",
           path: request.destination)
       }
-      guard try objects.find(request.digest)?.status.isRegular ?? false else {
-        throw notFound(request.digest)
-      }
-      try checkDestination(request.destination, replacing: replacing)
     }
     var results: [Result<Materialization, TroveError>] = []
     results.reserveCapacity(requests.count)
@@ -65,9 +67,16 @@ extension Store {
   }
 
   /// Checks, before anything is written, that a file can be made at
-  /// `destination` (``openDestinationFolder(_:replacing:)``).
-  private func checkDestination(_ destination: String, replacing: Bool) throws(TroveError) {
-    let (parent, _) = try openDestinationFolder(destination, replacing: replacing)
-    parent.close()
+  /// `destination` (``openDestinationFolder(_:replacing:)``); returns
+  /// where it is: its folder's device and inode, and its name there.
+  private func checkDestination(_ destination: String, replacing: Bool) throws(TroveError)
+    -> String
+  {
+    let (parent, name) = try openDestinationFolder(destination, replacing: replacing)
+    defer { parent.close() }
+    let folder = try attempt("write", destination) { () throws(SystemCallError) in
+      try parent.status()
+    }
+    return "\(folder.device):\(folder.inode)/\(name)"
   }
 }
