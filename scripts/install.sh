@@ -11,13 +11,21 @@
 # libsqlite3, libcrypto) dynamically: scripts/deps.sh build installs them.
 set -euo pipefail
 
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+esac
 bin=""
 if [ "${1:-}" = "--bin" ]; then
   [ $# -ge 2 ] || { echo "trove install: --bin needs a path" >&2; exit 64; }
   bin=$2
   shift 2
 fi
+[ $# -le 1 ] || { echo "trove install: one PREFIX at most, $# given" >&2; usage >&2; exit 64; }
 prefix=${1:-/usr/local}
+case "$prefix" in
+  -*) echo "trove install: unknown option '$prefix'" >&2; usage >&2; exit 64 ;;
+esac
 case "$prefix" in
   /*) ;;
   *) prefix="$PWD/$prefix" ;;

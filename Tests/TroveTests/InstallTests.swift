@@ -53,4 +53,14 @@ struct InstallTests {
     #expect(run.status == 66 && run.stderr.contains(scratch["nothing"]), "\(run.stderr)")
     #expect(!FileManager.default.fileExists(atPath: scratch["prefix"]))
   }
+
+  @Test("install.sh --help prints its usage; an option for a prefix is refused, nothing built")
+  func help() throws {
+    let help = try CLI.run(
+      [], prefix: ["/bin/bash", "-c", "exec '\(Self.repository)/scripts/install.sh' --help"])
+    #expect(help.status == 0 && help.out.contains("scripts/install.sh [PREFIX]"), "\(help.stderr)")
+    let option = try CLI.run(
+      [], prefix: ["/bin/bash", "-c", "exec '\(Self.repository)/scripts/install.sh' --prefix"])
+    #expect(option.status == 64 && option.stderr.contains("unknown option '--prefix'"))
+  }
 }
