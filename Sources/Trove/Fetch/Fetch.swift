@@ -150,7 +150,7 @@ private struct Fetcher {
   /// is a mismatch): the server may have a newer body.
   func serve(_ cached: KeyBinding, waitedSince: Int64?) throws(TroveError) -> FetchResult? {
     let now = currentTimeNanoseconds()
-    let fetched = cached.origin?.fetched ?? cached.updated
+    let fetched = cached.origin?.fetchedNanoseconds ?? cached.updatedNanoseconds
     let young =
       request.maxAge.map { now.subtractingSaturated(fetched) < $0.nanoseconds }
       ?? false
@@ -368,7 +368,7 @@ private struct Fetcher {
       // A 304 that says nothing of freshness leaves the stored expiry as it
       // was: right for an `Expires`, and for a `max-age` it only makes the
       // next fetch ask again sooner.
-      fresh.expires = origin.expires
+      fresh.expiresNanoseconds = origin.expiresNanoseconds
       fresh.isImmutable = origin.isImmutable
     }
     return fresh

@@ -14,7 +14,7 @@ enum Freshness {
     var origin = KeyOrigin(
       size: size, etag: head.field("etag"), lastModified: head.field("last-modified"),
       expires: nil, isImmutable: false, finalURL: finalURL, fetched: now)
-    origin.expires = lifetime(head).map { now.addingSaturated($0) }
+    origin.expiresNanoseconds = lifetime(head).map { now.addingSaturated($0) }
     origin.isImmutable =
       origin.expires != nil && cacheControl(head.field("cache-control"))["immutable"] != nil
     return origin

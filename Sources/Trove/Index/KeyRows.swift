@@ -1,14 +1,30 @@
+import Foundation
+
 /// A name (a URL, a package id) bound to a digest.
 public struct KeyBinding: Sendable, Hashable, Codable {
   /// The name.
   public var key: String
   /// The object it names.
   public var digest: BlobDigest
-  /// When it was bound, nanoseconds since 1970.
-  public var updated: Int64
+  /// When it was bound.
+  public var updated: Date { Date(nanosecondsSince1970: updatedNanoseconds) }
   /// What the fetch that bound it learnt from the server; nil for a key
   /// bound by `put --key` or ``Store/bind(key:to:)``.
   public var origin: KeyOrigin?
+  /// ``updated`` as the index keeps it: nanoseconds since 1970.
+  var updatedNanoseconds: Int64
+
+  init(key: String, digest: BlobDigest, updated: Int64, origin: KeyOrigin? = nil) {
+    self.key = key
+    self.digest = digest
+    updatedNanoseconds = updated
+    self.origin = origin
+  }
+
+  enum CodingKeys: String, CodingKey {
+    case key, digest, origin
+    case updatedNanoseconds = "updated"
+  }
 }
 
 /// What a fetch learnt about a URL's object: how big it is, how to
@@ -20,21 +36,49 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
   public var etag: String?
   /// The response's `Last-Modified`, as sent.
   public var lastModified: String?
-  /// Until when it may be served without asking the server (nanoseconds
-  /// since 1970, from `Cache-Control: max-age` or `Expires`); nil: stale
-  /// once fetched, revalidated on every fetch.
-  public var expires: Int64?
+  /// Until when it may be served without asking the server (from
+  /// `Cache-Control: max-age` or `Expires`); nil: stale once fetched,
+  /// revalidated on every fetch.
+  public var expires: Date? { expiresNanoseconds.map { Date(nanosecondsSince1970: $0) } }
   /// `Cache-Control: immutable`: not revalidated while fresh, even by
   /// ``FetchRequest/Mode/refresh``.
   public var isImmutable: Bool
   /// The URL the body came from, after redirects.
   public var finalURL: String?
-  /// When it was fetched or last revalidated, nanoseconds since 1970.
-  public var fetched: Int64
+  /// When it was fetched or last revalidated.
+  public var fetched: Date { Date(nanosecondsSince1970: fetchedNanoseconds) }
+  /// ``expires`` as the index keeps it: nanoseconds since 1970.
+  var expiresNanoseconds: Int64?
+  /// ``fetched`` as the index keeps it: nanoseconds since 1970.
+  var fetchedNanoseconds: Int64
 
-  /// Whether it may be served at `now` without asking the server.
-  public func isFresh(at now: Int64) -> Bool {
-    expires.map { now < $0 } ?? false
+  init(
+    size: Int64, etag: String?, lastModified: String?, expires: Int64?, isImmutable: Bool,
+    finalURL: String?, fetched: Int64
+  ) {
+    self.size = size
+    self.etag = etag
+    self.lastModified = lastModified
+    expiresNanoseconds = expires
+    self.isImmutable = isImmutable
+    self.finalURL = finalURL
+    fetchedNanoseconds = fetched
+  }
+
+  // The names references.log has always used.
+  enum CodingKeys: String, CodingKey {
+    case size, etag, lastModified, isImmutable, finalURL
+    case expiresNanoseconds = "expires"
+    case fetchedNanoseconds = "fetched"
+  }
+
+  /// Whether it may be served at `date` (default: now) without asking the
+  /// server.
+  public func isFresh(at date: Date = Date()) -> Bool { isFresh(at: date.nanosecondsSince1970) }
+
+  /// Whether it may be served at `now` (nanoseconds since 1970).
+  func isFresh(at now: Int64) -> Bool {
+    expiresNanoseconds.map { now < $0 } ?? false
   }
 
   /// Whether a conditional request can revalidate it.
@@ -59,8 +103,9 @@ extension IndexSession {
     let values: [SQLiteValue] = [
       .text(key), .text(digest.hex), .integer(time), o.map { .integer($0.size) } ?? .null,
       o?.etag.map { .text($0) } ?? .null, o?.lastModified.map { .text($0) } ?? .null,
-      o?.expires.map { .integer($0) } ?? .null, o.map { .integer($0.isImmutable ? 1 : 0) } ?? .null,
-      o?.finalURL.map { .text($0) } ?? .null, o.map { .integer($0.fetched) } ?? .null,
+      o?.expiresNanoseconds.map { .integer($0) } ?? .null,
+      o.map { .integer($0.isImmutable ? 1 : 0) } ?? .null,
+      o?.finalURL.map { .text($0) } ?? .null, o.map { .integer($0.fetchedNanoseconds) } ?? .null,
     ]
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
