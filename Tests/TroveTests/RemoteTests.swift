@@ -274,8 +274,8 @@ struct RemoteTests {
     #expect(record?["writable"] is NSNull && record?["layout"] is NSNull)
     #expect(
       record?.keys.sorted() == [
-        "error", "kind", "latency-ms", "layout", "layout-written", "name", "reachable", "read-only",
-        "url", "writable",
+        "error", "kind", "latencySeconds", "layout", "layoutWritten", "name", "reachable",
+        "readOnly", "url", "writable",
       ])
 
     let redis = try RedisServer()
@@ -369,11 +369,10 @@ struct RemoteTests {
     let json = try Self.remote(store, ["ls", "--json"])
     let records = try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]]
     #expect(records?.count == 2)
-    #expect(records?[0]["auth-env"] is NSNull && records?[0]["max-object-size"] is NSNull)
-    #expect(records?[1]["auth-env"] as? String == "REDIS_PW")
-    #expect(records?[1]["read-only"] as? Bool == true)
-    #expect(
-      records?[0].keys.sorted() == ["auth-env", "max-object-size", "name", "read-only", "url"])
+    #expect(records?[0]["authEnv"] is NSNull && records?[0]["maxObjectSize"] is NSNull)
+    #expect(records?[1]["authEnv"] as? String == "REDIS_PW")
+    #expect(records?[1]["readOnly"] as? Bool == true)
+    #expect(records?[0].keys.sorted() == ["authEnv", "maxObjectSize", "name", "readOnly", "url"])
     let file = try contents(store + "/remotes.json")
     let before = file
 

@@ -3,7 +3,7 @@ import Foundation
 /// `trove remote check`: whether a remote can be used as configured.
 extension Store {
   /// What ``Store/checkRemote(named:)`` found.
-  public struct RemoteCheck: Sendable, Hashable, Codable {
+  public struct RemoteCheck: Sendable, Hashable, Encodable {
     /// The remote's name.
     public var name: String
     /// Its URL.
@@ -23,6 +23,8 @@ extension Store {
     public var layoutWritten: Bool
     /// The first request's round trip in milliseconds (connection included).
     public var latencyMilliseconds: Double?
+    /// ``latencyMilliseconds`` in seconds, as every JSON duration is.
+    var latencySeconds: Double? { latencyMilliseconds.map { $0 / 1000 } }
     /// Why it failed; nil when it did not.
     public var error: String?
 
@@ -31,9 +33,7 @@ extension Store {
 
     enum CodingKeys: String, CodingKey {
       case name, url, kind, reachable, writable, layout, error
-      case readOnly = "read-only"
-      case layoutWritten = "layout-written"
-      case latencyMilliseconds = "latency-ms"
+      case readOnly, layoutWritten, latencySeconds
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -46,7 +46,7 @@ extension Store {
       try c.encode(writable, forKey: .writable)
       try c.encode(layout, forKey: .layout)
       try c.encode(layoutWritten, forKey: .layoutWritten)
-      try c.encode(latencyMilliseconds, forKey: .latencyMilliseconds)
+      try c.encode(latencySeconds, forKey: .latencySeconds)
       try c.encode(error, forKey: .error)
     }
   }

@@ -107,7 +107,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     try require([])
     let remotes = try invocation.openStore().remotes()
     if invocation.flag("--json") {
-      Output.json(remotes)
+      Output.json(remotes.map(RemoteRecord.init))
     } else {
       for remote in remotes {
         var line = "\(remote.name)  \(remote.url)  \(remote.readOnly ? "read-only" : "read-write")"
@@ -315,4 +315,22 @@ private func pull(_ digests: [BlobDigest], _ invocation: Invocation) throws -> I
   }
   if invocation.flag("--json") { Output.json(records) }
   return status
+}
+
+/// One remote in `remote ls --json`: camelCase like every other command's
+/// JSON (remotes.json keeps config.json's kebab-case names on disk).
+struct RemoteRecord: Encodable {
+  var name: String
+  var url: String
+  var readOnly: Bool
+  @Nullable var maxObjectSize: Int64?
+  @Nullable var authEnv: String?
+
+  init(_ spec: RemoteSpec) {
+    name = spec.name
+    url = spec.url
+    readOnly = spec.readOnly
+    maxObjectSize = spec.maxObjectSize
+    authEnv = spec.authEnvironment
+  }
 }
