@@ -404,4 +404,21 @@ struct RecordTests {
     try trove(scratch["store"], ["import", honest])
     #expect(try trove(scratch["store"], ["get", digest.description, "-"]).stdout == bytes)
   }
+
+  @Test("show, pin and unpin by key are not uses: the record stays empty; get by key is noted")
+  func lookingIsNotUsing() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let digest = try put(scratch, "a.txt", Array("looked at\n".utf8), key: "ka")
+    try trove(store, ["record", "start", "R"])
+    try trove(store, ["show", "ka"])
+    try trove(store, ["pin", "ka"])
+    try trove(store, ["unpin", "ka"])
+    try trove(store, ["show", String(digest.hex.prefix(10))])
+    #expect(try recorded(store, "R").isEmpty)
+    try trove(store, ["get", "ka", scratch["out.txt"]])
+    let shown = try shown(store, "R")
+    #expect(shown.count == 1 && shown.first?["digest"] as? String == digest.description)
+    #expect((shown.first?["keys"] as? [String]) == ["ka"], "\(shown)")
+  }
 }

@@ -156,11 +156,19 @@ extension Invocation {
       }
       return digest
     case .key(let key):
-      guard let digest = try store.digest(forKey: key) else {
+      guard let digest = try boundDigest(key, in: store) else {
         throw TroveError(.notFound, "no key '\(key)' in store '\(store.root)'", value: key)
       }
       return digest
     }
+  }
+
+  /// The digest `key` is bound to. Commands that use the object (`get`,
+  /// `path`, `has`) note the key in the active records; those that only
+  /// look at it or manage it (`show`, `pin`, `unpin`, `rm`, …) do not.
+  func boundDigest(_ key: String, in store: Store) throws(TroveError) -> BlobDigest? {
+    ["get", "path", "has"].contains(command.name)
+      ? try store.digest(forKey: key) : try store.binding(forKey: key)?.digest
   }
 
   /// A size option (`--budget 10G`), or nil when absent.

@@ -130,7 +130,7 @@ extension Invocation {
   /// - Throws: `.invalidArgument` (exit 64) for fewer than 8 digits that
   ///   are not a key either; as ``digest(prefix:in:)`` otherwise.
   func digest(hex text: String, in store: Store) throws -> BlobDigest {
-    if let bound = try store.digest(forKey: text) { return bound }
+    if let bound = try boundDigest(text, in: store) { return bound }
     if text.utf8.count == 32 {
       return try BlobDigest(parsing: BlobDigest.prefix + text.lowercased())
     }
