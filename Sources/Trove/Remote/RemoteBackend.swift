@@ -41,11 +41,14 @@ public enum RemoteUpload: String, Sendable, Codable {
 }
 
 /// The limits every remote request runs under: a short connect timeout (a
-/// dead remote costs milliseconds) and a stall limit instead of a limit on
-/// a whole transfer.
+/// dead remote costs milliseconds), a bounded name resolution, and a stall
+/// limit instead of a limit on a whole transfer.
 struct RemoteLimits: Sendable {
   /// Seconds to wait for a connection.
   var connectTimeout = 0.25
+  /// Seconds to wait for a host name to resolve (Redis; libcurl counts
+  /// resolving in ``connectTimeout``).
+  var resolveTimeout = 3.0
   /// A transfer slower than ``stallSpeed`` bytes a second for this many
   /// seconds has stalled and fails.
   var stallTimeout = 15.0
