@@ -18,7 +18,7 @@ protocol RemoteBackend: AnyObject {
     throws(TroveError) -> Int64?
   /// Uploads `size` bytes of `file` (from offset 0) as `digest`'s blob,
   /// unless the remote already holds it. No reader ever sees a partial
-  /// blob, and an existing blob is never replaced.
+  /// blob, and an intact blob is never replaced.
   func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
     throws(TroveError) -> RemoteUpload
   /// Removes `digest`'s blob; false when it was not there.
