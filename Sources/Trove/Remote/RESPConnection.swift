@@ -2,12 +2,36 @@
 /// commands are arrays of bulk strings, replies are read from a buffer; a
 /// bulk reply can be streamed piece by piece, so a large value never sits
 /// whole in memory. Errors name `label` (the remote and its URL).
+///
+/// The server is not trusted: a reply read whole holds at most
+/// `replyLimit` bytes (its bulk strings, and 16 bytes for each array
+/// element) and nests at most ``depthLimit`` arrays deep; a streamed bulk
+/// string is at most ``bulkLimit`` bytes; every length is checked before
+/// any arithmetic on it, and a bulk string must end in CRLF. Anything else
+/// is a "malformed reply" error (`.unavailable`), never a crash. Reads
+/// follow the stall rule of ``RemoteLimits``: a reply that arrives at less
+/// than `stallSpeed` bytes a second over `stallTimeout` seconds fails.
 final class RESPConnection {
   private let socket: Socket
   private let label: String
+  private let limits: RemoteLimits
+  private let replyLimit: Int
   private var buffer: UnsafeMutableRawBufferPointer
   private var start = 0
   private var end = 0
+  /// The stall rule's window: when it began, and the bytes received since.
+  private var windowStart = ContinuousClock.now
+  private var windowBytes = 0
+
+  /// The longest bulk string streamed by ``readBulk(_:)`` (Redis's own
+  /// largest value).
+  static let bulkLimit = 512 << 20
+  /// The default for the most bytes of a reply read whole: Trove's
+  /// replies are integers, status lines and a layout record.
+  static let standardReplyLimit = 1 << 20
+  /// The deepest nesting of arrays accepted (Trove asks for none deeper
+  /// than an array of bulk strings).
+  static let depthLimit = 4
 
   /// A reply.
   enum Reply: Equatable {
@@ -18,13 +42,25 @@ final class RESPConnection {
     case array([Reply]?)
   }
 
-  init(host: String, port: Int, limits: RemoteLimits, label: String) throws(TroveError) {
+  /// Connects to `host`:`port` within `limits`; `replyLimit` bounds a
+  /// reply read whole (see the type's summary).
+  init(
+    host: String, port: Int, limits: RemoteLimits, label: String,
+    replyLimit: Int = RESPConnection.standardReplyLimit
+  ) throws(TroveError) {
     self.label = label
+    self.limits = limits
+    self.replyLimit = replyLimit
     do throws(SystemCallError) {
       socket = try Socket.connect(
-        host: host, port: port, timeout: limits.connectTimeout, stall: limits.stallTimeout)
+        host: host, port: port, resolveTimeout: limits.resolveTimeout,
+        timeout: limits.connectTimeout, stall: limits.stallTimeout)
     } catch  where error.call == "getaddrinfo" {
-      throw TroveError(.unavailable, "\(label): cannot resolve host '\(host)'", value: host)
+      throw TroveError(
+        .unavailable,
+        error.errno.rawValue == 110  // ETIMEDOUT
+          ? "\(label): cannot resolve host '\(host)': no answer within \(limits.resolveTimeout) s"
+          : "\(label): cannot resolve host '\(host)'", value: host)
     } catch {
       throw TroveError(.unavailable, "\(label): cannot connect to \(host):\(port)", cause: error)
     }
@@ -40,8 +76,24 @@ final class RESPConnection {
     TroveError(.transferFailed, "\(label): the connection failed", cause: error)
   }
 
+  /// A reply that breaks the protocol or Trove's limits; `why` quotes
+  /// the server only through ``ServerText``.
   private func protocolError(_ why: String) -> TroveError {
-    TroveError(.unavailable, "\(label): not a Redis server's answer (\(why))")
+    TroveError(.unavailable, "\(label): malformed reply (\(why))")
+  }
+
+  /// The first characters of a line the server sent, escaped, for a message.
+  private func quoted(_ text: some StringProtocol) -> String {
+    "'" + ServerText.excerpt(text.prefix(40)) + "'"
+  }
+
+  /// The server's error reply, escaped and cut, for a message.
+  private func serverError(_ message: some StringProtocol, after command: String)
+    -> TroveError
+  {
+    TroveError(
+      .unavailable,
+      "\(label): \(command.isEmpty ? "" : command + " failed: ")\(ServerText.excerpt(message))")
   }
 
   /// Sends one command: `arguments`, then `payload` as a last argument
@@ -69,8 +121,7 @@ final class RESPConnection {
     try send(arguments, payload: payload)
     let reply = try readReply()
     if case .error(let message) = reply {
-      throw TroveError(
-        .unavailable, "\(label): \(arguments.first ?? "") failed: \(message)")
+      throw serverError(message, after: ServerText.excerpt(arguments.first ?? ""))
     }
     return reply
   }
@@ -94,6 +145,31 @@ final class RESPConnection {
     }
     guard n > 0 else { throw failed(SystemCallError("recv", Errno(rawValue: 104))) }  // ECONNRESET
     end += n
+    try account(n)
+  }
+
+  /// Starts the stall rule's window: called as a reply begins to be read.
+  private func startWindow() {
+    windowStart = .now
+    windowBytes = 0
+  }
+
+  /// The stall rule: `received` more bytes came; once a window of
+  /// `stallTimeout` seconds is over, fewer than `stallSpeed` bytes a second
+  /// in it is a stall, else a new window starts. (A server silent for the
+  /// whole window fails in `recv`, by `SO_RCVTIMEO`.)
+  private func account(_ received: Int) throws(TroveError) {
+    windowBytes += received
+    let elapsed = ContinuousClock.now - windowStart
+    guard elapsed >= .seconds(limits.stallTimeout) else { return }
+    let seconds = Double(elapsed.components.seconds)
+    guard Double(windowBytes) >= Double(limits.stallSpeed) * seconds else {
+      throw TroveError(
+        .transferFailed,
+        "\(label): the reply stalled (\(windowBytes) bytes in \(Int(seconds)) s, under \(limits.stallSpeed) bytes/s)"
+      )
+    }
+    startWindow()
   }
 
   /// One CRLF-terminated line, without the CRLF.
@@ -127,52 +203,82 @@ final class RESPConnection {
     }
   }
 
-  /// Reads one reply whole.
+  /// A length or count the server sent: a decimal from -1 to `limit`.
+  private func length(_ text: Substring, of what: String, limit: Int) throws(TroveError) -> Int {
+    guard let n = Int(text), n >= -1 else {
+      throw protocolError("\(what) \(quoted(text)) is not a number")
+    }
+    guard n <= limit else {
+      throw protocolError("\(what) \(n) is over the limit of \(limit)")
+    }
+    return n
+  }
+
+  /// Reads the CRLF that ends a bulk string.
+  private func bulkEnd() throws(TroveError) {
+    var ending: [UInt8] = []
+    try consume(2) { (piece) throws(TroveError) in ending += piece }
+    guard ending == [13, 10] else { throw protocolError("a bulk string not ended by CRLF") }
+  }
+
+  /// Reads one reply whole, within the reply limit and the depth limit.
   func readReply() throws(TroveError) -> Reply {
+    startWindow()
+    var budget = replyLimit
+    return try readReply(depth: 0, budget: &budget)
+  }
+
+  private func readReply(depth: Int, budget: inout Int) throws(TroveError) -> Reply {
     let text = try line()
     guard let kind = text.first else { throw protocolError("an empty line") }
-    let rest = String(text.dropFirst())
+    let rest = text.dropFirst()
     switch kind {
-    case "+": return .simple(rest)
-    case "-": return .error(rest)
+    case "+": return .simple(String(rest))
+    case "-": return .error(String(rest))
     case ":":
-      guard let n = Int64(rest) else { throw protocolError("integer '\(rest)'") }
+      guard let n = Int64(rest) else { throw protocolError("integer \(quoted(rest))") }
       return .integer(n)
     case "$":
-      guard let n = Int(rest), n >= -1 else { throw protocolError("length '\(rest)'") }
+      let n = try length(rest, of: "a bulk length", limit: budget)
       guard n >= 0 else { return .bulk(nil) }
+      budget -= n
       var bytes: [UInt8] = []
       bytes.reserveCapacity(min(n, 1 << 20))
-      try consume(n + 2) { (piece) throws(TroveError) in bytes += piece }
-      return .bulk(Array(bytes.dropLast(2)))
+      try consume(n) { (piece) throws(TroveError) in bytes += piece }
+      try bulkEnd()
+      return .bulk(bytes)
     case "*":
-      guard let n = Int(rest), n >= -1 else { throw protocolError("count '\(rest)'") }
+      guard depth < Self.depthLimit else {
+        throw protocolError("arrays nested deeper than \(Self.depthLimit)")
+      }
+      let n = try length(rest, of: "an array length", limit: budget / 16)
       guard n >= 0 else { return .array(nil) }
+      budget -= 16 * n
       var items: [Reply] = []
-      for _ in 0..<n { items.append(try readReply()) }
+      items.reserveCapacity(n)
+      for _ in 0..<n { items.append(try readReply(depth: depth + 1, budget: &budget)) }
       return .array(items)
     default:
-      throw protocolError("a reply starting with '\(kind)'")
+      throw protocolError("a reply starting with \(quoted(text))")
     }
   }
 
-  /// Reads a bulk reply, giving its bytes to `body` as they come; returns
-  /// its length, or nil for a nil bulk. An error reply is thrown.
+  /// Reads a bulk reply of at most ``bulkLimit`` bytes, giving its bytes
+  /// to `body` as they come; returns its length, or nil for a nil bulk.
+  /// An error reply is thrown.
   func readBulk(_ body: (UnsafeRawBufferPointer) throws(TroveError) -> Void) throws(TroveError)
     -> Int?
   {
+    startWindow()
     let text = try line()
-    if text.hasPrefix("-") { throw TroveError(.unavailable, "\(label): \(text.dropFirst())") }
-    guard text.hasPrefix("$"), let n = Int(text.dropFirst()), n >= -1 else {
-      throw protocolError("'\(text.prefix(40))' where a bulk string was due")
+    if text.hasPrefix("-") { throw serverError(text.dropFirst(), after: "") }
+    guard text.hasPrefix("$") else {
+      throw protocolError("\(quoted(text)) where a bulk string was due")
     }
+    let n = try length(text.dropFirst(), of: "a bulk length", limit: Self.bulkLimit)
     guard n >= 0 else { return nil }
-    var left = n
-    try consume(n + 2) { (piece) throws(TroveError) in
-      let data = min(piece.count, max(0, left))
-      if data > 0 { try body(UnsafeRawBufferPointer(rebasing: piece[0..<data])) }
-      left -= piece.count
-    }
+    try consume(n, body)
+    try bulkEnd()
     return n
   }
 }

@@ -2,11 +2,15 @@
 /// `trove:cas:<hex>`, the layout record under `trove:remote`.
 ///
 /// Values live in the server's memory, so nothing is ever held whole
-/// here: an upload sends the blob in 4 MiB pieces (`SET` with an expiry,
-/// then `APPEND`) to a temp key `trove:tmp:<random>`, then one script
-/// renames it into place only if the blob's key is absent (`RENAMENX`)
-/// and drops the expiry — a reader never sees half a blob, an existing
-/// blob is never replaced, and a writer killed half-way leaves a temp key
+/// here: an upload sends the blob in 4 MiB pieces to a temp key
+/// `trove:tmp:<random>` (`SET` with an expiry, then ``appendScript``,
+/// which appends only while the key still exists and holds exactly the
+/// bytes sent before), then ``publishScript`` renames it into place only
+/// if it holds the whole blob and the blob's key does not already hold a
+/// value of that length, and drops the expiry — a reader never sees half a
+/// blob, a temp key that expired or was evicted mid-upload is never
+/// published, an intact blob is never replaced (one of another length,
+/// which cannot be it, is), and a writer killed half-way leaves a temp key
 /// that expires. A download reads `STRLEN`, then 1 MiB ranges
 /// (`GETRANGE`) straight into the store's writer. Blobs longer than the
 /// remote's `max-object-size` are skipped.
@@ -26,15 +30,39 @@ final class RedisBackend: RemoteBackend {
   static let uploadPiece = 4 << 20
   static let downloadPiece: Int64 = 1 << 20
 
-  /// Renames KEYS[1] to KEYS[2] unless KEYS[2] exists, then makes it
-  /// permanent; else drops KEYS[1]. 1 when renamed.
+  /// Appends ARGV[2] to the temp key KEYS[1] if it exists and holds
+  /// ARGV[1] bytes (the offset of this piece): its new length, or -1 when
+  /// it is gone (expired, evicted) or holds another length. A plain
+  /// `APPEND` would create a missing key afresh, holding only the tail.
+  static let appendScript = """
+    if redis.call('exists', KEYS[1]) == 0 then return -1 end
+    if redis.call('strlen', KEYS[1]) ~= tonumber(ARGV[1]) then return -1 end
+    return redis.call('append', KEYS[1], ARGV[2])
+    """
+
+  /// Publishes the temp key KEYS[1] as the blob KEYS[2] of ARGV[1] bytes:
+  /// -1 (and KEYS[1] dropped) when KEYS[1] is gone or holds another
+  /// length; 0 (KEYS[1] dropped) when KEYS[2] holds that many bytes
+  /// already; else KEYS[1] is renamed onto KEYS[2] and made permanent: 1,
+  /// or 2 when that replaced a value of another length (a cut-short blob
+  /// of an older client, which cannot be the blob).
   static let publishScript = """
-    if redis.call('renamenx', KEYS[1], KEYS[2]) == 1 then
-      redis.call('persist', KEYS[2])
-      return 1
+    local size = tonumber(ARGV[1])
+    if redis.call('exists', KEYS[1]) == 0 or redis.call('strlen', KEYS[1]) ~= size then
+      redis.call('del', KEYS[1])
+      return -1
     end
-    redis.call('del', KEYS[1])
-    return 0
+    local replaced = 0
+    if redis.call('exists', KEYS[2]) == 1 then
+      if redis.call('strlen', KEYS[2]) == size then
+        redis.call('del', KEYS[1])
+        return 0
+      end
+      replaced = 1
+    end
+    redis.call('rename', KEYS[1], KEYS[2])
+    redis.call('persist', KEYS[2])
+    return 1 + replaced
     """
 
   init(_ spec: RemoteSpec, endpoint: RemoteSpec.Endpoint, limits: RemoteLimits) throws(TroveError) {
@@ -83,8 +111,17 @@ final class RedisBackend: RemoteBackend {
 
   private func unexpected(_ reply: RESPConnection.Reply, to command: String) -> TroveError {
     TroveError(
-      .unavailable, "remote '\(spec.name)' (\(spec.url)): unexpected answer to \(command): \(reply)"
+      .unavailable,
+      "remote '\(spec.name)' (\(spec.url)): malformed reply to \(command): \(ServerText.excerpt("\(reply)"))"
     )
+  }
+
+  /// The error for an upload whose temp key vanished or changed under it.
+  private func cutShort(_ temp: String) -> TroveError {
+    TroveError(
+      .transferFailed,
+      "remote '\(spec.name)': the upload's temp key \(temp) expired, was evicted or changed before the blob was whole; nothing published",
+      value: temp)
   }
 
   private func integer(_ arguments: [String]) throws(TroveError) -> Int64 {
@@ -134,7 +171,9 @@ final class RedisBackend: RemoteBackend {
     throws(TroveError) -> RemoteUpload
   {
     if let limit = spec.sizeLimit, size > limit { return .tooLarge }
-    if try exists(digest) { return .present }
+    // A value of another length under the blob's name is not the blob
+    // (a cut-short upload of an older client): it is replaced below.
+    if try self.size(digest) == size { return .present }
     let temp = RemoteNames.redisTemporaryKey()
     let piece = UnsafeMutableRawBufferPointer.allocate(
       byteCount: max(1, min(Self.uploadPiece, Int(size))), alignment: 8)
@@ -156,15 +195,23 @@ final class RedisBackend: RemoteBackend {
       guard n == wanted else {
         throw TroveError(.ioError, "the blob being uploaded to remote '\(spec.name)' shrank")
       }
-      try using { (c) throws(TroveError) in
-        try c.call(["APPEND", temp], payload: UnsafeRawBufferPointer(rebasing: piece[0..<n]))
+      let length = try using { (c) throws(TroveError) -> RESPConnection.Reply in
+        try c.call(
+          ["EVAL", Self.appendScript, "1", temp, String(offset)],
+          payload: UnsafeRawBufferPointer(rebasing: piece[0..<n]))
       }
+      guard case .integer(let now) = length else { throw unexpected(length, to: "EVAL") }
+      guard now == offset + Int64(n) else { throw cutShort(temp) }
       offset += Int64(n)
     }
-    let renamed = try integer([
-      "EVAL", Self.publishScript, "2", temp, RemoteNames.redisBlobKey(digest),
+    let published = try integer([
+      "EVAL", Self.publishScript, "2", temp, RemoteNames.redisBlobKey(digest), String(size),
     ])
-    return renamed == 1 ? .uploaded : .present
+    switch published {
+    case 1, 2: return .uploaded
+    case 0: return .present
+    default: throw cutShort(temp)
+    }
   }
 
   func delete(_ digest: BlobDigest) throws(TroveError) -> Bool {

@@ -18,7 +18,7 @@ protocol RemoteBackend: AnyObject {
     throws(TroveError) -> Int64?
   /// Uploads `size` bytes of `file` (from offset 0) as `digest`'s blob,
   /// unless the remote already holds it. No reader ever sees a partial
-  /// blob, and an existing blob is never replaced.
+  /// blob, and an intact blob is never replaced.
   func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
     throws(TroveError) -> RemoteUpload
   /// Removes `digest`'s blob; false when it was not there.
@@ -41,11 +41,14 @@ public enum RemoteUpload: String, Sendable, Codable {
 }
 
 /// The limits every remote request runs under: a short connect timeout (a
-/// dead remote costs milliseconds) and a stall limit instead of a limit on
-/// a whole transfer.
+/// dead remote costs milliseconds), a bounded name resolution, and a stall
+/// limit instead of a limit on a whole transfer.
 struct RemoteLimits: Sendable {
   /// Seconds to wait for a connection.
   var connectTimeout = 0.25
+  /// Seconds to wait for a host name to resolve (Redis; libcurl counts
+  /// resolving in ``connectTimeout``).
+  var resolveTimeout = 3.0
   /// A transfer slower than ``stallSpeed`` bytes a second for this many
   /// seconds has stalled and fails.
   var stallTimeout = 15.0

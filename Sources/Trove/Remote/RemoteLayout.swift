@@ -40,7 +40,7 @@ public struct RemoteLayout: Sendable, Hashable, Codable {
     else {
       throw TroveError(
         .unsupportedFormat,
-        "\(source) has format \(layout.format), hash \(layout.hash), compression \(layout.compression); this trove uses format 1, xxh128, none",
+        "\(source) has format \(layout.format), hash \(ServerText.excerpt(layout.hash)), compression \(ServerText.excerpt(layout.compression)); this trove uses format 1, xxh128, none",
         value: source)
     }
     return layout

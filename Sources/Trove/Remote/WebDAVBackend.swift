@@ -52,7 +52,8 @@ final class WebDAVBackend: RemoteBackend {
         ].contains(outcome.code) && outcome.status != 0
       throw TroveError(
         transient ? .transferFailed : .unavailable,
-        "remote '\(spec.name)': \(method) \(url) failed: \(outcome.message)", value: url)
+        "remote '\(spec.name)': \(method) \(url) failed: \(ServerText.excerpt(outcome.message))",
+        value: url)
     }
     guard accepted.contains(outcome.status) else {
       throw TroveError(

@@ -43,12 +43,14 @@ let remoteCommand = CommandSpec(
     uploads, reads back and deletes a small probe blob. Exit 69 when the remote is
     not usable.
 
-    'remote push' uploads objects a remote does not hold yet (a blob is never
-    replaced, and no reader sees half of one); objects larger than the remote's
+    'remote push' uploads objects a remote does not hold yet (an intact blob is
+    never replaced, and no reader sees half of one); objects larger than the remote's
     max-object-size are skipped. 'remote pull' copies objects into the store; every
     byte is hashed on the way in and a blob whose bytes do not match its name is
     refused (exit 65) and nothing is stored. A remote that cannot be reached fails
-    after about 250 ms (exit 69). Exit 1 when no remote holds an object.
+    after about 250 ms, or 3 s to resolve a Redis host (exit 69); a malformed Redis
+    reply is exit 69; a transfer slower than 1 KiB/s for 15 s, exit 75. Exit 1 when
+    no remote holds an object.
     """,
   run: { invocation in try remote(invocation) })
 

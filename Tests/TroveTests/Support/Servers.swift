@@ -146,6 +146,44 @@ final class FaultServer {
   }
 }
 
+/// `Tests/Servers/resp_server.py` on 127.0.0.1 at a free port: a hostile
+/// Redis that answers `command` (`GET` or `GETRANGE`) with `mode`'s reply
+/// (an overflowing length, arrays nested two million deep, an escape in an
+/// error line…). Stopped when dropped.
+final class HostileRedis {
+  private let process: Spawned
+  private let state: Scratch
+  let port: Int
+
+  init(_ mode: String, answering command: String) throws {
+    state = try Scratch()
+    process = try Spawned(
+      executable: FaultServer.python ?? "/usr/bin/python3",
+      [repositoryRoot + "/Tests/Servers/resp_server.py", mode, command, state["port"]],
+      io: state["server"])
+    var port: Int?
+    for _ in 0..<200 where port == nil {
+      port = (try? String(contentsOfFile: state["port"], encoding: .utf8))
+        .flatMap { $0.hasSuffix("\n") ? Int($0.dropLast()) : nil }
+      if port == nil { usleep(20_000) }
+    }
+    guard let port else {
+      process.kill()
+      throw TestFailure(
+        "the hostile Redis did not start: \((try? process.wait())?.description ?? "")")
+    }
+    self.port = port
+  }
+
+  deinit {
+    process.kill()
+    _ = try? process.wait()
+  }
+
+  /// `redis://127.0.0.1:PORT`.
+  var url: String { "redis://127.0.0.1:\(port)" }
+}
+
 /// A real redis-server on 127.0.0.1 at a free port, in the foreground
 /// (never a system service), saving nothing (`--save ''`, `--appendonly
 /// no`, `--dir` a scratch folder); killed when dropped.
@@ -193,9 +231,10 @@ final class RedisServer {
   func url(database: Int) -> String { "redis://127.0.0.1:\(port)/\(database)" }
 
   private func connection(port: Int) throws(TroveError) -> RESPConnection {
+    // Replies read whole here include blobs (GET of a 9 MiB value).
     try RESPConnection(
       host: "127.0.0.1", port: port, limits: RemoteLimits(connectTimeout: 1, stallTimeout: 30),
-      label: "test redis")
+      label: "test redis", replyLimit: RESPConnection.bulkLimit)
   }
 
   /// Runs one command in database `database` and returns its reply.
