@@ -93,6 +93,7 @@ struct ExchangeRecord: Encodable {
   var bytes: Int64
   var keys: Int
   var missing: [String]
+  var keptKeys: [String]
 
   init(_ report: ExchangeReport, place: String) {
     self.place = place
@@ -101,5 +102,6 @@ struct ExchangeRecord: Encodable {
     bytes = report.bytes
     keys = report.keys
     missing = report.missing.map(\.description)
+    keptKeys = report.keptKeys
   }
 }
