@@ -83,3 +83,14 @@ struct ExchangeFixTests {
     #expect(scratch.list("empty").isEmpty)
   }
 }
+
+@Suite("record lines")
+struct RecordLineTests {
+  @Test("a key field holding a raw tab or newline (two lines merged) is damaged, not a key")
+  func rawTabRejected() {
+    #expect(RecordKeeper.unescaped("https://a\t1234") == nil)
+    #expect(RecordKeeper.unescaped("a\nb") == nil)
+    #expect(RecordKeeper.unescaped("a\\tb") == "a\tb")
+    #expect(RecordKeeper.unescaped(Substring(RecordKeeper.escaped("x\ty\\"))) == "x\ty\\")
+  }
+}
