@@ -62,7 +62,7 @@ extension Store {
   }
 
   /// Writes the archive of `objects` to `handle` (standard output, a pipe).
-  /// A failure midway leaves a cut-short archive, which ``importArchive(from:name:)``
+  /// A failure midway leaves a cut-short archive, which ``importArchive(from:name:replacingKeys:)``
   /// refuses.
   public func exportArchive(_ objects: [RecordedObject], to handle: FileHandle)
     throws(TroveError) -> ExchangeReport
@@ -134,7 +134,7 @@ extension Store {
   }
 
   /// Adds the objects and keys of the export archive at `path` to this
-  /// store; see ``importArchive(from:name:)``.
+  /// store; see ``importArchive(from:name:replacingKeys:)``.
   public func importArchive(fromFile path: String, replacingKeys: Bool = false)
     throws(TroveError) -> ExchangeReport
   {
