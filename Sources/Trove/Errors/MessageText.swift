@@ -29,6 +29,14 @@ public enum MessageText {
     return out
   }
 
+  /// `text` escaped as ``escaped(_:)`` does and cut to its first
+  /// `limit` characters (then `…`): a value from untrusted input (an
+  /// archive's member name) that may be long. O(n).
+  static func excerpt(_ text: String, limit: Int = 120) -> String {
+    let short = text.count > limit ? String(text.prefix(limit)) + "…" : text
+    return escaped(short)
+  }
+
   /// Raw bytes (a command-line argument, a file name) as text: valid UTF-8
   /// decoded and escaped as ``escaped(_:)`` does, each byte that is not
   /// part of valid UTF-8 shown as `\xHH`. O(n).

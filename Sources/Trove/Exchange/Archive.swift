@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -53,13 +54,15 @@ extension Store {
     try attempt("write", path) { () throws(SystemCallError) in
       try file.sync()
       try folder.renameWithoutReplacing(temp, to: name, in: folder)
+      // The new name is durable when this returns, not only its bytes.
+      try folder.sync()
     }
     done = true
     return report
   }
 
   /// Writes the archive of `objects` to `handle` (standard output, a pipe).
-  /// A failure midway leaves a cut-short archive, which ``importArchive(from:name:)``
+  /// A failure midway leaves a cut-short archive, which ``importArchive(from:name:replacingKeys:)``
   /// refuses.
   public func exportArchive(_ objects: [RecordedObject], to handle: FileHandle)
     throws(TroveError) -> ExchangeReport
@@ -71,31 +74,50 @@ extension Store {
     throws(TroveError) -> ExchangeReport
   {
     var report = ExchangeReport()
-    var items: [ExportManifest.Item] = []
+    // Every object is opened before the manifest is written: one removed
+    // meanwhile is left out of it, and one opened keeps its bytes until it
+    // is written, whatever a sweep or an `rm` does in between.
+    var opened: [(item: ExportManifest.Item, digest: BlobDigest, file: FileDescriptor, Bool)] = []
+    defer { for entry in opened { entry.file.close() } }
     for object in objects {
-      guard let entry = try entry(for: object.digest) else {
+      guard let (file, isCompressed) = try self.objects.open(object.digest) else {
         report.missing.append(object.digest)
         continue
       }
-      items.append(.init(digest: object.digest.description, size: entry.size, keys: object.keys))
+      let size: Int64?
+      if isCompressed {
+        size = try entry(for: object.digest)?.size
+      } else {
+        size = try? file.status().size
+      }
+      guard let size else {
+        file.close()
+        report.missing.append(object.digest)
+        continue
+      }
+      opened.append(
+        (
+          .init(digest: object.digest.description, size: size, keys: object.keys), object.digest,
+          file, isCompressed
+        ))
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    let manifest = Array((try? encoder.encode(ExportManifest(objects: items))) ?? Data())
+    let manifest = Array(
+      (try? encoder.encode(ExportManifest(objects: opened.map(\.item)))) ?? Data())
     let now = Int64(Date().timeIntervalSince1970)
     func emit(_ bytes: [UInt8]) throws(TroveError) {
       try attempt("write", name) { () throws(SystemCallError) in try out.writeAll(bytes) }
     }
     try emit(Ustar.header(name: ExportManifest.memberName, size: Int64(manifest.count), time: now))
     try emit(manifest + [UInt8](repeating: 0, count: Ustar.padding(Int64(manifest.count))))
-    let handle = FileHandle(fileDescriptor: out.rawValue, closeOnDealloc: false)
-    for item in items {
-      let digest = try BlobDigest(parsing: item.digest)
+    for (item, digest, file, isCompressed) in opened {
       try emit(
         Ustar.header(
           name: StoreLayout.objects + "/" + StoreLayout.objectPath(digest), size: item.size,
           time: now))
-      let written = try write(digest, to: handle)
+      let written = try write(
+        digest, from: file, isCompressed: isCompressed, to: out, destination: name)
       guard written == item.size else {
         throw TroveError(
           .corruptObject,
@@ -112,8 +134,10 @@ extension Store {
   }
 
   /// Adds the objects and keys of the export archive at `path` to this
-  /// store; see ``importArchive(from:name:)``.
-  public func importArchive(fromFile path: String) throws(TroveError) -> ExchangeReport {
+  /// store; see ``importArchive(from:name:replacingKeys:)``.
+  public func importArchive(fromFile path: String, replacingKeys: Bool = false)
+    throws(TroveError) -> ExchangeReport
+  {
     let file: FileDescriptor
     do throws(SystemCallError) {
       file = try FileDescriptor.open(path, [.readOnly])
@@ -123,7 +147,7 @@ extension Store {
       throw TroveError.system(error, "read", path: path)
     }
     defer { file.close() }
-    return try readArchive(file, name: path)
+    return try readArchive(file, name: path, replacingKeys: replacingKeys)
   }
 
   /// Adds the objects and keys of the export archive `handle` yields
@@ -135,17 +159,26 @@ extension Store {
   /// import, storing nothing of it; the members before it are complete and
   /// stay.
   ///
+  /// Each object is written through a writer, so `max-object-size` and the
+  /// room the store makes apply before its first byte, and its keys are
+  /// bound in the transaction that publishes it. A key this store has bound
+  /// to another object keeps that binding and is listed in the report's
+  /// `keptKeys`, unless `replacingKeys`; one bound to the same object keeps
+  /// what a fetch learnt about it.
+  ///
   /// - Throws: `.corruptObject` naming `name` and the cause, and the
   ///   errors of putting into the store.
-  public func importArchive(from handle: FileHandle, name: String) throws(TroveError)
-    -> ExchangeReport
+  public func importArchive(from handle: FileHandle, name: String, replacingKeys: Bool = false)
+    throws(TroveError) -> ExchangeReport
   {
-    try readArchive(FileDescriptor(rawValue: handle.fileDescriptor), name: name)
+    try readArchive(
+      FileDescriptor(rawValue: handle.fileDescriptor), name: name, replacingKeys: replacingKeys)
   }
 
-  private func readArchive(_ input: FileDescriptor, name: String) throws(TroveError)
-    -> ExchangeReport
+  private func readArchive(_ input: FileDescriptor, name: String, replacingKeys: Bool)
+    throws(TroveError) -> ExchangeReport
   {
+    try requireWritable()
     func bad(_ reason: String) -> TroveError {
       TroveError(.corruptObject, "cannot import '\(name)': \(reason)", path: name)
     }
@@ -187,42 +220,50 @@ extension Store {
     }
     var report = ExchangeReport()
     var seen = Set<BlobDigest>()
+    let kept = KeptKeys()
     while let header = try nextHeader() {
       let member = header.name
+      let shown = MessageText.excerpt(member)
       let parts = member.split(separator: "/", omittingEmptySubsequences: false)
       if member.hasPrefix("/") || parts.contains("..") {
-        throw bad("member '\(member)' would be written outside the folder: refused")
+        throw bad("member '\(shown)' would be written outside the folder: refused")
       }
       if header.isFolder {
         let folder = parts.filter { !$0.isEmpty }
         guard header.size == 0, folder.first == "objects", folder.count <= 2 else {
-          throw bad("unexpected folder '\(member)': refused")
+          throw bad("unexpected folder '\(shown)': refused")
         }
         continue
       }
       guard header.isRegularFile else {
         throw bad(
-          "member '\(member)' is a link or a special file (type '\(Character(Unicode.Scalar(header.type)))'): refused"
+          "member '\(shown)' is a link or a special file (type '\(MessageText.escaped(bytes: [header.type]))'): refused"
         )
       }
       guard parts.count == 3, parts[0] == "objects", let digest = BlobDigest(hex: parts[2]),
         String(parts[1]) == StoreLayout.fanout(digest)
       else {
-        throw bad("unexpected member '\(member)': refused")
+        throw bad("unexpected member '\(shown)': refused")
       }
       guard let item = listed[digest] else {
-        throw bad("member '\(member)' is not in its manifest: refused")
+        throw bad("member '\(shown)' is not in its manifest: refused")
       }
-      guard header.size == item.size, seen.insert(digest).inserted else {
-        throw bad("member '\(member)' is \(header.size) bytes, its manifest says \(item.size)")
+      guard seen.insert(digest).inserted else {
+        throw bad("member '\(shown)' appears twice: refused")
       }
-      let put = try receive(digest, size: header.size, from: &reader, member: member, bad: bad)
+      guard header.size == item.size else {
+        throw bad("member '\(shown)' is \(header.size) bytes, its manifest says \(item.size)")
+      }
+      let binding = KeyRequest(
+        key: nil, moreKeys: item.keys, existing: replacingKeys ? .repoint : .keep,
+        onKept: kept.note)
+      let put = try receive(
+        digest, size: header.size, from: &reader, member: member, binding: binding, bad: bad)
       report.note(put)
-      for key in item.keys {
-        try bind(key: key, to: digest)
-        report.keys += 1
-      }
+      report.keys += item.keys.count
     }
+    report.keptKeys = kept.keys
+    report.keys -= report.keptKeys.count
     let absent = listed.keys.filter { !seen.contains($0) }
     guard absent.isEmpty else {
       throw bad("it lacks \(absent.count) of the objects its manifest lists (cut short?)")
@@ -230,43 +271,38 @@ extension Store {
     return report
   }
 
-  /// Reads the `size` bytes of member `member` into a temp file, hashing
-  /// them; stores them only when they hash to `digest`.
+  /// Stores the `size` bytes of member `member` through a writer, hashing
+  /// them once as they pass: `max-object-size` and the room the store
+  /// makes for them apply before the first byte, and the object is
+  /// published (with `binding`, in the same transaction) only when they
+  /// hash to `digest`.
   private func receive(
     _ digest: BlobDigest, size: Int64, from reader: inout ArchiveReader, member: String,
-    bad: (String) -> TroveError
+    binding: KeyRequest, bad: (String) -> TroveError
   ) throws(TroveError) -> PutResult {
-    let temp = StoreLayout.temporaryName("import")
-    let path = tmpPath + "/" + temp
-    let file = try attempt("create", path) { () throws(SystemCallError) in
-      try FileDescriptor.open(
-        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive, .noFollow],
-        permissions: 0o600)
-    }
-    defer {
-      file.close()
-      try? tmpDirectory.removeFile(temp)
-    }
-    var hasher = XXH3Hasher()
+    let writer = try makeWriter(
+      expectedSize: size, priority: .important,
+      source: "\(reader.name) member \(MessageText.excerpt(member))")
+    defer { writer.cancel() }
+    writer.binding = binding
     var left = size
     while left > 0 {
       let chunk = try reader.bytes(Int(min(left, 1 << 20)))
-      guard !chunk.isEmpty else { throw bad("member '\(member)' is cut short") }
-      hasher.update(chunk)
-      try attempt("write", path) { () throws(SystemCallError) in try file.writeAll(chunk) }
+      guard !chunk.isEmpty else {
+        throw bad("member '\(MessageText.excerpt(member))' is cut short")
+      }
+      try writer.write(chunk)
       left -= Int64(chunk.count)
     }
     guard try reader.skip(Ustar.padding(size)) else {
-      throw bad("member '\(member)' is cut short")
+      throw bad("member '\(MessageText.excerpt(member))' is cut short")
     }
-    let actual = hasher.finalize()
-    guard actual == digest else {
+    do throws(TroveError) {
+      return try writer.commit(expecting: digest, size: size)
+    } catch  where error.code == .checksumMismatch {
       throw bad(
-        "member '\(member)': its bytes hash to \(actual), not \(digest); nothing of it stored")
+        "member '\(MessageText.excerpt(member))': \(error.message); nothing of it stored")
     }
-    let put = try put(file: path, expectedSize: size)
-    guard put.digest == digest else { throw bad("member '\(member)' changed while stored") }
-    return put
   }
 }
 
@@ -299,4 +335,18 @@ struct ArchiveReader {
     if count == 0 { return true }
     return try bytes(count).count == count
   }
+}
+
+/// The keys an import kept bound to other objects, as the transactions
+/// that bind them report them (each once, should one be retried).
+final class KeptKeys: Sendable {
+  private let state = Mutex<[String]>([])
+
+  /// Notes `key` kept bound to `digest`.
+  @Sendable func note(_ key: String, _ digest: BlobDigest) {
+    state.withLock { if !$0.contains(key) { $0.append(key) } }
+  }
+
+  /// The keys noted, in order.
+  var keys: [String] { state.withLock { $0 } }
 }

@@ -14,38 +14,72 @@ public struct ExchangeReport: Sendable, Hashable, Codable {
   public var keys = 0
   /// Objects asked for that the source no longer holds: not copied.
   public var missing: [BlobDigest] = []
+  /// Keys this store had bound to other objects, kept so by an import
+  /// (not counted in `keys`).
+  public var keptKeys: [String] = []
 
   /// A report of nothing copied yet.
   public init() {}
 }
 
 extension Store {
-  /// Copies `digest` from `source` into this store: its bytes are put in
-  /// as a new file would be (cloned when the two stores share a
-  /// filesystem that clones) and hashed on the way in, so nothing the
-  /// source calls `digest` is stored under that name unless it hashes to
-  /// it. Returns whether it was new here; nil when `source` does not hold it.
+  /// Copies `digest` from `source` into this store through a writer, as
+  /// a download is stored: `max-object-size` and the room this store makes
+  /// apply before the first byte, the bytes are hashed once on the way in,
+  /// and they are published (with `binding`, in the same transaction) only
+  /// when they hash to `digest`. Returns whether it was new here; nil when
+  /// `source` does not hold it.
   ///
   /// - Throws: `.corruptObject` when the source's bytes do not match
-  ///   `digest` (nothing is stored), and the errors of
-  ///   ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` and
-  ///   ``put(file:expectedSize:priority:)``.
-  func copyObject(_ digest: BlobDigest, from source: Store) throws(TroveError) -> PutResult? {
-    guard let entry = try source.entry(for: digest) else { return nil }
-    let name = StoreLayout.temporaryName("import")
-    defer { try? tmpDirectory.removeFile(name) }
+  ///   `digest` (the source's file goes to its quarantine, nothing is
+  ///   stored), and the errors of ``BlobWriter/commit(expecting:size:)``.
+  func copyObject(_ digest: BlobDigest, from source: Store, binding: KeyRequest?)
+    throws(TroveError) -> PutResult?
+  {
+    // Opened first: an object removed from `source` from here on still
+    // yields its bytes.
+    guard let (object, isCompressed) = try source.objects.open(digest) else { return nil }
+    defer { object.close() }
+    let objectPath = source.objectFilePath(digest, compressed: isCompressed)
+    let size: Int64
+    if isCompressed {
+      guard let entry = try source.entry(for: digest) else { return nil }
+      size = entry.size
+    } else {
+      size = try attempt("read", objectPath) { () throws(SystemCallError) in
+        try object.status().size
+      }
+    }
+    let writer = try makeWriter(expectedSize: size, priority: .important, source: objectPath)
+    defer { writer.cancel() }
+    writer.binding = binding
+    object.adviseSequential()
+    if isCompressed {
+      var failure: TroveError?
+      do throws(TroveError) {
+        _ = try decompressVerified(
+          object, digest: digest, objectPath: objectPath, destination: tmpPath
+        ) { (chunk) throws(SystemCallError) in
+          do throws(TroveError) { try writer.write(chunk) } catch {
+            failure = error
+            throw SystemCallError("write", Errno(rawValue: EIO))
+          }
+        }
+      } catch {
+        throw source.quarantining(failure ?? error, digest, object: object, compressed: true)
+      }
+    } else {
+      try writer.absorb(from: object, path: objectPath)
+    }
     do throws(TroveError) {
-      try source.materialize(digest, at: tmpPath + "/" + name, mode: .auto, verify: true)
-    } catch  where error.code == .notFound {
-      return nil
+      return try writer.commit(expecting: digest, size: size)
+    } catch  where error.code == .checksumMismatch {
+      let corrupt = TroveError(
+        .corruptObject,
+        "object '\(objectPath)' is corrupt: \(error.message); remove it and store it again",
+        path: objectPath, value: digest.description)
+      throw source.quarantining(corrupt, digest, object: object, compressed: isCompressed)
     }
-    let put = try put(file: tmpPath + "/" + name, expectedSize: entry.size)
-    guard put.digest == digest else {
-      // Only a process writing into our tmp/ could get here: undo it.
-      if !put.isDuplicate { _ = try? remove(put.digest) }
-      throw source.corrupt(digest, actual: put.digest)
-    }
-    return put
   }
 
   /// Copies `objects` from this store, with their keys, into a new store
@@ -68,15 +102,14 @@ extension Store {
           recordName: nil))
       var report = ExchangeReport()
       for object in objects {
-        guard let put = try destination.copyObject(object.digest, from: self) else {
+        let binding = KeyRequest(key: nil, moreKeys: object.keys, existing: .repoint)
+        guard let put = try destination.copyObject(object.digest, from: self, binding: binding)
+        else {
           report.missing.append(object.digest)
           continue
         }
         report.note(put)
-        for key in object.keys {
-          try destination.bind(key: key, to: object.digest)
-          report.keys += 1
-        }
+        report.keys += object.keys.count
       }
       return report
     } catch {
@@ -93,40 +126,68 @@ extension Store {
   ///
   /// - Throws: `.storeMissing` when there is no store at `directory`, and
   ///   the errors of ``export(_:to:)``.
-  public func importStore(at directory: String) throws(TroveError) -> ExchangeReport {
+  public func importStore(at directory: String, replacingKeys: Bool = false)
+    throws(TroveError) -> ExchangeReport
+  {
+    try requireWritable()
     let source = try Store(
       StoreConfiguration(
         root: directory, createIfMissing: false, onWarning: configuration.onWarning,
         recordName: nil))
     var report = ExchangeReport()
-    var copied = Set<BlobDigest>()
+    var keys: [BlobDigest: [String]] = [:]
+    for binding in try source.keys() { keys[binding.digest, default: []].append(binding.key) }
+    let kept = KeptKeys()
     for entry in try source.entries() {
-      guard let put = try copyObject(entry.digest, from: source) else {
+      let wanted = keys[entry.digest] ?? []
+      let binding = KeyRequest(
+        key: nil, moreKeys: wanted, existing: replacingKeys ? .repoint : .keep,
+        onKept: kept.note)
+      guard let put = try copyObject(entry.digest, from: source, binding: binding) else {
         report.missing.append(entry.digest)
         continue
       }
       report.note(put)
-      copied.insert(entry.digest)
+      report.keys += wanted.count
     }
-    for binding in try source.keys() where copied.contains(binding.digest) {
-      try bind(key: binding.key, to: binding.digest)
-      report.keys += 1
-    }
+    report.keptKeys = kept.keys
+    report.keys -= report.keptKeys.count
     return report
   }
 
   /// Makes sure `path` is a new or empty folder an export may fill;
-  /// returns whether this made it.
+  /// returns whether this made it. A symbolic link is refused, even to an
+  /// empty folder: what a failed export leaves is removed through the
+  /// same name, never through a link.
   static func claimEmptyFolder(_ path: String) throws(TroveError) -> Bool {
+    let (parentPath, name) = split(path)
+    let parent: FileDescriptor
     do throws(SystemCallError) {
-      _ = try Sys.call("mkdir") { mkdir(path, 0o700) }
+      parent = try FileDescriptor.open(parentPath, .directory)
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+      throw TroveError(
+        .destinationDirectoryMissing, "cannot export to '\(path)': its folder does not exist",
+        path: path, cause: error)
+    } catch {
+      throw TroveError.system(error, "open", path: parentPath, code: .storeUnavailable)
+    }
+    defer { parent.close() }
+    do throws(SystemCallError) {
+      try parent.makeDirectory(name)
       return true
     } catch  where error.errno == .fileExists {
-      let names = try attempt("open", path, code: .destinationExists) {
-        () throws(SystemCallError) -> [String] in
-        let folder = try FileDescriptor.open(path, [.directory])
+      let names: [String]
+      do throws(SystemCallError) {
+        let folder = try FileDescriptor.open(name, in: parent, [.directory, .noFollow])
         defer { folder.close() }
-        return try folder.entries()
+        names = try folder.entries()
+      } catch  where error.errno.meansNotAFolder {
+        throw TroveError(
+          .destinationExists,
+          "cannot export to '\(path)': it is not a folder (a file or a symbolic link); name a new or empty folder",
+          path: path, cause: error)
+      } catch {
+        throw TroveError.system(error, "open", path: path, code: .destinationExists)
       }
       guard names.isEmpty else {
         throw TroveError(
@@ -134,24 +195,25 @@ extension Store {
           "cannot export to '\(path)': it is not empty; name a new or empty folder", path: path)
       }
       return false
-    } catch  where error.errno == .noSuchFileOrDirectory {
-      throw TroveError(
-        .destinationDirectoryMissing, "cannot export to '\(path)': its folder does not exist",
-        path: path, cause: error)
     } catch {
       throw TroveError.system(error, "create", path: path, code: .storeUnavailable)
     }
   }
 
   /// Removes what a failed export made at `path`: the folder itself when
-  /// it made it, else everything in it.
+  /// it made it, else everything in it. Never through a symbolic link.
   static func removeExport(_ path: String, created: Bool) {
-    guard let folder = try? FileDescriptor.open(path, [.directory, .noFollow]) else { return }
-    for name in (try? folder.entries()) ?? [] {
-      _ = folder.removeTree(name, dryRun: false)
+    let (parentPath, name) = split(path)
+    guard let parent = try? FileDescriptor.open(parentPath, .directory) else { return }
+    defer { parent.close() }
+    guard let folder = try? FileDescriptor.open(name, in: parent, [.directory, .noFollow]) else {
+      return
+    }
+    for entry in (try? folder.entries()) ?? [] {
+      _ = folder.removeTree(entry, dryRun: false)
     }
     folder.close()
-    if created { _ = rmdir(path) }
+    if created { try? parent.removeDirectory(name) }
   }
 }
 

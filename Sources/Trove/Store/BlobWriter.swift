@@ -305,7 +305,7 @@ public final class BlobWriter {
     }
     defer { if staged.file != file { staged.file.close() } }
     let outcome = try store.objects.publish(staged, binding: binding)
-    if let key = binding?.key { store.records.note(digest, key: key) }
+    for key in binding?.keys ?? [] { store.records.note(digest, key: key) }
     return store.finishPut(outcome, method: method, sweeps: sweeps + writes.reliefs)
   }
 

@@ -207,14 +207,26 @@ extension Store {
   public func write(_ digest: BlobDigest, to handle: FileHandle) throws(TroveError) -> Int64 {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
+    return try write(
+      digest, from: object, isCompressed: isCompressed,
+      to: FileDescriptor(rawValue: handle.fileDescriptor), destination: "<output>")
+  }
+
+  /// Writes the bytes of `object`, `digest`'s object opened already, to
+  /// `output` (`destination` in messages), verifying them as
+  /// ``write(_:to:)`` does. An open descriptor keeps its bytes when the
+  /// object is removed meanwhile.
+  func write(
+    _ digest: BlobDigest, from object: FileDescriptor, isCompressed: Bool,
+    to output: FileDescriptor, destination: String
+  ) throws(TroveError) -> Int64 {
     object.adviseSequential()
-    let output = FileDescriptor(rawValue: handle.fileDescriptor)
     let count: Int64
     do throws(TroveError) {
       if let small = try smallObject(object, digest: digest, isCompressed: isCompressed) {
         // Small enough to check before a byte goes out: a corrupt object
         // writes nothing.
-        try attempt("write", "<output>") { () throws(SystemCallError) in
+        try attempt("write", destination) { () throws(SystemCallError) in
           try output.writeAll(small)
         }
         count = Int64(small.count)
@@ -223,8 +235,8 @@ extension Store {
           isCompressed
           ? try decompressVerified(
             object, to: output, digest: digest,
-            objectPath: objectFilePath(digest, compressed: true), destination: "<output>")
-          : try verifiedCopy(from: object, to: output, digest: digest, destination: "<output>")
+            objectPath: objectFilePath(digest, compressed: true), destination: destination)
+          : try verifiedCopy(from: object, to: output, digest: digest, destination: destination)
       }
     } catch {
       throw quarantining(error, digest, object: object, compressed: isCompressed)

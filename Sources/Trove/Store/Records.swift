@@ -35,14 +35,17 @@ final class RecordKeeper: Sendable {
     ([:], [], false))
 
   /// Reads which records are on in the store at `rootDirectory`, adding
-  /// `extra` (the process's own).
+  /// `extra` (the process's own). A store this process cannot write
+  /// (`isWritable` false) records nothing and warns of nothing.
   init(
     rootDirectory: FileDescriptor, root: String, access: StoreAccess, extra: String?,
-    warn: @escaping @Sendable (String) -> Void
+    isWritable: Bool = true, warn: @escaping @Sendable (String) -> Void
   ) {
     var names = Set<String>()
     if let extra { names.insert(extra) }
-    if let folder = try? FileDescriptor.open(
+    if !isWritable {
+      names = []
+    } else if let folder = try? FileDescriptor.open(
       StoreLayout.records, in: rootDirectory, [.directory, .noFollow])
     {
       defer { folder.close() }
@@ -63,6 +66,9 @@ final class RecordKeeper: Sendable {
       for fd in state.logs.values { fd.close() }
     }
   }
+
+  /// How many distinct lines ``note(_:key:)`` remembers not to repeat.
+  static let rememberedLines = 4096
 
   static let logSuffix = ".log"
   static let activeSuffix = ".active"
@@ -95,6 +101,9 @@ final class RecordKeeper: Sendable {
     let line = Array(
       (digest.description + "\t" + String(currentTimeNanoseconds()) + keyField + "\n").utf8)
     state.withLock { state in
+      // Lines already written are not written again, within a bound: past
+      // it the memory starts afresh (a repeat line is harmless).
+      if state.written.count >= Self.rememberedLines { state.written.removeAll() }
       guard state.written.insert(what).inserted else { return }
       for name in names {
         do throws(SystemCallError) {
@@ -105,8 +114,16 @@ final class RecordKeeper: Sendable {
             fd = try openLog(name, creating: true)
             state.logs[name] = fd
           }
-          // One write of one line: O_APPEND places it whole at the end.
-          try fd.writeAll(line)
+          // One write of one line: O_APPEND places it whole at the end. A
+          // short write is a failure, not retried: the rest, written
+          // apart, could land after another process's line.
+          let wrote: Result<Int, SystemCallError> = line.withUnsafeBytes { raw in
+            do throws(SystemCallError) { return .success(try fd.write(raw)) } catch {
+              return .failure(error)
+            }
+          }
+          let count = try wrote.get()
+          if count < line.count { throw SystemCallError("write", Errno(rawValue: EIO)) }
         } catch {
           if !state.warned {
             state.warned = true
@@ -175,6 +192,9 @@ final class RecordKeeper: Sendable {
         escaping = false
       } else if scalar == "\\" {
         escaping = true
+      } else if scalar == "\t" || scalar == "\n" || scalar == "\r" {
+        // Never written raw: two lines merged into one.
+        return nil
       } else {
         out.unicodeScalars.append(scalar)
       }

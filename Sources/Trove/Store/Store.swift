@@ -144,7 +144,7 @@ public final class Store: Sendable {
     }
     records = RecordKeeper(
       rootDirectory: rootFD, root: root, access: access, extra: configuration.recordName,
-      warn: configuration.onWarning ?? { _ in })
+      isWritable: readOnlyReason == nil, warn: configuration.onWarning ?? { _ in })
     if configuration.createIfMissing && readOnlyReason == nil {
       // What freeing space needs exists from the start: the sweep lock
       // (the index's WAL and shared memory persist once made), and the

@@ -19,8 +19,8 @@ let exportCommand = CommandSpec(
     Creates a Trove store at DIRECTORY (which must not exist, or be empty) and
     copies into it every object the record noted that this store still holds,
     with the keys it was used by: a CI cache to upload, or a benchmark's exact
-    inputs. Objects are cloned when both stores share a filesystem that clones,
-    and hashed on the way in. One the store no longer holds is named in a
+    inputs. Objects are copied through a writer, hashed once on the way in, with
+    their keys bound as each is stored. One the store no longer holds is named in a
     warning and skipped. On a failure, what was made at DIRECTORY is removed.
     'trove import DIRECTORY' reads it back into a store.
 
@@ -93,6 +93,7 @@ struct ExchangeRecord: Encodable {
   var bytes: Int64
   var keys: Int
   var missing: [String]
+  var keptKeys: [String]
 
   init(_ report: ExchangeReport, place: String) {
     self.place = place
@@ -101,5 +102,6 @@ struct ExchangeRecord: Encodable {
     bytes = report.bytes
     keys = report.keys
     missing = report.missing.map(\.description)
+    keptKeys = report.keptKeys
   }
 }

@@ -4,12 +4,17 @@ import Trove
 let importCommand = CommandSpec(
   name: "import",
   abstract: "Add the objects and keys of an exported store to this one.",
-  usage: "[--json] (<directory> | <file>.tar | -)",
+  usage: "[--replace-keys] [--json] (<directory> | <file>.tar | -)",
   arguments: [
     ("directory", "A Trove store, as 'trove export' writes one."),
     ("file.tar", "An archive 'trove export' wrote ('-': standard input)."),
   ],
-  options: [jsonOption],
+  options: [
+    OptionSpec(
+      names: ["--replace-keys"], valueName: nil,
+      help: "Repoint keys this store has bound to other objects (default: keep them)."),
+    jsonOption,
+  ],
   discussion: """
     Copies every object of the store at DIRECTORY into this store, hashing each
     on the way in (the other store's names are never trusted), then binds every
@@ -22,6 +27,11 @@ let importCommand = CommandSpec(
     and hash to HEX before anything of it is stored. Paths outside the folder,
     links and special files are refused. The first bad or cut-short member stops
     the import (exit 65, naming the archive and the cause), storing nothing of it.
+
+    Each object is written as a download is (max-object-size and the room the
+    store makes apply before its first byte) and its keys are bound in the
+    transaction that stores it. A key this store has bound to another object
+    keeps that binding, with a warning per key, unless --replace-keys.
     """,
   run: { invocation in
     try invocation.requirePositionals(["directory"])
@@ -35,13 +45,19 @@ let importCommand = CommandSpec(
         .storeMissing, "no store or archive at '\(source)': nothing to import", path: source)
     }
     let store = try invocation.openStore()
+    let replacing = invocation.flag("--replace-keys")
     let report: ExchangeReport
     if named == "-" {
-      report = try store.importArchive(from: FileHandle.standardInput, name: source)
+      report = try store.importArchive(
+        from: FileHandle.standardInput, name: source, replacingKeys: replacing)
     } else if exists && !isFolder.boolValue {
-      report = try store.importArchive(fromFile: source)
+      report = try store.importArchive(fromFile: source, replacingKeys: replacing)
     } else {
-      report = try store.importStore(at: source)
+      report = try store.importStore(at: source, replacingKeys: replacing)
+    }
+    for key in report.keptKeys {
+      Output.warning(
+        "key '\(key)' is bound to another object in this store: kept (--replace-keys repoints it)")
     }
     printExchange(report, "imported", "from", source, json: invocation.flag("--json"))
     return ExitStatus.success

@@ -90,7 +90,7 @@ extension ObjectTable {
       // network filesystem): take the file back, in a transaction of its
       // own, unless another writer has recorded it since.
       if renamed { undoPublish(staged) }
-      if let key = binding?.key { journalAsIs(key: key) }
+      for key in binding?.keys ?? [] { journalAsIs(key: key) }
       throw error
     }
     return outcome
@@ -127,7 +127,7 @@ extension ObjectTable {
         return entry
       }
     } catch {
-      if let key = binding?.key { journalAsIs(key: key) }
+      for key in binding?.keys ?? [] { journalAsIs(key: key) }
       throw error
     }
   }

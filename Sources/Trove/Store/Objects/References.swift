@@ -119,18 +119,26 @@ extension ObjectTable {
   {
     guard let request else { return }
     let now = currentTimeNanoseconds()
-    if let key = request.key {
-      try tx.insertKey(key, digest: digest, origin: request.origin, at: now)
-    }
-    try tx.insertChecksums(request.checksums, for: digest)
-    if let key = request.key {
+    for key in request.keys {
+      if request.existing != .replace, let bound = try tx.binding(forKey: key) {
+        // Already bound here: to these bytes, it keeps what a fetch learnt;
+        // to others, it keeps them unless the caller repoints it.
+        if bound.digest == digest { continue }
+        if request.existing == .keep {
+          request.onKept?(key, bound.digest)
+          continue
+        }
+      }
+      let origin = key == request.key ? request.origin : nil
+      try tx.insertKey(key, digest: digest, origin: origin, at: now)
       journal(
         [
           JournalRecord(
-            op: .bind, digest: digest, key: key, origin: request.origin,
-            checksums: request.checksums.isEmpty ? nil : request.checksums)
+            op: .bind, digest: digest, key: key, origin: origin,
+            checksums: key == request.key && !request.checksums.isEmpty ? request.checksums : nil)
         ], tx)
     }
+    try tx.insertChecksums(request.checksums, for: digest)
   }
 
   /// Runs `body` in a write transaction in which `digest`'s object is
@@ -167,4 +175,25 @@ struct KeyRequest: Sendable {
   var key: String?
   var origin: KeyOrigin? = nil
   var checksums: [Checksum] = []
+  /// More keys to bind to the same object, without an origin (an import's).
+  var moreKeys: [String] = []
+  /// What becomes of a key the store has bound already.
+  var existing = ExistingKey.replace
+  /// Hears of each key kept bound to another digest (`.keep`): the key and
+  /// that digest. Called inside the transaction.
+  var onKept: (@Sendable (_ key: String, _ boundTo: BlobDigest) -> Void)? = nil
+
+  /// `key`, then `moreKeys`.
+  var keys: [String] { (key.map { [$0] } ?? []) + moreKeys }
+
+  /// What a binding does to a key the store has bound already.
+  enum ExistingKey: Sendable {
+    /// Points it at the new digest (a put's, a fetch's key).
+    case replace
+    /// Keeps its binding; one to the same digest keeps its origin.
+    case keep
+    /// Points it at the new digest unless it names that one already (then
+    /// it keeps its origin).
+    case repoint
+  }
 }
