@@ -173,7 +173,8 @@ struct JSONSchemaTests {
         "expiredEntries": .integer, "evictedEntries": .integer, "removedBytes": .integer,
         "freedBytes": .nullable(.integer), "skippedEntries": .integer,
         "temporaryFiles": .integer, "temporaryBytes": .integer, "temporaryFailures": .integer,
-        "temporaryErrors": .array, "reconciled": .object, "bytesAfter": .integer,
+        "temporaryErrors": .array, "housekeepingErrors": .array, "reconciled": .object,
+        "bytesAfter": .integer,
         "pinnedBytes": .integer, "budget": .nullable(.integer), "seconds": .number,
         "overBudget": .bool,
       ], "sweep")

@@ -222,4 +222,51 @@ struct LeftoverTests {
       #expect(FileManager.default.fileExists(atPath: store.objects.path(fresh, compressed: false)))
     }
   }
+
+  @Test(
+    "a stale removal whose file cannot be unlinked is reported; the sweep goes on and exits 0",
+    .enabled(
+      if: immutableBase != nil,
+      "chattr +i does not work here (needs root, /usr/bin/chattr and ext4 or XFS)"))
+  func staleRemovalFailureDoesNotStopSweep() throws {
+    let scratch = try Scratch(under: Self.immutableBase)
+    let root = scratch["store"]
+    let (stuck, gone) = try {
+      let store = try scratch.store()
+      let stuck = try store.put(bytes: Bytes.random(30_000, seed: 961)).digest
+      let gone = try store.put(bytes: Bytes.random(30_000, seed: 962)).digest
+      _ = try store.put(bytes: Bytes.random(30_000, seed: 963))
+      // Two removals a killed remover left two minutes ago, one of them
+      // with a file nobody can unlink.
+      for digest in [stuck, gone] {
+        let removal = try store.objects.removal(of: digest, explicit: true)
+        try store.index().write("remove halfway") { (tx) throws(TroveError) in
+          _ = try tx.deleteObject(digest)
+          try tx.insertRemovals([removal], now: currentTimeNanoseconds() - 120_000_000_000)
+        }
+      }
+      return (
+        store.objects.path(stuck, compressed: false), store.objects.path(gone, compressed: false)
+      )
+    }()
+    #expect(Self.chattr(["+i", stuck]))
+    defer {
+      Self.chattr(["-i", stuck])
+      withExtendedLifetime(scratch) {}  // removed only once the flag is off
+    }
+
+    let sweep = try CLI.run(["--store", root, "sweep", "--json"])
+    #expect(sweep.status == 0, "\(sweep.stderr)")
+    let report = try #require(
+      try JSONSerialization.jsonObject(with: Data(sweep.stdout)) as? [String: Any])
+    let reason = "cannot remove '\(stuck)': Operation not permitted (unlinkat, errno 1)"
+    #expect(report["housekeepingErrors"] as? [String] == [reason])
+    #expect(sweep.errorLines == ["trove: warning: \(reason); the next sweep tries again"])
+    // The other removal was finished and counted once; the sweep ran to
+    // its end (and logged itself).
+    #expect(!FileManager.default.fileExists(atPath: gone))
+    let reconciled = try #require(report["reconciled"] as? [String: Any])
+    #expect((reconciled["removalsFinished"] as? Int ?? 0) >= 1)
+    #expect(FileManager.default.fileExists(atPath: stuck))
+  }
 }

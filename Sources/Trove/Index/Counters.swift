@@ -113,8 +113,6 @@ extension IndexSession {
     }
   }
 
-  /// Takes the next fan-out folder (0–255) for a sweep to reconcile, in
-  /// turn, so that every folder is reconciled once in 256 sweeps.
   /// Marks a new index as filled from the objects and `references.log`.
   func clearRebuildPending() throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
@@ -122,6 +120,8 @@ extension IndexSession {
     }
   }
 
+  /// Takes the next fan-out folder (0–255) for a sweep to reconcile, in
+  /// turn, so that every folder is reconciled once in 256 sweeps.
   func nextReconcileFolder() throws(TroveError) -> Int {
     try run { db throws(SQLiteConnection.Failure) in
       var value: Int64 = 0

@@ -160,7 +160,7 @@ final class Index: Sendable {
 
       } catch  where error.isBusy && clock.now < deadline {
         attempt += 1
-        usleep(UInt32(min(attempt, 20)) * 5_000)
+        Sys.sleep(microseconds: UInt32(min(attempt, 20)) * 5_000)
         continue
       } catch {
         throw Self.error(error, "open index", path)
@@ -213,7 +213,7 @@ final class Index: Sendable {
         continue
       } catch  where error.isBusy && clock.now < deadline {
         attempt += 1
-        usleep(UInt32(min(attempt, 20)) * 5_000)
+        Sys.sleep(microseconds: UInt32(min(attempt, 20)) * 5_000)
         continue
       } catch {
         throw Self.error(error, "open index", path)

@@ -71,6 +71,12 @@ public struct SweepReport: Sendable, Hashable, Codable {
   /// (`cannot remove '…/tmp/x/y': Operation not permitted (unlinkat, errno 1)`),
   /// for the first 100.
   public var temporaryErrors: [String] = []
+  /// Why housekeeping (reconciling a folder, finishing removals that
+  /// removers stopped halfway) failed, one line each
+  /// (`cannot remove '…/objects/ab/…': Operation not permitted (unlinkat, errno 1)`).
+  /// The sweep goes on past them: the budget and the maximum age are
+  /// enforced all the same, and the next sweep tries again.
+  public var housekeepingErrors: [String] = []
   /// What reconciling one fan-out folder of the index found and fixed
   /// (each sweep takes the next folder, so every orphan is found within
   /// 256 sweeps).
@@ -94,6 +100,7 @@ public struct SweepReport: Sendable, Hashable, Codable {
   private enum CodingKeys: String, CodingKey {
     case reason, dryRun, expiredEntries, evictedEntries, removedBytes, freedBytes
     case skippedEntries, temporaryFiles, temporaryBytes, temporaryFailures, temporaryErrors
+    case housekeepingErrors
     case reconciled, bytesAfter, pinnedBytes
     case budget, seconds, removedEntries, overBudget
   }
@@ -125,6 +132,8 @@ public struct SweepReport: Sendable, Hashable, Codable {
     temporaryBytes = try c.decode(Int64.self, forKey: .temporaryBytes)
     temporaryFailures = try c.decodeIfPresent(Int.self, forKey: .temporaryFailures) ?? 0
     temporaryErrors = try c.decodeIfPresent([String].self, forKey: .temporaryErrors) ?? []
+    housekeepingErrors =
+      try c.decodeIfPresent([String].self, forKey: .housekeepingErrors) ?? []
     reconciled = try c.decode(ReconcileReport.self, forKey: .reconciled)
     bytesAfter = try c.decode(Int64.self, forKey: .bytesAfter)
     pinnedBytes = try c.decode(Int64.self, forKey: .pinnedBytes)
@@ -146,6 +155,7 @@ public struct SweepReport: Sendable, Hashable, Codable {
     try c.encode(temporaryBytes, forKey: .temporaryBytes)
     try c.encode(temporaryFailures, forKey: .temporaryFailures)
     try c.encode(temporaryErrors, forKey: .temporaryErrors)
+    try c.encode(housekeepingErrors, forKey: .housekeepingErrors)
     try c.encode(reconciled, forKey: .reconciled)
     try c.encode(bytesAfter, forKey: .bytesAfter)
     try c.encode(pinnedBytes, forKey: .pinnedBytes)
@@ -168,7 +178,9 @@ extension Store {
   /// 2. reconciles the index with the next fan-out folder of `objects/`
   ///    (adopting orphans, dropping rows whose file is gone), so that every
   ///    folder is reconciled once in 256 sweeps; and finishes removals
-  ///    recorded more than a minute ago whose removers stopped halfway;
+  ///    recorded more than a minute ago whose removers stopped halfway
+  ///    (what fails here is reported in ``SweepReport/housekeepingErrors``
+  ///    and the sweep goes on);
   /// 3. removes entries not used within the maximum age;
   /// 4. while the store takes more than its budget, removes least recently
   ///    used entries until it is at or below the low-water mark.
@@ -220,11 +232,23 @@ extension Store {
         try tx.deleteExpiredPins(now: now)
       }
       // Housekeeping: on a full volume it waits, and the eviction frees room.
+      // Either step failing (a file that cannot be unlinked, a damaged
+      // row) is reported and the sweep goes on: expiry and the budget
+      // matter more than one folder's bookkeeping.
       do throws(TroveError) {
         report.reconciled = try objects.reconcileNextFolder()
-        report.reconciled.removalsFinished += try objects.finishStaleRemovals(
-          olderThan: Self.staleRemovalAge)
-      } catch  where error.code == .noSpace {}
+      } catch  where error.code == .noSpace {
+      } catch {
+        report.housekeepingErrors.append(error.description)
+      }
+      do throws(TroveError) {
+        let stale = try objects.finishStaleRemovals(olderThan: Self.staleRemovalAge)
+        report.reconciled.removalsFinished += stale.finished
+        if let failure = stale.failure { report.housekeepingErrors.append(failure.description) }
+      } catch  where error.code == .noSpace {
+      } catch {
+        report.housekeepingErrors.append(error.description)
+      }
     }
 
     var total = try index.read("read totals") { (tx) throws(TroveError) in

@@ -193,7 +193,7 @@ public final class Store: Sendable {
   private static func readOnlyReason(_ errno: Errno, _ name: String, root: String) -> String {
     if errno == .readOnlyFileSystem { return "its volume is mounted read-only" }
     let path = name == "." ? root : root + "/" + name
-    return "'\(path)' is not writable by this user (uid \(geteuid())): \(errno)"
+    return "'\(path)' is not writable by this user (uid \(Sys.effectiveUserID)): \(errno)"
   }
 
   /// Throws unless this process can write the store.

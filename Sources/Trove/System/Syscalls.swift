@@ -60,4 +60,14 @@ enum Sys {
     let unit = Int64(s.f_frsize)
     return (Int64(s.f_bavail) * unit, Int64(s.f_blocks) * unit)
   }
+
+  /// The effective user id of this process. The corresponding C function
+  /// is `geteuid`.
+  static var effectiveUserID: UInt32 { geteuid() }
+
+  /// Sleeps the calling thread for `microseconds` (a back-off between
+  /// tries of a busy database). The corresponding C function is `usleep`.
+  static func sleep(microseconds: UInt32) {
+    _ = usleep(microseconds)
+  }
 }

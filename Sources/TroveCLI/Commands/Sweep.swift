@@ -55,6 +55,10 @@ let sweepCommand = CommandSpec(
     if unnamed > 0 {
       Output.warning("\(unnamed) more leftovers could not be removed; left in place")
     }
+    // Housekeeping that failed: named, and the sweep still did its work.
+    for error in report.housekeepingErrors {
+      Output.warning("\(error); the next sweep tries again")
+    }
     if invocation.flag("--json") {
       Output.json(report)
       return ExitStatus.success

@@ -90,15 +90,18 @@ extension ObjectTable {
   /// rows are gone, and their files would otherwise wait for a repair or
   /// for the sweep that reconciles their folder. Finishing a removal its
   /// remover is still making is harmless: one of them takes the record.
-  /// Returns how many files were unlinked.
-  func finishStaleRemovals(olderThan age: Int64) throws(TroveError) -> Int {
+  /// Returns how many removals were finished (one per object, whatever
+  /// forms it had), and the first failure to unlink a file (that object
+  /// is adopted back; the others are finished all the same).
+  func finishStaleRemovals(olderThan age: Int64)
+    throws(TroveError) -> (finished: Int, failure: TroveError?)
+  {
     let before = currentTimeNanoseconds().subtractingSaturated(age)
     let stale = try index().read("look up stale removals") { (tx) throws(TroveError) in
       try tx.removals(recordedBefore: before, limit: 1000)
     }
-    let (_, unlinked, failure) = try finishRemovals(stale)
-    if let failure { throw failure }
-    return unlinked.filter { $0 }.count
+    let (removed, _, failure) = try finishRemovals(stale)
+    return (removed.filter { $0 }.count, failure)
   }
 
   /// The second step of a removal, in one index transaction: for each
