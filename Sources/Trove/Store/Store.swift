@@ -261,8 +261,16 @@ public final class Store: Sendable {
     // Another creator published the marker since it was looked for.
     if names.contains(StoreLayout.settings) { return }
     for name in names.sorted() {
-      let isRegular = (try? rootFD.status(of: name, followSymlinks: false))?.isRegular == true
-      guard isRegular, name.hasPrefix(".config-"), name.hasSuffix(".tmp") else {
+      let isMarkerTemp = name.hasPrefix(".config-") && name.hasSuffix(".tmp")
+      guard let status = try? rootFD.status(of: name, followSymlinks: false) else {
+        // Gone since the listing: a creator's temp renamed into the marker.
+        if isMarkerTemp { continue }
+        throw TroveError(
+          .storeUnavailable,
+          "'\(root)' is not a Trove store: it holds '\(name)' and no \(StoreLayout.settings); name an empty or new folder",
+          path: root)
+      }
+      guard status.isRegular, isMarkerTemp else {
         throw TroveError(
           .storeUnavailable,
           "'\(root)' is not a Trove store: it holds '\(name)' and no \(StoreLayout.settings); name an empty or new folder",
