@@ -21,11 +21,8 @@ struct IndexTotals: Sendable {
 /// for the hit rate. Rows are created by their first count (an upsert),
 /// so indexes of every schema version take them without a migration.
 ///
-/// A hit is counted where the read's access is recorded for LRU, in the
-/// same transaction: at most once per object per access-resolution (and
-/// once per process), so counting adds no write to a read that writes
-/// nothing. A miss costs one small write. A store that cannot be written
-/// counts nothing.
+/// Counted by the ``Store`` in memory (``PendingAccessCounts``) and added
+/// here in batches.
 enum AccessCount {
   static let hits = "hits"
   static let misses = "misses"
@@ -81,16 +78,16 @@ extension IndexSession {
     }
   }
 
-  /// Adds one to the counter `name` of `db` (``AccessCount``), creating it.
-  static func count(_ name: String, in db: SQLiteConnection) throws(SQLiteConnection.Failure) {
-    try db.query(
-      "INSERT INTO counters(name, value) VALUES (?, 1) ON CONFLICT(name) DO UPDATE SET value = value + 1",
-      [.text(name)])
-  }
-
-  /// Counts a read by digest the store could not serve.
-  func countMiss() throws(TroveError) {
-    try run { db throws(SQLiteConnection.Failure) in try Self.count(AccessCount.misses, in: db) }
+  /// Adds `hits` and `misses` to the counts of reads by digest.
+  func addAccessCounts(hits: Int64, misses: Int64) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      for (name, value) in [(AccessCount.hits, hits), (AccessCount.misses, misses)] where value > 0
+      {
+        try db.query(
+          "INSERT INTO counters(name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+          [.text(name), .integer(value)])
+      }
+    }
   }
 
   /// Sets the hit and miss counts to zero, from `now` on.

@@ -37,7 +37,7 @@ struct UnlockedIndexLook: Sendable, Equatable {
         let fd = try FileDescriptor.open(file, .readOnly)
         defer { fd.close() }
         return try fd.status()
-      } catch where error.errno == .noSuchFileOrDirectory {
+      } catch  where error.errno == .noSuchFileOrDirectory {
         return nil
       } catch {
         throw TroveError.system(error, "read", path: file)
@@ -51,7 +51,7 @@ struct UnlockedIndexLook: Sendable, Equatable {
         defer { buffer.deallocate() }
         let n = try fd.read(into: buffer, at: offset)
         return Array(buffer[..<n])
-      } catch where error.errno == .noSuchFileOrDirectory {
+      } catch  where error.errno == .noSuchFileOrDirectory {
         return []
       } catch {
         throw TroveError.system(error, "read", path: file)

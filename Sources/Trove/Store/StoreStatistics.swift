@@ -63,13 +63,17 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   /// the store refuses puts, fetches and sweeps until they are repaired.
   /// The policy values above hold their defaults for those settings.
   public var configProblems: [PolicyProblem] = []
-  /// Reads by digest (`get`, `fetch`) served from the store since the
-  /// counts were last reset (``Store/resetAccessCounts()``). A hit is
-  /// counted as its access is recorded: at most once per object per
-  /// `access-resolution`. `has` is a probe and counts nothing.
+  /// Reads served from the store since the counts were last reset
+  /// (``Store/resetAccessCounts()``): every ``Store/materialize(_:at:mode:replacing:durable:verify:)-4kx8g``,
+  /// ``Store/write(_:to:)`` and ``Store/bytes(for:)`` of an object it
+  /// holds, and every fetch it served (writing the fetched object out is
+  /// part of the fetch). ``Store/contains(_:)`` (`has`) is a probe, and
+  /// the store's own reads (verify, export, a remote push) are not
+  /// served to anyone: they count nothing. Counts are written to the
+  /// index in batches, at most a second late (see ``Store/statistics()``).
   public var hits: Int64 = 0
-  /// Reads by digest the store could not serve (a `get` of an object it
-  /// does not hold, a `fetch` that downloaded).
+  /// Reads the store could not serve (a `get` of an object it does not
+  /// hold, a `fetch` that downloaded).
   public var misses: Int64 = 0
   /// When the counts were last reset, nanoseconds since 1970; nil if never.
   public var countedSince: Int64?
@@ -130,6 +134,7 @@ extension Store {
   /// Totals from the index (O(1)), the store filesystem's kind and free
   /// space, and whether it can clone.
   public func statistics() throws(TroveError) -> StoreStatistics {
+    writeAccessCounts()
     let now = currentTimeNanoseconds()
     let (totals, pinned, last, pressure, keys) = try index().read("read totals") {
       (tx) throws(TroveError) in
