@@ -11,6 +11,8 @@ struct IndexTotals: Sendable {
   var skippedSmall: Int64 = 0
   /// Reads by digest served from the store (see ``AccessCount``).
   var hits: Int64 = 0
+  /// Reads served by objects read through a remote.
+  var remoteHits: Int64 = 0
   /// Reads by digest the store could not serve.
   var misses: Int64 = 0
   /// When ``hits`` and ``misses`` were last reset, if ever.
@@ -25,6 +27,7 @@ struct IndexTotals: Sendable {
 /// here in batches.
 enum AccessCount {
   static let hits = "hits"
+  static let remoteHits = "remote_hits"
   static let misses = "misses"
   static let since = "counted_since"
 }
@@ -60,6 +63,7 @@ extension IndexSession {
         case "skipped_incompressible": totals.skippedIncompressible = value
         case "skipped_small": totals.skippedSmall = value
         case AccessCount.hits: totals.hits = value
+        case AccessCount.remoteHits: totals.remoteHits = value
         case AccessCount.misses: totals.misses = value
         case AccessCount.since: totals.countedSince = value
         default: break
@@ -79,10 +83,13 @@ extension IndexSession {
   }
 
   /// Adds `hits` and `misses` to the counts of reads by digest.
-  func addAccessCounts(hits: Int64, misses: Int64) throws(TroveError) {
+  func addAccessCounts(hits: Int64, remoteHits: Int64, misses: Int64) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
-      for (name, value) in [(AccessCount.hits, hits), (AccessCount.misses, misses)] where value > 0
-      {
+      let counts = [
+        (AccessCount.hits, hits), (AccessCount.remoteHits, remoteHits),
+        (AccessCount.misses, misses),
+      ]
+      for (name, value) in counts where value > 0 {
         try db.query(
           "INSERT INTO counters(name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
           [.text(name), .integer(value)])
@@ -94,8 +101,8 @@ extension IndexSession {
   func resetAccessCounts(now: Int64) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
-        "DELETE FROM counters WHERE name IN (?, ?)",
-        [.text(AccessCount.hits), .text(AccessCount.misses)])
+        "DELETE FROM counters WHERE name IN (?, ?, ?)",
+        [.text(AccessCount.hits), .text(AccessCount.remoteHits), .text(AccessCount.misses)])
       try db.query(
         "INSERT OR REPLACE INTO counters(name, value) VALUES (?, ?)",
         [.text(AccessCount.since), .integer(now)])

@@ -43,7 +43,8 @@ extension Store {
   }
 
   /// Removes the remote named `name` from the configuration (nothing on
-  /// the remote changes). Returns false when there was none.
+  /// the remote changes), and its status (``remoteStatus()``). Returns
+  /// false when there was none.
   @discardableResult
   public func removeRemote(named name: String) throws(TroveError) -> Bool {
     var removed = false
@@ -51,6 +52,13 @@ extension Store {
       let before = list.remotes.count
       list.remotes.removeAll { $0.name == name }
       removed = list.remotes.count != before
+    }
+    if removed {
+      // Its breaker and counts go with it: a remote added again under
+      // the name starts afresh.
+      _ = try? index().write("forget remote '\(name)'") { (tx) throws(TroveError) in
+        try tx.dropRemote(name)
+      }
     }
     return removed
   }

@@ -14,12 +14,17 @@ import Synchronization
 /// loses at most its last second of counts; a read-only store counts nothing.
 struct PendingAccessCounts: Sendable {
   var hits: Int64 = 0
+  /// Hits on objects read through a remote (``Store/readThrough(_:)``).
+  var remoteHits: Int64 = 0
   var misses: Int64 = 0
   /// When the oldest count not yet written was made (nanoseconds), or nil.
   var since: Int64?
   /// Objects a fetch of this store counted and has not handed out yet:
   /// the next read of each is part of its fetch.
   var fetched: Set<BlobDigest> = []
+  /// Objects read through a remote into the store and not handed out yet:
+  /// the next read of each is a remote hit.
+  var pulled: Set<BlobDigest> = []
 
   /// Counts are written once they are this old (nanoseconds).
   static let flushInterval: Int64 = 1_000_000_000
@@ -30,7 +35,12 @@ extension Store {
   /// what a fetch just counted.
   func countHit(_ digest: BlobDigest) {
     count { pending in
-      if pending.fetched.remove(digest) == nil { pending.hits += 1 }
+      if pending.fetched.remove(digest) != nil { return }
+      if pending.pulled.remove(digest) != nil {
+        pending.remoteHits += 1
+      } else {
+        pending.hits += 1
+      }
     }
   }
 
@@ -70,14 +80,15 @@ extension Store {
     let taken = pendingCounts.withLock { pending in
       defer {
         pending.hits = 0
+        pending.remoteHits = 0
         pending.misses = 0
         pending.since = nil
       }
-      return (pending.hits, pending.misses)
+      return (pending.hits, pending.remoteHits, pending.misses)
     }
-    guard taken.0 > 0 || taken.1 > 0 else { return }
+    guard taken.0 > 0 || taken.1 > 0 || taken.2 > 0 else { return }
     _ = try? index().write("count hits and misses") { (tx) throws(TroveError) in
-      try tx.addAccessCounts(hits: taken.0, misses: taken.1)
+      try tx.addAccessCounts(hits: taken.0, remoteHits: taken.1, misses: taken.2)
     }
   }
 
@@ -93,6 +104,7 @@ extension Store {
     try index().write("reset the hit and miss counts") { (tx) throws(TroveError) in
       pendingCounts.withLock { pending in
         pending.hits = 0
+        pending.remoteHits = 0
         pending.misses = 0
         pending.since = nil
       }

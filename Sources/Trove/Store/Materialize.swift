@@ -19,7 +19,11 @@ extension Store {
   /// clones work is learnt once per pair of filesystems. The result says
   /// which way it went and why a clone was not made.
   ///
-  /// - Throws: `.notFound`, `.destinationExists`,
+  /// An object the store does not hold is read through its remotes first
+  /// (see ``remoteStatus()``): pulled, rehashed, from the first that holds
+  /// it; a remote that fails is a warning (``StoreConfiguration/onWarning``).
+  ///
+  /// - Throws: `.notFound` (neither the store nor a remote holds it), `.destinationExists`,
   ///   `.destinationDirectoryMissing`, `.cloneUnsupported` (`.clone` mode),
   ///   `.linkUnsupported` (`.hardlink` mode across filesystems),
   ///   `.corruptObject` (a copy whose bytes do not match the digest),
@@ -350,16 +354,16 @@ extension Store {
     return opened
   }
 
-  /// ``openObject(_:)`` for a read served to a caller: one the store
-  /// cannot serve counts a miss (``PendingAccessCounts``).
+  /// ``openObject(_:)`` for a read served to a caller: an object the
+  /// store does not hold is read through its remotes (``readThrough(_:)``),
+  /// and one nobody holds counts a miss (``PendingAccessCounts``).
   private func openServed(_ digest: BlobDigest) throws(TroveError) -> (
     FileDescriptor, isCompressed: Bool
   ) {
-    guard let opened = try objects.openFound(digest) else {
-      countMiss(digest)
-      throw notFound(digest)
-    }
-    return opened
+    if let opened = try objects.openFound(digest) { return opened }
+    if readThrough(digest), let opened = try objects.openFound(digest) { return opened }
+    countMiss(digest)
+    throw notFound(digest)
   }
 
   /// After a read through `object` (one form of `digest`'s object) found

@@ -41,6 +41,8 @@ public final class Store: Sendable {
   let recentReads = Mutex<[BlobDigest: Int64]>([:])
   /// Hits and misses counted and not yet written to the index.
   let pendingCounts = Mutex(PendingAccessCounts())
+  /// Remotes this process saw fail (``CircuitBreaker``).
+  let processBreakers = Mutex(ProcessBreakers())
   let cloneProbe = CloneProbe()
   /// The records this process notes what it uses in (most often none).
   let records: RecordKeeper
@@ -432,8 +434,9 @@ public final class Store: Sendable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func path(for digest: BlobDigest, decompressing: Bool = false) throws(TroveError) -> String
   {
-    guard let object = try objects.find(digest), object.status.isRegular, recordRead(digest)
-    else {
+    var found = try objects.find(digest)
+    if found == nil, readThrough(digest) { found = try objects.find(digest) }
+    guard let object = found, object.status.isRegular, recordRead(digest) else {
       throw notFound(digest)
     }
     if object.isCompressed {

@@ -72,6 +72,9 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   /// served to anyone: they count nothing. Counts are written to the
   /// index in batches, at most a second late (see ``Store/statistics()``).
   public var hits: Int64 = 0
+  /// Reads served by objects the store read through one of its remotes
+  /// (a local miss the remote held); not in ``hits``.
+  public var remoteHits: Int64 = 0
   /// Reads the store could not serve (a `get` of an object it does not
   /// hold, a `fetch` that downloaded).
   public var misses: Int64 = 0
@@ -84,7 +87,8 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
 
   /// Hits ÷ (hits + misses), from 0 to 1; nil before the first read.
   public var hitRate: Double? {
-    hits + misses > 0 ? Double(hits) / Double(hits + misses) : nil
+    let served = hits + remoteHits
+    return served + misses > 0 ? Double(served) / Double(served + misses) : nil
   }
 
   /// Logical ÷ stored bytes: 1 without compression.
@@ -170,7 +174,8 @@ extension Store {
       storedBytes: totals.storedBytes, compressedEntries: totals.compressedEntries,
       skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall,
       quarantinedEntries: quarantine.entries, quarantinedBytes: quarantine.bytes,
-      configProblems: settings.problems, hits: totals.hits, misses: totals.misses,
+      configProblems: settings.problems, hits: totals.hits, remoteHits: totals.remoteHits,
+      misses: totals.misses,
       countedSince: totals.countedSince, overriddenSettings: settings.overridden)
   }
 

@@ -4,7 +4,7 @@ let remoteCommand = CommandSpec(
   name: "remote",
   abstract: "Configure shared remotes (WebDAV, Redis) and copy objects to and from them.",
   usage:
-    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] | ls [--json] | rm <name> | check <name> [--json] | push [--remote <name>] [--json] <digest>... | pull [--remote <name>] [--json] <digest>...",
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] <digest>... | pull [--remote <name>] [--json] <digest>...",
   arguments: [
     ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
     ("url", "http(s)://HOST/PATH (WebDAV) or redis://HOST[:PORT][/DB]."),
@@ -51,6 +51,14 @@ let remoteCommand = CommandSpec(
     after about 250 ms, or 3 s to resolve a Redis host (exit 69); a malformed Redis
     reply is exit 69; a transfer slower than 1 KiB/s for 15 s, exit 75. Exit 1 when
     no remote holds an object.
+
+    Reading through: a get, get of many or path of an object the store does not
+    hold asks the remotes in order and pulls it from the first that has it (hashed
+    on the way in: a blob whose bytes are not its name is counted corrupt, a
+    warning, and never stored). A remote that cannot be reached is a warning, and
+    is skipped by every process of the store for 60 s, doubling to 15 min while it
+    keeps failing, then probed once (a circuit breaker kept in the index).
+    'remote status' shows each remote's state and what reading through it did.
     """,
   run: { invocation in try remote(invocation) })
 
@@ -60,6 +68,7 @@ private let remoteActionOptions: [String: Set<String>] = [
   "ls": ["--json"],
   "rm": [],
   "check": ["--json"],
+  "status": ["--json"],
   "push": ["--remote", "--json"],
   "pull": ["--remote", "--json"],
 ]
@@ -68,11 +77,12 @@ private let remoteActionOptions: [String: Set<String>] = [
 private func remote(_ invocation: Invocation) throws -> Int32 {
   let args = invocation.positionals
   guard let action = args.first else {
-    throw invocation.usageError("Missing expected action: add, ls, rm, check, push or pull")
+    throw invocation.usageError(
+      "Missing expected action: add, ls, rm, check, status, push or pull")
   }
   guard let allowed = remoteActionOptions[action] else {
     throw invocation.usageError(
-      "unknown action '\(action)': expected add, ls, rm, check, push or pull")
+      "unknown action '\(action)': expected add, ls, rm, check, status, push or pull")
   }
   for option in invocation.values.keys.sorted()
   where !allowed.contains(option) && option != "--quiet" {
@@ -141,6 +151,9 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
       return ExitStatus.unavailable
     }
     return ExitStatus.success
+  case "status":
+    try require([])
+    return try remoteStatus(invocation)
   case "push":
     guard !operands.isEmpty else {
       throw invocation.usageError("Missing expected argument '<digest>'")

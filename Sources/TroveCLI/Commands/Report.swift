@@ -193,7 +193,8 @@ let statsCommand = CommandSpec(
         ("entries", "\(s.entries)"),
         (
           "hits",
-          "\(s.hits) local, \(Output.count(s.misses, "miss", "misses"))"
+          "\(s.hits) local, " + (s.remoteHits > 0 ? "\(s.remoteHits) remote, " : "")
+            + Output.count(s.misses, "miss", "misses")
             + (s.hitRate.map { String(format: " (hit rate %.1f%%)", $0 * 100) } ?? "")
             + (s.countedSince.map { " since \(Output.time($0))" } ?? "")
         ),

@@ -38,8 +38,8 @@ struct StatsRecord: Encodable {
   /// The environment variables overriding settings (`TROVE_BUDGET`, …).
   var overrides: [String]
 
-  /// Hits by where they were served from. Remote caches (issue 14) do not
-  /// exist yet: `remote` is always 0, there so the schema need not change.
+  /// Hits by where they were served from: the local store, or a remote
+  /// that held what the store did not (read through it).
   struct Hits: Encodable {
     var local: Int64
     var remote: Int64
@@ -96,7 +96,7 @@ struct StatsRecord: Encodable {
     quarantinedEntries = s.quarantinedEntries
     quarantinedBytes = s.quarantinedBytes
     configProblems = s.configProblems.map { Problem(key: $0.key?.rawValue, found: $0.found) }
-    hits = Hits(local: s.hits, remote: 0)
+    hits = Hits(local: s.hits, remote: s.remoteHits)
     misses = s.misses
     hitRate = s.hitRate
     countedSince = s.countedSince.map(Output.time)
