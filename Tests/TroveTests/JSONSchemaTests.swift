@@ -97,6 +97,7 @@ struct JSONSchemaTests {
     "compressedEntries": .integer, "compressionRatio": .number, "skippedIncompressible": .integer,
     "skippedSmall": .integer, "quarantinedEntries": .integer, "quarantinedBytes": .integer,
     "configProblems": .array, "hits": .record(["local": .integer, "remote": .integer]),
+    "remoteBackedEntries": .integer, "remoteBackedBytes": .integer,
     "misses": .integer, "hitRate": .nullable(.number), "countedSince": .nullable(.time),
     "overrides": .array,
   ]

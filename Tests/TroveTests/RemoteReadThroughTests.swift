@@ -69,7 +69,7 @@ struct RemoteReadThroughTests {
     #expect(
       shared.keys.sorted() == [
         "bytesPulled", "consecutiveFailures", "corrupt", "errors", "hits", "misses", "name",
-        "readOnly", "retryAt", "skipped", "state", "url",
+        "queuedBytes", "queuedObjects", "readOnly", "retryAt", "skipped", "state", "url", "write",
       ])
     #expect(RemoteTests.leftovers(b) == [])
     let human = try CLI.run(["--store", b, "stats"])

@@ -20,9 +20,12 @@ struct RemoteRecord: Sendable, Hashable {
   var errors: Int64 = 0
   /// Reads that skipped it while its breaker was open.
   var skipped: Int64 = 0
+  /// When it was added (nanoseconds since 1970): its upload queue holds
+  /// the objects stored since. 0 when unknown.
+  var since: Int64 = 0
 
   static let fields = [
-    "failures", "retry-at", "hits", "misses", "corrupt", "bytes", "errors", "skipped",
+    "failures", "retry-at", "hits", "misses", "corrupt", "bytes", "errors", "skipped", "since",
   ]
 
   subscript(field: String) -> Int64 {
@@ -35,6 +38,7 @@ struct RemoteRecord: Sendable, Hashable {
       case "corrupt": corrupt
       case "bytes": bytes
       case "errors": errors
+      case "since": since
       default: skipped
       }
     }
@@ -47,6 +51,7 @@ struct RemoteRecord: Sendable, Hashable {
       case "corrupt": corrupt = newValue
       case "bytes": bytes = newValue
       case "errors": errors = newValue
+      case "since": since = newValue
       default: skipped = newValue
       }
     }
@@ -101,6 +106,83 @@ extension IndexSession {
       try db.query(
         "DELETE FROM counters WHERE name >= ? AND name < ?",
         [.text(prefix), .text(prefix + "\u{7f}")])
+    }
+  }
+}
+
+/// What a remote holds, as far as this store knows (`remote_objects`): a
+/// row once the remote confirmed an object (uploaded, found there, pulled
+/// from it) or it was found too large for it. The upload queue of a
+/// writable remote is every object with no row for it.
+enum RemoteHolding: String, Sendable {
+  /// The remote holds it.
+  case held
+  /// Longer than the remote's `max-object-size`: never uploaded.
+  case tooLarge = "too-large"
+}
+
+extension IndexSession {
+  /// Up to `limit` objects (digest, size) queued for `remote`: objects the
+  /// store holds with no row for it, created at or after `since`
+  /// (nanoseconds; 0 for all), oldest first, after `after` (a digest
+  /// cursor, for paging).
+  func queuedUploads(_ remote: String, since: Int64, limit: Int) throws(TroveError)
+    -> [(BlobDigest, Int64)]
+  {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found: [(BlobDigest, Int64)] = []
+      try db.query(
+        "SELECT o.digest, o.size FROM objects o WHERE o.created >= ? AND NOT EXISTS (SELECT 1 FROM remote_objects r WHERE r.remote = ? AND r.digest = o.digest) ORDER BY o.created LIMIT ?",
+        [.integer(since), .text(remote), .integer(Int64(limit))]
+      ) { row in
+        if let digest = BlobDigest(hex: Substring(row.text(0))) {
+          found.append((digest, row.integer(1)))
+        }
+      }
+      return found
+    }
+  }
+
+  /// How many objects (and bytes) are queued for `remote` (see
+  /// ``queuedUploads(_:since:limit:)``). O(objects).
+  func uploadQueueLength(_ remote: String, since: Int64) throws(TroveError) -> (Int64, Int64) {
+    try run { db throws(SQLiteConnection.Failure) in
+      var result: (Int64, Int64) = (0, 0)
+      try db.query(
+        "SELECT COUNT(*), COALESCE(SUM(o.size), 0) FROM objects o WHERE o.created >= ? AND NOT EXISTS (SELECT 1 FROM remote_objects r WHERE r.remote = ? AND r.digest = o.digest)",
+        [.integer(since), .text(remote)]
+      ) { row in result = (row.integer(0), row.integer(1)) }
+      return result
+    }
+  }
+
+  /// Records that `remote` holds `digest` (or that it is too large for it).
+  func noteHolding(_ remote: String, _ digest: BlobDigest, _ state: RemoteHolding, now: Int64)
+    throws(TroveError)
+  {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "INSERT OR REPLACE INTO remote_objects(remote, digest, state, confirmed) VALUES (?, ?, ?, ?)",
+        [.text(remote), .text(digest.hex), .text(state.rawValue), .integer(now)])
+    }
+  }
+
+  /// The objects the store holds that some remote holds too, and their
+  /// bytes: what the store could evict and fetch back.
+  func remoteBackedTotals() throws(TroveError) -> (Int64, Int64) {
+    try run { db throws(SQLiteConnection.Failure) in
+      var result: (Int64, Int64) = (0, 0)
+      try db.query(
+        "SELECT COUNT(*), COALESCE(SUM(o.size), 0) FROM objects o WHERE EXISTS (SELECT 1 FROM remote_objects r WHERE r.digest = o.digest AND r.state = 'held')"
+      ) { row in result = (row.integer(0), row.integer(1)) }
+      return result
+    }
+  }
+
+  /// Forgets what `remote` holds (it was removed).
+  func dropHoldings(_ remote: String) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query("DELETE FROM remote_objects WHERE remote = ?", [.text(remote)])
     }
   }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 /// One remote's health and what reading through it did, as this store
 /// recorded it (``Store/remoteStatus()``).
-public struct RemoteStatus: Sendable, Hashable {
+public struct RemoteStatus: Sendable {
   /// The remote's name.
   public var name: String
   /// Its URL, with any credential in it removed.
@@ -26,14 +26,20 @@ public struct RemoteStatus: Sendable, Hashable {
   public var errors: Int64
   /// Reads that skipped it because its breaker was open.
   public var skipped: Int64
+  /// When objects a put or fetch stores go up to it.
+  public var write: RemoteWrite
+  /// Objects waiting to go up to it, and their bytes (the upload queue:
+  /// stored since it was added, and not known to be there); nil for a
+  /// read-only remote.
+  public var queued: (objects: Int64, bytes: Int64)?
 
   /// Whether reads skip the remote now (its breaker is open).
   public var isSkipped: Bool { retryAt.map { $0 > Date() } ?? false }
 }
 
 extension Store {
-  /// Every configured remote's status, in the order they are tried. One
-  /// index read per remote.
+  /// Every configured remote's status, in the order they are tried. Two
+  /// index reads per remote; counting a queue is O(objects).
   ///
   /// - Throws: `.invalidConfig` when `remotes.json` cannot be used.
   public func remoteStatus() throws(TroveError) -> [RemoteStatus] {
@@ -52,7 +58,8 @@ extension Store {
           consecutiveFailures: record.failures,
           retryAt: retryAt.map { Date(nanosecondsSince1970: $0) }, hits: record.hits,
           misses: record.misses, corrupt: record.corrupt, bytesPulled: record.bytes,
-          errors: record.errors, skipped: record.skipped))
+          errors: record.errors, skipped: record.skipped, write: spec.write ?? .async,
+          queued: spec.readOnly ? nil : try uploadQueueLength(for: spec.name)))
     }
     return statuses
   }

@@ -40,6 +40,15 @@ extension Store {
       }
       list.remotes.append(spec)
     }
+    // Its upload queue starts now: what the store held before goes up by
+    // 'remote push --all'. A remote of the same name removed before left
+    // nothing behind (removeRemote).
+    let now = currentTimeNanoseconds()
+    _ = try? index().write("add remote '\(spec.name)'") { (tx) throws(TroveError) in
+      try tx.dropRemote(spec.name)
+      try tx.dropHoldings(spec.name)
+      try tx.setRemote(spec.name, ["since": now])
+    }
   }
 
   /// Removes the remote named `name` from the configuration (nothing on
@@ -58,6 +67,7 @@ extension Store {
       // the name starts afresh.
       _ = try? index().write("forget remote '\(name)'") { (tx) throws(TroveError) in
         try tx.dropRemote(name)
+        try tx.dropHoldings(name)
       }
     }
     return removed

@@ -75,6 +75,12 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   /// Reads served by objects the store read through one of its remotes
   /// (a local miss the remote held); not in ``hits``.
   public var remoteHits: Int64 = 0
+  /// Objects the store holds that one of its remotes is known to hold too
+  /// (uploaded, found there or pulled from it): what it could evict and
+  /// read back. 0 for a store without remotes.
+  public var remoteBackedEntries: Int64 = 0
+  /// Their logical bytes.
+  public var remoteBackedBytes: Int64 = 0
   /// Reads the store could not serve (a `get` of an object it does not
   /// hold, a `fetch` that downloaded).
   public var misses: Int64 = 0
@@ -135,10 +141,17 @@ public struct CloneSupport: Sendable, Hashable, Codable {
 }
 
 extension Store {
-  /// Totals from the index (O(1)), the store filesystem's kind and free
-  /// space, and whether it can clone.
+  /// Totals from the index (O(1); with remotes, O(objects) for the
+  /// remote-backed bytes), the store filesystem's kind and free space, and
+  /// whether it can clone.
   public func statistics() throws(TroveError) -> StoreStatistics {
     writeAccessCounts()
+    let hasRemotes = !((try? remotes()) ?? []).isEmpty
+    let backed =
+      hasRemotes
+      ? try index().read("count remote-backed objects") { (tx) throws(TroveError) in
+        try tx.remoteBackedTotals()
+      } : (0, 0)
     let now = currentTimeNanoseconds()
     let (totals, pinned, last, pressure, keys) = try index().read("read totals") {
       (tx) throws(TroveError) in
@@ -175,6 +188,7 @@ extension Store {
       skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall,
       quarantinedEntries: quarantine.entries, quarantinedBytes: quarantine.bytes,
       configProblems: settings.problems, hits: totals.hits, remoteHits: totals.remoteHits,
+      remoteBackedEntries: backed.0, remoteBackedBytes: backed.1,
       misses: totals.misses,
       countedSince: totals.countedSince, overriddenSettings: settings.overridden)
   }

@@ -95,6 +95,7 @@ let putCommand = CommandSpec(
       }
     }
     if invocation.flag("--json") { Output.json(results) }
+    writeBack(store, invocation)
     return status
   })
 

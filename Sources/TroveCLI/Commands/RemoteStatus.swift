@@ -21,6 +21,11 @@ func remoteStatus(_ invocation: Invocation) throws -> Int32 {
       state = "available"
     }
     Output.line("\(s.name)  \(s.url)  \(s.readOnly ? "read-only" : "read-write")  \(state)")
+    if let queued = s.queued {
+      Output.line(
+        "  \(Output.count(queued.objects, "object")) (\(Output.size(queued.bytes))) queued for upload, write \(s.write.rawValue)"
+      )
+    }
     Output.line(
       "  \(Output.count(s.hits, "hit")) (\(Output.size(s.bytesPulled)) pulled), \(Output.count(s.misses, "miss", "misses")), \(s.corrupt) corrupt, \(Output.count(s.errors, "error")), \(s.skipped) skipped"
     )
@@ -44,6 +49,11 @@ struct RemoteStatusRecord: Encodable {
   var bytesPulled: Int64
   var errors: Int64
   var skipped: Int64
+  /// `async`, `sync` or `off`.
+  var write: String
+  /// The upload queue; null for a read-only remote.
+  @Nullable var queuedObjects: Int64?
+  @Nullable var queuedBytes: Int64?
 
   init(_ s: RemoteStatus) {
     name = s.name
@@ -58,5 +68,8 @@ struct RemoteStatusRecord: Encodable {
     bytesPulled = s.bytesPulled
     errors = s.errors
     skipped = s.skipped
+    write = s.write.rawValue
+    queuedObjects = s.queued?.objects
+    queuedBytes = s.queued?.bytes
   }
 }

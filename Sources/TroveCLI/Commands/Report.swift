@@ -239,7 +239,16 @@ let statsCommand = CommandSpec(
             : "\(Output.count(s.quarantinedEntries, "entry", "entries")), \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
         ),
       ]
-    for (name, value) in rows {
+    let remote: [(String, String)] =
+      s.remoteBackedEntries == 0
+      ? []
+      : [
+        (
+          "on remotes",
+          "\(Output.count(s.remoteBackedEntries, "entry", "entries")), \(Output.size(s.remoteBackedBytes)) a remote holds too"
+        )
+      ]
+    for (name, value) in rows + remote {
       Output.line(name + String(repeating: " ", count: max(1, 12 - name.count)) + value)
     }
     return ExitStatus.success

@@ -32,6 +32,8 @@ struct StatsRecord: Encodable {
   var quarantinedBytes: Int64
   var configProblems: [Problem]
   var hits: Hits
+  var remoteBackedEntries: Int64
+  var remoteBackedBytes: Int64
   var misses: Int64
   @Nullable var hitRate: Double?
   @Nullable var countedSince: String?
@@ -97,6 +99,8 @@ struct StatsRecord: Encodable {
     quarantinedBytes = s.quarantinedBytes
     configProblems = s.configProblems.map { Problem(key: $0.key?.rawValue, found: $0.found) }
     hits = Hits(local: s.hits, remote: s.remoteHits)
+    remoteBackedEntries = s.remoteBackedEntries
+    remoteBackedBytes = s.remoteBackedBytes
     misses = s.misses
     hitRate = s.hitRate
     countedSince = s.countedSince.map(Output.time)
