@@ -135,22 +135,12 @@ final class HTTPClient {
     }
     defer { curl.slistFreeAll(list) }
     let o = request.options
-    trove_curl_set_string(curl.easySetopt, handle, CURLOPT_URL, request.url)
-    trove_curl_set_string(curl.easySetopt, handle, CURLOPT_PROTOCOLS_STR, "http,https")
+    curl.setTransferOptions(
+      handle, url: request.url, connectTimeout: o.connectTimeout, stallSpeed: o.stallSpeed,
+      stallTimeout: o.stallTimeout, userAgent: o.userAgent)
     trove_curl_set_string(curl.easySetopt, handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
     trove_curl_set_long(curl.easySetopt, handle, CURLOPT_FOLLOWLOCATION, 1)
     trove_curl_set_long(curl.easySetopt, handle, CURLOPT_MAXREDIRS, o.maxRedirects)
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_NOSIGNAL, 1)
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_TCP_KEEPALIVE, 1)
-    trove_curl_set_long(
-      curl.easySetopt, handle, CURLOPT_CONNECTTIMEOUT_MS, Int(o.connectTimeout * 1000))
-    // A stall limit, never a limit on the whole transfer: below
-    // `stallSpeed` bytes a second for `stallTimeout` seconds is a failure.
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_LOW_SPEED_LIMIT, max(1, o.stallSpeed))
-    trove_curl_set_long(
-      curl.easySetopt, handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(o.stallTimeout.rounded(.up))))
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_BUFFERSIZE, 512 * 1024)
-    trove_curl_set_string(curl.easySetopt, handle, CURLOPT_USERAGENT, o.userAgent)
     trove_curl_set_list(curl.easySetopt, handle, CURLOPT_HTTPHEADER, list)
     trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_ERRORBUFFER, errorBuffer)
     if let multi, multi.multiplexes {

@@ -95,18 +95,9 @@ final class RemoteHTTPTransfer {
     }
     for line in lines { list = curl.slistAppend(list, line) }
     defer { curl.slistFreeAll(list) }
-    trove_curl_set_string(curl.easySetopt, handle, CURLOPT_URL, url)
-    trove_curl_set_string(curl.easySetopt, handle, CURLOPT_PROTOCOLS_STR, "http,https")
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_NOSIGNAL, 1)
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_TCP_KEEPALIVE, 1)
-    trove_curl_set_long(
-      curl.easySetopt, handle, CURLOPT_CONNECTTIMEOUT_MS, Int(limits.connectTimeout * 1000))
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_LOW_SPEED_LIMIT, max(1, limits.stallSpeed))
-    trove_curl_set_long(
-      curl.easySetopt, handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(limits.stallTimeout.rounded(.up)))
-    )
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_BUFFERSIZE, 512 * 1024)
-    trove_curl_set_string(curl.easySetopt, handle, CURLOPT_USERAGENT, "trove/0.1")
+    curl.setTransferOptions(
+      handle, url: url, connectTimeout: limits.connectTimeout, stallSpeed: limits.stallSpeed,
+      stallTimeout: limits.stallTimeout, userAgent: "trove/0.1")
     // CURL_NETRC_OPTIONAL: ~/.netrc's login when it names the host.
     trove_curl_set_long(curl.easySetopt, handle, CURLOPT_NETRC, 1)
     if let credential, credential.contains(":") {
