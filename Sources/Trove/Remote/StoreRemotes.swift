@@ -91,33 +91,15 @@ extension Store {
   }
 
   /// Reads `remotes.json` under the root's lock, applies `change`, and
-  /// replaces the file atomically (temp file in `tmp/`, `fsync`, rename,
-  /// mode 0644), as `config.json` is rewritten; when `change` throws,
-  /// nothing is written.
+  /// replaces the file atomically (``replaceRootFile(_:with:)``, as
+  /// `config.json` is rewritten); when `change` throws, nothing is written.
   private func rewriteRemoteList(_ change: (inout RemoteList) throws(TroveError) -> Void)
     throws(TroveError)
   {
-    let path = remotesPath
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }
     var list = try readRemoteList()
     try change(&list)
-    let bytes = list.encoded()
-    let temp = StoreLayout.temporaryName("meta")
-    try attempt("write", path) { () throws(SystemCallError) in
-      let fd = try FileDescriptor.open(
-        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
-      defer { fd.close() }
-      do throws(SystemCallError) {
-        try fd.setPermissions(0o644)
-        try fd.writeAll(bytes)
-        try fd.sync()
-        try tmpDirectory.rename(temp, to: RemoteList.fileName, in: rootDirectory)
-        try rootDirectory.sync()
-      } catch {
-        try? tmpDirectory.removeFile(temp)
-        throw error
-      }
-    }
+    try replaceRootFile(RemoteList.fileName, with: list.encoded())
   }
 }
