@@ -114,3 +114,38 @@ struct RemoteWriteBackTests {
     #expect(push.status == 0 && push.out == "", "\(push.stderr)")
   }
 }
+
+/// Evicting what a remote holds first (issue 14, in part).
+@Suite(
+  "eviction of remote-backed objects",
+  .enabled(if: Nginx.executable != nil, Nginx.missing))
+struct RemoteEvictionTests {
+  @Test("a sweep evicts what the remote holds before older objects it does not; get reads it back")
+  func remoteBackedFirst() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try RemoteTests.remote(store, ["add", "shared", nginx.url("/ev")]).status == 0)
+    var digests: [BlobDigest] = []
+    for i in 0..<3 {
+      digests.append(
+        try RemoteTests.put(store, Bytes.random(100_000, seed: UInt64(1700 + i)), in: scratch))
+      usleep(20_000)  // distinct last accesses: 0 is the least recently used
+    }
+    #expect(try RemoteTests.remote(store, ["push", digests[1].description]).status == 0)
+    let sweep = try CLI.run(["--store", store, "sweep", "--budget", "250K"])
+    #expect(sweep.status == 0, "\(sweep.stderr)")
+    #expect(try Set(RemoteTests.digests(store)) == [digests[0], digests[2]])
+    let got = try CLI.run(["--store", store, "get", digests[1].description, scratch["back"]])
+    #expect(got.status == 0, "\(got.stderr)")
+    #expect(try Set(RemoteTests.digests(store)) == Set(digests))
+
+    // Turned off: the least recently used goes, whatever the remote holds.
+    #expect(
+      try CLI.run(["--store", store, "config", "set", "evict-remote-first", "false"]).status == 0)
+    #expect(try CLI.run(["--store", store, "sweep", "--budget", "250K"]).status == 0)
+    #expect(try Set(RemoteTests.digests(store)) == [digests[1], digests[2]])
+    let bad = try CLI.run(["--store", store, "config", "set", "evict-remote-first", "maybe"])
+    #expect(bad.status == 64 && bad.stderr.contains("expected true or false"), "\(bad.stderr)")
+  }
+}

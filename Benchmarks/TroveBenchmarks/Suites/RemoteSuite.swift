@@ -99,7 +99,9 @@ func remoteSuite(_ b: Bench) throws {
   let list = files + "/urls.txt"
   try names.enumerated().map { "-T \($0.1) \(base)/tmp/c\($0.0)" }.joined(separator: "\n")
     .write(toFile: list, atomically: true, encoding: .utf8)
-  let smallParams = ["objects": "\(count)", "size": "16 KiB", "server": "nginx WebDAV on 127.0.0.1"]
+  let smallParams = [
+    "objects": "\(count)", "size": "16 KiB", "server": "nginx WebDAV on 127.0.0.1",
+  ]
   let pushMany = try b.timeCommands([
     [b.trove, "--store", a, "-q", "remote", "push", "--all"],
     ["sh", "-c", "xargs -P8 -L1 curl -sSf < \"$0\"", list],

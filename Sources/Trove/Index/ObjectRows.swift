@@ -134,11 +134,13 @@ extension IndexSession {
 
   /// Up to `limit` unpinned entries in least-recently-used order, after
   /// `cursor` (last access, digest) and, if given, last accessed before
-  /// `cutoff` and taking at most `largest` bytes. O(limit · log n) through
-  /// the access index (more when many entries are larger than `largest`).
+  /// `cutoff` and taking at most `largest` bytes; with `remoteBacked`,
+  /// only those a remote is known to hold. O(limit · log n) through the
+  /// access index (more when many entries are larger than `largest`, or
+  /// are not remote-backed).
   func leastRecentlyUsed(
     after cursor: (Int64, String), before cutoff: Int64?, largest: Int64? = nil, now: Int64,
-    limit: Int
+    remoteBacked: Bool = false, limit: Int
   ) throws(TroveError) -> [StoreEntry] {
     try run { db throws(SQLiteConnection.Failure) in
       var found: [StoreEntry] = []
@@ -146,7 +148,7 @@ extension IndexSession {
         """
         SELECT \(Self.columns) FROM objects o
         WHERE (last_access, digest) > (?, ?) AND last_access < ? AND allocated <= ?
-          AND NOT \(Self.pinned)
+          AND NOT \(Self.pinned)\(remoteBacked ? " AND " + Self.remoteBacked : "")
         ORDER BY last_access, digest LIMIT ?
         """,
         [
@@ -157,6 +159,10 @@ extension IndexSession {
       return found
     }
   }
+
+  /// SQL true for rows of `objects` (aliased `o`) a remote is known to hold.
+  static let remoteBacked =
+    "EXISTS (SELECT 1 FROM remote_objects r WHERE r.digest = o.digest AND r.state = 'held')"
 
   /// SQL true for rows of `objects` (aliased `o`) that an unexpired pin holds.
   static let pinned =

@@ -42,6 +42,10 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// it passes the limit when it streams (``TroveError/Code/tooLarge``);
   /// nil for no limit.
   public var maximumObjectSize: Int64?
+  /// Whether sweeps evict objects a remote is known to hold (which a `get`
+  /// reads back through it) before any object no remote holds, each group
+  /// in least-recently-used order. Without remotes there are none such.
+  public var evictRemoteBackedFirst: Bool = true
 
   /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
   /// the volume kept free, leftovers removed after an hour, no limit on an
@@ -149,6 +153,7 @@ extension CachePolicy {
     case compressionWorkers = "compression-workers"
     case compressionMinimumSize = "compression-min-size"
     case checksums
+    case evictRemoteFirst = "evict-remote-first"
 
     /// The environment variable that overrides the setting for one process:
     /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
@@ -172,6 +177,7 @@ extension CachePolicy {
       case .compressionWorkers: return "a whole number from 0 to 64"
       case .compressionMinimumSize: return "a size such as 64K or 1M"
       case .checksums: return "none, sha256, sha512, or sha256,sha512"
+      case .evictRemoteFirst: return "true or false"
       }
     }
 
@@ -195,6 +201,7 @@ extension CachePolicy {
       case .checksums:
         return policy.checksums.isEmpty
           ? "none" : policy.checksums.map(\.rawValue).joined(separator: ",")
+      case .evictRemoteFirst: return policy.evictRemoteBackedFirst ? "true" : "false"
       }
     }
 
@@ -260,6 +267,12 @@ extension CachePolicy {
       case .checksums:
         guard let list = Self.checksums(text) else { throw invalid }
         policy.checksums = list
+      case .evictRemoteFirst:
+        switch text.lowercased() {
+        case "true": policy.evictRemoteBackedFirst = true
+        case "false": policy.evictRemoteBackedFirst = false
+        default: throw invalid
+        }
       }
     }
 

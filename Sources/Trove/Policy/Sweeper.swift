@@ -348,6 +348,11 @@ extension Store {
   /// one that changed since it was chosen is skipped and the walk goes on. Each page of up to `pageSize` entries is one
   /// ``ObjectTable/evict(_:now:)``; `afterBatch` runs after each and may
   /// stop the walk. O(removed · log n) through the index's access order.
+  ///
+  /// With the policy's ``CachePolicy/evictRemoteBackedFirst`` (the default)
+  /// in a store with remotes, the walk takes the objects a remote is known
+  /// to hold first (a `get` reads them back through it), then the others,
+  /// each in least-recently-used order.
   func removeLeastRecentlyUsed(
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<BlobDigest>,
     planned: inout Set<BlobDigest>, pageSize: Int = 1024, largest: Int64? = nil,
@@ -356,14 +361,37 @@ extension Store {
   ) throws(TroveError) -> Removal {
     let index = try index()
     var removal = Removal()
+    let remoteFirst =
+      (try? currentSettings().policy.evictRemoteBackedFirst) == true
+      && !((try? remotes()) ?? []).isEmpty
+    for remoteBacked in remoteFirst ? [true, false] : [false] {
+      let goOn = try removeLeastRecentlyUsed(
+        index, remoteBacked: remoteBacked, before: cutoff, now: now, dryRun: dryRun,
+        protected: protected, planned: &planned, pageSize: pageSize, largest: largest,
+        removal: &removal, afterBatch: afterBatch, until: done)
+      if !goOn || done(removal.bytes) { break }
+    }
+    return removal
+  }
+
+  /// One walk of ``removeLeastRecentlyUsed(before:now:dryRun:protected:planned:pageSize:largest:afterBatch:until:)``:
+  /// only over objects a remote holds when `remoteBacked`; adds to `removal`.
+  /// Returns false when `afterBatch` stopped it.
+  private func removeLeastRecentlyUsed(
+    _ index: Index, remoteBacked: Bool, before cutoff: Int64?, now: Int64, dryRun: Bool,
+    protected: Set<BlobDigest>, planned: inout Set<BlobDigest>, pageSize: Int, largest: Int64?,
+    removal: inout Removal, afterBatch: (_ batch: Removal) throws(TroveError) -> Bool,
+    until done: (_ removedBytes: Int64) -> Bool
+  ) throws(TroveError) -> Bool {
     var cursor: (Int64, String) = (.min, "")
     while !done(removal.bytes) {
       let after = cursor
       let page = try index.read("list eviction candidates") { (tx) throws(TroveError) in
         try tx.leastRecentlyUsed(
-          after: after, before: cutoff, largest: largest, now: now, limit: pageSize)
+          after: after, before: cutoff, largest: largest, now: now, remoteBacked: remoteBacked,
+          limit: pageSize)
       }
-      guard !page.isEmpty else { return removal }
+      guard !page.isEmpty else { return true }
       var batch: [StoreEntry] = []
       var batchBytes: Int64 = 0
       // The walk goes on after the last entry taken or passed over: those
@@ -402,9 +430,9 @@ extension Store {
       removal.bytes += thisBatch.bytes
       removal.skipped += thisBatch.skipped
       removal.errors += thisBatch.errors.prefix(max(0, Self.reportedErrors - removal.errors.count))
-      if !batch.isEmpty, try !afterBatch(thisBatch) { return removal }
+      if !batch.isEmpty, try !afterBatch(thisBatch) { return false }
     }
-    return removal
+    return true
   }
 
   /// After a put: if the store is over its budget (an O(1) read of the

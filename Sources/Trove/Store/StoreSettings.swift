@@ -207,6 +207,7 @@ extension CachePolicy.Key {
     case .compressionWorkers: return .integer(Int64(policy.compressionWorkers))
     case .compressionMinimumSize: return .integer(policy.compressionMinimumSize)
     case .checksums: return .string(value(in: policy))
+    case .evictRemoteFirst: return .bool(policy.evictRemoteBackedFirst)
     }
   }
 }

@@ -239,6 +239,8 @@ extension CachePolicy.Key {
     case .compressionMinimumSize: return "smaller objects are stored raw"
     case .checksums:
       return "SHA-2 checksums every fetch computes and records (none: only --expect's)"
+    case .evictRemoteFirst:
+      return "sweeps evict objects a remote holds (a get reads them back) before the others"
     }
   }
 }
