@@ -149,3 +149,42 @@ struct RemoteEvictionTests {
     #expect(bad.status == 64 && bad.stderr.contains("expected true or false"), "\(bad.stderr)")
   }
 }
+
+/// A remote that goes away and comes back (issue 14, in part).
+@Suite(
+  "a remote that goes down",
+  .enabled(if: RedisServer.executable != nil, RedisServer.missing))
+struct RemoteOutageTests {
+  @Test("Redis stopped: puts go on, the queue keeps what they stored; back, a push sends it")
+  func outage() throws {
+    let redis = try RedisServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let url = redis.url(database: 3)
+    #expect(try RemoteTests.remote(store, ["add", "shared", url, "--write", "sync"]).status == 0)
+    let first = try RemoteTests.put(store, Bytes.random(50_000, seed: 1801), in: scratch)
+    #expect(try redis.value("trove:cas:\(first.hex)", database: 3)?.count == 50_000)
+
+    redis.stop()
+    let file = try scratch.write("second", Bytes.random(60_000, seed: 1802))
+    let put = try CLI.run(["--store", store, "put", file])
+    #expect(put.status == 0, "\(put.stderr)")
+    #expect(put.stderr.contains("trove: warning: not uploaded: remote 'shared'"), "\(put.stderr)")
+    let second = try BlobDigest(parsing: String(put.out.prefix(39)))
+    #expect(try CLI.run(["--store", store, "get", second.description, "-"]).status == 0)
+    var shared = try #require(try RemoteReadThroughTests.status(store)["shared"])
+    #expect(shared["queuedObjects"] as? Int == 1 && shared["state"] as? String == "unavailable")
+
+    // Back (empty, as a restarted cache is), and its breaker's interval over.
+    try redis.restart()
+    let opened = try Store(StoreConfiguration(root: store))
+    try opened.index().write("test") { (tx) throws(TroveError) in
+      try tx.setRemote("shared", ["retry-at": currentTimeNanoseconds() - 1])
+    }
+    let push = try RemoteTests.remote(store, ["push"])
+    #expect(push.status == 0 && push.out == "\(second)  uploaded to 'shared'\n", "\(push.stderr)")
+    #expect(try redis.value("trove:cas:\(second.hex)", database: 3)?.count == 60_000)
+    shared = try #require(try RemoteReadThroughTests.status(store)["shared"])
+    #expect(shared["queuedObjects"] as? Int == 0 && shared["state"] as? String == "available")
+  }
+}

@@ -148,7 +148,7 @@ func remoteSuite(_ b: Bench) throws {
   try Spawn.check([b.trove, "--store", async, "remote", "add", "gone", nowhere])
   let first = files + "/first"
   try makeRandomFile(first, bytes: 4096)
-  _ = try Spawn.run([b.trove, "--store", dead, "put", first])  // opens the breaker
+  _ = try Spawn.run([b.trove, "--store", dead, "-q", "put", first])  // opens the breaker
   var round = 0
   let one = files + "/one"
   let puts = try b.timeCommands([

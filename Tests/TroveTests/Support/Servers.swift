@@ -176,8 +176,26 @@ final class RedisServer {
 
   init() throws {
     state = try Scratch()
-    for _ in 0..<5 {
-      let port = deadPort()
+    for _ in 0..<5 where try start(port: deadPort()) { return }
+    throw TestFailure("redis-server did not start")
+  }
+
+  /// Stops the server (as a crash would: its data is gone).
+  func stop() {
+    process?.kill()
+    _ = try? process?.wait()
+    process = nil
+  }
+
+  /// Starts it again, empty, on the same port.
+  func restart() throws {
+    stop()
+    guard try start(port: port) else { throw TestFailure("redis-server did not start again") }
+  }
+
+  /// Starts redis-server on `port`; false when it did not come up.
+  private func start(port: Int) throws -> Bool {
+    do {
       let process = try Spawned(
         executable: Self.executable ?? "/usr/bin/redis-server",
         [
@@ -190,12 +208,12 @@ final class RedisServer {
       if listening == true {
         self.port = port
         self.process = process
-        return
+        return true
       }
       process.kill()
       _ = try? process.wait()
+      return false
     }
-    throw TestFailure("redis-server did not start")
   }
 
   deinit {
