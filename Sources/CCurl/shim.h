@@ -1,7 +1,7 @@
 // libcurl's declarations and constants through Debian's libcurl4-openssl-dev
 // headers, with no link: Trove loads libcurl.so.4 with dlopen on the first
 // HTTP transfer (see LibCurl.swift), so commands that need no HTTP do not
-// pay for the ~37 libraries libcurl brings in. curl_easy_setopt,
+// pay for the 28 libraries libcurl brings in. curl_easy_setopt,
 // curl_easy_getinfo and curl_multi_setopt are variadic, which Swift can
 // neither type nor call: each wrapper below takes the resolved function as
 // an untyped pointer, calls it through a pointer typed as variadic (as C

@@ -70,6 +70,22 @@ import Testing
         && fetch.stderr.contains("; install libcurl4"), "\(fetch.stderr)")
     #expect(scratch.list("store/tmp").isEmpty)
 
+    // A WebDAV remote needs libcurl too: one line each, exit 69; adding and
+    // listing it do not.
+    let remote = "http://127.0.0.1:\(deadPort())/cache"
+    let add = try CLI.run(
+      ["--store", scratch["store"], "remote", "add", "dav", remote], prefix: hidden)
+    #expect(add.status == 0, "\(add.stderr)")
+    #expect(
+      try CLI.run(["--store", scratch["store"], "remote", "ls"], prefix: hidden).status == 0)
+    for command in [["remote", "push", "--remote", "dav", digest], ["remote", "check", "dav"]] {
+      let run = try CLI.run(["--store", scratch["store"]] + command, prefix: hidden)
+      #expect(run.status == 69, "\(command): \(run.stderr)")
+      #expect(
+        run.errorLines.count == 1 && run.stderr.contains("cannot load libcurl (libcurl.so.4): "),
+        "\(command): \(run.stderr)")
+    }
+
     // Outside the namespace the same fetch reaches libcurl: a refused
     // connection, not a missing library.
     let plain = try CLI.run(["--store", scratch["store"], "fetch", "--retries", "0", url])

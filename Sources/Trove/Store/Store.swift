@@ -286,9 +286,8 @@ public final class Store: Sendable {
   }
 
   /// Writes `bytes` to `name` in `folder` unless it exists: through
-  /// `temp` in `tempFolder` (`fsync`ed, mode `0644` whatever the umask:
-  /// every user of the store reads it) and a rename that does not
-  /// replace, so racing openers agree.
+  /// `temp` in `tempFolder` (``writeRootFile(_:through:in:publish:)``) and
+  /// a rename that does not replace, so racing openers agree.
   private static func publishIfMissing(
     _ name: String, _ bytes: [UInt8], root: String, in folder: FileDescriptor,
     through temp: String, in tempFolder: FileDescriptor
@@ -296,17 +295,12 @@ public final class Store: Sendable {
     if (try? folder.status(of: name, followSymlinks: false)) != nil { return }
     try attempt("write", root + "/" + name, code: .storeUnavailable) {
       () throws(SystemCallError) in
-      let fd = try FileDescriptor.open(
-        temp, in: tempFolder, [.writeOnly, .create, .exclusive], permissions: 0o644)
-      defer { fd.close() }
       do throws(SystemCallError) {
-        try fd.setPermissions(0o644)
-        try fd.writeAll(bytes)
-        try fd.sync()
-        try tempFolder.renameWithoutReplacing(temp, to: name, in: folder)
-      } catch {
-        try? tempFolder.removeFile(temp)
-        if error.errno != .fileExists { throw error }
+        try writeRootFile(bytes, through: temp, in: tempFolder) { () throws(SystemCallError) in
+          try tempFolder.renameWithoutReplacing(temp, to: name, in: folder)
+        }
+      } catch  where error.errno == .fileExists {
+        // Another opener published it first: theirs stands.
       }
     }
   }
