@@ -172,3 +172,53 @@ struct RemoteReadThroughTests {
     #expect(shared["hits"] as? Int == 1)
   }
 }
+
+/// A fetch read through the remotes' key records (issue 14, in part): the
+/// URL a fetch stored on one machine is served on another from the remote,
+/// asking the origin nothing while the record says it is fresh, and
+/// revalidating it (a 304, no body) when it is stale.
+@Suite(
+  "fetch through remotes",
+  .enabled(if: Nginx.executable != nil, Nginx.missing))
+struct RemoteFetchTests {
+  @Test("a URL fetched on A is served on B from the remote: fresh, no request; stale, a 304")
+  func fetchReadsThrough() throws {
+    let origin = try Nginx()
+    let dav = try Nginx(webDAV: true)
+    let fresh = Bytes.random(200_000, seed: 1901)
+    let stale = Bytes.random(150_000, seed: 1902)
+    _ = try origin.files.write("fresh.bin", fresh)
+    _ = try origin.files.write("stale.bin", stale)
+    let scratch = try Scratch()
+    let (a, b) = (scratch["a"], scratch["b"])
+    #expect(
+      try RemoteTests.remote(a, ["add", "shared", dav.url("/f"), "--write", "sync"]).status == 0)
+    #expect(try RemoteTests.remote(b, ["add", "shared", dav.url("/f"), "--read-only"]).status == 0)
+    let freshURL = origin.url("/fresh/fresh.bin")
+    let staleURL = origin.url("/stale.bin")
+    for url in [freshURL, staleURL] {
+      let fetched = try CLI.run(["--store", a, "fetch", url])
+      #expect(fetched.status == 0, "\(fetched.stderr)")
+    }
+    #expect(origin.requests("/fresh/fresh.bin").count == 1)
+    #expect(origin.requests("/stale.bin").count == 1)
+
+    // B: fresh per the record; the origin is not asked.
+    let one = try CLI.run(["--store", b, "fetch", "--json", freshURL, "-o", scratch["one"]])
+    #expect(one.status == 0, "\(one.stderr)")
+    let records = try JSONSerialization.jsonObject(with: Data(one.stdout)) as? [[String: Any]]
+    #expect(records?.first?["source"] as? String == "cache", "\(one.out)")
+    #expect(try Data(contentsOf: URL(fileURLWithPath: scratch["one"])) == Data(fresh))
+    #expect(origin.requests("/fresh/fresh.bin").count == 1)
+    // Stale: revalidated with the record's validators, no body sent.
+    let two = try CLI.run(["--store", b, "fetch", "--json", staleURL])
+    #expect(two.status == 0, "\(two.stderr)")
+    let second = try JSONSerialization.jsonObject(with: Data(two.stdout)) as? [[String: Any]]
+    #expect(second?.first?["source"] as? String == "revalidated", "\(two.out)")
+    let asked = origin.requests("/stale.bin")
+    #expect(asked.count == 2 && asked[1].contains(" 304 0 "), "\(asked)")
+    let counts = try RemoteReadThroughTests.counts(b)
+    #expect(counts.remote == 2 && counts.misses == 0, "\(counts)")
+    #expect(try RemoteTests.digests(b).count == 2)
+  }
+}

@@ -93,7 +93,11 @@ private struct Fetcher {
         value: url)
     }
     if let hit = try expectedHit() { return hit }
-    let cached = try store.binding(forKey: url)
+    var cached = try store.binding(forKey: url)
+    // Not here: a remote may have it (its record, then its blob).
+    if cached == nil, request.mode != .offline, store.readThroughKey(url) {
+      cached = try store.binding(forKey: url)
+    }
     if let cached, let served = try serve(cached, waitedSince: nil) { return served }
     if request.mode == .offline {
       throw TroveError(

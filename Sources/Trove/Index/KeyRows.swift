@@ -160,6 +160,18 @@ extension IndexSession {
     }
   }
 
+  /// The keys bound to `digest`, ordered by key. O(log n + keys) through
+  /// the keys' digest index.
+  func keys(of digest: BlobDigest) throws(TroveError) -> [KeyBinding] {
+    try run { db throws(SQLiteConnection.Failure) in
+      var all: [KeyBinding] = []
+      try db.query(
+        "SELECT \(Self.columns) FROM keys WHERE digest = ? ORDER BY key", [.text(digest.hex)]
+      ) { row in if let binding = Self.binding(row) { all.append(binding) } }
+      return all
+    }
+  }
+
   /// How many keys there are. O(n).
   func keyCount() throws(TroveError) -> Int64 {
     try run { db throws(SQLiteConnection.Failure) in

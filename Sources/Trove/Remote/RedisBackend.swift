@@ -228,6 +228,25 @@ final class RedisBackend: RemoteBackend {
       bytes, source: "remote '\(spec.name)': key \(RemoteNames.redisLayoutKey)")
   }
 
+  func readKeyRecord(_ key: String) throws(TroveError) -> RemoteKeyRecord? {
+    let name = RemoteNames.redisKeyRecordKey(key)
+    let reply = try using { (c) throws(TroveError) in
+      try c.call(["GETRANGE", name, "0", String(RemoteKeyRecord.sizeLimit)])
+    }
+    guard case .bulk(let bytes) = reply else { throw unexpected(reply, to: "GETRANGE") }
+    guard let bytes, !bytes.isEmpty, bytes.count <= RemoteKeyRecord.sizeLimit else { return nil }
+    return RemoteKeyRecord.decode(bytes, key: key)
+  }
+
+  func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError) {
+    try using { (c) throws(TroveError) in
+      _ = try c.call([
+        "SET", RemoteNames.redisKeyRecordKey(record.key),
+        String(decoding: record.encoded(), as: UTF8.self),
+      ])
+    }
+  }
+
   func writeLayout(_ layout: RemoteLayout) throws(TroveError) {
     try using { (c) throws(TroveError) in
       _ = try c.call([

@@ -27,6 +27,12 @@ protocol RemoteBackend: AnyObject {
   func readLayout() throws(TroveError) -> RemoteLayout?
   /// Writes the layout record (unless one is there already).
   func writeLayout(_ layout: RemoteLayout) throws(TroveError)
+  /// `key`'s record, or nil when the remote has none (or one that is not
+  /// a record of `key`).
+  func readKeyRecord(_ key: String) throws(TroveError) -> RemoteKeyRecord?
+  /// Writes `record`, replacing the key's earlier one (whole: a reader
+  /// sees the old record or the new).
+  func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError)
 }
 
 /// What an upload did.

@@ -5,6 +5,7 @@
 ///   trove-remote.json  layout record     trove:remote
 ///   cas/<aa>/<hex>     one blob          trove:cas:<hex>
 ///   tmp/<random>       an upload in flight  trove:tmp:<random> (expires)
+///   keys/<h>.json      a key's record     trove:key:<h>
 /// ```
 enum RemoteNames {
   static let layoutFile = "trove-remote.json"
@@ -22,6 +23,14 @@ enum RemoteNames {
 
   /// `tmp/<random>`: where an upload goes before it is moved into place.
   static func temporaryPath() -> String { "tmp/" + randomName() }
+
+  /// `keys/<h>.json`: `key`'s record (``RemoteKeyRecord``).
+  static func keyRecordPath(_ key: String) -> String {
+    "keys/" + RemoteKeyRecord.name(of: key) + ".json"
+  }
+  static func redisKeyRecordKey(_ key: String) -> String {
+    "trove:key:" + RemoteKeyRecord.name(of: key)
+  }
 
   static let redisLayoutKey = "trove:remote"
   static func redisBlobKey(_ digest: BlobDigest) -> String { "trove:cas:" + digest.hex }

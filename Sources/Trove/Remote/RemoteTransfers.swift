@@ -102,9 +102,21 @@ extension Store {
 
   func push(_ digest: BlobDigest, to backend: any RemoteBackend) throws(TroveError) -> RemoteUpload
   {
-    try withVerifiedCopy(of: digest) { (file, size) throws(TroveError) in
+    let upload = try withVerifiedCopy(of: digest) { (file, size) throws(TroveError) in
       try backend.upload(digest, from: file, size: size)
     }
+    // Then the keys that name it (never before: a reader that finds a key
+    // finds its blob), with what fetches learnt and the checksums.
+    let (keys, checksums) = try index().read("read the keys of \(digest)") {
+      (tx) throws(TroveError) in (try tx.keys(of: digest), try tx.checksums(of: digest))
+    }
+    for binding in keys {
+      try backend.writeKeyRecord(
+        RemoteKeyRecord(
+          key: binding.key, digest: digest.description, origin: binding.origin,
+          checksums: checksums.map(\.description)))
+    }
+    return upload
   }
 
   /// Gives `body` a descriptor of `digest`'s bytes, checked against the

@@ -148,4 +148,28 @@ final class WebDAVBackend: RemoteBackend {
       "PUT", layoutURL, accepting: [200, 201, 204],
       upload: RemoteHTTPTransfer.Upload(bytes: layout.encoded()))
   }
+
+  func readKeyRecord(_ key: String) throws(TroveError) -> RemoteKeyRecord? {
+    var bytes: [UInt8] = []
+    var tooLarge = false
+    let outcome = try request(
+      "GET", base + "/" + RemoteNames.keyRecordPath(key), accepting: [200, 404]
+    ) { piece in
+      if bytes.count + piece.count > RemoteKeyRecord.sizeLimit {
+        tooLarge = true
+      } else {
+        bytes += piece
+      }
+    }
+    guard outcome.status == 200, !tooLarge else { return nil }
+    return RemoteKeyRecord.decode(bytes, key: key)
+  }
+
+  func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError) {
+    // nginx writes a PUT's body to a temp file and renames it into place:
+    // a reader sees the old record or the new one.
+    try request(
+      "PUT", base + "/" + RemoteNames.keyRecordPath(record.key), accepting: [200, 201, 204],
+      upload: RemoteHTTPTransfer.Upload(bytes: record.encoded()))
+  }
 }

@@ -53,7 +53,13 @@ extension Store {
   /// when it was downloaded. The object's next read is part of the fetch.
   func countFetch(_ digest: BlobDigest, served: Bool) {
     count { pending in
-      if served { pending.hits += 1 } else { pending.misses += 1 }
+      if !served {
+        pending.misses += 1
+      } else if pending.pulled.remove(digest) != nil {
+        pending.remoteHits += 1
+      } else {
+        pending.hits += 1
+      }
       if pending.fetched.count >= 4096 { pending.fetched.removeAll(keepingCapacity: true) }
       pending.fetched.insert(digest)
     }

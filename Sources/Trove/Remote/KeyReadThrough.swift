@@ -1,0 +1,52 @@
+/// Reading a key through the remotes: a key (a URL a fetch stored) the
+/// store does not hold is looked up in the remotes' key records.
+extension Store {
+  /// Asks the remotes, in order, for `key`'s record; from the first that
+  /// has one whose blob it holds (or the store holds), pulls the blob
+  /// (rehashed, as ``readThrough(_:)`` does) and binds `key` to it here,
+  /// with the origin and checksums the record carries. Returns whether
+  /// `key` is bound now. Never throws: failures are warnings, as for
+  /// ``readThrough(_:)``.
+  ///
+  /// The record is a hint: a fetch then treats the binding as it treats
+  /// any cached one — served while fresh, else revalidated with the
+  /// record's validators, and checked against the fetch's expectations.
+  func readThroughKey(_ key: String) -> Bool {
+    guard !isReadOnly, let specs = try? remotes(), !specs.isEmpty else { return false }
+    for spec in specs {
+      guard breakerAdmits(spec.name) else { continue }
+      do throws(TroveError) {
+        let backend = try openRemote(spec, writing: false)
+        guard let record = try backend.readKeyRecord(key), let digest = record.blobDigest else {
+          remoteAnswered(spec.name)
+          continue
+        }
+        if try objects.find(digest) == nil {
+          let pulled = try pull(digest, from: backend, spec: spec)
+          pendingCounts.withLock { pending in
+            if pending.pulled.count >= 4096 { pending.pulled.removeAll(keepingCapacity: true) }
+            pending.pulled.insert(digest)
+          }
+          remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+        } else {
+          remoteAnswered(spec.name)
+        }
+        try objects.bind(
+          key: key, to: digest, origin: record.origin, checksums: record.parsedChecksums)
+        return true
+      } catch  where error.code == .notFound {
+        remoteAnswered(spec.name, ["misses": 1])
+      } catch  where error.code == .checksumMismatch {
+        remoteAnswered(spec.name, ["corrupt": 1])
+        configuration.onWarning?(error.description)
+      } catch  where error.code == .unavailable || error.code == .transferFailed {
+        let interval = remoteFailed(spec.name)
+        configuration.onWarning?(
+          "\(error.description); skipped for \(interval / 1_000_000_000) s")
+      } catch {
+        configuration.onWarning?("remote '\(spec.name)': \(error.description)")
+      }
+    }
+    return false
+  }
+}

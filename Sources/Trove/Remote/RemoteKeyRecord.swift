@@ -1,0 +1,51 @@
+import Foundation
+
+/// What a remote knows about a key (a URL a fetch stored, a name a put
+/// bound): the object it names, what the fetch learnt of the origin, and
+/// the publisher's checksums verified against the object. Written after
+/// the blob it names (a reader never finds a key whose blob is missing
+/// because of the order of uploads), at `{base}/keys/<h>.json` on WebDAV
+/// and `trove:key:<h>` on Redis, `h` the XXH3-128 hex of the key's UTF-8.
+///
+/// A record is a hint, never trusted for bytes: the blob it names is
+/// rehashed on its way into a store, and its checksums are checked against
+/// the fetch's expectations like any cached object's.
+struct RemoteKeyRecord: Codable, Sendable, Hashable {
+  /// The key itself (a record found under another key's name is ignored).
+  var key: String
+  /// The object: `xxh128:…`.
+  var digest: String
+  /// What a fetch learnt of the origin (validators, freshness); nil for a
+  /// key a put bound.
+  var origin: KeyOrigin?
+  /// Checksums of the object (`sha256:…`), verified when they were recorded.
+  var checksums: [String]
+
+  /// The largest record read: a key, validators and a few checksums.
+  static let sizeLimit = 64 * 1024
+
+  /// The XXH3-128 hex of `key`: its record's name.
+  static func name(of key: String) -> String {
+    XXH3Hasher.digest(Array(key.utf8)).hex
+  }
+
+  func encoded() -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return Array((try? encoder.encode(self)) ?? Data()) + [0x0A]
+  }
+
+  /// Reads a record of `key` (`source` names it in messages); nil when the
+  /// bytes are not one, or are one of another key.
+  static func decode(_ bytes: [UInt8], key: String) -> RemoteKeyRecord? {
+    guard let record = try? JSONDecoder().decode(Self.self, from: Data(bytes)), record.key == key,
+      (try? BlobDigest(parsing: record.digest)) != nil
+    else { return nil }
+    return record
+  }
+
+  /// The object it names.
+  var blobDigest: BlobDigest? { try? BlobDigest(parsing: digest) }
+  /// Its checksums that parse.
+  var parsedChecksums: [Checksum] { checksums.compactMap { try? Checksum(parsing: $0) } }
+}
