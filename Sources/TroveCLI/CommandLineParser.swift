@@ -91,7 +91,7 @@ enum CommandLineParser {
       case "-h", "--help": return .help(nil)
       case "--version": return .version
       case "--store":
-        store = try takeValue(name, inline, &rest, spec: globalOptions[0], command: nil)
+        store = try storeValue(name, inline, &rest, command: nil)
       case "-q", "--quiet":
         quiet = true
       default:
@@ -125,7 +125,7 @@ enum CommandLineParser {
       let (name, inline) = splitInline(argument)
       if name == "-h" || name == "--help" { return .help(command) }
       if name == "--store" {
-        store = try takeValue(name, inline, &rest, spec: globalOptions[0], command: command)
+        store = try storeValue(name, inline, &rest, command: command)
         continue
       }
       if (name == "-q" || name == "--quiet") && inline == nil {
@@ -157,6 +157,18 @@ enum CommandLineParser {
   private static func isNegativeNumber(_ argument: String) -> Bool {
     guard argument.hasPrefix("-"), let next = argument.dropFirst().first else { return false }
     return next.isNumber || next == "."
+  }
+
+  /// The value of `--store`: refused when empty (`--store ''` names no
+  /// folder, and a store made in the working directory would surprise).
+  private static func storeValue(
+    _ name: String, _ inline: String?, _ rest: inout ArraySlice<String>, command: CommandSpec?
+  ) throws(UsageError) -> String {
+    let value = try takeValue(name, inline, &rest, spec: globalOptions[0], command: command)
+    guard !value.isEmpty else {
+      throw UsageError(message: "invalid --store '': the store folder is empty", command: command)
+    }
+    return value
   }
 
   private static func splitInline(_ argument: String) -> (String, String?) {

@@ -77,11 +77,12 @@ func printExchange(
     Output.json(ExchangeRecord(report, place: place))
     return
   }
-  let count = report.objects + report.duplicates
-  var line =
-    "\(verb) \(count) \(count == 1 ? "object" : "objects") (\(Output.size(report.bytes)))"
+  // The numbers of `--json`: `objects` new here, `duplicates` already
+  // there, `bytes` of both, `keys`.
+  var line = "\(verb) \(Output.count(report.objects, "object"))"
   if report.duplicates > 0 { line += ", \(report.duplicates) already there" }
-  line += ", \(report.keys) \(report.keys == 1 ? "key" : "keys") \(preposition) '\(place)'"
+  line += " (\(Output.size(report.bytes)))"
+  line += ", \(Output.count(report.keys, "key")) \(preposition) '\(place)'"
   Output.line(line)
 }
 

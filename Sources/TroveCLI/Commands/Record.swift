@@ -54,7 +54,7 @@ private func record(_ invocation: Invocation) throws -> Int32 {
   }
   let store = try Store(
     StoreConfiguration(
-      root: invocation.storeRoot, createIfMissing: action == "start",
+      root: try invocation.storeRoot, createIfMissing: action == "start",
       onWarning: { Output.warning($0) }, recordName: nil))
   switch action {
   case "start":

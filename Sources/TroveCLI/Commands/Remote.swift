@@ -101,7 +101,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     }
     let store = try Store(
       StoreConfiguration(
-        root: invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
+        root: try invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
     try store.addRemote(spec)
     Output.line("added remote '\(spec.name)' (\(spec.url))")
     return ExitStatus.success
@@ -124,7 +124,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     try require(["name"])
     guard try invocation.openStore().removeRemote(named: operands[0]) else {
       throw TroveError(
-        .notFound, "no remote '\(operands[0])' in store '\(invocation.storeRoot)'",
+        .notFound, "no remote '\(operands[0])' in store '\(try invocation.storeRoot)'",
         value: operands[0])
     }
     return ExitStatus.success
@@ -273,9 +273,8 @@ private struct PullRecord: Encodable {
 /// `remote pull`: each object from the chosen remote, or from the first
 /// remote that holds it and sends its bytes intact.
 private func pull(_ digests: [BlobDigest], _ invocation: Invocation) throws -> Int32 {
-  let store = try Store(
-    StoreConfiguration(
-      root: invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
+  // Never creates a store: one that is not there has no remote to pull from.
+  let store = try invocation.openStore()
   let sources: [RemoteSpec]
   if let name = invocation.value("--remote") {
     sources = [try store.remote(named: name)]
