@@ -124,4 +124,174 @@ struct ReviewFixesTests {
     let ls = try CLI.run(["--store", scratch.path + "//a/./b//", "ls"])
     #expect(ls.stderr == "Error: no store at '\(scratch["a/b"])': nothing was ever stored there\n")
   }
+
+  @Test("a size setting given in decimal units is echoed in them wherever it is shown")
+  func decimalSettingsEchoed() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    for (key, value) in [("min-free", "1.5MB"), ("max-object-size", "1.5KB")] {
+      #expect(try CLI.run(["--store", store, "config", "set", key, value]).status == 0)
+    }
+    let stats = try CLI.run(["--store", store, "stats"])
+    #expect(stats.out.contains("(keeps 1.5 MB free"), "\(stats.out)")
+    let doctor = try CLI.run(["--store", store, "doctor"])
+    #expect(doctor.out.contains("min-free keeps 1.5 MB"), "\(doctor.out)")
+    let big = try scratch.write("big", Bytes.random(2000, seed: 3))
+    let put = try CLI.run(["--store", store, "put", big])
+    #expect(put.status == 65 && put.stderr.contains("more than max-object-size 1.5 KB (1500 bytes"))
+    let add = try CLI.run([
+      "--store", store, "remote", "add", "r", "http://127.0.0.1:9/x", "--max-object-size", "1.5GB",
+    ])
+    #expect(add.out == "added remote 'r' (http://127.0.0.1:9/x, max-object-size 1.5 GB)\n")
+    let ls = try CLI.run(["--store", store, "remote", "ls"])
+    #expect(ls.out.contains("max-object-size 1.5 GB"), "\(ls.out)")
+  }
+
+  @Test("a failure of one of many gets names its destination; get --from a missing list says why")
+  func getManyNamesDestination() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", Bytes.random(5000, seed: 4))
+    let digest = XXH3Hasher.digest(try contents(file))
+    #expect(try CLI.run(["--store", store, "put", file]).status == 0)
+    try FileManager.default.createDirectory(
+      atPath: scratch["out"], withIntermediateDirectories: true)
+    // The object cannot be read: the message names the file not made.
+    let run = try CLI.run(
+      ["--store", store, "get", "--mode", "copy", digest.description, "-C", scratch["out"]],
+      environment: ["TROVE_INJECT_FAULT": "read:5:2"])
+    #expect(run.status == 74, "\(run.stderr)")
+    #expect(
+      run.errorLines.count == 1
+        && run.stderr.hasPrefix("Error: cannot write '\(scratch["out"])/\(digest.hex)': "),
+      "\(run.stderr)")
+    let missing = try CLI.run(["--store", store, "get", "--from", scratch["nofile"]])
+    #expect(missing.status == 66, "\(missing.stderr)")
+    #expect(
+      missing.stderr == "Error: cannot read '\(scratch["nofile"])': No such file or directory\n")
+    let folder = try CLI.run(["--store", store, "get", "--from", scratch["out"]])
+    #expect(folder.status == 66 && folder.stderr.contains("Is a directory"), "\(folder.stderr)")
+  }
+
+  @Test("hash of a folder is exit 66, in put's words")
+  func hashFolder() throws {
+    let scratch = try Scratch()
+    let run = try CLI.run(["hash", scratch.path])
+    #expect(run.status == 66)
+    #expect(run.stderr == "Error: cannot hash '\(scratch.path)': it is a directory\n")
+    let put = try CLI.run(["--store", scratch["store"], "put", scratch.path])
+    #expect(
+      put.status == 66 && put.stderr == "Error: cannot put '\(scratch.path)': it is a directory\n")
+  }
+
+  @Test("config unset access says why it cannot; unset or reset of an overridden setting warns")
+  func configUnset() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let access = try CLI.run(["--store", store, "config", "unset", "access"])
+    #expect(
+      access.status == 64 && access.errorLines.first?.contains("access has no default") == true)
+    let env = ["TROVE_BUDGET": "5G"]
+    #expect(try CLI.run(["--store", store, "config", "set", "budget", "1G"]).status == 0)
+    let unset = try CLI.run(["--store", store, "config", "unset", "budget"], environment: env)
+    #expect(unset.status == 0)
+    #expect(
+      unset.stderr
+        == "trove: warning: TROVE_BUDGET still overrides budget in this environment: unset it to use the default\n"
+    )
+    let quiet = try CLI.run(["--store", store, "config", "unset", "max-age"], environment: env)
+    #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+    let reset = try CLI.run(["--store", store, "config", "reset"], environment: env)
+    #expect(reset.status == 0 && reset.stderr.contains("TROVE_BUDGET still overrides budget"))
+    let plain = try CLI.run(["--store", store, "config", "reset"])
+    #expect(plain.status == 0 && plain.stderr.isEmpty)
+  }
+
+  @Test("--json with --format is refused; keys rm --json is refused")
+  func jsonAndFormat() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", [1, 2, 3])
+    for arguments in [
+      ["put", "--json", "--format", "xxhsum", file], ["ls", "--json", "--format", "xxhsum"],
+      ["put", "--format=trove", "--json", file], ["keys", "rm", "--json", "k"],
+    ] {
+      let run = try CLI.run(["--store", store] + arguments)
+      #expect(
+        run.status == 64 && run.errorLines.first?.hasPrefix("Error: ") == true, "\(arguments)")
+      #expect(run.out.isEmpty)
+    }
+    #expect(!FileManager.default.fileExists(atPath: store))
+  }
+
+  @Test("verify counts a corrupt file the index does not know once: as corrupt")
+  func corruptOrphanCountedOnce() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", [1, 2, 3])
+    #expect(try CLI.run(["--store", store, "put", file]).status == 0)
+    let hex = String(repeating: "ab", count: 16)
+    try FileManager.default.createDirectory(
+      atPath: store + "/objects/ab", withIntermediateDirectories: true)
+    try scratch.write("store/objects/ab/" + hex, Array("junk".utf8))
+    for repair in [false, true] {
+      let run = try CLI.run(["--store", store, "verify", "--json"] + (repair ? ["--repair"] : []))
+      let report = try #require(
+        try JSONSerialization.jsonObject(with: Data(run.stdout)) as? [String: Any])
+      #expect((report["corrupt"] as? [String]) == ["xxh128:" + hex], "repair \(repair)")
+      #expect(report["orphanFiles"] as? Int == 0, "repair \(repair): \(run.out)")
+    }
+    // An orphan that is intact is still one orphan.
+    try FileManager.default.removeItem(atPath: store + "/index.sqlite")
+    let rebuilt = try CLI.run(["--store", store, "verify"])
+    #expect(
+      rebuilt.stderr.contains("rebuilt from the objects: 1 object, 0 pins and 0 keys restored"),
+      "\(rebuilt.stderr)")
+  }
+
+  @Test("standard input is <stdin> in every message")
+  func stdinName() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let put = try CLI.run(["--store", store, "put", "--expect-size", "9", "-"], stdin: [1, 2, 3])
+    #expect(put.stderr == "Error: '<stdin>' is 3 bytes, expected 9 (--expect-size)\n")
+    let list = try CLI.run(["--store", store, "get", "--from", "-"], stdin: Array("bad\n".utf8))
+    #expect(list.status == 64 && list.stderr.hasPrefix("Error: <stdin>:1: "), "\(list.stderr)")
+    let urls = try CLI.run(
+      ["--store", store, "fetch", "-i", "-"], stdin: Array("http://x/ sha256:zz\n".utf8))
+    #expect(urls.status == 64 && urls.stderr.hasPrefix("Error: <stdin>:1: "), "\(urls.stderr)")
+    let archive = try CLI.run(["--store", store, "import", "-"], stdin: [1, 2, 3])
+    #expect(archive.status == 65 && archive.stderr.contains("'<stdin>'"), "\(archive.stderr)")
+  }
+
+  @Test(
+    "keys --json gives Last-Modified as ISO 8601",
+    .enabled(if: Nginx.executable != nil, Nginx.missing))
+  func lastModifiedISO() throws {
+    let nginx = try Nginx()
+    let served = try nginx.files.write("a.bin", Bytes.random(1000, seed: 7))
+    try FileManager.default.setAttributes(
+      [.modificationDate: Date(timeIntervalSince1970: 1_577_934_245)], ofItemAtPath: served)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let fetch = try CLI.run(["--store", store, "fetch", nginx.url("/a.bin")])
+    #expect(fetch.status == 0, "\(fetch.stderr)")
+    let keys = try CLI.run(["--store", store, "keys", "--json"])
+    let records = try #require(
+      try JSONSerialization.jsonObject(with: Data(keys.stdout)) as? [[String: Any]])
+    #expect(records.first?["lastModified"] as? String == "2020-01-02T03:04:05Z", "\(keys.out)")
+  }
+
+  @Test("an invalid TROVE_RECORD is refused by every command, also dir and hash")
+  func invalidRecordEverywhere() throws {
+    let scratch = try Scratch()
+    let file = try scratch.write("f", [1])
+    for arguments in [["dir"], ["hash", file], ["ls"], ["put", file]] {
+      let run = try CLI.run(
+        ["--store", scratch["store"]] + arguments, environment: ["TROVE_RECORD": "../x"])
+      #expect(run.status == 64 && run.stderr.contains("TROVE_RECORD"), "\(arguments)")
+      #expect(run.out.isEmpty)
+    }
+    #expect(!FileManager.default.fileExists(atPath: scratch["store"]))
+  }
 }

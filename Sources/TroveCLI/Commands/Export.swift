@@ -43,7 +43,7 @@ let exportCommand = CommandSpec(
       )
     }
     let named = invocation.positionals[0]
-    let destination = named == "-" ? "<standard output>" : absolutePath(named)
+    let destination = named == "-" ? "<output>" : absolutePath(named)
     let store = try invocation.openStore()
     let objects = try store.record(named: record).objects
     let report: ExchangeReport

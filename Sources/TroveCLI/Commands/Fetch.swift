@@ -191,11 +191,13 @@ private func readURLList(_ path: String, template: FetchRequest, invocation: Inv
   if path == "-" {
     data = FileHandle.standardInput.readDataToEndOfFile()
   } else {
-    guard let read = FileManager.default.contents(atPath: path) else {
-      throw TroveError(.sourceMissing, "cannot read URL list '\(path)'", path: path)
+    do {
+      data = try Data(contentsOf: URL(fileURLWithPath: path))
+    } catch {
+      throw unreadable(path, error)
     }
-    data = read
   }
+  let place = path == "-" ? "<stdin>" : path
   var requests: [FetchRequest] = []
   for (number, text) in String(decoding: data, as: UTF8.self).split(
     separator: "\n", omittingEmptySubsequences: false
@@ -208,7 +210,7 @@ private func readURLList(_ path: String, template: FetchRequest, invocation: Inv
       do {
         request.expected.append(try Checksum(parsing: String(word)))
       } catch {
-        throw invocation.usageError("\(path):\(number + 1): \(error.description)")
+        throw invocation.usageError("\(place):\(number + 1): \(error.description)")
       }
     }
     requests.append(request)

@@ -103,7 +103,11 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
       StoreConfiguration(
         root: try invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
     try store.addRemote(spec)
-    Output.line("added remote '\(spec.name)' (\(spec.url))")
+    // The size as given comes back in its units: 1.5GB is `1.5 GB`.
+    let limit = spec.maxObjectSize.map {
+      ", max-object-size \(CachePolicy.Quantities.formatSizeSetting($0))"
+    }
+    Output.line("added remote '\(spec.name)' (\(spec.url)\(limit ?? ""))")
     return ExitStatus.success
   case "ls":
     try require([])
@@ -114,7 +118,9 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
       for remote in remotes {
         var line = "\(remote.name)  \(remote.url)  \(remote.readOnly ? "read-only" : "read-write")"
         line +=
-          remote.sizeLimit.map { "  max-object-size \(Output.size($0))" } ?? "  no max-object-size"
+          remote.sizeLimit.map {
+            "  max-object-size \(CachePolicy.Quantities.formatSizeSetting($0))"
+          } ?? "  no max-object-size"
         if let variable = remote.authEnvironment { line += "  auth-env \(variable)" }
         Output.line(line)
       }
@@ -232,7 +238,7 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
           case .present: Output.line("\(digest)  already on '\(target.name)'")
           case .tooLarge:
             Output.line(
-              "\(digest)  skipped: larger than the max-object-size of '\(target.name)' (\(Output.size(target.sizeLimit ?? 0)))"
+              "\(digest)  skipped: larger than the max-object-size of '\(target.name)' (\(CachePolicy.Quantities.formatSizeSetting(target.sizeLimit ?? 0)))"
             )
           }
         }

@@ -207,7 +207,7 @@ let statsCommand = CommandSpec(
         ("clones", s.cloneSupported ? "supported" : "not supported (gets are copies)"),
         (
           "free space",
-          "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes)) (keeps \(setting(.minimumFree, Output.size(s.minimumFreeBytes))) free)"
+          "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes)) (keeps \(setting(.minimumFree, CachePolicy.Quantities.formatSizeSetting(s.minimumFreeBytes))) free)"
         ),
         (
           "budget",
