@@ -98,7 +98,11 @@ enum CommandLineParser {
         throw UsageError(message: "Unknown option '\(first)'", command: nil)
       }
     }
-    guard let name = rest.popFirst() else { return .help(nil) }
+    guard let name = rest.popFirst() else {
+      // `trove` alone: a usage error (the usage on stderr, exit 64), as
+      // git and swift-argument-parser's tools do; `trove --help` is help.
+      throw UsageError(message: "Missing expected argument '<subcommand>'", command: nil)
+    }
     if name == "help" {
       guard let topic = rest.first else { return .help(nil) }
       guard let command = commands.first(where: { $0.name == topic }) else {

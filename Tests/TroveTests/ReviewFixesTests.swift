@@ -63,15 +63,27 @@ struct ReviewFixesTests {
     let source = scratch["src"]
     let file = try scratch.write("f", Bytes.random(5000, seed: 13))
     #expect(try CLI.run(["--store", source, "record", "start", "r"]).status == 0)
-    #expect(
-      try CLI.run(["--store", source, "put", file], environment: ["TROVE_RECORD": "r"]).status
-        == 0)
+    let second = try scratch.write("g", Bytes.random(7000, seed: 14))
+    for input in [file, second] {
+      let put = try CLI.run(["--store", source, "put", input], environment: ["TROVE_RECORD": "r"])
+      #expect(put.status == 0)
+    }
     let tar = scratch["set.tar"]
     #expect(try CLI.run(["--store", source, "export", "--record", "r", tar]).status == 0)
     let cut = Array(try contents(tar).prefix(1200))
     let piped = try CLI.run(["--store", store, "import", "-"], stdin: cut)
     #expect(piped.status == 65 && piped.stderr.contains("'<stdin>'"), "\(piped.stderr)")
     #expect(!FileManager.default.fileExists(atPath: scratch["new"]))
+    // Cut short after the first object: that one is stored, and the store stays.
+    let set = try contents(tar)
+    let manifestSize = Int(
+      String(decoding: set[124..<135], as: UTF8.self).filter { $0 != " " && $0 != "\0" }, radix: 8)!
+    let firstEnd = 512 + (manifestSize + 511) / 512 * 512 + 512 + (5000 + 511) / 512 * 512
+    let partial = try CLI.run(
+      ["--store", store, "import", "-"], stdin: Array(set.prefix(firstEnd + 100)))
+    #expect(partial.status == 65, "\(partial.stderr)")
+    #expect(FileManager.default.fileExists(atPath: store + "/config.json"))
+    try FileManager.default.removeItem(atPath: scratch["new"])
     // The whole archive imports (and makes the store).
     let whole = try CLI.run(["--store", store, "import", tar])
     #expect(whole.status == 0, "\(whole.stderr)")
@@ -293,5 +305,78 @@ struct ReviewFixesTests {
       #expect(run.out.isEmpty)
     }
     #expect(!FileManager.default.fileExists(atPath: scratch["store"]))
+  }
+
+  @Test("pin --for 0 and put --key '' are usage errors; reindex -q says nothing")
+  func refusedValues() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", [1, 2, 3])
+    #expect(try CLI.run(["--store", store, "put", file]).status == 0)
+    let digest = XXH3Hasher.digest([1, 2, 3]).description
+    for lease in ["0", "0s", "0d"] {
+      let pin = try CLI.run(["--store", store, "pin", "--for", lease, digest])
+      #expect(pin.status == 64, "\(lease): \(pin.stderr)")
+      #expect(
+        pin.errorLines.first
+          == "Error: invalid --for '\(lease)': duration must be positive (without --for a pin has no lease)"
+      )
+    }
+    #expect(try CLI.run(["--store", store, "pins"]).out.isEmpty)
+    let key = try CLI.run(["--store", store, "put", "--key", "", file])
+    #expect(
+      key.status == 64 && key.errorLines.first == "Error: invalid --key '': a key is not empty")
+    #expect(try CLI.run(["--store", store, "keys"]).out.isEmpty)
+    let quiet = try CLI.run(["--store", store, "reindex", "-q"])
+    #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+    let said = try CLI.run(["--store", store, "reindex", "-v"])
+    #expect(said.stderr.hasPrefix("trove: index rebuilt: 0 added"), "\(said.stderr)")
+  }
+
+  @Test(
+    "export - to a terminal is refused, as tar refuses",
+    .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs script(1)")
+  )
+  func exportToTerminal() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try CLI.run(["--store", store, "record", "start", "r"]).status == 0)
+    // script(1) gives trove a terminal for stdout and stderr.
+    let run = try CLI.run(
+      ["--store", store, "export", "--record", "r", "-"],
+      prefix: [
+        "/bin/bash", "-c", #"exec script -qfec "$(printf '%q ' "$0" "$@")" /dev/null"#,
+      ])
+    #expect(run.status == 64, "\(run.out)")
+    #expect(run.out.contains("Error: refusing to write an archive to a terminal"), "\(run.out)")
+    #expect(!run.out.contains("trove-export.json"))
+  }
+
+  @Test("trove alone is a usage error on stderr; missing actions are named alike")
+  func bareAndActions() throws {
+    let bare = try CLI.run([])
+    #expect(bare.status == 64 && bare.out.isEmpty)
+    #expect(bare.errorLines.first == "Error: Missing expected argument '<subcommand>'")
+    #expect(bare.errorLines.dropFirst().first?.hasPrefix("Usage: trove") == true)
+    let help = try CLI.run(["--help"])
+    #expect(help.status == 0 && help.out.hasPrefix("OVERVIEW"))
+    let scratch = try Scratch()
+    for command in ["remote", "record"] {
+      let run = try CLI.run(["--store", scratch["s"], command])
+      #expect(run.status == 64)
+      #expect(
+        run.errorLines.first?.hasPrefix("Error: Missing expected argument '<action>': one of ")
+          == true, "\(command): \(run.stderr)")
+    }
+  }
+
+  @Test("bare hex too short for a prefix that is no key is a usage error with the usage line")
+  func shortHex() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try CLI.run(["--store", store, "put", try scratch.write("f", [9])]).status == 0)
+    let run = try CLI.run(["--store", store, "get", "abc", scratch["out"]])
+    #expect(run.status == 64 && run.errorLines.count == 3, "\(run.stderr)")
+    #expect(run.errorLines[1].hasPrefix("Usage: trove [--store <dir>] get "))
   }
 }

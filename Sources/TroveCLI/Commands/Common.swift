@@ -163,7 +163,7 @@ extension Invocation {
   /// The digest `reference` names.
   /// - Throws: `.notFound` naming the key, checksum or prefix when nothing
   ///   has it; ``AmbiguousDigestPrefix`` when a prefix names several
-  ///   objects; `.invalidArgument` for bare hex too short to be a prefix
+  ///   objects; a ``UsageError`` for bare hex too short to be a prefix
   ///   that is not a key either.
   func resolve(_ reference: ObjectReference, in store: Store) throws -> BlobDigest {
     switch reference {

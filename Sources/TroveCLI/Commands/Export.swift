@@ -43,6 +43,10 @@ let exportCommand = CommandSpec(
       )
     }
     let named = invocation.positionals[0]
+    if named == "-" && isatty(1) == 1 {
+      throw invocation.usageError(
+        "refusing to write an archive to a terminal: redirect standard output, or name a file")
+    }
     let destination = named == "-" ? "<output>" : absolutePath(named)
     let store = try invocation.openStore()
     let objects = try store.record(named: record).objects

@@ -262,7 +262,8 @@ private final class TransferTally: Sendable {
       let received = all.values.reduce(Int64(0)) { $0 + $1.received }
       let totals = all.values.compactMap(\.total)
       let total = totals.count == all.count ? totals.reduce(0, +) : nil
-      let label = all.count == 1 ? Self.name(transfer.url) : "\(all.count) URLs"
+      // The verb first, as every progress line has it: `fetch model.bin`.
+      let label = "fetch " + (all.count == 1 ? Self.name(transfer.url) : "\(all.count) URLs")
       return (ProgressReport(unit: .bytes, completed: received, total: total), label)
     }
     progress.update(report, label: label)

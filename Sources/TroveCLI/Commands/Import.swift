@@ -63,10 +63,11 @@ let importCommand = CommandSpec(
     return ExitStatus.success
   })
 
-/// Opens the store and runs `body` with it; a store this command had to
-/// create is removed again when `body` fails, with every folder made for
-/// it: a failed import leaves no new store behind (a typo in `--store`
-/// does not grow one).
+/// Opens the store and runs `body` with it. A store this command had to
+/// create is removed again, with every folder made for it, when `body`
+/// fails before storing anything in it: a failed import leaves no new
+/// empty store behind (a typo in `--store` does not grow one). Objects it
+/// stored before failing are complete, and stay with their store.
 private func creatingStoreForGood<T>(_ invocation: Invocation, _ body: (Store) throws -> T)
   throws -> T
 {
@@ -82,7 +83,9 @@ private func creatingStoreForGood<T>(_ invocation: Invocation, _ body: (Store) t
   do {
     return try body(store)
   } catch {
-    if let made { try? FileManager.default.removeItem(atPath: made) }
+    if let made, (try? store.entries().isEmpty) == true {
+      try? FileManager.default.removeItem(atPath: made)
+    }
     throw error
   }
 }

@@ -135,10 +135,10 @@ extension Invocation {
       return try BlobDigest(parsing: BlobDigest.prefix + text.lowercased())
     }
     guard text.utf8.count >= minimumPrefix else {
-      throw TroveError(
-        .invalidArgument,
-        "no key '\(text)' in store '\(store.root)', and '\(text)' is too short for a digest prefix: give at least \(minimumPrefix) hex digits",
-        value: text)
+      // A usage error, with the usage line, as a too-short `xxh128:` prefix is.
+      throw usageError(
+        "no key '\(text)' in store '\(store.root)', and '\(text)' is too short for a digest prefix: give at least \(minimumPrefix) hex digits"
+      )
     }
     return try digest(prefix: text.lowercased(), in: store)
   }
@@ -173,6 +173,8 @@ struct AmbiguousDigestPrefix: Error, CustomStringConvertible {
 func reportError(_ error: any Error) {
   if let ambiguous = error as? AmbiguousDigestPrefix {
     ambiguous.report()
+  } else if let usage = error as? UsageError {
+    Output.error("Error: \(usage.message)")
   } else {
     Output.error("Error: \(error)")
   }

@@ -32,7 +32,7 @@ private func record(_ invocation: Invocation) throws -> Int32 {
   let actions = ["start", "stop", "show", "ls", "rm"]
   guard let action = invocation.positionals.first else {
     throw invocation.usageError(
-      "Missing expected argument: one of \(actions.joined(separator: ", "))")
+      "Missing expected argument '<action>': one of \(actions.joined(separator: ", "))")
   }
   guard actions.contains(action) else {
     throw invocation.usageError(

@@ -68,11 +68,12 @@ private let remoteActionOptions: [String: Set<String>] = [
 private func remote(_ invocation: Invocation) throws -> Int32 {
   let args = invocation.positionals
   guard let action = args.first else {
-    throw invocation.usageError("Missing expected action: add, ls, rm, check, push or pull")
+    throw invocation.usageError(
+      "Missing expected argument '<action>': one of add, ls, rm, check, push, pull")
   }
   guard let allowed = remoteActionOptions[action] else {
     throw invocation.usageError(
-      "unknown action '\(action)': expected add, ls, rm, check, push or pull")
+      "unknown action '\(action)': expected one of add, ls, rm, check, push, pull")
   }
   for option in invocation.values.keys.sorted()
   where !allowed.contains(option) && option != "--quiet" {

@@ -267,6 +267,8 @@ let reindexCommand = CommandSpec(
       Output.error(
         "trove: unexpected: \(path) (\(moved ? "moved to quarantine/" : "left alone"))")
     }
+    // The summary is what reindex says: -q silences it (errors still print).
+    if Output.quiet { return ExitStatus.success }
     Output.error(
       "trove: index rebuilt: \(report.added) added, \(report.dropped) dropped, "
         + "\(report.corrected) corrected, \(Output.count(report.twins, "twin")) removed"
