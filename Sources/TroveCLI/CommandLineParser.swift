@@ -59,7 +59,9 @@ struct Invocation: Sendable {
 let globalOptions = [
   OptionSpec(
     names: ["--store"], valueName: "dir",
-    help: "The store folder (default: $TROVE_STORE, else the caches folder + trove)."),
+    help:
+      "The store folder (default: $TROVE_STORE, else $XDG_CACHE_HOME/trove, else ~/.cache/trove)."
+  ),
   OptionSpec(names: ["-h", "--help"], valueName: nil, help: "Show help information."),
   OptionSpec(
     names: ["-q", "--quiet"], valueName: nil,

@@ -25,7 +25,12 @@ let listCommand = CommandSpec(
     OptionSpec(
       names: ["--key"], valueName: "glob",
       help: "Only objects with a key matching this shell glob ('*', '?', '[a-z]'; quote it)."),
-    formatOption, jsonOption,
+    OptionSpec(
+      names: ["--format"], valueName: "format",
+      help:
+        "trove (the columns below; default) or xxhsum (HEX  PATH of each object stored raw, which 'xxhsum -c' checks); not with --json."
+    ),
+    jsonOption,
   ],
   discussion: """
     One line per object, columns aligned: digest, size, stored form (raw or zstd),
