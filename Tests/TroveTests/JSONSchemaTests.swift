@@ -159,7 +159,7 @@ struct JSONSchemaTests {
       try Self.json(["--store", store, "keys", "--json"]),
       [
         "key": .string, "digest": .string, "size": .nullable(.integer), "updated": .time,
-        "etag": .nullable(.string), "lastModified": .nullable(.string),
+        "etag": .nullable(.string), "lastModified": .nullable(.time),
         "fetched": .nullable(.time), "freshUntil": .nullable(.time),
         "immutable": .nullable(.bool), "finalURL": .nullable(.string),
       ], "keys")
