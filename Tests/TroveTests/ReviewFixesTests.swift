@@ -59,6 +59,11 @@ struct ReviewFixesTests {
       #expect(run.status != 0 && run.errorLines.count == 1, "\(source): \(run.stderr)")
       #expect(!FileManager.default.fileExists(atPath: scratch["new"]), "\(source)")
     }
+    // An empty folder named as the store is left empty.
+    try FileManager.default.createDirectory(
+      atPath: scratch["folder"], withIntermediateDirectories: true)
+    let intoFolder = try CLI.run(["--store", scratch["folder"], "import", junk])
+    #expect(intoFolder.status == 65 && scratch.list("folder").isEmpty, "\(scratch.list("folder"))")
     // A cut-short archive on stdin.
     let source = scratch["src"]
     let file = try scratch.write("f", Bytes.random(5000, seed: 13))

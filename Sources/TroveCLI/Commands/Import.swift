@@ -79,12 +79,21 @@ private func creatingStoreForGood<T>(_ invocation: Invocation, _ body: (Store) t
     made = path
     path = (path as NSString).deletingLastPathComponent
   }
+  // An empty folder becomes a store too: what is in it then is ours.
+  let wasEmpty =
+    made == nil && (try? FileManager.default.contentsOfDirectory(atPath: root))?.isEmpty == true
   let store = try invocation.openStore()
   do {
     return try body(store)
   } catch {
-    if let made, (try? store.entries().isEmpty) == true {
-      try? FileManager.default.removeItem(atPath: made)
+    if made != nil || wasEmpty, (try? store.entries().isEmpty) == true {
+      if let made {
+        try? FileManager.default.removeItem(atPath: made)
+      } else {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+          try? FileManager.default.removeItem(atPath: root + "/" + name)
+        }
+      }
     }
     throw error
   }
