@@ -279,6 +279,11 @@ struct ReviewFixesTests {
     #expect(urls.status == 64 && urls.stderr.hasPrefix("Error: <stdin>:1: "), "\(urls.stderr)")
     let archive = try CLI.run(["--store", store, "import", "-"], stdin: [1, 2, 3])
     #expect(archive.status == 65 && archive.stderr.contains("'<stdin>'"), "\(archive.stderr)")
+    // And standard output, <output>.
+    let full = try CLI.run(
+      [], prefix: ["/bin/bash", "-c", "\"$0\" --store '\(store)' dir >/dev/full", CLI.executable])
+    #expect(full.status == 74)
+    #expect(full.stderr == "Error: cannot write '<output>': No space left on device\n")
   }
 
   @Test(
