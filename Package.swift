@@ -16,8 +16,9 @@ let package = Package(
       name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(
       name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
-    .systemLibrary(
-      name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+    // Headers only (libcurl4-openssl-dev): no pkgConfig, which would link
+    // libcurl; Trove loads it with dlopen on the first transfer.
+    .systemLibrary(name: "CCurl"),
     .systemLibrary(
       name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CLinux"),

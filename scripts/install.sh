@@ -7,11 +7,12 @@
 # DESTDIR is honoured, as packagers expect. What it installs:
 #   PREFIX/bin/trove
 #   PREFIX/share/bash-completion/completions/trove   (subcommands and each one's options)
-# The binary still links the Debian C libraries (libcurl, libxxhash, libzstd,
-# libsqlite3, libcrypto) dynamically: scripts/deps.sh build installs them.
+# The binary still links the Debian C libraries (libxxhash, libzstd, libsqlite3,
+# libcrypto) dynamically: scripts/deps.sh build installs them. libcurl
+# (libcurl.so.4) is loaded with dlopen by the commands that need HTTP.
 set -euo pipefail
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
   -h | --help) usage; exit 0 ;;
 esac

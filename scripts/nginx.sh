@@ -3,6 +3,7 @@
 # free port, for the tests, the benchmarks and the demo; never a system service.
 #   scripts/nginx.sh start ROOT STATE   serve ROOT; prints the port. STATE gets
 #                                       nginx.conf, nginx.pid, access.log, error.log
+#   scripts/nginx.sh start --webdav ROOT STATE   serve ROOT read-write (WebDAV)
 #   scripts/nginx.sh stop STATE         stop it
 # Beside ROOT's files as they are, it serves:
 #   /fresh/NAME      with Cache-Control: max-age=3600
@@ -10,6 +11,12 @@
 #   /moved/NAME      a 302 redirect to /NAME
 # The access log has one line per request: method, URI, status, body bytes
 # sent, then the Range, If-Range, If-None-Match and If-Modified-Since headers.
+# With --webdav (for the remote tests; nginx-light's dav module) GET and HEAD
+# read ROOT; PUT (atomic: nginx writes a temp file, then renames), DELETE,
+# MKCOL, COPY and MOVE write it (dav_methods; PROPFIND, which
+# libnginx-mod-http-dav-ext adds, is not needed). Folders are made as a PUT or
+# MOVE needs them (create_full_put_path); bodies have no size limit. Its access
+# log lines are: method, URI, status, body bytes sent, request length.
 set -euo pipefail
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 
@@ -22,9 +29,27 @@ start)
     n=${fd##*/}
     [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-" 2>/dev/null || true
   done
+  webdav=false
+  if [ "${2:-}" = --webdav ]; then
+    webdav=true
+    shift
+  fi
+  [ $# -eq 3 ] || { echo "usage: scripts/nginx.sh start [--webdav] ROOT STATE" >&2; exit 64; }
   root=$(cd "$2" && pwd)
   mkdir -p "$3"
   state=$(cd "$3" && pwd)
+  if $webdav; then
+    format='$request_method $request_uri $status $body_bytes_sent $request_length'
+    locations="dav_methods PUT DELETE MKCOL COPY MOVE;
+    dav_access user:rw group:r all:r;
+    create_full_put_path on;
+    client_max_body_size 0;"
+  else
+    format='$request_method $request_uri $status $body_bytes_sent "$http_range" "$http_if_range" "$http_if_none_match" "$http_if_modified_since"'
+    locations="location /fresh/ { alias $root/; add_header Cache-Control \"max-age=3600\"; }
+    location /immutable/ { alias $root/; add_header Cache-Control \"max-age=31536000, immutable\"; }
+    location /moved/ { rewrite ^/moved/(.*)\$ /\$1 redirect; }"
+  fi
   user=""
   [ "$(id -u)" -eq 0 ] && user="user root root;"
   for _ in 1 2 3 4 5; do
@@ -39,7 +64,7 @@ http {
   default_type application/octet-stream;
   sendfile on;
   keepalive_requests 100000;
-  log_format trove '\$request_method \$request_uri \$status \$body_bytes_sent "\$http_range" "\$http_if_range" "\$http_if_none_match" "\$http_if_modified_since"';
+  log_format trove '$format';
   access_log $state/access.log trove;
   client_body_temp_path $state/client-body;
   proxy_temp_path $state/proxy;
@@ -49,9 +74,7 @@ http {
   server {
     listen 127.0.0.1:$port;
     root $root;
-    location /fresh/ { alias $root/; add_header Cache-Control "max-age=3600"; }
-    location /immutable/ { alias $root/; add_header Cache-Control "max-age=31536000, immutable"; }
-    location /moved/ { rewrite ^/moved/(.*)\$ /\$1 redirect; }
+    $locations
   }
 }
 CONF
@@ -76,7 +99,7 @@ stop)
   kill -9 "$pid" 2>/dev/null || true
   ;;
 *)
-  echo "usage: scripts/nginx.sh start ROOT STATE | stop STATE" >&2
+  echo "usage: scripts/nginx.sh start [--webdav] ROOT STATE | stop STATE" >&2
   exit 64
   ;;
 esac

@@ -269,4 +269,52 @@ struct LeftoverTests {
     #expect((reconciled["removalsFinished"] as? Int ?? 0) >= 1)
     #expect(FileManager.default.fileExists(atPath: stuck))
   }
+
+  @Test(
+    "an entry chosen for eviction whose file cannot be unlinked is kept and named; the sweep evicts others to the budget",
+    .enabled(
+      if: immutableBase != nil,
+      "chattr +i does not work here (needs root, /usr/bin/chattr and ext4 or XFS)"))
+  func evictionFailureDoesNotStopSweep() throws {
+    let scratch = try Scratch(under: Self.immutableBase)
+    let root = scratch["store"]
+    // Five objects put in order: the first is the least recently used.
+    let (digests, paths) = try {
+      let store = try scratch.store()
+      var digests: [BlobDigest] = []
+      for i in 0..<5 {
+        digests.append(try store.put(bytes: Bytes.random(30_000, seed: UInt64(970 + i))).digest)
+      }
+      return (digests, digests.map { store.objects.path($0, compressed: false) })
+    }()
+    let stuck = paths[0]
+    #expect(Self.chattr(["+i", stuck]))
+    defer {
+      Self.chattr(["-i", stuck])
+      withExtendedLifetime(scratch) {}  // removed only once the flag is off
+    }
+
+    let budget = 80_000
+    let sweep = try CLI.run(["--store", root, "sweep", "--budget", "\(budget)", "--json"])
+    #expect(sweep.status == 0, "\(sweep.stderr)")
+    let report = try #require(
+      try JSONSerialization.jsonObject(with: Data(sweep.stdout)) as? [String: Any])
+    let reason = "cannot remove '\(stuck)': Operation not permitted (unlinkat, errno 1)"
+    let errors = try #require(report["housekeepingErrors"] as? [String])
+    #expect(!errors.isEmpty && errors.allSatisfy { $0 == reason }, "\(errors)")
+    #expect(
+      sweep.errorLines == errors.map { "trove: warning: \($0); the next sweep tries again" },
+      "\(sweep.stderr)")
+    // The budget was met with the others: the stuck object is still stored
+    // and readable, the next ones in LRU order are gone.
+    #expect((report["bytesAfter"] as? Int ?? .max) <= budget, "\(report)")
+    #expect((report["evictedEntries"] as? Int ?? 0) >= 3, "\(report)")
+    #expect((report["skippedEntries"] as? Int ?? 0) >= 1, "\(report)")
+    #expect(FileManager.default.fileExists(atPath: stuck))
+    #expect(try CLI.run(["--store", root, "has", digests[0].description]).status == 0)
+    #expect(!FileManager.default.fileExists(atPath: paths[1]))
+    #expect(try CLI.run(["--store", root, "has", digests[1].description]).status == 1)
+    let verify = try CLI.run(["--store", root, "verify"])
+    #expect(verify.status == 0, "\(verify.stderr)")
+  }
 }

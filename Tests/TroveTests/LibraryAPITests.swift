@@ -91,13 +91,20 @@ struct LibraryAPITests {
     #expect(try store.binding(forKey: "k")?.digest == put.digest)
     let again: PutResult = try await store.put(bytes: data)
     #expect(again.isDuplicate)
+    // The async form takes what the blocking one takes: Data, a slice.
+    let fromData: PutResult = try await store.put(bytes: Data(data), key: "d")
+    #expect(fromData.isDuplicate && fromData.digest == put.digest)
+    #expect(try store.binding(forKey: "d")?.digest == put.digest)
+    let slice: PutResult = try await store.put(bytes: data[1000..<2000])
+    #expect(slice.digest == XXH3Hasher.digest(Array(data[1000..<2000])))
+    #expect(try store.bytes(for: slice.digest) == Array(data[1000..<2000]))
     let got: Materialization = try await store.materialize(put.digest, at: scratch["out.bin"])
     #expect(got.size == Int64(data.count))
     #expect(try contents(scratch["out.bin"]) == data)
     let verify: VerifyReport = try await store.verify()
-    #expect(verify.isClean && verify.checkedObjects == 1)
+    #expect(verify.isClean && verify.checkedObjects == 2)
     let sweep: SweepReport = try await store.sweep(SweepOptions(budget: 0))
-    #expect(sweep.evictedEntries == 1)
+    #expect(sweep.evictedEntries == 2)
     // Many at once do not wait on each other through the cooperative pool.
     let digests = try await withThrowingTaskGroup(of: BlobDigest.self) { group in
       for i in 0..<16 {

@@ -496,7 +496,7 @@ struct LifecycleTests {
     try age(digest, by: 120, in: store)
     let chosen = try #require(try store.entry(for: digest))
     #expect(try store.contains(digest))
-    #expect(try store.objects.evict([chosen], now: currentTimeNanoseconds()) == [false])
+    #expect(try store.objects.evict([chosen], now: currentTimeNanoseconds()).evicted == [false])
     #expect(try store.contains(digest))
   }
 

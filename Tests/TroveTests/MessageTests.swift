@@ -76,7 +76,7 @@ struct MessageTests {
     #expect(
       r.errorLines == [
         "Error: invalid digest 'xxh128:\(Self.shown)': expected 32 hex digits after 'xxh128:', found 10",
-        "Usage: trove [--store <dir>] has [-v] <digest-or-key>",
+        "Usage: trove [--store <dir>] has [-v] [--remote] <digest-or-key>",
         "  See 'trove has --help' for more information.",
       ])
     let checksum = try CLI.run([

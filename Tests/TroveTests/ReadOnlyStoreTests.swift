@@ -35,6 +35,11 @@ final class ReadOnlyVolume {
     try Self.shell("sync && mount -o remount,ro '\(mountPoint)'")
   }
 
+  /// Remounts the volume read-write again.
+  func makeWritable() throws {
+    try Self.shell("mount -o remount,rw '\(mountPoint)'")
+  }
+
   /// Runs `script` in /bin/sh; throws its stderr if it fails.
   static func shell(_ script: String) throws {
     let run = try CLI.run([], prefix: ["/bin/sh", "-c", script])
@@ -204,6 +209,73 @@ struct ReadOnlyStoreTests {
     let opened = try Store(StoreConfiguration(root: store, createIfMissing: false))
     #expect(try opened.index().isImmutable)
     #expect(try volume.snapshot() == before)
+  }
+
+  @Test("a WAL holding frames without its shared-memory file is not read as if it were empty")
+  func walNeedingRecovery() throws {
+    let volume = try ReadOnlyVolume(blockSize: 4096)
+    let (store, digest, _) = try filledStore(on: volume) { store in
+      // A writer that died after a commit, before any checkpoint: its
+      // frames are in the WAL only. Then the shared memory is lost.
+      let script = """
+        import os, sqlite3
+        c = sqlite3.connect(os.sys.argv[1])
+        c.execute("PRAGMA wal_autocheckpoint=0")
+        c.execute("INSERT INTO counters(name, value) VALUES ('test_marker', 1)")
+        c.commit()
+        os._exit(0)
+        """
+      let python = try #require(FaultServer.python, FaultServer.missing)
+      let run = try CLI.run([], prefix: [python, "-c", script, store + "/index.sqlite"])
+      #expect(run.status == 0, "\(run.stderr)")
+      try FileManager.default.removeItem(atPath: store + "/index.sqlite-shm")
+      let wal = try fileStatus(store + "/index.sqlite-wal")
+      #expect(wal.size > 0)
+    }
+    let before = try volume.snapshot()
+    for command in [["ls"], ["stats"], ["pins"]] {
+      let run = try CLI.run(["--store", store] + command)
+      #expect(run.status == 77, "\(command): \(run.stderr)")
+      #expect(run.errorLines.count == 1, "\(run.stderr)")
+      #expect(
+        run.stderr.contains("write-ahead log '\(store)/index.sqlite-wal' holds")
+          && run.stderr.contains("open the store once with write access"), "\(run.stderr)")
+    }
+    // The objects folder is the truth: a read that needs no index works.
+    #expect(try CLI.run(["--store", store, "has", digest.description]).status == 0)
+    #expect(try volume.snapshot() == before)
+  }
+
+  @Test("an index read without locks that someone changes fails the read, never returns its rows")
+  func immutableIndexChanged() throws {
+    let volume = try ReadOnlyVolume(blockSize: 4096)
+    let (store, digest, _) = try filledStore(on: volume) { store in
+      try FileManager.default.removeItem(atPath: store + "/index.sqlite-shm")
+    }
+    let opened = try Store(StoreConfiguration(root: store, createIfMissing: false))
+    #expect(try opened.index().isImmutable)
+    #expect(try opened.entry(for: digest)?.size == 100_000)
+    // Someone with write access writes the store meanwhile.
+    try volume.makeWritable()
+    let other = try volume.scratch.write("other", Bytes.random(5000, seed: 1201))
+    #expect(try CLI.run(["--store", store, "put", other]).status == 0)
+    let error = #expect(throws: TroveError.self) { try opened.entry(for: digest) }
+    #expect(error?.code == .busy)
+    #expect(error?.description.contains("changed while this process read it without locks") == true)
+  }
+
+  @Test("a journal that starts with its header is hot; a zeroed one is not")
+  func hotJournal() throws {
+    let scratch = try Scratch()
+    let database = try scratch.write("index.sqlite", [UInt8](repeating: 0, count: 4096))
+    #expect(try UnlockedIndexLook.take(database, shown: database).recoveryNeeded(database) == nil)
+    _ = try scratch.write(
+      "index.sqlite-journal", [UInt8](repeating: 0, count: 8) + [UInt8](repeating: 1, count: 504))
+    #expect(try UnlockedIndexLook.take(database, shown: database).recoveryNeeded(database) == nil)
+    _ = try scratch.write(
+      "index.sqlite-journal", UnlockedIndexLook.journalMagic + [UInt8](repeating: 1, count: 504))
+    let reason = try UnlockedIndexLook.take(database, shown: database).recoveryNeeded(database)
+    #expect(reason?.contains("holds a transaction that never finished") == true)
   }
 
   @Test("a damaged index on a read-only store fails in one line, and nothing is set aside")

@@ -81,6 +81,59 @@ struct RecordTests {
     #expect(try tornLines(store, "bench").isEmpty)
   }
 
+  @Test(
+    "a log of 800,000 lines is read in pieces: every line counted, an overlong one skipped, show's memory bounded",
+    .enabled(
+      if: FileManager.default.isExecutableFile(atPath: "/usr/bin/time"),
+      "peak RSS is measured with GNU time (/usr/bin/time), not installed")
+  )
+  func largeLog() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    try trove(store, ["record", "start", "big"])
+    try trove(store, ["record", "start", "small"])
+    let a = try put(scratch, "a", [1, 2, 3])
+    let b = try put(scratch, "b", [4, 5, 6])
+    // Lines of a and b alternating, times falling then rising; one line of
+    // 2 MiB (damaged, skipped), one of garbage, and a last line with a key
+    // and no newline. Lines straddle every 64 KiB piece boundary.
+    let lines = 800_000
+    var log = [UInt8]()
+    log.reserveCapacity(lines * 64)
+    for i in 0..<lines {
+      let time = 5_000_000 + abs(i - lines / 2)
+      log += Array("\(i % 2 == 0 ? a : b)\t\(time)\n".utf8)
+      if i == lines / 3 { log += [UInt8](repeating: 0x41, count: 2 << 20) + [0x0A] }
+      if i == lines / 4 { log += Array("not a line\n".utf8) }
+    }
+    log += Array("\(b)\t7\thttps://example.com/b".utf8)
+    try scratch.write("store/records/big.log", log)
+
+    let record = try scratch.store().record(named: "big")
+    #expect(record.damagedLines == 2)
+    #expect(record.objects.map(\.digest) == [a, b])
+    #expect(record.objects.first?.firstUsed == 5_000_000)
+    #expect(record.objects.first?.lastUsed == Int64(5_000_000 + lines / 2))
+    #expect(record.objects.last?.firstUsed == 7)
+    #expect(record.objects.last?.keys == ["https://example.com/b"])
+
+    // Peak RSS of `record show`, the big log against an empty one: the
+    // 40 MB log must not be held (the old reader held it, and its lines).
+    func peak(_ name: String) throws -> Int {
+      let out = scratch["rss-" + name]
+      let run = try CLI.run(
+        ["--store", store, "record", "show", name, "--json"],
+        prefix: ["/usr/bin/time", "-f", "%M", "-o", out])
+      #expect(run.status == 0, "\(run.stderr)")
+      let text = String(decoding: try contents(out), as: UTF8.self)
+      return try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), "\(text)")
+    }
+    let small = try peak("small")
+    let big = try peak("big")
+    #expect(log.count > 40_000_000)
+    #expect(big - small < 16 << 10, "peak RSS \(big) KiB against \(small) KiB")
+  }
+
   @Test("a removed object shows as missing (size null); rm removes the record, not the objects")
   func missingAndRemoved() throws {
     let scratch = try Scratch()

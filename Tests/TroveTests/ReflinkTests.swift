@@ -86,6 +86,40 @@ struct ReflinkTests {
     #expect(try contents(scratch["p"]) == data)
   }
 
+  @Test(
+    "export to a folder on the same XFS clones each object (shared extents); an import from it clones them back"
+  )
+  func exportClones() throws {
+    let data = [
+      Bytes.random(4 * 1024 * 1024, seed: 24), Bytes.random(1024 * 1024 + 3, seed: 25),
+    ]
+    let digests = try data.map { try store.put(bytes: $0).digest }
+    for digest in digests {
+      #expect(try extents(store.path(for: digest)).sharedExtents == 0)
+    }
+    let objects = digests.map {
+      RecordedObject(digest: $0, keys: [], firstUsed: 1, lastUsed: 1)
+    }
+    let report = try store.export(objects, to: scratch["export"])
+    #expect(report.objects == 2 && report.missing.isEmpty)
+    let exported = try Store(StoreConfiguration(root: scratch["export"]))
+    for (digest, bytes) in zip(digests, data) {
+      let summary = try extents(exported.path(for: digest))
+      #expect(summary.isFullyShared, "exported object extents: \(summary)")
+      #expect(try exported.bytes(for: digest) == bytes)
+    }
+    #expect(scratch.list("export/tmp").isEmpty)
+    let verify = try CLI.run(["--store", scratch["export"], "verify"])
+    #expect(verify.status == 0, "\(verify.stderr)")
+
+    let other = try Store(StoreConfiguration(root: scratch["other"]))
+    let imported = try other.importStore(at: scratch["export"])
+    #expect(imported.objects == 2)
+    for digest in digests {
+      #expect(try extents(other.path(for: digest)).isFullyShared)
+    }
+  }
+
   @Test("across filesystems: clone mode fails naming both, auto mode copies and says why")
   func acrossFilesystems() throws {
     let other = try Scratch()  // the root filesystem

@@ -14,11 +14,17 @@ import Testing
   .enabled(if: Nginx.executable != nil, Nginx.missing),
   .enabled(if: RedisServer.executable != nil, RedisServer.missing))
 struct RemoteTests {
-  /// `trove --store STORE remote ARGS` as a process.
+  /// `trove --store STORE remote ARGS` as a process. A remote added with
+  /// no `--write` has write-back off here: these tests send objects with
+  /// `remote push` and must not race a background upload (write-back has
+  /// its own tests, which say `--write`).
   static func remote(_ store: String, _ arguments: [String], environment: [String: String] = [:])
     throws -> CLI.Result
   {
-    try CLI.run(["--store", store, "remote"] + arguments, environment: environment)
+    let write =
+      arguments.first == "add" && !arguments.contains("--write") ? ["--write", "off"] : []
+    return try CLI.run(
+      ["--store", store, "remote"] + arguments + write, environment: environment)
   }
 
   /// Puts `bytes` into the store at `store` through the CLI; its digest.
@@ -372,7 +378,9 @@ struct RemoteTests {
     #expect(records?[0]["authEnv"] is NSNull && records?[0]["maxObjectSize"] is NSNull)
     #expect(records?[1]["authEnv"] as? String == "REDIS_PW")
     #expect(records?[1]["readOnly"] as? Bool == true)
-    #expect(records?[0].keys.sorted() == ["authEnv", "maxObjectSize", "name", "readOnly", "url"])
+    #expect(
+      records?[0].keys.sorted() == ["authEnv", "maxObjectSize", "name", "readOnly", "url", "write"])
+    #expect(records?[0]["write"] as? String == "off")
     let file = try contents(store + "/remotes.json")
     let before = file
 

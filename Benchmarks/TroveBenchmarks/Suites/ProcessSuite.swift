@@ -2,7 +2,8 @@ import Foundation
 
 /// What one `trove` process costs when the work itself is nothing: a
 /// lookup (`has`) beside `git cat-file -e`, a small clone (`get`) beside
-/// `cp --reflink=always`, and the bare start beside `true`. A harness that
+/// `cp --reflink=always`, a put of 4 KiB already stored beside
+/// `git hash-object -w`, and the bare start beside `true`. A harness that
 /// asks for 200 inputs one process at a time pays this 200 times.
 func processSuite(_ b: Bench) throws {
   print("process")
@@ -56,6 +57,39 @@ func processSuite(_ b: Bench) throws {
       suite: "process", name: "has (one process per lookup)", parameters: params,
       unit: .seconds, trove: lookups[0], referenceName: "git cat-file -e", reference: lookups[1],
       note: "opens the store and its index, looks one digest up"))
+  // The same 4 KiB each time: trove finds it stored (hash, one lookup), git
+  // finds its loose object there (hash, one stat): neither writes again.
+  let puts = try perCall([
+    [b.trove, "--store", store, "put", source],
+    ["git", "-C", repository, "hash-object", "-w", source],
+  ])
+  b.add(
+    Result(
+      suite: "process", name: "put 4 KiB already stored (one process per file)",
+      parameters: params, unit: .seconds, trove: puts[0], referenceName: "git hash-object -w",
+      reference: puts[1], note: "hashes the file and finds the object already stored"))
+  // New content each call (written untimed): trove stores it durably (fsync
+  // of the file and its folder, an index transaction); git writes a loose
+  // object without fsync (core.fsync's default).
+  let newInput = folder + "/process-new.bin"
+  defer { remove(newInput) }
+  var serial: UInt64 = 0
+  let fresh = try perCall(
+    [
+      [b.trove, "--store", store, "put", newInput],
+      ["git", "-C", repository, "hash-object", "-w", newInput],
+    ],
+    setup: {
+      serial += 1
+      var bytes = [UInt8](repeating: 0x5A, count: 4096)
+      withUnsafeBytes(of: serial) { bytes.replaceSubrange(0..<8, with: $0) }
+      _ = FileManager.default.createFile(atPath: newInput, contents: Data(bytes))
+    })
+  b.add(
+    Result(
+      suite: "process", name: "put 4 KiB new (one process per file)", parameters: params,
+      unit: .seconds, trove: fresh[0], referenceName: "git hash-object -w", reference: fresh[1],
+      note: "trove syncs the object and its index entry; git does not sync"))
   guard b.xfs != nil else { return b.skip("process: get by clone", b.xfsMissing) }
   let clones = try perCall(
     [

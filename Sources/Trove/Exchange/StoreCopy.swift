@@ -53,6 +53,7 @@ extension Store {
     let writer = try makeWriter(expectedSize: size, priority: .important, source: objectPath)
     defer { writer.cancel() }
     writer.binding = binding
+    var method = IngestMethod.stream
     object.adviseSequential()
     if isCompressed {
       var failure: TroveError?
@@ -68,11 +69,13 @@ extension Store {
       } catch {
         throw source.quarantining(failure ?? error, digest, object: object, compressed: true)
       }
+    } else if try clone(object, path: objectPath, into: writer) {
+      method = .clone
     } else {
       try writer.absorb(from: object, path: objectPath)
     }
     do throws(TroveError) {
-      return try writer.commit(expecting: digest, size: size)
+      return try writer.commit(method: method, expecting: digest, size: size)
     } catch  where error.code == .checksumMismatch {
       let corrupt = TroveError(
         .corruptObject,
@@ -82,12 +85,42 @@ extension Store {
     }
   }
 
+  /// Fills `writer` with a clone of `object` (FICLONE) when this store is
+  /// on the object's filesystem, clones work there (learnt once per pair
+  /// of devices, as gets learn it) and the writer stores raw; the clone is
+  /// then hashed like any copy. False, with nothing written, when it
+  /// cannot: the caller copies.
+  private func clone(_ object: FileDescriptor, path: String, into writer: BlobWriter)
+    throws(TroveError) -> Bool
+  {
+    guard writer.canTakeClone else { return false }
+    let source = try attempt("read", path) { () throws(SystemCallError) in
+      try object.status().device
+    }
+    guard source == device else { return false }
+    if case .unsupported = cloneProbe.verdict(from: source, to: device) { return false }
+    do throws(SystemCallError) {
+      try writer.file.cloneContents(from: object)
+      cloneProbe.record(.supported, from: source, to: device)
+    } catch  where error.errno.meansUnsupported {
+      // This filesystem cannot clone (ext4, tmpfs): copy instead.
+      cloneProbe.record(.unsupported(error), from: source, to: device)
+      return false
+    } catch {
+      throw TroveError.system(error, "clone", path: path)
+    }
+    try writer.absorbWritten()
+    return true
+  }
+
   /// Copies `objects` from this store, with their keys, into a new store
   /// at `directory` (which must not exist, or be an empty folder): a
   /// small Trove store holding only that set, for a CI cache upload or a
   /// benchmark's inputs. Objects this store no longer holds are listed in
   /// the report's `missing` and skipped. When it throws, what it made at
-  /// `directory` is removed.
+  /// `directory` is removed. An object stored raw is cloned (FICLONE) when
+  /// `directory` is on this store's filesystem and clones work there, and
+  /// the clone is hashed; otherwise its bytes are copied.
   ///
   /// - Throws: `.destinationExists` for a `directory` that is not empty,
   ///   `.corruptObject`, and the errors of putting into a store.

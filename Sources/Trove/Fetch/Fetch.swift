@@ -137,7 +137,8 @@ private struct Fetcher {
       if try store.binding(forKey: url)?.digest != digest {
         try store.objects.bind(key: url, to: digest)
       }
-      store.recordRead(digest, hit: true)
+      store.recordRead(digest)
+      store.countFetch(digest, served: true)
       return result(digest, size: entry.size, source: .cache, verified: verified)
     }
     return nil
@@ -173,7 +174,8 @@ private struct Fetcher {
     } catch  where error.code == .checksumMismatch && request.mode != .offline {
       return nil
     }
-    store.recordRead(cached.digest, hit: true)
+    store.recordRead(cached.digest)
+    store.countFetch(cached.digest, served: true)
     return result(cached.digest, size: entry.size, source: .cache, verified: verified)
   }
 
@@ -266,7 +268,8 @@ private struct Fetcher {
           continue
         }
         let verified = try verify(cached.digest, size: origin.size)
-        store.recordRead(cached.digest, hit: true)
+        store.recordRead(cached.digest)
+        store.countFetch(cached.digest, served: true)
         return result(cached.digest, size: origin.size, source: .revalidated, verified: verified)
       case .status(let code)?:
         let error = Self.statusError(url, outcome.head, code: code)
@@ -324,7 +327,7 @@ private struct Fetcher {
         try restart("its object was removed as it was stored")
         continue
       }
-      store.recordMiss(put.digest)
+      store.countFetch(put.digest, served: false)
       return result(
         put.digest, size: body.size, source: offset > 0 ? .resumed : .network, verified: verified)
     }

@@ -25,7 +25,15 @@ final class FetchLock {
   /// on the host; on a network filesystem (``FilesystemKind/isShared``),
   /// whose locks may reach this host alone, it is taken to save work but
   /// reported not honoured.
-  init(store: Store, name: String) throws(TroveError) {
+  /// Takes `locks/<name>.lock`, waiting for it.
+  convenience init(store: Store, name: String) throws(TroveError) {
+    // Never nil when waiting.
+    try self.init(store: store, name: name, wait: true)!
+  }
+
+  /// Takes `locks/<name>.lock`; nil when another holder has it and
+  /// `wait` is false.
+  init?(store: Store, name: String, wait: Bool) throws(TroveError) {
     let folder = try store.ensureFolder(StoreLayout.locks)
     defer { folder.close() }
     let lockName = name + ".lock"
@@ -41,7 +49,10 @@ final class FetchLock {
         return file
       }
       do throws(SystemCallError) {
-        _ = try file.lock(exclusive: true, wait: true)
+        guard try file.lock(exclusive: true, wait: wait) else {
+          file.close()
+          return nil
+        }
         // A sweep may have unlinked the file while this one waited: a lock
         // on a file no longer under the name excludes nobody. Start over.
         let held = try file.status()

@@ -76,20 +76,21 @@ struct HTTPOutcome {
 /// Proxies come from the environment (`http_proxy`, `https_proxy`,
 /// `no_proxy`), as with the `curl` command.
 final class HTTPClient {
+  private let curl: LibCurl
   private let handle: UnsafeMutableRawPointer
   private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
-  /// libcurl's global set-up, done once (thread-safe: a lazy static).
-  static let libraryReady: Bool = curl_global_init(3) == CURLE_OK  // CURL_GLOBAL_ALL
   /// Runs the transfers when given, while this client's thread handles
   /// their bodies.
   private let multi: HTTPMulti?
 
   /// A client whose transfers run on the calling thread
   /// (`curl_easy_perform`), or on `multi`'s thread with the body relayed
-  /// back to the calling one.
+  /// back to the calling one. Loads libcurl on the first call (see
+  /// ``LibCurl``): throws when it cannot be loaded.
   init(multi: HTTPMulti? = nil) throws(TroveError) {
-    guard Self.libraryReady, let handle = curl_easy_init() else {
+    curl = try LibCurl.loaded()
+    guard let handle = curl.easyInit() else {
       throw TroveError(.ioError, "cannot start libcurl: curl_easy_init failed")
     }
     self.handle = handle
@@ -97,7 +98,7 @@ final class HTTPClient {
   }
 
   deinit {
-    curl_easy_cleanup(handle)
+    curl.easyCleanup(handle)
     errorBuffer.deallocate()
   }
 
@@ -119,7 +120,7 @@ final class HTTPClient {
 
   /// Runs `request` to its end on this thread, giving the body to `sink`.
   func perform(_ request: HTTPRequest, into sink: any HTTPBodySink) -> HTTPOutcome {
-    curl_easy_reset(handle)
+    curl.easyReset(handle)
     errorBuffer[0] = 0
     // Through a multi, libcurl calls back on its thread: into a relay,
     // which this thread drains into `sink`.
@@ -130,32 +131,28 @@ final class HTTPClient {
     // Compressed transfer encodings break ranges and would hash the
     // decoded bytes: ask for the bytes as they are.
     for line in ["Accept-Encoding: identity"] + request.headers {
-      list = curl_slist_append(list, line)
+      list = curl.slistAppend(list, line)
     }
-    defer { curl_slist_free_all(list) }
+    defer { curl.slistFreeAll(list) }
     let o = request.options
-    trove_curl_set_string(handle, CURLOPT_URL, request.url)
-    trove_curl_set_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
-    trove_curl_set_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-    trove_curl_set_long(handle, CURLOPT_FOLLOWLOCATION, 1)
-    trove_curl_set_long(handle, CURLOPT_MAXREDIRS, o.maxRedirects)
-    trove_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
-    trove_curl_set_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
-    trove_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(o.connectTimeout * 1000))
-    // A stall limit, never a limit on the whole transfer: below
-    // `stallSpeed` bytes a second for `stallTimeout` seconds is a failure.
-    trove_curl_set_long(handle, CURLOPT_LOW_SPEED_LIMIT, max(1, o.stallSpeed))
-    trove_curl_set_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(o.stallTimeout.rounded(.up))))
-    trove_curl_set_long(handle, CURLOPT_BUFFERSIZE, 512 * 1024)
-    trove_curl_set_string(handle, CURLOPT_USERAGENT, o.userAgent)
-    trove_curl_set_list(handle, CURLOPT_HTTPHEADER, list)
-    trove_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
-    if let multi, multi.multiplexes { trove_curl_set_long(handle, CURLOPT_PIPEWAIT, 1) }
-    if request.resumeFrom > 0 {
-      trove_curl_set_offset(handle, CURLOPT_RESUME_FROM_LARGE, curl_off_t(request.resumeFrom))
+    curl.setTransferOptions(
+      handle, url: request.url, connectTimeout: o.connectTimeout, stallSpeed: o.stallSpeed,
+      stallTimeout: o.stallTimeout, userAgent: o.userAgent)
+    trove_curl_set_string(curl.easySetopt, handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_FOLLOWLOCATION, 1)
+    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_MAXREDIRS, o.maxRedirects)
+    trove_curl_set_list(curl.easySetopt, handle, CURLOPT_HTTPHEADER, list)
+    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_ERRORBUFFER, errorBuffer)
+    if let multi, multi.multiplexes {
+      trove_curl_set_long(curl.easySetopt, handle, CURLOPT_PIPEWAIT, 1)
     }
-    trove_curl_set_pointer(handle, CURLOPT_HEADERDATA, pointer)
-    trove_curl_set_data_callback(handle, CURLOPT_HEADERFUNCTION) { buffer, size, count, user in
+    if request.resumeFrom > 0 {
+      trove_curl_set_offset(
+        curl.easySetopt, handle, CURLOPT_RESUME_FROM_LARGE, curl_off_t(request.resumeFrom))
+    }
+    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_HEADERDATA, pointer)
+    trove_curl_set_data_callback(curl.easySetopt, handle, CURLOPT_HEADERFUNCTION) {
+      buffer, size, count, user in
       let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
       let n = size * count
       guard let buffer else { return n }
@@ -175,8 +172,9 @@ final class HTTPClient {
       }
       return n
     }
-    trove_curl_set_pointer(handle, CURLOPT_WRITEDATA, pointer)
-    trove_curl_set_data_callback(handle, CURLOPT_WRITEFUNCTION) { buffer, size, count, user in
+    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_WRITEDATA, pointer)
+    trove_curl_set_data_callback(curl.easySetopt, handle, CURLOPT_WRITEFUNCTION) {
+      buffer, size, count, user in
       let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
       let n = size * count
       guard context.begin() else { return 0 }
@@ -193,9 +191,9 @@ final class HTTPClient {
         return 0
       }
     }
-    trove_curl_set_long(handle, CURLOPT_NOPROGRESS, 0)
-    trove_curl_set_pointer(handle, CURLOPT_XFERINFODATA, pointer)
-    trove_curl_set_progress_callback(handle) { user, total, now, _, _ in
+    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_NOPROGRESS, 0)
+    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_XFERINFODATA, pointer)
+    trove_curl_set_progress_callback(curl.easySetopt, handle) { user, total, now, _, _ in
       let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
       guard context.began else { return 0 }
       let going = context.sink.progress(
@@ -214,16 +212,16 @@ final class HTTPClient {
         code = CURLE_WRITE_ERROR
       }
     } else {
-      code = curl_easy_perform(handle)
+      code = curl.easyPerform(handle)
       if code == CURLE_OK, !context.began, !context.begin() { code = CURLE_WRITE_ERROR }
       stopped = context.stopped
     }
     var effective: UnsafeMutablePointer<CChar>?
-    trove_curl_get_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
+    trove_curl_get_string(curl.easyGetinfo, handle, CURLINFO_EFFECTIVE_URL, &effective)
     let detail = String(cString: errorBuffer)
     return HTTPOutcome(
       code: code,
-      message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail,
+      message: detail.isEmpty ? curl.message(code) : detail,
       head: context.head, effectiveURL: effective.map { String(cString: $0) },
       stoppedBySink: stopped)
   }

@@ -29,6 +29,7 @@ final class HTTPMulti: Sendable {
     var stopping = false
   }
 
+  private let curl: LibCurl
   private let multi: Handle
   private let queue = Mutex(Queue())
   private let finished = DispatchSemaphore(value: 0)
@@ -36,16 +37,17 @@ final class HTTPMulti: Sendable {
   let multiplexes: Bool
 
   init() throws(TroveError) {
-    guard HTTPClient.libraryReady, let multi = curl_multi_init() else {
+    curl = try LibCurl.loaded()
+    guard let multi = curl.multiInit() else {
       throw TroveError(.ioError, "cannot start libcurl: curl_multi_init failed")
     }
     self.multi = Handle(raw: multi)
     let env = ProcessInfo.processInfo.environment
     let proxied = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
       .contains { !(env[$0] ?? "").isEmpty }
-    let version = curl_version_info(CURLVERSION_FIRST)?.pointee.version_num ?? 0
+    let version = curl.versionInfo(CURLVERSION_FIRST)?.pointee.version_num ?? 0
     multiplexes = !proxied && version >= 0x08_00_00
-    if !multiplexes { trove_curl_multi_set_long(multi, CURLMOPT_PIPELINING, 0) }
+    if !multiplexes { trove_curl_multi_set_long(curl.multiSetopt, multi, CURLMOPT_PIPELINING, 0) }
     let thread = Thread { [self] in run() }
     thread.name = "trove-curl-multi"
     thread.start()
@@ -63,26 +65,27 @@ final class HTTPMulti: Sendable {
       relay.finish(CURLE_FAILED_INIT)
       return
     }
-    curl_multi_wakeup(multi.raw)
+    _ = curl.multiWakeup(multi.raw)
   }
 
   /// Lets a transfer paused by a full relay go on (called by its job).
   func resume(_ handle: UnsafeMutableRawPointer) {
     queue.withLock { $0.unpause.append(Handle(raw: handle)) }
-    curl_multi_wakeup(multi.raw)
+    _ = curl.multiWakeup(multi.raw)
   }
 
   /// Stops the thread once no transfer is running, and frees the handle.
   /// Call once, after every transfer ended.
   func shutdown() {
     queue.withLock { $0.stopping = true }
-    curl_multi_wakeup(multi.raw)
+    _ = curl.multiWakeup(multi.raw)
     finished.wait()
-    curl_multi_cleanup(multi.raw)
+    _ = curl.multiCleanup(multi.raw)
   }
 
   private func run() {
     let multi = self.multi.raw
+    let curl = self.curl
     var running: [UnsafeMutableRawPointer: HTTPRelay] = [:]
     var failures = 0
     while true {
@@ -94,40 +97,40 @@ final class HTTPMulti: Sendable {
         return (q.pending, q.unpause, q.stopping)
       }
       for (handle, relay) in new {
-        if curl_multi_add_handle(multi, handle.raw) == CURLM_OK {
+        if curl.multiAddHandle(multi, handle.raw) == CURLM_OK {
           running[handle.raw] = relay
         } else {
           relay.finish(CURLE_FAILED_INIT)
         }
       }
       for handle in unpause where running[handle.raw] != nil {
-        curl_easy_pause(handle.raw, 0)  // CURLPAUSE_CONT
+        _ = curl.easyPause(handle.raw, 0)  // CURLPAUSE_CONT
       }
       if stopping && running.isEmpty { break }
       var active: Int32 = 0
-      let performed = curl_multi_perform(multi, &active)
+      let performed = curl.multiPerform(multi, &active)
       var left: Int32 = 0
-      while let message = curl_multi_info_read(multi, &left) {
+      while let message = curl.multiInfoRead(multi, &left) {
         guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else {
           continue
         }
         let code = message.pointee.data.result
-        curl_multi_remove_handle(multi, easy)
+        _ = curl.multiRemoveHandle(multi, easy)
         running.removeValue(forKey: easy)?.finish(code)
       }
-      let polled = curl_multi_poll(multi, nil, 0, 1000, nil)
+      let polled = curl.multiPoll(multi, nil, 0, 1000, nil)
       if performed != CURLM_OK || polled != CURLM_OK {
         // The multi handle itself failed (out of memory, a broken poll):
         // end every transfer with an error rather than spin.
         failures += 1
         if failures >= 3 {
           for (easy, relay) in running {
-            curl_multi_remove_handle(multi, easy)
+            _ = curl.multiRemoveHandle(multi, easy)
             relay.finish(CURLE_OUT_OF_MEMORY)
           }
           running.removeAll()
         }
-        usleep(10_000)
+        Sys.sleep(microseconds: 10_000)
       } else {
         failures = 0
       }

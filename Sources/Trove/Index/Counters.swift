@@ -11,6 +11,8 @@ struct IndexTotals: Sendable {
   var skippedSmall: Int64 = 0
   /// Reads by digest served from the store (see ``AccessCount``).
   var hits: Int64 = 0
+  /// Reads served by objects read through a remote.
+  var remoteHits: Int64 = 0
   /// Reads by digest the store could not serve.
   var misses: Int64 = 0
   /// When ``hits`` and ``misses`` were last reset, if ever.
@@ -21,13 +23,11 @@ struct IndexTotals: Sendable {
 /// for the hit rate. Rows are created by their first count (an upsert),
 /// so indexes of every schema version take them without a migration.
 ///
-/// A hit is counted where the read's access is recorded for LRU, in the
-/// same transaction: at most once per object per access-resolution (and
-/// once per process), so counting adds no write to a read that writes
-/// nothing. A miss costs one small write. A store that cannot be written
-/// counts nothing.
+/// Counted by the ``Store`` in memory (``PendingAccessCounts``) and added
+/// here in batches.
 enum AccessCount {
   static let hits = "hits"
+  static let remoteHits = "remote_hits"
   static let misses = "misses"
   static let since = "counted_since"
 }
@@ -63,6 +63,7 @@ extension IndexSession {
         case "skipped_incompressible": totals.skippedIncompressible = value
         case "skipped_small": totals.skippedSmall = value
         case AccessCount.hits: totals.hits = value
+        case AccessCount.remoteHits: totals.remoteHits = value
         case AccessCount.misses: totals.misses = value
         case AccessCount.since: totals.countedSince = value
         default: break
@@ -81,24 +82,27 @@ extension IndexSession {
     }
   }
 
-  /// Adds one to the counter `name` of `db` (``AccessCount``), creating it.
-  static func count(_ name: String, in db: SQLiteConnection) throws(SQLiteConnection.Failure) {
-    try db.query(
-      "INSERT INTO counters(name, value) VALUES (?, 1) ON CONFLICT(name) DO UPDATE SET value = value + 1",
-      [.text(name)])
-  }
-
-  /// Counts a read by digest the store could not serve.
-  func countMiss() throws(TroveError) {
-    try run { db throws(SQLiteConnection.Failure) in try Self.count(AccessCount.misses, in: db) }
+  /// Adds `hits` and `misses` to the counts of reads by digest.
+  func addAccessCounts(hits: Int64, remoteHits: Int64, misses: Int64) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      let counts = [
+        (AccessCount.hits, hits), (AccessCount.remoteHits, remoteHits),
+        (AccessCount.misses, misses),
+      ]
+      for (name, value) in counts where value > 0 {
+        try db.query(
+          "INSERT INTO counters(name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+          [.text(name), .integer(value)])
+      }
+    }
   }
 
   /// Sets the hit and miss counts to zero, from `now` on.
   func resetAccessCounts(now: Int64) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
-        "DELETE FROM counters WHERE name IN (?, ?)",
-        [.text(AccessCount.hits), .text(AccessCount.misses)])
+        "DELETE FROM counters WHERE name IN (?, ?, ?)",
+        [.text(AccessCount.hits), .text(AccessCount.remoteHits), .text(AccessCount.misses)])
       try db.query(
         "INSERT OR REPLACE INTO counters(name, value) VALUES (?, ?)",
         [.text(AccessCount.since), .integer(now)])

@@ -42,7 +42,12 @@ final class Index: Sendable {
   /// Whether SQLite was told the file cannot change (`immutable=1`): how a
   /// read-only index is opened when nothing else works (see
   /// ``init(path:resolvedPath:filesystem:blockSize:readOnly:)``).
-  let isImmutable: Bool
+  var isImmutable: Bool { unlockedLook != nil }
+  /// For an index opened `immutable=1`: its files as they were at the
+  /// open, which every read checks they still are.
+  private let unlockedLook: UnlockedIndexLook?
+  /// The database file's path without symbolic links.
+  private let resolvedPath: String
   private let damageHandler = Mutex<(@Sendable (TroveError) -> Void)?>(nil)
 
   /// Called (once) when a statement finds the database damaged.
@@ -107,10 +112,14 @@ final class Index: Sendable {
   /// another journal mode. A WAL-mode index on a read-only volume is read
   /// through its persisted `-shm` and `-wal` files (SQLite reads a WAL it
   /// cannot write to its shared memory into private memory); when even that
-  /// fails (`SQLITE_CANTOPEN`, a hot journal it may not roll back) it is
-  /// opened `immutable=1`: no locks, no journal, the database file alone —
-  /// what a clean close left, as Trove's indexes checkpoint and empty their
-  /// WAL when the last connection closes.
+  /// fails (`SQLITE_CANTOPEN`: the `-shm` file missing) it is opened
+  /// `immutable=1`: no locks, no journal, the database file alone — what a
+  /// clean close left, as Trove's indexes checkpoint and empty their WAL
+  /// when the last connection closes. Not when the WAL holds frames or a
+  /// hot journal is present: the file alone would miss committed changes
+  /// or show a half-done transaction, and recovery takes writing, so that
+  /// is `.readOnlyStore`. Each read of an immutable index checks its files
+  /// did not change since the open (``UnlockedIndexLook``), or fails `.busy`.
   init(
     path: String, resolvedPath: String, filesystem: FilesystemKind, blockSize: Int64,
     readOnly: Bool
@@ -118,16 +127,17 @@ final class Index: Sendable {
     throws(TroveError)
   {
     self.path = path
+    self.resolvedPath = resolvedPath
     isReadOnly = readOnly
     if readOnly {
       let opened = try Self.openReadOnly(path: path, resolvedPath: resolvedPath)
       journalMode = opened.mode
       needsRebuild = opened.needsRebuild
-      isImmutable = opened.immutable
+      unlockedLook = opened.unlockedLook
       connection = Mutex(opened.db)
       return
     }
-    isImmutable = false
+    unlockedLook = nil
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
     var attempt = 0
@@ -184,14 +194,18 @@ final class Index: Sendable {
   }
 
   /// Opens an index read-only as it is: normally first, then, when that
-  /// fails for anything but damage or a busy database, `immutable=1`.
+  /// fails for anything but damage or a busy database, `immutable=1` —
+  /// only when the database file alone holds every committed change (an
+  /// empty or missing WAL, no hot journal: else `.readOnlyStore`, as
+  /// recovering it takes writing), and returning the look of its files
+  /// that every later read checks (``UnlockedIndexLook``).
   private static func openReadOnly(path: String, resolvedPath: String) throws(TroveError) -> (
-    db: SQLiteConnection, mode: String, needsRebuild: Bool, immutable: Bool
+    db: SQLiteConnection, mode: String, needsRebuild: Bool, unlockedLook: UnlockedIndexLook?
   ) {
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
     var attempt = 0
-    var immutable = false
+    var look: UnlockedIndexLook?
     while true {
       var mode = ""
       var found: Int64 = 0
@@ -200,7 +214,7 @@ final class Index: Sendable {
       do throws(SQLiteConnection.Failure) {
         db = try SQLiteConnection(
           path: resolvedPath, busyTimeoutMilliseconds: 30_000, readOnly: true,
-          immutable: immutable)
+          immutable: look != nil)
         try db.query("PRAGMA user_version") { row in found = row.integer(0) }
         try db.query("PRAGMA journal_mode") { row in mode = row.text(0).lowercased() }
         if found == Schema.version {
@@ -208,8 +222,12 @@ final class Index: Sendable {
             pending = row.integer(0)
           }
         }
-      } catch  where !immutable && !error.isBusy && !error.isDamage {
-        immutable = true
+      } catch  where look == nil && !error.isBusy && !error.isDamage {
+        let taken = try UnlockedIndexLook.take(resolvedPath, shown: path)
+        if let reason = taken.recoveryNeeded(path) {
+          throw UnlockedIndexLook.needsRecovery(path, reason)
+        }
+        look = taken
         continue
       } catch  where error.isBusy && clock.now < deadline {
         attempt += 1
@@ -225,7 +243,10 @@ final class Index: Sendable {
           "index '\(path)' has schema version \(found), which this trove upgrades to \(Schema.version) by writing it, and the store is read-only",
           path: path)
       }
-      return (db, mode, pending != 0, immutable)
+      if let look, try UnlockedIndexLook.take(resolvedPath, shown: path) != look {
+        throw UnlockedIndexLook.changed(path)
+      }
+      return (db, mode, pending != 0, look)
     }
   }
 
@@ -257,9 +278,25 @@ final class Index: Sendable {
     throws(TroveError) -> T
   {
     let result = readOnce(action, body)
-    if relieved(result) { return try readOnce(action, body).get() }
+    if relieved(result) { return try checked(readOnce(action, body)).get() }
     if case .failure(let error) = result { throw noticing(error) }
-    return try result.get()
+    return try checked(result).get()
+  }
+
+  /// `result`, unless the index is read without locks and its files
+  /// changed since it was opened (``UnlockedIndexLook``): then the rows
+  /// read may come from a file that changed under the read, and the
+  /// result is a `.busy` failure instead.
+  private func checked<T>(_ result: Result<T, TroveError>) -> Result<T, TroveError> {
+    guard let unlockedLook, case .success = result else { return result }
+    do throws(TroveError) {
+      guard try UnlockedIndexLook.take(resolvedPath, shown: path) == unlockedLook else {
+        return .failure(UnlockedIndexLook.changed(path))
+      }
+    } catch {
+      return .failure(error)
+    }
+    return result
   }
 
   private func readOnce<T>(_ action: String, _ body: (IndexSession) throws(TroveError) -> T)
@@ -331,7 +368,7 @@ final class Index: Sendable {
     }
 
     if case .failure(let error) = result { throw noticing(error) }
-    return try result.get()
+    return try checked(result).get()
   }
 }
 

@@ -166,11 +166,10 @@ extension IndexSession {
 
   /// Records a read of `digest` at `now` unless the recorded access is
   /// less than `resolution` nanoseconds old. The check is a read; only a
-  /// stale record writes, and with `countingHit` it counts a hit
-  /// (`AccessCount.hits`) in the same transaction.
-  func recordAccess(
-    _ digest: BlobDigest, now: Int64, resolution: Int64, countingHit: Bool = false
-  ) throws(TroveError) -> AccessRecord {
+  /// stale record writes.
+  func recordAccess(_ digest: BlobDigest, now: Int64, resolution: Int64) throws(TroveError)
+    -> AccessRecord
+  {
     try run { db throws(SQLiteConnection.Failure) in
       var recorded: Int64?
       try db.query("SELECT last_access FROM objects WHERE digest = ?", [.text(digest.hex)]) {
@@ -180,12 +179,9 @@ extension IndexSession {
       guard now.subtractingSaturated(recorded) >= resolution, now > recorded else {
         return .recent(at: recorded)
       }
-      try db.transaction { () throws(SQLiteConnection.Failure) in
-        try db.query(
-          "UPDATE objects SET last_access = ? WHERE digest = ? AND last_access < ?",
-          [.integer(now), .text(digest.hex), .integer(now)])
-        if countingHit && db.changes > 0 { try Self.count(AccessCount.hits, in: db) }
-      }
+      try db.query(
+        "UPDATE objects SET last_access = ? WHERE digest = ? AND last_access < ?",
+        [.integer(now), .text(digest.hex), .integer(now)])
       return .recorded
     }
   }

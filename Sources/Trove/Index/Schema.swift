@@ -12,11 +12,13 @@ import Foundation
 /// - 5: what a fetch learnt about a key (size, validators, freshness, final
 ///   URL, fetch time: columns of `keys`, NULL for `put --key`), and
 ///   publishers' checksums verified against objects (`checksums`).
+/// - 6: what each remote is known to hold (`remote_objects`), from which
+///   the upload queue follows.
 ///
 /// Opening an older index upgrades it in one transaction; another process
 /// may do it first. A newer one is refused.
 enum Schema {
-  static let version: Int64 = 5
+  static let version: Int64 = 6
 
   /// Creates or upgrades the schema of `db`; returns the version it found
   /// and whether it created the schema (a new or lost index, to be rebuilt
@@ -80,6 +82,14 @@ enum Schema {
       PRIMARY KEY(algorithm, value)
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS checksums_by_digest ON checksums(digest);
+    CREATE TABLE IF NOT EXISTS remote_objects(
+      remote TEXT NOT NULL,
+      digest TEXT NOT NULL,
+      state TEXT NOT NULL,
+      confirmed INTEGER NOT NULL,
+      PRIMARY KEY(remote, digest)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS remote_objects_by_digest ON remote_objects(digest);
     CREATE TABLE IF NOT EXISTS pins(
       digest TEXT NOT NULL,
       name TEXT NOT NULL,

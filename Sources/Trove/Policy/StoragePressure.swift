@@ -199,7 +199,7 @@ extension Store {
     let deadline = clock.now + PressurePolicy.settleTime
     var now = try volumeSpace().available
     while !PressurePolicy.freedAnything(now - before, of: recorded) && clock.now < deadline {
-      usleep(2000)
+      Sys.sleep(microseconds: 2_000)
       now = try volumeSpace().available
     }
     return now

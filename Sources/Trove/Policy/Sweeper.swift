@@ -56,7 +56,8 @@ public struct SweepReport: Sendable, Hashable, Codable {
   /// objects share their blocks with clones handed out earlier.
   public var freedBytes: Int64?
   /// Entries chosen but skipped because they were read, stored or pinned
-  /// after being chosen.
+  /// after being chosen, or because their file could not be unlinked
+  /// (named in ``housekeepingErrors``).
   public var skippedEntries: Int
   /// Leftover files of dead writers removed from `tmp/`.
   public var temporaryFiles: Int
@@ -72,10 +73,13 @@ public struct SweepReport: Sendable, Hashable, Codable {
   /// for the first 100.
   public var temporaryErrors: [String] = []
   /// Why housekeeping (reconciling a folder, finishing removals that
-  /// removers stopped halfway) failed, one line each
-  /// (`cannot remove '…/objects/ab/…': Operation not permitted (unlinkat, errno 1)`).
+  /// removers stopped halfway) or an eviction (an object whose file cannot
+  /// be unlinked, which is kept) failed, one line each
+  /// (`cannot remove '…/objects/ab/…': Operation not permitted (unlinkat, errno 1)`;
+  /// the eviction failures of one sweep up to 100).
   /// The sweep goes on past them: the budget and the maximum age are
-  /// enforced all the same, and the next sweep tries again.
+  /// enforced all the same, evicting other entries in the kept ones'
+  /// place, and the next sweep tries again.
   public var housekeepingErrors: [String] = []
   /// What reconciling one fan-out folder of the index found and fixed
   /// (each sweep takes the next folder, so every orphan is found within
@@ -171,6 +175,9 @@ extension Store {
   /// still running takes milliseconds between them).
   static let staleRemovalAge: Int64 = 60_000_000_000
 
+  /// How many eviction failures ``SweepReport/housekeepingErrors`` names.
+  static let reportedErrors = 100
+
   /// Trims the store to its policy, in four steps:
   /// 1. removes leftovers of dead writers in `tmp/` (whatever they are:
   ///    files, links, FIFOs, folders; one it cannot remove is reported in
@@ -258,6 +265,10 @@ extension Store {
     var swept: Int64 = 0  // for onProgress
     func tally(_ removal: Removal) -> Int {
       report.skippedEntries += removal.skipped
+      // An object whose file cannot be unlinked is kept; the sweep went on
+      // to the next ones until the budget was met.
+      report.housekeepingErrors += removal.errors.prefix(
+        max(0, Self.reportedErrors - report.housekeepingErrors.count))
       report.removedBytes += removal.bytes
       total -= removal.bytes
       return removal.entries
@@ -324,6 +335,9 @@ extension Store {
     var entries = 0
     var bytes: Int64 = 0
     var skipped = 0
+    /// Why objects chosen could not be removed (a file that cannot be
+    /// unlinked), one line each; they were kept.
+    var errors: [String] = []
   }
 
   /// Removes unpinned entries in least-recently-used order (last accessed
@@ -349,16 +363,24 @@ extension Store {
         try tx.leastRecentlyUsed(
           after: after, before: cutoff, largest: largest, now: now, limit: pageSize)
       }
-      guard let last = page.last else { return removal }
-      cursor = (last.lastAccessNanoseconds, last.digest.hex)
+      guard !page.isEmpty else { return removal }
       var batch: [StoreEntry] = []
       var batchBytes: Int64 = 0
-      for entry in page
+      // The walk goes on after the last entry taken or passed over: those
+      // of the page after it stay candidates should some of the batch be
+      // kept (read, pinned, or a file that cannot be unlinked).
+      var considered = page.count
+      for (i, entry) in page.enumerated()
       where !protected.contains(entry.digest) && !planned.contains(entry.digest) {
-        if done(removal.bytes + batchBytes) { break }
+        if done(removal.bytes + batchBytes) {
+          considered = i
+          break
+        }
         batch.append(entry)
         batchBytes += entry.allocatedBytes
       }
+      let last = page[max(0, considered - 1)]
+      cursor = (last.lastAccessNanoseconds, last.digest.hex)
       if dryRun {
         planned.formUnion(batch.map(\.digest))
         removal.entries += batch.count
@@ -366,7 +388,9 @@ extension Store {
         continue
       }
       var thisBatch = Removal()
-      for (entry, removed) in zip(batch, try objects.evict(batch, now: now)) {
+      let (evicted, failures) = try objects.evict(batch, now: now)
+      thisBatch.errors = failures.map(\.description)
+      for (entry, removed) in zip(batch, evicted) {
         if removed {
           thisBatch.entries += 1
           thisBatch.bytes += entry.allocatedBytes
@@ -377,6 +401,7 @@ extension Store {
       removal.entries += thisBatch.entries
       removal.bytes += thisBatch.bytes
       removal.skipped += thisBatch.skipped
+      removal.errors += thisBatch.errors.prefix(max(0, Self.reportedErrors - removal.errors.count))
       if !batch.isEmpty, try !afterBatch(thisBatch) { return removal }
     }
     return removal

@@ -7,6 +7,7 @@ import Foundation
 /// timeout and a stall limit, never a limit on a whole transfer. The
 /// fetch path's ``HTTPClient`` only GETs; this is its uploading sibling.
 final class RemoteHTTPTransfer {
+  private let curl: LibCurl
   private let handle: UnsafeMutableRawPointer
   private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
   private let limits: RemoteLimits
@@ -14,7 +15,8 @@ final class RemoteHTTPTransfer {
   private let credential: String?
 
   init(limits: RemoteLimits, credential: String?) throws(TroveError) {
-    guard HTTPClient.libraryReady, let handle = curl_easy_init() else {
+    curl = try LibCurl.loaded()
+    guard let handle = curl.easyInit() else {
       throw TroveError(.ioError, "cannot start libcurl: curl_easy_init failed")
     }
     self.handle = handle
@@ -23,7 +25,7 @@ final class RemoteHTTPTransfer {
   }
 
   deinit {
-    curl_easy_cleanup(handle)
+    curl.easyCleanup(handle)
     errorBuffer.deallocate()
   }
 
@@ -81,7 +83,7 @@ final class RemoteHTTPTransfer {
     _ method: String, _ url: String, headers: [String] = [], upload: Upload? = nil,
     sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)? = nil
   ) -> Outcome {
-    curl_easy_reset(handle)
+    curl.easyReset(handle)
     errorBuffer[0] = 0
     let context = Context(sink: sink, upload: upload)
     let pointer = Unmanaged.passUnretained(context).toOpaque()
@@ -91,36 +93,31 @@ final class RemoteHTTPTransfer {
     if let credential, !credential.contains(":") {
       lines.append("Authorization: Bearer \(credential)")
     }
-    for line in lines { list = curl_slist_append(list, line) }
-    defer { curl_slist_free_all(list) }
-    trove_curl_set_string(handle, CURLOPT_URL, url)
-    trove_curl_set_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
-    trove_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
-    trove_curl_set_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
-    trove_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(limits.connectTimeout * 1000))
-    trove_curl_set_long(handle, CURLOPT_LOW_SPEED_LIMIT, max(1, limits.stallSpeed))
-    trove_curl_set_long(
-      handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(limits.stallTimeout.rounded(.up))))
-    trove_curl_set_long(handle, CURLOPT_BUFFERSIZE, 512 * 1024)
-    trove_curl_set_string(handle, CURLOPT_USERAGENT, "trove/0.1")
+    for line in lines { list = curl.slistAppend(list, line) }
+    defer { curl.slistFreeAll(list) }
+    curl.setTransferOptions(
+      handle, url: url, connectTimeout: limits.connectTimeout, stallSpeed: limits.stallSpeed,
+      stallTimeout: limits.stallTimeout, userAgent: "trove/0.1")
     // CURL_NETRC_OPTIONAL: ~/.netrc's login when it names the host.
-    trove_curl_set_long(handle, CURLOPT_NETRC, 1)
+    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_NETRC, 1)
     if let credential, credential.contains(":") {
-      trove_curl_set_string(handle, CURLOPT_USERPWD, credential)
+      trove_curl_set_string(curl.easySetopt, handle, CURLOPT_USERPWD, credential)
     }
-    trove_curl_set_list(handle, CURLOPT_HTTPHEADER, list)
-    trove_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+    trove_curl_set_list(curl.easySetopt, handle, CURLOPT_HTTPHEADER, list)
+    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_ERRORBUFFER, errorBuffer)
     switch method {
     case "GET": break
-    case "HEAD": trove_curl_set_long(handle, CURLOPT_NOBODY, 1)
+    case "HEAD": trove_curl_set_long(curl.easySetopt, handle, CURLOPT_NOBODY, 1)
     case "PUT": break
-    default: trove_curl_set_string(handle, CURLOPT_CUSTOMREQUEST, method)
+    default: trove_curl_set_string(curl.easySetopt, handle, CURLOPT_CUSTOMREQUEST, method)
     }
     if let upload {
-      trove_curl_set_long(handle, CURLOPT_UPLOAD, 1)
-      trove_curl_set_offset(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(upload.size))
-      trove_curl_set_pointer(handle, CURLOPT_READDATA, pointer)
-      trove_curl_set_data_callback(handle, CURLOPT_READFUNCTION) { buffer, size, count, user in
+      trove_curl_set_long(curl.easySetopt, handle, CURLOPT_UPLOAD, 1)
+      trove_curl_set_offset(
+        curl.easySetopt, handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(upload.size))
+      trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_READDATA, pointer)
+      trove_curl_set_data_callback(curl.easySetopt, handle, CURLOPT_READFUNCTION) {
+        buffer, size, count, user in
         let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
         guard let upload = context.upload, let buffer else { return 0 }
         let wanted = min(size * count, Int(max(0, upload.size - context.offset)))
@@ -145,8 +142,9 @@ final class RemoteHTTPTransfer {
         }
       }
     }
-    trove_curl_set_pointer(handle, CURLOPT_HEADERDATA, pointer)
-    trove_curl_set_data_callback(handle, CURLOPT_HEADERFUNCTION) { buffer, size, count, user in
+    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_HEADERDATA, pointer)
+    trove_curl_set_data_callback(curl.easySetopt, handle, CURLOPT_HEADERFUNCTION) {
+      buffer, size, count, user in
       let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
       let n = size * count
       guard let buffer else { return n }
@@ -162,8 +160,9 @@ final class RemoteHTTPTransfer {
       }
       return n
     }
-    trove_curl_set_pointer(handle, CURLOPT_WRITEDATA, pointer)
-    trove_curl_set_data_callback(handle, CURLOPT_WRITEFUNCTION) { buffer, size, count, user in
+    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_WRITEDATA, pointer)
+    trove_curl_set_data_callback(curl.easySetopt, handle, CURLOPT_WRITEFUNCTION) {
+      buffer, size, count, user in
       let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
       let n = size * count
       guard (200..<300).contains(context.status), let sink = context.sink else { return n }
@@ -175,11 +174,11 @@ final class RemoteHTTPTransfer {
         return 0
       }
     }
-    let code = curl_easy_perform(handle)
+    let code = curl.easyPerform(handle)
     let detail = String(cString: errorBuffer)
     return Outcome(
       status: context.status, contentLength: context.contentLength, code: code,
-      message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail,
+      message: detail.isEmpty ? curl.message(code) : detail,
       sinkError: context.sinkError, readError: context.readError)
   }
 }

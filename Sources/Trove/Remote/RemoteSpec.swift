@@ -19,6 +19,9 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// The environment variable holding the credential (`user:password`, or
   /// a bearer token over HTTP, a password over Redis), or nil for none.
   public var authEnvironment: String?
+  /// When objects a put or fetch stores go up to this (writable) remote;
+  /// nil for the default, ``RemoteWrite/async``.
+  public var write: RemoteWrite?
 
   /// The default ``maxObjectSize`` of a Redis remote: 64 MiB.
   public static let defaultRedisMaxObjectSize: Int64 = 64 << 20
@@ -28,8 +31,9 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// A remote spec; see ``validated()``.
   public init(
     name: String, url: String, readOnly: Bool = false,
-    maxObjectSize: Int64? = nil, authEnvironment: String? = nil
+    maxObjectSize: Int64? = nil, authEnvironment: String? = nil, write: RemoteWrite? = nil
   ) {
+    self.write = write
     self.name = name
     self.url = url
     self.readOnly = readOnly
@@ -49,6 +53,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     case readOnly = "read-only"
     case maxObjectSize = "max-object-size"
     case authEnvironment = "auth-env"
+    case write
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -58,6 +63,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     try c.encode(readOnly, forKey: .readOnly)
     try c.encode(maxObjectSize, forKey: .maxObjectSize)
     try c.encode(authEnvironment, forKey: .authEnvironment)  // null, never missing
+    try c.encode(write, forKey: .write)
   }
 
   /// The kind of server the URL names.

@@ -58,6 +58,7 @@ extension Store {
           .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
       }
       let result = try writer.commit(expecting: digest, size: size)
+      noteHolding(spec.name, digest, .held)
       return RemotePull(digest: digest, size: result.size, downloaded: true)
     } catch  where error.code == .checksumMismatch {
       writer.cancel()
@@ -89,9 +90,14 @@ extension Store {
         "remote '\(spec.name)' is read-only: this store does not upload to it", value: spec.name)
     }
     guard let entry = try entry(for: digest) else { throw notFound(digest) }
-    if let limit = spec.sizeLimit, entry.size > limit { return .tooLarge }
+    if let limit = spec.sizeLimit, entry.size > limit {
+      noteHolding(spec.name, digest, .tooLarge)
+      return .tooLarge
+    }
     let backend = try openRemote(spec, writing: true)
-    return try push(digest, to: backend)
+    let upload = try push(digest, to: backend)
+    noteHolding(spec.name, digest, .held)
+    return upload
   }
 
   func push(_ digest: BlobDigest, to backend: any RemoteBackend) throws(TroveError) -> RemoteUpload

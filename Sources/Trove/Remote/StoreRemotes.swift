@@ -40,10 +40,20 @@ extension Store {
       }
       list.remotes.append(spec)
     }
+    // Its upload queue starts now: what the store held before goes up by
+    // 'remote push --all'. A remote of the same name removed before left
+    // nothing behind (removeRemote).
+    let now = currentTimeNanoseconds()
+    _ = try? index().write("add remote '\(spec.name)'") { (tx) throws(TroveError) in
+      try tx.dropRemote(spec.name)
+      try tx.dropHoldings(spec.name)
+      try tx.setRemote(spec.name, ["since": now])
+    }
   }
 
   /// Removes the remote named `name` from the configuration (nothing on
-  /// the remote changes). Returns false when there was none.
+  /// the remote changes), and its status (``remoteStatus()``). Returns
+  /// false when there was none.
   @discardableResult
   public func removeRemote(named name: String) throws(TroveError) -> Bool {
     var removed = false
@@ -51,6 +61,14 @@ extension Store {
       let before = list.remotes.count
       list.remotes.removeAll { $0.name == name }
       removed = list.remotes.count != before
+    }
+    if removed {
+      // Its breaker and counts go with it: a remote added again under
+      // the name starts afresh.
+      _ = try? index().write("forget remote '\(name)'") { (tx) throws(TroveError) in
+        try tx.dropRemote(name)
+        try tx.dropHoldings(name)
+      }
     }
     return removed
   }
@@ -73,33 +91,15 @@ extension Store {
   }
 
   /// Reads `remotes.json` under the root's lock, applies `change`, and
-  /// replaces the file atomically (temp file in `tmp/`, `fsync`, rename,
-  /// mode 0644), as `config.json` is rewritten; when `change` throws,
-  /// nothing is written.
+  /// replaces the file atomically (``replaceRootFile(_:with:)``, as
+  /// `config.json` is rewritten); when `change` throws, nothing is written.
   private func rewriteRemoteList(_ change: (inout RemoteList) throws(TroveError) -> Void)
     throws(TroveError)
   {
-    let path = remotesPath
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }
     var list = try readRemoteList()
     try change(&list)
-    let bytes = list.encoded()
-    let temp = StoreLayout.temporaryName("meta")
-    try attempt("write", path) { () throws(SystemCallError) in
-      let fd = try FileDescriptor.open(
-        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
-      defer { fd.close() }
-      do throws(SystemCallError) {
-        try fd.setPermissions(0o644)
-        try fd.writeAll(bytes)
-        try fd.sync()
-        try tmpDirectory.rename(temp, to: RemoteList.fileName, in: rootDirectory)
-        try rootDirectory.sync()
-      } catch {
-        try? tmpDirectory.removeFile(temp)
-        throw error
-      }
-    }
+    try replaceRootFile(RemoteList.fileName, with: list.encoded())
   }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Synchronization
 
 /// Calling a store from Swift concurrency.
@@ -30,9 +31,11 @@ extension Store {
     }
   }
 
-  /// ``put(bytes:key:priority:)-(ContiguousBytes,_,_)``, off the cooperative pool.
+  /// ``put(bytes:key:priority:)-(ContiguousBytes,_,_)``, off the cooperative pool:
+  /// the same bytes (`[UInt8]`, `Data`, an `ArraySlice`, any `ContiguousBytes`
+  /// that is `Sendable`).
   public func put(
-    bytes: [UInt8], key: String? = nil, priority: PutPriority = .important
+    bytes: some ContiguousBytes & Sendable, key: String? = nil, priority: PutPriority = .important
   ) async throws(TroveError) -> PutResult {
     try await Self.detached("put bytes") { () throws(TroveError) in
       try self.put(bytes: bytes, key: key, priority: priority)

@@ -223,6 +223,11 @@ public final class BlobWriter {
     }
   }
 
+  /// Whether the kernel may fill the temp file instead (a clone, then
+  /// ``absorbWritten(progress:)``): nothing written yet, and stored raw
+  /// (the policy does not compress).
+  var canTakeClone: Bool { sample == nil && compressor == nil && size == 0 }
+
   /// Hashes what the kernel put into the temp file (a clone or an
   /// in-kernel copy): the bytes hashed are the bytes that will be stored.
   func absorbWritten(progress: ByteProgress? = nil) throws(TroveError) {

@@ -149,7 +149,7 @@ extension Store {
         try fd.lock(exclusive: true, wait: deadline == nil)
       }
       guard !locked, let deadline, clock.now < deadline else { break }
-      usleep(10_000)
+      Sys.sleep(microseconds: 10_000)
     }
     guard locked else {
       let holder = (try? fd.readAll(limit: 32)).map { String(decoding: $0, as: UTF8.self) }

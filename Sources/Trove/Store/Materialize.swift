@@ -19,7 +19,11 @@ extension Store {
   /// clones work is learnt once per pair of filesystems. The result says
   /// which way it went and why a clone was not made.
   ///
-  /// - Throws: `.notFound`, `.destinationExists`,
+  /// An object the store does not hold is read through its remotes first
+  /// (see ``remoteStatus()``): pulled, rehashed, from the first that holds
+  /// it; a remote that fails is a warning (``StoreConfiguration/onWarning``).
+  ///
+  /// - Throws: `.notFound` (neither the store nor a remote holds it), `.destinationExists`,
   ///   `.destinationDirectoryMissing`, `.cloneUnsupported` (`.clone` mode),
   ///   `.linkUnsupported` (`.hardlink` mode across filesystems),
   ///   `.corruptObject` (a copy whose bytes do not match the digest),
@@ -37,7 +41,7 @@ extension Store {
     _ digest: BlobDigest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
     durable: Bool = false, verify: Bool = false
   ) throws(TroveError) -> Materialization {
-    let (object, isCompressed) = try openObject(digest)
+    let (object, isCompressed) = try openServed(digest)
     defer { object.close() }
     var size = try attempt("read", objectFilePath(digest, compressed: isCompressed)) {
       () throws(SystemCallError) in try object.status().size
@@ -114,7 +118,8 @@ extension Store {
       }
       throw error
     }
-    recordRead(digest, hit: true)
+    recordRead(digest)
+    countHit(digest)
     return Materialization(
       digest: digest, destination: destination, method: method, size: size,
       fallbackReason: reason)
@@ -205,11 +210,13 @@ extension Store {
   /// written, so a reader must check the outcome (the CLI exits non-zero).
   @discardableResult
   public func write(_ digest: BlobDigest, to handle: FileHandle) throws(TroveError) -> Int64 {
-    let (object, isCompressed) = try openObject(digest)
+    let (object, isCompressed) = try openServed(digest)
     defer { object.close() }
-    return try write(
+    let count = try write(
       digest, from: object, isCompressed: isCompressed,
       to: FileDescriptor(rawValue: handle.fileDescriptor), destination: "<output>")
+    countHit(digest)
+    return count
   }
 
   /// Writes the bytes of `object`, `digest`'s object opened already, to
@@ -241,7 +248,7 @@ extension Store {
     } catch {
       throw quarantining(error, digest, object: object, compressed: isCompressed)
     }
-    recordRead(digest, hit: true)
+    recordRead(digest)
     return count
   }
 
@@ -299,10 +306,12 @@ extension Store {
   /// `digest`'s bytes in memory, verified. For small objects; use
   /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` or ``path(for:decompressing:)`` for large ones.
   public func bytes(for digest: BlobDigest) throws(TroveError) -> [UInt8] {
-    let (object, isCompressed) = try openObject(digest)
+    let (object, isCompressed) = try openServed(digest)
     defer { object.close() }
     do throws(TroveError) {
-      return try bytes(of: object, digest: digest, isCompressed: isCompressed)
+      let bytes = try bytes(of: object, digest: digest, isCompressed: isCompressed)
+      countHit(digest)
+      return bytes
     } catch {
       throw quarantining(error, digest, object: object, compressed: isCompressed)
     }
@@ -320,7 +329,7 @@ extension Store {
       ) {
         (chunk) throws(SystemCallError) in out.append(contentsOf: chunk)
       }
-      recordRead(digest, hit: true)
+      recordRead(digest)
       return out
     }
     let size = try attempt("read", path) { () throws(SystemCallError) in
@@ -332,7 +341,7 @@ extension Store {
     let actual = XXH3Hasher.digest(bytes)
     guard bytes.count == size else { throw corrupt(digest, actual: actual) }
     guard actual == digest else { throw corrupt(digest, actual: actual) }
-    recordRead(digest, hit: true)
+    recordRead(digest)
     return bytes
   }
 
@@ -341,29 +350,20 @@ extension Store {
   /// Opens `digest`'s object, raw if there is one (it can be cloned),
   /// else compressed; says which. Throws `.notFound` when there is none.
   func openObject(_ digest: BlobDigest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
-    guard let opened = try objects.openFound(digest) else {
-      recordMiss(digest)
-      throw notFound(digest)
-    }
+    guard let opened = try objects.openFound(digest) else { throw notFound(digest) }
     return opened
   }
 
-  /// Counts a read of `digest` the store could not serve (``AccessCount``);
-  /// a store that cannot be written counts nothing. A read of it later in
-  /// this process (a fetch's download written out) is not also a hit.
-  func recordMiss(_ digest: BlobDigest) {
-    countedHits.withLock { _ = $0.insert(digest) }
-    try? index().read("count a miss") { (tx) throws(TroveError) in try tx.countMiss() }
-  }
-
-  /// Sets the counts of hits and misses (``StoreStatistics/hits``,
-  /// ``StoreStatistics/misses``) to zero; the totals, which follow what the
-  /// store holds, are not touched.
-  public func resetAccessCounts() throws(TroveError) {
-    let now = currentTimeNanoseconds()
-    try index().read("reset the hit and miss counts") { (tx) throws(TroveError) in
-      try tx.resetAccessCounts(now: now)
-    }
+  /// ``openObject(_:)`` for a read served to a caller: an object the
+  /// store does not hold is read through its remotes (``readThrough(_:)``),
+  /// and one nobody holds counts a miss (``PendingAccessCounts``).
+  private func openServed(_ digest: BlobDigest) throws(TroveError) -> (
+    FileDescriptor, isCompressed: Bool
+  ) {
+    if let opened = try objects.openFound(digest) { return opened }
+    if readThrough(digest), let opened = try objects.openFound(digest) { return opened }
+    countMiss(digest)
+    throw notFound(digest)
   }
 
   /// After a read through `object` (one form of `digest`'s object) found

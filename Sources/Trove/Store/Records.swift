@@ -322,67 +322,39 @@ extension Store {
       .map { ($0, names.contains($0 + RecordKeeper.activeSuffix)) }
   }
 
-  /// The record `name`: what it noted, one entry per object. O(lines).
+  /// The record `name`: what it noted, one entry per object. O(lines) time;
+  /// the log is read in 64 KiB pieces, so memory grows with the objects it
+  /// names, not with its lines (a line longer than 1 MiB counts as damaged).
   ///
   /// - Throws: `.notFound` when there is no such record, `.invalidArgument`
   ///   for a name that cannot be a record's.
   public func record(named name: String) throws(TroveError) -> UsageRecord {
     try checkRecordName(name)
     let path = root + "/" + StoreLayout.records + "/" + name + RecordKeeper.logSuffix
-    let (bytes, isActive) = try attempt("read record", path) {
-      () throws(SystemCallError) -> ([UInt8], Bool) in
+    var reader = RecordReader()
+    let (found, isActive) = try attempt("read record", path) {
+      () throws(SystemCallError) -> (Bool, Bool) in
       do throws(SystemCallError) {
         let folder = try records.recordsFolder(creating: false)
         defer { folder.close() }
         let fd = try FileDescriptor.open(
           name + RecordKeeper.logSuffix, in: folder, [.readOnly, .noFollow, .nonBlocking])
         defer { fd.close() }
-        let status = try fd.status()
-        guard status.isRegular else { throw SystemCallError("open", .isDirectory) }
-        let bytes = try fd.readAll(limit: Int(status.size) + 1)
+        guard try fd.status().isRegular else { throw SystemCallError("open", .isDirectory) }
+        try reader.read(fd)
         let active =
           (try? folder.status(of: name + RecordKeeper.activeSuffix, followSymlinks: false)) != nil
-        return (bytes, active)
+        return (true, active)
       } catch  where error.errno == .noSuchFileOrDirectory {
-        return ([], false)
+        return (false, false)
       }
     }
-    guard !bytes.isEmpty || (try? recordNames().contains { $0.name == name }) == true else {
+    guard found || (try? recordNames().contains { $0.name == name }) == true else {
       throw TroveError(
         .notFound, "no record '\(name)' in store '\(root)'", path: path, value: name)
     }
-    var objects: [RecordedObject] = []
-    var position: [BlobDigest: Int] = [:]
-    var damaged = 0
-    for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
-      let fields = String(decoding: line, as: UTF8.self).split(
-        separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
-      guard fields.count >= 2, let digest = try? BlobDigest(parsing: String(fields[0])),
-        let time = Int64(fields[1])
-      else {
-        damaged += 1
-        continue
-      }
-      var key: String?
-      if fields.count == 3 {
-        guard let unescaped = RecordKeeper.unescaped(fields[2]) else {
-          damaged += 1
-          continue
-        }
-        key = unescaped
-      }
-      if let at = position[digest] {
-        objects[at].firstUsed = min(objects[at].firstUsed, time)
-        objects[at].lastUsed = max(objects[at].lastUsed, time)
-        if let key, !objects[at].keys.contains(key) { objects[at].keys.append(key) }
-      } else {
-        position[digest] = objects.count
-        objects.append(
-          RecordedObject(
-            digest: digest, keys: key.map { [$0] } ?? [], firstUsed: time, lastUsed: time))
-      }
-    }
-    return UsageRecord(name: name, isActive: isActive, objects: objects, damagedLines: damaged)
+    return UsageRecord(
+      name: name, isActive: isActive, objects: reader.objects, damagedLines: reader.damaged)
   }
 
   /// Whether `name` can name a record: 1 to 64 of `A-Z a-z 0-9 . _ -`,
@@ -412,5 +384,86 @@ extension Store {
 
   private func checkRecordName(_ name: String) throws(TroveError) {
     guard RecordKeeper.isValidName(name) else { throw RecordKeeper.invalidName(name) }
+  }
+}
+
+/// Reads a record's log line by line into one entry per object: the
+/// file in fixed pieces, each complete line parsed as it comes.
+private struct RecordReader {
+  /// A line longer than this (no key is) is damaged: skipped, not held.
+  static let longestLine = 1 << 20
+  static let pieceSize = 64 << 10
+
+  private(set) var objects: [RecordedObject] = []
+  private(set) var damaged = 0
+  private var position: [BlobDigest: Int] = [:]
+
+  /// Reads `fd` from its offset to its end. O(bytes) time, O(piece +
+  /// longest line + objects) memory.
+  mutating func read(_ fd: FileDescriptor) throws(SystemCallError) {
+    var piece = [UInt8](repeating: 0, count: Self.pieceSize)
+    var partial: [UInt8] = []
+    var overlong = false
+    while true {
+      let result: Result<Int, SystemCallError> = piece.withUnsafeMutableBytes { raw in
+        do throws(SystemCallError) { return .success(try fd.read(into: raw)) } catch {
+          return .failure(error)
+        }
+      }
+      let count = try result.get()
+      if count == 0 { break }
+      var start = 0
+      while let newline = piece[start..<count].firstIndex(of: UInt8(ascii: "\n")) {
+        if overlong {
+          overlong = false
+        } else if partial.isEmpty {
+          take(piece[start..<newline])
+        } else {
+          partial.append(contentsOf: piece[start..<newline])
+          take(partial[...])
+          partial.removeAll(keepingCapacity: true)
+        }
+        start = newline + 1
+      }
+      guard !overlong else { continue }
+      partial.append(contentsOf: piece[start..<count])
+      if partial.count > Self.longestLine {
+        overlong = true
+        damaged += 1
+        partial = []
+      }
+    }
+    if !overlong && !partial.isEmpty { take(partial[...]) }
+  }
+
+  /// Parses one line, `DIGEST TAB TIME [TAB KEY]`, into the entries.
+  private mutating func take(_ line: ArraySlice<UInt8>) {
+    guard !line.isEmpty else { return }
+    let fields = String(decoding: line, as: UTF8.self).split(
+      separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
+    guard fields.count >= 2, let digest = try? BlobDigest(parsing: String(fields[0])),
+      let time = Int64(fields[1])
+    else {
+      damaged += 1
+      return
+    }
+    var key: String?
+    if fields.count == 3 {
+      guard let unescaped = RecordKeeper.unescaped(fields[2]) else {
+        damaged += 1
+        return
+      }
+      key = unescaped
+    }
+    if let at = position[digest] {
+      objects[at].firstUsed = min(objects[at].firstUsed, time)
+      objects[at].lastUsed = max(objects[at].lastUsed, time)
+      if let key, !objects[at].keys.contains(key) { objects[at].keys.append(key) }
+    } else {
+      position[digest] = objects.count
+      objects.append(
+        RecordedObject(
+          digest: digest, keys: key.map { [$0] } ?? [], firstUsed: time, lastUsed: time))
+    }
   }
 }

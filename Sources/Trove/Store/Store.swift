@@ -39,9 +39,10 @@ public final class Store: Sendable {
   /// Reads this process recorded lately: digest → when (nanoseconds), so a
   /// hot object is not looked up in the index on every read.
   let recentReads = Mutex<[BlobDigest: Int64]>([:])
-  /// Objects whose hit this process counted: each at most once (a fetch
-  /// that then writes the object out is one hit).
-  let countedHits = Mutex<Set<BlobDigest>>([])
+  /// Hits and misses counted and not yet written to the index.
+  let pendingCounts = Mutex(PendingAccessCounts())
+  /// Remotes this process saw fail (``CircuitBreaker``).
+  let processBreakers = Mutex(ProcessBreakers())
   let cloneProbe = CloneProbe()
   /// The records this process notes what it uses in (most often none).
   let records: RecordKeeper
@@ -170,6 +171,7 @@ public final class Store: Sendable {
   }
 
   deinit {
+    writeAccessCounts()
     objects.tmpDirectory.close()
     objects.objectsDirectory.close()
     rootDirectory.close()
@@ -374,11 +376,8 @@ public final class Store: Sendable {
   /// failure to record (a read-only store) never fails the read itself.
   /// Returns false only when the object turned out to be going: an `rm`
   /// between its two steps, which this read finished.
-  ///
-  /// With `hit` (a `get` or `fetch` served from the store), a write of the
-  /// access also counts a hit, in the same transaction (``AccessCount``).
   @discardableResult
-  func recordRead(_ digest: BlobDigest, hit: Bool = false) -> Bool {
+  func recordRead(_ digest: BlobDigest) -> Bool {
     if isReadOnly { return true }
     records.note(digest)
     let now = currentTimeNanoseconds()
@@ -392,16 +391,15 @@ public final class Store: Sendable {
       return true
     }
     guard let index = try? index() else { return true }
-    let counting = hit && !countedHits.withLock { $0.contains(digest) }
     func record() -> AccessRecord? {
       try? index.read("record access to \(digest)") { (tx) throws(TroveError) in
-        try tx.recordAccess(digest, now: now, resolution: resolution, countingHit: counting)
+        try tx.recordAccess(digest, now: now, resolution: resolution)
       }
     }
     var outcome = record()
     if case .noRow = outcome {
       // An orphan (a put killed after its rename, an eviction half done):
-      // adopt it, and count this read. An `rm` half done is finished.
+      // adopt it, and record this read. An `rm` half done is finished.
       if let report = try? objects.reconcile(digest), report.removalsFinished > 0 {
         return false
       }
@@ -412,9 +410,7 @@ public final class Store: Sendable {
     let seen: Int64
     switch outcome {
     case .recent(let recorded)?: seen = recorded
-    case .recorded?:
-      seen = now
-      if counting { countedHits.withLock { _ = $0.insert(digest) } }
+    case .recorded?: seen = now
     case .noRow?, nil: return true
     }
     recentReads.withLock { reads in
@@ -438,8 +434,9 @@ public final class Store: Sendable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func path(for digest: BlobDigest, decompressing: Bool = false) throws(TroveError) -> String
   {
-    guard let object = try objects.find(digest), object.status.isRegular, recordRead(digest)
-    else {
+    var found = try objects.find(digest)
+    if found == nil, readThrough(digest) { found = try objects.find(digest) }
+    guard let object = found, object.status.isRegular, recordRead(digest) else {
       throw notFound(digest)
     }
     if object.isCompressed {

@@ -84,34 +84,18 @@ extension Store {
 
   /// Reads `config.json` under the root's lock (or, without `reading`,
   /// starts from the defaults), applies `change`, and replaces the file
-  /// atomically with the result, which it returns.
+  /// atomically with the result (``replaceRootFile(_:with:)``), which it
+  /// returns.
   private func rewriteSettings(
     reading: Bool = true, _ change: (inout StoreSettings) throws(TroveError) -> Void
   ) throws(TroveError) -> StoreSettings {
     try requireWritable()
-    let path = settingsPath
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }
     var settings =
       reading ? try Self.readSettings(root: root, rootFD: rootDirectory).settings : .initial
     try change(&settings)
-    let bytes = settings.encoded()
-    let temp = StoreLayout.temporaryName("meta")
-    try attempt("write", path) { () throws(SystemCallError) in
-      let fd = try FileDescriptor.open(
-        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
-      defer { fd.close() }
-      do throws(SystemCallError) {
-        try fd.setPermissions(0o644)  // every user of the store reads it, whatever the umask
-        try fd.writeAll(bytes)
-        try fd.sync()
-        try tmpDirectory.rename(temp, to: StoreLayout.settings, in: rootDirectory)
-        try rootDirectory.sync()
-      } catch {
-        try? tmpDirectory.removeFile(temp)
-        throw error
-      }
-    }
+    try replaceRootFile(StoreLayout.settings, with: settings.encoded())
     _ = try loadedSettings()
     return settings
   }

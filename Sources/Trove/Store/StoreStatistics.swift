@@ -63,13 +63,26 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   /// the store refuses puts, fetches and sweeps until they are repaired.
   /// The policy values above hold their defaults for those settings.
   public var configProblems: [PolicyProblem] = []
-  /// Reads by digest (`get`, `fetch`) served from the store since the
-  /// counts were last reset (``Store/resetAccessCounts()``). A hit is
-  /// counted as its access is recorded: at most once per object per
-  /// `access-resolution`. `has` is a probe and counts nothing.
+  /// Reads served from the store since the counts were last reset
+  /// (``Store/resetAccessCounts()``): every ``Store/materialize(_:at:mode:replacing:durable:verify:)-4kx8g``,
+  /// ``Store/write(_:to:)`` and ``Store/bytes(for:)`` of an object it
+  /// holds, and every fetch it served (writing the fetched object out is
+  /// part of the fetch). ``Store/contains(_:)`` (`has`) is a probe, and
+  /// the store's own reads (verify, export, a remote push) are not
+  /// served to anyone: they count nothing. Counts are written to the
+  /// index in batches, at most a second late (see ``Store/statistics()``).
   public var hits: Int64 = 0
-  /// Reads by digest the store could not serve (a `get` of an object it
-  /// does not hold, a `fetch` that downloaded).
+  /// Reads served by objects the store read through one of its remotes
+  /// (a local miss the remote held); not in ``hits``.
+  public var remoteHits: Int64 = 0
+  /// Objects the store holds that one of its remotes is known to hold too
+  /// (uploaded, found there or pulled from it): what it could evict and
+  /// read back. 0 for a store without remotes.
+  public var remoteBackedEntries: Int64 = 0
+  /// Their logical bytes.
+  public var remoteBackedBytes: Int64 = 0
+  /// Reads the store could not serve (a `get` of an object it does not
+  /// hold, a `fetch` that downloaded).
   public var misses: Int64 = 0
   /// When the counts were last reset, nanoseconds since 1970; nil if never.
   public var countedSince: Int64?
@@ -80,7 +93,8 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
 
   /// Hits ÷ (hits + misses), from 0 to 1; nil before the first read.
   public var hitRate: Double? {
-    hits + misses > 0 ? Double(hits) / Double(hits + misses) : nil
+    let served = hits + remoteHits
+    return served + misses > 0 ? Double(served) / Double(served + misses) : nil
   }
 
   /// Logical ÷ stored bytes: 1 without compression.
@@ -127,9 +141,17 @@ public struct CloneSupport: Sendable, Hashable, Codable {
 }
 
 extension Store {
-  /// Totals from the index (O(1)), the store filesystem's kind and free
-  /// space, and whether it can clone.
+  /// Totals from the index (O(1); with remotes, O(objects) for the
+  /// remote-backed bytes), the store filesystem's kind and free space, and
+  /// whether it can clone.
   public func statistics() throws(TroveError) -> StoreStatistics {
+    writeAccessCounts()
+    let hasRemotes = !((try? remotes()) ?? []).isEmpty
+    let backed =
+      hasRemotes
+      ? try index().read("count remote-backed objects") { (tx) throws(TroveError) in
+        try tx.remoteBackedTotals()
+      } : (0, 0)
     let now = currentTimeNanoseconds()
     let (totals, pinned, last, pressure, keys) = try index().read("read totals") {
       (tx) throws(TroveError) in
@@ -165,7 +187,9 @@ extension Store {
       storedBytes: totals.storedBytes, compressedEntries: totals.compressedEntries,
       skippedIncompressible: totals.skippedIncompressible, skippedSmall: totals.skippedSmall,
       quarantinedEntries: quarantine.entries, quarantinedBytes: quarantine.bytes,
-      configProblems: settings.problems, hits: totals.hits, misses: totals.misses,
+      configProblems: settings.problems, hits: totals.hits, remoteHits: totals.remoteHits,
+      remoteBackedEntries: backed.0, remoteBackedBytes: backed.1,
+      misses: totals.misses,
       countedSince: totals.countedSince, overriddenSettings: settings.overridden)
   }
 

@@ -170,6 +170,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
     }
   }
   if invocation.flag("--json") { Output.json(records) }
+  writeBack(store, invocation)
   return status
 }
 

@@ -3,23 +3,40 @@ import Trove
 let hasCommand = CommandSpec(
   name: "has",
   abstract: "Exit 0 if the store holds an object, 1 if not.",
-  usage: "[-v] <digest-or-key>",
+  usage: "[-v] [--remote] <digest-or-key>",
   arguments: [
     ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
   ],
-  options: [verboseOption],
-  discussion: "A key that is not bound is absent too.",
+  options: [
+    verboseOption,
+    OptionSpec(
+      names: ["--remote"], valueName: nil,
+      help: "When the store does not hold it, ask its remotes (nothing is downloaded)."),
+  ],
+  discussion: """
+    A key that is not bound is absent too. With --remote, an object (a digest:
+    remotes know no keys) the store does not hold is present when a remote holds
+    it; -v says where.
+    """,
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key"])
     let text = invocation.positionals[0]
     let reference = try invocation.reference(text)
     let store = try invocation.openStore()
     var present = false
+    var digest: BlobDigest?
     do {
-      present = try store.contains(try invocation.resolve(reference, in: store))
+      digest = try invocation.resolve(reference, in: store)
+      present = try store.contains(digest!)
     } catch let error as TroveError where error.code == .notFound {}
+    var holder: String?
+    if !present, invocation.flag("--remote"), let digest {
+      holder = store.remoteHolding(digest)
+      present = holder != nil
+    }
     if invocation.flag("--verbose") {
-      Output.error("trove: \(text): \(present ? "present" : "absent")")
+      let place = holder.map { " on remote '\($0)'" } ?? ""
+      Output.error("trove: \(text): \(present ? "present" : "absent")\(place)")
     }
     return present ? ExitStatus.success : ExitStatus.failure
   })
@@ -127,8 +144,8 @@ extension Invocation {
   /// there is one (as a branch shadows a short SHA in git), else the
   /// digest (32 digits) or the object whose digest starts with them (8 to
   /// 31). A full digest costs no prefix query.
-  /// - Throws: `.invalidArgument` (exit 64) for fewer than 8 digits that
-  ///   are not a key either; as ``digest(prefix:in:)`` otherwise.
+  /// - Throws: a ``UsageError`` (exit 64, with the usage line) for fewer
+  ///   than 8 digits that are not a key either; as ``digest(prefix:in:)`` otherwise.
   func digest(hex text: String, in store: Store) throws -> BlobDigest {
     if let bound = try boundDigest(text, in: store) { return bound }
     if text.utf8.count == 32 {

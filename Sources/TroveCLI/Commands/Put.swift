@@ -98,6 +98,7 @@ let putCommand = CommandSpec(
       }
     }
     if invocation.flag("--json") { Output.json(results) }
+    writeBack(store, invocation)
     return status
   })
 

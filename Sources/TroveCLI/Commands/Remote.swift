@@ -4,7 +4,7 @@ let remoteCommand = CommandSpec(
   name: "remote",
   abstract: "Configure shared remotes (WebDAV, Redis) and copy objects to and from them.",
   usage:
-    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] | ls [--json] | rm <name> | check <name> [--json] | push [--remote <name>] [--json] <digest>... | pull [--remote <name>] [--json] <digest>...",
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest>...] | pull [--remote <name>] [--json] <digest>...",
   arguments: [
     ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
     ("url", "http(s)://HOST/PATH (WebDAV) or redis://HOST[:PORT][/DB]."),
@@ -24,6 +24,19 @@ let remoteCommand = CommandSpec(
       help:
         "add: the environment variable holding the credential (user:password, or a token over HTTP)."
     ),
+    OptionSpec(
+      names: ["--write"], valueName: "when",
+      help:
+        "add: when objects a put or fetch stores go up: async (default: in the background, after the command), sync (before it returns), off (only by 'remote push')."
+    ),
+    OptionSpec(
+      names: ["--all"], valueName: nil,
+      help:
+        "push without digests: every object the remote is not known to hold, not only those stored since it was added."
+    ),
+    OptionSpec(
+      names: ["--if-idle"], valueName: nil,
+      help: "push without digests: return at once when another process is sending the queue."),
     OptionSpec(
       names: ["--remote"], valueName: "name",
       help:
@@ -51,16 +64,33 @@ let remoteCommand = CommandSpec(
     after about 250 ms, or 3 s to resolve a Redis host (exit 69); a malformed Redis
     reply is exit 69; a transfer slower than 1 KiB/s for 15 s, exit 75. Exit 1 when
     no remote holds an object.
+
+    Reading through: a get, get of many or path of an object the store does not
+    hold asks the remotes in order and pulls it from the first that has it (hashed
+    on the way in: a blob whose bytes are not its name is counted corrupt, a
+    warning, and never stored). A remote that cannot be reached is a warning, and
+    is skipped by every process of the store for 60 s, doubling to 15 min while it
+    keeps failing, then probed once (a circuit breaker kept in the index).
+    'remote status' shows each remote's state, its upload queue and what reading
+    through it did.
+
+    Write-back: what a put or fetch stores is queued for every writable remote (the
+    objects stored since it was added that it is not known to hold) and sent as its
+    --write says: async (default) by a background 'remote push --if-idle' the command
+    starts as it ends, sync before the command returns, off only by 'remote push'.
+    'remote push' with no digest sends the queue; --all every object the remote
+    lacks. A failing remote is a warning; the objects stay queued.
     """,
   run: { invocation in try remote(invocation) })
 
 /// The options each action takes (beyond --store, --quiet, --help).
 private let remoteActionOptions: [String: Set<String>] = [
-  "add": ["--read-only", "--max-object-size", "--auth-env"],
+  "add": ["--read-only", "--max-object-size", "--auth-env", "--write"],
   "ls": ["--json"],
   "rm": [],
   "check": ["--json"],
-  "push": ["--remote", "--json"],
+  "status": ["--json"],
+  "push": ["--remote", "--json", "--all", "--if-idle"],
   "pull": ["--remote", "--json"],
 ]
 
@@ -69,11 +99,11 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
   let args = invocation.positionals
   guard let action = args.first else {
     throw invocation.usageError(
-      "Missing expected argument '<action>': one of add, ls, rm, check, push, pull")
+      "Missing expected argument '<action>': one of add, ls, rm, check, status, push, pull")
   }
   guard let allowed = remoteActionOptions[action] else {
     throw invocation.usageError(
-      "unknown action '\(action)': expected one of add, ls, rm, check, push, pull")
+      "unknown action '\(action)': expected one of add, ls, rm, check, status, push, pull")
   }
   for option in invocation.values.keys.sorted()
   where !allowed.contains(option) && option != "--quiet" {
@@ -94,6 +124,12 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     var spec = RemoteSpec(
       name: operands[0], url: operands[1], readOnly: invocation.flag("--read-only"),
       authEnvironment: invocation.value("--auth-env"))
+    if let when = invocation.value("--write") {
+      guard let write = RemoteWrite(rawValue: when) else {
+        throw invocation.usageError("invalid --write '\(when)': expected async, sync or off")
+      }
+      spec.write = write
+    }
     if let size = try invocation.size("--max-object-size") { spec.maxObjectSize = size }
     do throws(TroveError) {
       spec = try spec.validated()
@@ -148,9 +184,13 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
       return ExitStatus.unavailable
     }
     return ExitStatus.success
+  case "status":
+    try require([])
+    return try remoteStatus(invocation)
   case "push":
-    guard !operands.isEmpty else {
-      throw invocation.usageError("Missing expected argument '<digest>'")
+    if operands.isEmpty { return try pushQueue(invocation) }
+    for option in ["--all", "--if-idle"] where invocation.flag(option) {
+      throw invocation.usageError("\(option) sends the queue: give no digests with it")
     }
     return try push(operands, invocation)
   default:  // pull
@@ -180,8 +220,9 @@ private func describe(_ check: Store.RemoteCheck) -> String {
 }
 
 /// One object and remote in `remote push --json`.
-private struct PushRecord: Encodable {
-  var digest: String
+struct PushRecord: Encodable {
+  /// nil when the remote failed before any object (sending the queue).
+  var digest: String?
   var remote: String
   /// `uploaded`, `present` or `too-large`; nil when it failed.
   var outcome: String?
@@ -333,8 +374,11 @@ struct RemoteRecord: Encodable {
   var readOnly: Bool
   @Nullable var maxObjectSize: Int64?
   @Nullable var authEnv: String?
+  /// `async`, `sync` or `off`.
+  var write: String
 
   init(_ spec: RemoteSpec) {
+    write = (spec.write ?? .async).rawValue
     name = spec.name
     url = spec.url
     readOnly = spec.readOnly

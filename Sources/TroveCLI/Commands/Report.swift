@@ -198,7 +198,8 @@ let statsCommand = CommandSpec(
         ("entries", "\(s.entries)"),
         (
           "hits",
-          "\(s.hits) local, \(Output.count(s.misses, "miss", "misses"))"
+          "\(s.hits) local, " + (s.remoteHits > 0 ? "\(s.remoteHits) remote, " : "")
+            + Output.count(s.misses, "miss", "misses")
             + (s.hitRate.map { String(format: " (hit rate %.1f%%)", $0 * 100) } ?? "")
             + (s.countedSince.map { " since \(Output.time($0))" } ?? "")
         ),
@@ -243,7 +244,16 @@ let statsCommand = CommandSpec(
             : "\(Output.count(s.quarantinedEntries, "entry", "entries")), \(Output.size(s.quarantinedBytes)) (corrupt or misplaced; never served)"
         ),
       ]
-    for (name, value) in rows {
+    let remote: [(String, String)] =
+      s.remoteBackedEntries == 0
+      ? []
+      : [
+        (
+          "on remotes",
+          "\(Output.count(s.remoteBackedEntries, "entry", "entries")), \(Output.size(s.remoteBackedBytes)) a remote holds too"
+        )
+      ]
+    for (name, value) in rows + remote {
       Output.line(name + String(repeating: " ", count: max(1, 12 - name.count)) + value)
     }
     return ExitStatus.success

@@ -32,14 +32,16 @@ struct StatsRecord: Encodable {
   var quarantinedBytes: Int64
   var configProblems: [Problem]
   var hits: Hits
+  var remoteBackedEntries: Int64
+  var remoteBackedBytes: Int64
   var misses: Int64
   @Nullable var hitRate: Double?
   @Nullable var countedSince: String?
   /// The environment variables overriding settings (`TROVE_BUDGET`, …).
   var overrides: [String]
 
-  /// Hits by where they were served from. Remote caches (issue 14) do not
-  /// exist yet: `remote` is always 0, there so the schema need not change.
+  /// Hits by where they were served from: the local store, or a remote
+  /// that held what the store did not (read through it).
   struct Hits: Encodable {
     var local: Int64
     var remote: Int64
@@ -96,7 +98,9 @@ struct StatsRecord: Encodable {
     quarantinedEntries = s.quarantinedEntries
     quarantinedBytes = s.quarantinedBytes
     configProblems = s.configProblems.map { Problem(key: $0.key?.rawValue, found: $0.found) }
-    hits = Hits(local: s.hits, remote: 0)
+    hits = Hits(local: s.hits, remote: s.remoteHits)
+    remoteBackedEntries = s.remoteBackedEntries
+    remoteBackedBytes = s.remoteBackedBytes
     misses = s.misses
     hitRate = s.hitRate
     countedSince = s.countedSince.map(Output.time)

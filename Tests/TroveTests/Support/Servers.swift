@@ -26,20 +26,20 @@ final class Nginx {
   let state: Scratch
   private(set) var port = 0
   private var running = false
-  /// `scripts/nginx.sh`, or `scripts/nginx-dav.sh` for a WebDAV server.
-  private let script: String
+  /// Whether it serves WebDAV (`scripts/nginx.sh start --webdav`).
+  private let webDAV: Bool
 
   /// Starts nginx serving a new, empty folder (`files`); with `webDAV`,
-  /// read-write (PUT, DELETE, MKCOL, COPY, MOVE) through `scripts/nginx-dav.sh`.
+  /// read-write (PUT, DELETE, MKCOL, COPY, MOVE).
   init(webDAV: Bool = false) throws {
     files = try Scratch()
     state = try Scratch()
-    script = webDAV ? "nginx-dav.sh" : "nginx.sh"
+    self.webDAV = webDAV
     try start()
   }
 
   func start() throws {
-    let out = try script(["start", files.path, state.path])
+    let out = try script(["start"] + (webDAV ? ["--webdav"] : []) + [files.path, state.path])
     guard let port = Int(out.trimmingCharacters(in: .whitespacesAndNewlines)) else {
       throw TestFailure("nginx did not start: \(out)")
     }
@@ -57,7 +57,7 @@ final class Nginx {
 
   private func script(_ arguments: [String]) throws -> String {
     let outcome = try Spawned(
-      executable: repositoryRoot + "/scripts/" + script, arguments,
+      executable: repositoryRoot + "/scripts/nginx.sh", arguments,
       io: state["script-\(UUID().uuidString)"]
     ).wait()
     return String(decoding: outcome.stdout, as: UTF8.self)
@@ -100,22 +100,10 @@ final class FaultServer {
 
   init() throws {
     state = try Scratch()
-    process = try Spawned(
-      executable: Self.python ?? "/usr/bin/python3",
+    (process, port) = try startPython(
+      "the fault server",
       [repositoryRoot + "/Tests/Servers/fault_server.py", state["requests.log"], state["port"]],
-      io: state["server"])
-    var port: Int?
-    for _ in 0..<200 where port == nil {
-      port = (try? String(contentsOfFile: state["port"], encoding: .utf8))
-        .flatMap { $0.hasSuffix("\n") ? Int($0.dropLast()) : nil }
-      if port == nil { usleep(20_000) }
-    }
-    guard let port else {
-      process.kill()
-      throw TestFailure(
-        "the fault server did not start: \((try? process.wait())?.description ?? "")")
-    }
-    self.port = port
+      state: state)
   }
 
   deinit {
@@ -157,22 +145,10 @@ final class HostileRedis {
 
   init(_ mode: String, answering command: String) throws {
     state = try Scratch()
-    process = try Spawned(
-      executable: FaultServer.python ?? "/usr/bin/python3",
+    (process, port) = try startPython(
+      "the hostile Redis",
       [repositoryRoot + "/Tests/Servers/resp_server.py", mode, command, state["port"]],
-      io: state["server"])
-    var port: Int?
-    for _ in 0..<200 where port == nil {
-      port = (try? String(contentsOfFile: state["port"], encoding: .utf8))
-        .flatMap { $0.hasSuffix("\n") ? Int($0.dropLast()) : nil }
-      if port == nil { usleep(20_000) }
-    }
-    guard let port else {
-      process.kill()
-      throw TestFailure(
-        "the hostile Redis did not start: \((try? process.wait())?.description ?? "")")
-    }
-    self.port = port
+      state: state)
   }
 
   deinit {
@@ -208,13 +184,13 @@ final class RedisServer {
           "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
           "--dir", state.path, "--daemonize", "no",
         ], io: state["server-\(port)"])
-      for _ in 0..<250 where process.process.isRunning {
-        if (try? connection(port: port)) != nil {
-          self.port = port
-          self.process = process
-          return
-        }
-        usleep(20_000)
+      let listening = poll(
+        times: 250, while: { process.process.isRunning },
+        { (try? connection(port: port)).map { _ in true } })
+      if listening == true {
+        self.port = port
+        self.process = process
+        return
       }
       process.kill()
       _ = try? process.wait()
@@ -266,6 +242,34 @@ final class RedisServer {
     guard case .bulk(let bytes) = try command(["GET", key], database: database) else { return nil }
     return bytes
   }
+}
+
+/// Calls `attempt` up to `times` times, 20 ms apart, while `going` holds,
+/// until it gives a value; nil if it never did.
+func poll<T>(times: Int, while going: () -> Bool = { true }, _ attempt: () -> T?) -> T? {
+  for round in 0..<times where going() {
+    if round > 0 { usleep(20_000) }
+    if let value = attempt() { return value }
+  }
+  return nil
+}
+
+/// Starts a test server of `Tests/Servers` (python3 `arguments`) that
+/// writes the port it listens on, then a newline, to `state["port"]`, and
+/// waits up to 4 s for it. A server that wrote no port is killed, and the
+/// error names `what` with its output.
+func startPython(_ what: String, _ arguments: [String], state: Scratch) throws -> (Spawned, Int) {
+  let process = try Spawned(
+    executable: FaultServer.python ?? "/usr/bin/python3", arguments, io: state["server"])
+  let port = poll(times: 200) {
+    (try? String(contentsOfFile: state["port"], encoding: .utf8))
+      .flatMap { $0.hasSuffix("\n") ? Int($0.dropLast()) : nil }
+  }
+  guard let port else {
+    _ = process.kill()
+    throw TestFailure("\(what) did not start: \((try? process.wait())?.description ?? "")")
+  }
+  return (process, port)
 }
 
 /// A port nothing listens on (bound, then closed).

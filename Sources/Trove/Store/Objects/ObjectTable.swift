@@ -160,7 +160,7 @@ final class ObjectTable: Sendable {
       }
       switch try step.get() {
       case .use(let index): return index
-      case .wait: usleep(2_000)
+      case .wait: Sys.sleep(microseconds: 2_000)
       case .rebuild(let index, let logged):
         do throws(TroveError) {
           try rebuild(journalLength: logged)

@@ -15,12 +15,16 @@ extension ObjectTable {
   /// unlink that frees blocks can wait on the device. A crash between or
   /// within the steps leaves files whose row is gone — adopted again by the
   /// next read or reconcile — never a row whose file is gone. A file that
-  /// cannot be unlinked keeps its object. Returns which were evicted.
+  /// cannot be unlinked (an immutable file: EPERM) keeps its object, and
+  /// the others go all the same. Returns which were evicted, and why each
+  /// object that was not could not be removed.
   ///
   /// A reader that already opened an object keeps reading correct bytes;
   /// clones, copies and hard links made from it earlier are not touched.
-  func evict(_ entries: [StoreEntry], now: Int64) throws(TroveError) -> [Bool] {
-    guard !entries.isEmpty else { return [] }
+  func evict(_ entries: [StoreEntry], now: Int64)
+    throws(TroveError) -> (evicted: [Bool], failures: [TroveError])
+  {
+    guard !entries.isEmpty else { return ([], []) }
     // The first step is on disk before any file goes: a power loss cannot
     // bring back a row whose file was unlinked.
     var evicted = try index().write("evict \(entries.count) entries", durable: true) {
@@ -34,12 +38,11 @@ extension ObjectTable {
       return deleted
     }
     let victims = entries.indices.filter { evicted[$0] }
-    let (removed, _, failure) = try finishRemovals(victims.map { entries[$0].digest })
+    let (removed, _, failures) = try finishRemovals(victims.map { entries[$0].digest })
     for (i, position) in victims.enumerated() where !removed[i] { evicted[position] = false }
-    // What was evicted stays evicted; the first file that could not be
-    // unlinked is reported.
-    if let failure { throw failure }
-    return evicted
+    // What was evicted stays evicted; the files that could not be unlinked
+    // are the caller's to report.
+    return (evicted, failures)
   }
 
   /// How many unlinks a removal has in flight at once (8000 files: 0.81 s
@@ -66,8 +69,8 @@ extension ObjectTable {
       journalAsIs(digests: [digest])
       throw error
     }
-    let (_, unlinked, failure) = try finishRemovals([digest])
-    if let failure { throw failure }
+    let (_, unlinked, failures) = try finishRemovals([digest])
+    if let failure = failures.first { throw failure }
     return unlinked[0] || hadRow
   }
 
@@ -100,19 +103,20 @@ extension ObjectTable {
     let stale = try index().read("look up stale removals") { (tx) throws(TroveError) in
       try tx.removals(recordedBefore: before, limit: 1000)
     }
-    let (removed, _, failure) = try finishRemovals(stale)
-    return (removed.filter { $0 }.count, failure)
+    let (removed, _, failures) = try finishRemovals(stale)
+    return (removed.filter { $0 }.count, failures.first)
   }
 
   /// The second step of a removal, in one index transaction: for each
   /// digest whose removal record is still there, takes the record and
   /// unlinks the files it names, if they are still those files; returns
-  /// which were removed, which had a file to unlink, and the first
-  /// failure. A file that could not be unlinked is adopted back.
+  /// which were removed, which had a file to unlink, and each failure (in
+  /// the order of `digests`). A file that could not be unlinked is adopted
+  /// back.
   func finishRemovals(_ digests: [BlobDigest])
-    throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failure: TroveError?)
+    throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failures: [TroveError])
   {
-    guard !digests.isEmpty else { return ([], [], nil) }
+    guard !digests.isEmpty else { return ([], [], []) }
     do throws(TroveError) {
       return try finishRemovalsOnce(digests)
     } catch {
@@ -122,10 +126,10 @@ extension ObjectTable {
   }
 
   private func finishRemovalsOnce(_ digests: [BlobDigest])
-    throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failure: TroveError?)
+    throws(TroveError) -> (removed: [Bool], unlinked: [Bool], failures: [TroveError])
   {
     try index().write("remove \(digests.count) files") {
-      (tx) throws(TroveError) -> ([Bool], [Bool], TroveError?) in
+      (tx) throws(TroveError) -> ([Bool], [Bool], [TroveError]) in
       let records = try tx.takeRemovals(digests)
       var removed = records.map { $0 != nil }
       let claimed = digests.indices.filter { removed[$0] }
@@ -151,7 +155,7 @@ extension ObjectTable {
       let gone = digests.indices.filter { removed[$0] }.map { digests[$0] }
       try tx.deleteReferences(to: gone)
       journalDrops(gone, tx)
-      return (removed, unlinked.withLock { $0 }, failed.first?.value)
+      return (removed, unlinked.withLock { $0 }, failed.map(\.value))
     }
   }
 

@@ -1,0 +1,173 @@
+import Foundation
+import Trove
+
+/// `trove remote` against a real nginx WebDAV folder on 127.0.0.1 (started
+/// by `scripts/nginx.sh start --webdav`), beside curl making the same
+/// transfers; and what a dead remote costs a local put.
+func remoteSuite(_ b: Bench) throws {
+  print("remote")
+  let script = FileManager.default.currentDirectoryPath + "/scripts/nginx.sh"
+  guard FileManager.default.isExecutableFile(atPath: script) else {
+    b.skip("remote", "run from the repository's root: scripts/nginx.sh starts the server")
+    return
+  }
+  let www = b.work + "/remote-www"
+  let state = b.work + "/remote-nginx"
+  let a = b.work + "/remote-a"
+  let reader = b.work + "/remote-b"
+  let files = b.work + "/remote-files"
+  for folder in [www, files] {
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+  }
+  defer {
+    _ = try? Spawn.run([script, "stop", state])
+    for path in [www, state, a, reader, files] { remove(path) }
+  }
+  let port = try Spawn.capture([script, "start", "--webdav", www, state])
+    .trimmingCharacters(in: .whitespacesAndNewlines)
+  let base = "http://127.0.0.1:\(port)/r"
+  for store in [a, reader] {
+    try Spawn.check([b.trove, "--store", store, "remote", "add", "shared", base, "--write", "off"])
+  }
+  func blobURL(_ digest: String) -> String {
+    let hex = digest.dropFirst("xxh128:".count)
+    return "\(base)/cas/\(hex.prefix(2))/\(hex)"
+  }
+  func blobFile(_ digest: String) -> String {
+    let hex = digest.dropFirst("xxh128:".count)
+    return "\(www)/r/cas/\(hex.prefix(2))/\(hex)"
+  }
+  func put(_ store: String, _ file: String) throws -> String {
+    String(try Spawn.capture([b.trove, "--store", store, "put", file]).prefix(39))
+  }
+
+  // One large object: push (the remote emptied before each round), then pull.
+  let size = b.size(1 << 30, quick: 32 << 20)
+  let big = files + "/big.bin"
+  try makeRandomFile(big, bytes: size)
+  let digest = try put(a, big)
+  let params = ["size": "\(size)", "server": "nginx WebDAV on 127.0.0.1"]
+  let pushed = try b.timeCommands([
+    [b.trove, "--store", a, "-q", "remote", "push", digest],
+    ["curl", "-sSf", "-T", big, base + "/tmp/curl-upload"],
+  ]) {
+    remove(blobFile(digest))
+    remove(www + "/r/tmp/curl-upload")
+  }
+  b.add(
+    Result(
+      suite: "remote", name: "push \(sizeName(size))", parameters: params, unit: .seconds,
+      trove: pushed[0], referenceName: "curl -T FILE", reference: pushed[1],
+      note:
+        "trove hashes the object first (never shares a corrupt copy), HEADs, PUTs to tmp/ and MOVEs it into place"
+    ))
+  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", digest])
+  let out = files + "/curl-out.bin"
+  let pulled = try b.timeCommands([
+    [b.trove, "--store", reader, "-q", "remote", "pull", digest],
+    ["curl", "-sSf", "-o", out, blobURL(digest)],
+    ["sh", "-c", "curl -sSf -o \"$1\" \"$0\" && sync \"$1\"", blobURL(digest), out],
+  ]) {
+    remove(reader + "/objects")
+    remove(reader + "/index.sqlite")
+    remove(reader + "/index.sqlite-wal")
+    remove(reader + "/index.sqlite-shm")
+    remove(out)
+  }
+  b.add(
+    Result(
+      suite: "remote", name: "pull \(sizeName(size))", parameters: params, unit: .seconds,
+      trove: pulled[0], referenceName: "curl -o FILE", reference: pulled[1],
+      note: "trove also hashes every byte and fsyncs the object before publishing it"))
+  b.add(
+    Result(
+      suite: "remote", name: "pull \(sizeName(size))", parameters: params, unit: .seconds,
+      trove: pulled[0], referenceName: "curl -o FILE && sync FILE", reference: pulled[2],
+      note: "the same durability as trove, without the hash"))
+  remove(big)
+
+  // Many small objects: one trove process each way against curl in parallel.
+  let count = b.size(1000, quick: 100)
+  var digests: [String] = []
+  var names: [String] = []
+  for i in 0..<count {
+    let file = files + "/small-\(i)"
+    try makeRandomFile(file, bytes: 16 << 10 + i)
+    names.append(file)
+  }
+  for name in names { digests.append(try put(a, name)) }
+  let list = files + "/urls.txt"
+  try names.enumerated().map { "-T \($0.1) \(base)/tmp/c\($0.0)" }.joined(separator: "\n")
+    .write(toFile: list, atomically: true, encoding: .utf8)
+  let smallParams = [
+    "objects": "\(count)", "size": "16 KiB", "server": "nginx WebDAV on 127.0.0.1",
+  ]
+  let pushMany = try b.timeCommands([
+    [b.trove, "--store", a, "-q", "remote", "push", "--all"],
+    ["sh", "-c", "xargs -P8 -L1 curl -sSf < \"$0\"", list],
+  ]) {
+    remove(www + "/r/cas")
+    remove(www + "/r/tmp")
+    // Forget what the remote held: removing and adding it again does.
+    try Spawn.check([b.trove, "--store", a, "remote", "rm", "shared"])
+    try Spawn.check([b.trove, "--store", a, "remote", "add", "shared", base, "--write", "off"])
+  }
+  b.add(
+    Result(
+      suite: "remote", name: "push \(count) × 16 KiB", parameters: smallParams, unit: .seconds,
+      trove: pushMany[0], referenceName: "xargs -P8 curl -T", reference: pushMany[1],
+      note: "trove sends one object at a time over one connection; curl runs 8 in parallel"))
+  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", "--all"])
+  let getList = files + "/gets.txt"
+  try digests.enumerated().map { "-o \(files)/g\($0.0) \(blobURL($0.1))" }.joined(separator: "\n")
+    .write(toFile: getList, atomically: true, encoding: .utf8)
+  let pullMany = try b.timeCommands([
+    [b.trove, "--store", reader, "-q", "remote", "pull"] + digests,
+    ["sh", "-c", "xargs -P8 -L1 curl -sSf < \"$0\"", getList],
+  ]) {
+    remove(reader + "/objects")
+    remove(reader + "/index.sqlite")
+    remove(reader + "/index.sqlite-wal")
+    remove(reader + "/index.sqlite-shm")
+    for i in 0..<count { remove("\(files)/g\(i)") }
+  }
+  b.add(
+    Result(
+      suite: "remote", name: "pull \(count) × 16 KiB", parameters: smallParams, unit: .seconds,
+      trove: pullMany[0], referenceName: "xargs -P8 curl -o", reference: pullMany[1],
+      note: "trove pulls one at a time, hashing and fsyncing each; curl runs 8 in parallel"))
+
+  // What a dead remote costs a local put: none, then a dead one whose
+  // breaker is open (sync write-back), then one written back in the background.
+  let dead = b.work + "/remote-dead"
+  let plain = b.work + "/remote-plain"
+  let async = b.work + "/remote-async"
+  defer { for path in [dead, plain, async] { remove(path) } }
+  let nowhere = "http://127.0.0.1:1/x"
+  try Spawn.check([b.trove, "--store", dead, "remote", "add", "gone", nowhere, "--write", "sync"])
+  try Spawn.check([b.trove, "--store", async, "remote", "add", "gone", nowhere])
+  let first = files + "/first"
+  try makeRandomFile(first, bytes: 4096)
+  _ = try Spawn.run([b.trove, "--store", dead, "put", first])  // opens the breaker
+  var round = 0
+  let one = files + "/one"
+  let puts = try b.timeCommands([
+    [b.trove, "--store", dead, "-q", "put", one],
+    [b.trove, "--store", async, "-q", "put", one],
+    [b.trove, "--store", plain, "-q", "put", one],
+  ]) {
+    round += 1
+    try makeRandomFile(one, bytes: 4096 + round)
+  }
+  let putParams = ["size": "4 KiB", "remote": nowhere]
+  b.add(
+    Result(
+      suite: "remote", name: "put 4 KiB, dead remote (sync, breaker open)", parameters: putParams,
+      unit: .seconds, trove: puts[0], referenceName: "put with no remote", reference: puts[2],
+      note: "one index read finds the breaker open; no connect is tried"))
+  b.add(
+    Result(
+      suite: "remote", name: "put 4 KiB, dead remote (async)", parameters: putParams,
+      unit: .seconds, trove: puts[1], referenceName: "put with no remote", reference: puts[2],
+      note: "the put starts a background push and returns"))
+}

@@ -1,0 +1,107 @@
+import Synchronization
+
+/// When a remote that failed is tried again: a circuit breaker per remote,
+/// kept in the store's index so that short-lived processes share it (a
+/// `trove` command lives milliseconds; a dead remote must cost one connect
+/// timeout across a hundred of them, not one each).
+///
+/// Closed, a remote is asked. A request that cannot reach it or breaks
+/// (``TroveError/Code/unavailable``, ``TroveError/Code/transferFailed``)
+/// opens the breaker: the remote is skipped for ``firstInterval``, doubling
+/// with each failure in a row up to ``longestInterval``. When the interval
+/// is over, one process takes the probe (a compare-and-set in the index:
+/// the others keep skipping for ``probeLease``); its success closes the
+/// breaker, its failure opens it again for longer. An answer of any kind —
+/// even "not here" or corrupt bytes — proves the remote reachable.
+///
+/// In a read-only store (no index writes) the breaker lives in the process.
+/// Either way a remote that failed once in a process is not asked again by
+/// that process until its interval is over.
+enum CircuitBreaker {
+  /// The first interval a failing remote is skipped for (nanoseconds).
+  static let firstInterval: Int64 = 60_000_000_000
+  /// The longest (15 minutes).
+  static let longestInterval: Int64 = 900_000_000_000
+  /// How long the process that took the probe has before another may.
+  static let probeLease: Int64 = 10_000_000_000
+
+  /// The interval after `failures` failures in a row.
+  static func interval(after failures: Int64) -> Int64 {
+    let doublings = min(max(failures - 1, 0), 10)
+    return min(firstInterval << doublings, longestInterval)
+  }
+}
+
+/// A process's own view of its remotes' breakers: remotes it saw fail,
+/// with when they may be tried again.
+struct ProcessBreakers: Sendable {
+  var retryAt: [String: Int64] = [:]
+}
+
+extension Store {
+  /// Whether `remote` may be asked now; takes the probe when its breaker's
+  /// interval is over. A remote the breaker skips is counted (`skipped`).
+  func breakerAdmits(_ remote: String) -> Bool {
+    let now = currentTimeNanoseconds()
+    if let local = processBreakers.withLock({ $0.retryAt[remote] }), now < local {
+      noteRemote(remote, ["skipped": 1])
+      return false
+    }
+    guard !isReadOnly, let index = try? index() else { return true }
+    let closed = try? index.read("consult the breaker of remote '\(remote)'") {
+      (tx) throws(TroveError) in try tx.remoteRecord(remote).failures == 0
+    }
+    if closed ?? true { return true }
+    let admitted = try? index.write("consult the breaker of remote '\(remote)'") {
+      (tx) throws(TroveError) -> Bool in
+      let record = try tx.remoteRecord(remote)
+      guard record.failures > 0 else { return true }
+      guard now >= record.retryAt else {
+        try tx.addToRemote(remote, ["skipped": 1])
+        return false
+      }
+      // The interval is over: this process probes; others wait for it.
+      try tx.setRemote(remote, ["retry-at": now + CircuitBreaker.probeLease])
+      return true
+    }
+    return admitted ?? true
+  }
+
+  /// Records that `remote` answered: its breaker closes.
+  func remoteAnswered(_ remote: String, _ counts: [String: Int64] = [:]) {
+    processBreakers.withLock { _ = $0.retryAt.removeValue(forKey: remote) }
+    guard !isReadOnly, let index = try? index() else { return }
+    _ = try? index.write("record an answer of remote '\(remote)'") { (tx) throws(TroveError) in
+      if try tx.remoteRecord(remote).failures > 0 {
+        try tx.setRemote(remote, ["failures": 0, "retry-at": 0])
+      }
+      try tx.addToRemote(remote, counts)
+    }
+  }
+
+  /// Records that `remote` failed: its breaker opens for longer each time.
+  /// Returns how long it will be skipped (nanoseconds).
+  @discardableResult
+  func remoteFailed(_ remote: String) -> Int64 {
+    let now = currentTimeNanoseconds()
+    var interval = CircuitBreaker.firstInterval
+    if !isReadOnly, let index = try? index() {
+      _ = try? index.write("record a failure of remote '\(remote)'") { (tx) throws(TroveError) in
+        let failures = try tx.remoteRecord(remote).failures + 1
+        interval = CircuitBreaker.interval(after: failures)
+        try tx.setRemote(remote, ["failures": failures, "retry-at": now + interval])
+        try tx.addToRemote(remote, ["errors": 1])
+      }
+    }
+    processBreakers.withLock { $0.retryAt[remote] = now + interval }
+    return interval
+  }
+
+  /// Adds `counts` to `remote`'s record; nothing in a read-only store.
+  func noteRemote(_ remote: String, _ counts: [String: Int64]) {
+    guard !isReadOnly, let index = try? index() else { return }
+    _ = try? index.write("count for remote '\(remote)'") { (tx) throws(TroveError) in
+      try tx.addToRemote(remote, counts)
+    }
+  }
+}

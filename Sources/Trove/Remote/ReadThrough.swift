@@ -1,0 +1,78 @@
+/// Reading through the remotes: a read the local store cannot serve asks
+/// the store's remotes, in order, before it fails (issue 14).
+extension Store {
+  /// On a local miss of `digest`: asks each remote in turn (those its
+  /// ``CircuitBreaker`` admits) and pulls the blob from the first that
+  /// holds it into the store, through the same writer as any put —
+  /// rehashed, and committed only when its bytes are `digest`'s. Returns
+  /// whether the store now holds it.
+  ///
+  /// Never throws: a remote that does not hold the blob is a remote miss;
+  /// one that sends other bytes is `corrupt` (nothing stored, a warning);
+  /// one that cannot be reached or breaks off is a warning and opens its
+  /// breaker, so later reads skip it for a while. A read-only store reads
+  /// through nothing (it cannot store what it pulls).
+  func readThrough(_ digest: BlobDigest) -> Bool {
+    guard !isReadOnly else { return false }
+    let specs: [RemoteSpec]
+    do throws(TroveError) {
+      specs = try remotes()
+    } catch {
+      configuration.onWarning?("remotes not consulted: \(error.description)")
+      return false
+    }
+    for spec in specs {
+      guard breakerAdmits(spec.name) else { continue }
+      do throws(TroveError) {
+        let backend = try openRemote(spec, writing: false)
+        let pulled = try pull(digest, from: backend, spec: spec)
+        pendingCounts.withLock { pending in
+          if pending.pulled.count >= 4096 { pending.pulled.removeAll(keepingCapacity: true) }
+          pending.pulled.insert(digest)
+        }
+        remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+        return true
+      } catch  where error.code == .notFound {
+        remoteAnswered(spec.name, ["misses": 1])
+      } catch  where error.code == .checksumMismatch {
+        remoteAnswered(spec.name, ["corrupt": 1])
+        configuration.onWarning?(error.description)
+      } catch  where error.code == .unavailable || error.code == .transferFailed {
+        let interval = remoteFailed(spec.name)
+        configuration.onWarning?(
+          "\(error.description); skipped for \(interval / 1_000_000_000) s")
+      } catch {
+        configuration.onWarning?("remote '\(spec.name)': \(error.description)")
+      }
+    }
+    return false
+  }
+
+  /// The name of the first remote that holds `digest` (asking those the
+  /// breaker admits, in order), or nil. Nothing is downloaded.
+  public func remoteHolding(_ digest: BlobDigest) -> String? {
+    let specs: [RemoteSpec]
+    do throws(TroveError) {
+      specs = try remotes()
+    } catch {
+      configuration.onWarning?("remotes not consulted: \(error.description)")
+      return nil
+    }
+    for spec in specs {
+      guard breakerAdmits(spec.name) else { continue }
+      do throws(TroveError) {
+        let backend = try openRemote(spec, writing: false)
+        let held = try backend.exists(digest)
+        remoteAnswered(spec.name)
+        if held { return spec.name }
+      } catch  where error.code == .unavailable || error.code == .transferFailed {
+        let interval = remoteFailed(spec.name)
+        configuration.onWarning?(
+          "\(error.description); skipped for \(interval / 1_000_000_000) s")
+      } catch {
+        configuration.onWarning?("remote '\(spec.name)': \(error.description)")
+      }
+    }
+    return nil
+  }
+}

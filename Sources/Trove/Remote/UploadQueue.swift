@@ -1,0 +1,185 @@
+import Foundation
+
+/// What ``Store/uploadQueued(to:everything:ifIdle:onEach:)`` did for one object
+/// and remote.
+public struct QueuedUpload: Sendable {
+  /// The object; nil when the remote failed before any object was tried.
+  public var digest: BlobDigest?
+  /// The remote.
+  public var remote: String
+  /// What the upload did; nil when it failed (``error``).
+  public var outcome: RemoteUpload?
+  /// Why it failed.
+  public var error: TroveError?
+}
+
+/// The upload queue (write-back): the objects a writable remote is not
+/// known to hold. It is not a list kept beside the objects but follows
+/// from them (`remote_objects`, see OnDiskFormat): an object is queued from
+/// the transaction that stores it, and done only once the remote confirmed
+/// it — so a crash loses no item and leaves none done that is not.
+extension Store {
+  /// Uploads the queued objects of each writable remote (or of `remote`):
+  /// those stored since the remote was added, or with `everything` every
+  /// object it is not known to hold. Oldest first; each object's outcome
+  /// goes to `onEach`. A remote that fails (unreachable, broken off) stops
+  /// its part and opens its circuit breaker; one whose breaker is open is
+  /// skipped. Objects removed meanwhile are passed over.
+  ///
+  /// One process drains a store's queue at a time (`locks/upload-queue.lock`;
+  /// the lock only saves work: an object uploaded twice is found present
+  /// the second time). With `ifIdle`, a drain under way elsewhere makes
+  /// this one return at once — that one will see what was queued (a drain
+  /// looks at the queue again after it lets go of the lock, and goes on
+  /// when it finds more and can take the lock back).
+  ///
+  /// - Returns: the uploads made (uploaded or present, too large), and the
+  ///   failures.
+  /// - Throws: `.notFound` for an unknown `remote`, `.permissionDenied`
+  ///   for a read-only one, `.readOnlyStore`.
+  @discardableResult
+  public func uploadQueued(
+    to remote: String? = nil, everything: Bool = false, ifIdle: Bool = false,
+    onEach: ((QueuedUpload) -> Void)? = nil
+  ) throws(TroveError) -> [QueuedUpload] {
+    try requireWritable()
+    var done: [QueuedUpload] = []
+    var wait = !ifIdle
+    while true {
+      do {
+        guard let lock = try FetchLock(store: self, name: "upload-queue", wait: wait) else {
+          return done
+        }
+        defer { withExtendedLifetime(lock) {} }
+        let pass = try drainQueue(to: remote, everything: everything, onEach: onEach)
+        done += pass
+        // A pass that did nothing (breakers open) or failed is the last.
+        guard !pass.isEmpty, !pass.contains(where: { $0.error != nil }) else { return done }
+      }
+      // The lock is let go: what was queued while it was held and not
+      // drained (its process found the lock taken) is this one's to do.
+      guard try queuedAnywhere(to: remote, everything: everything) else { return done }
+      wait = false
+    }
+  }
+
+  /// Whether any target of ``uploadQueued(to:everything:ifIdle:onEach:)``
+  /// has a queued object.
+  private func queuedAnywhere(to remote: String?, everything: Bool) throws(TroveError) -> Bool {
+    for spec in try uploadTargets(remote) {
+      let since = everything ? 0 : try remoteSince(spec.name)
+      if try !queue(spec.name, since: since, limit: 1).isEmpty { return true }
+    }
+    return false
+  }
+
+  /// The writable remotes a drain uploads to: `remote`, or all.
+  private func uploadTargets(_ remote: String?) throws(TroveError) -> [RemoteSpec] {
+    if let remote {
+      let spec = try self.remote(named: remote)
+      guard !spec.readOnly else {
+        throw TroveError(
+          .permissionDenied,
+          "remote '\(spec.name)' is read-only: this store does not upload to it", value: spec.name)
+      }
+      return [spec]
+    }
+    return try remotes().filter { !$0.readOnly }
+  }
+
+  /// One pass over the queues of the targets, under the drain lock.
+  private func drainQueue(
+    to remote: String?, everything: Bool, onEach: ((QueuedUpload) -> Void)?
+  ) throws(TroveError) -> [QueuedUpload] {
+    var done: [QueuedUpload] = []
+    for spec in try uploadTargets(remote) {
+      let since = everything ? 0 : try remoteSince(spec.name)
+      guard try !queue(spec.name, since: since, limit: 1).isEmpty else { continue }
+      guard breakerAdmits(spec.name) else { continue }
+      let backend: any RemoteBackend
+      do throws(TroveError) {
+        backend = try openRemote(spec, writing: true)
+      } catch {
+        if error.code == .unavailable || error.code == .transferFailed {
+          remoteFailed(spec.name)
+        }
+        let failed = QueuedUpload(digest: nil, remote: spec.name, outcome: nil, error: error)
+        onEach?(failed)
+        done.append(failed)
+        continue
+      }
+      remoteAnswered(spec.name)
+      var failedHere: Set<BlobDigest> = []
+      drain: while true {
+        let batch = try queue(spec.name, since: since, limit: 64).filter {
+          !failedHere.contains($0.0)
+        }
+        if batch.isEmpty { break }
+        for (digest, size) in batch {
+          var item = QueuedUpload(digest: digest, remote: spec.name)
+          do throws(TroveError) {
+            if let limit = spec.sizeLimit, size > limit {
+              noteHolding(spec.name, digest, .tooLarge)
+              item.outcome = .tooLarge
+            } else {
+              item.outcome = try push(digest, to: backend)
+              noteHolding(spec.name, digest, .held)
+            }
+          } catch  where error.code == .notFound {
+            continue  // removed meanwhile: no longer queued
+          } catch {
+            item.error = error
+            failedHere.insert(digest)
+            onEach?(item)
+            done.append(item)
+            if error.code == .unavailable || error.code == .transferFailed {
+              remoteFailed(spec.name)
+              break drain
+            }
+            continue
+          }
+          onEach?(item)
+          done.append(item)
+        }
+      }
+    }
+    return done
+  }
+
+  /// How many objects (and bytes) are queued for `remote` (see
+  /// ``uploadQueued(to:everything:ifIdle:onEach:)``). O(objects).
+  public func uploadQueueLength(for remote: String) throws(TroveError) -> (
+    objects: Int64, bytes: Int64
+  ) {
+    let since = try remoteSince(remote)
+    return try index().read("count the upload queue of '\(remote)'") { (tx) throws(TroveError) in
+      try tx.uploadQueueLength(remote, since: since)
+    }
+  }
+
+  /// Up to `limit` queued objects of `remote`.
+  private func queue(_ remote: String, since: Int64, limit: Int) throws(TroveError)
+    -> [(BlobDigest, Int64)]
+  {
+    try index().read("read the upload queue of '\(remote)'") { (tx) throws(TroveError) in
+      try tx.queuedUploads(remote, since: since, limit: limit)
+    }
+  }
+
+  /// When `remote` was added (its queue starts there); 0 when unknown.
+  func remoteSince(_ remote: String) throws(TroveError) -> Int64 {
+    try index().read("read remote '\(remote)'") { (tx) throws(TroveError) in
+      try tx.remoteRecord(remote).since
+    }
+  }
+
+  /// Records what `remote` holds; nothing in a read-only store. A failure
+  /// to record only means the object is offered again.
+  func noteHolding(_ remote: String, _ digest: BlobDigest, _ state: RemoteHolding) {
+    guard !isReadOnly, let index = try? index() else { return }
+    let now = currentTimeNanoseconds()
+    _ = try? index.write("note that '\(remote)' holds \(digest)") { (tx) throws(TroveError) in
+      try tx.noteHolding(remote, digest, state, now: now)
+    }
+  }
+}

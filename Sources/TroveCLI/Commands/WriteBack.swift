@@ -1,0 +1,80 @@
+import Foundation
+import Trove
+
+/// After a put or fetch stored objects: sends them to the store's
+/// writable remotes as each remote's `--write` says (``RemoteWrite``) —
+/// `sync` now, `async` by a detached `trove remote push --if-idle` that
+/// outlives this process, `off` not at all. Never fails the command: a
+/// remote that fails is a warning, and the objects stay queued.
+func writeBack(_ store: Store, _ invocation: Invocation) {
+  guard let remotes = try? store.remotes().filter({ !$0.readOnly }), !remotes.isEmpty else {
+    return
+  }
+  var background = false
+  for remote in remotes {
+    switch remote.write ?? .async {
+    case .off: continue
+    case .async: background = true
+    case .sync:
+      do {
+        try store.uploadQueued(to: remote.name) { item in
+          if let error = item.error { Output.warning("not uploaded: \(error)") }
+        }
+      } catch {
+        Output.warning("not uploaded to remote '\(remote.name)': \(error)")
+      }
+    }
+  }
+  guard background else { return }
+  // A process of its own, with /dev/null for its standard files and
+  // nothing else of this one's open: a caller reading this command's
+  // output to its end is not kept waiting for the upload.
+  let push = Process()
+  push.executableURL = URL(fileURLWithPath: "/proc/self/exe")
+  push.arguments = ["--store", store.root, "--quiet", "remote", "push", "--if-idle"]
+  push.standardInput = FileHandle.nullDevice
+  push.standardOutput = FileHandle.nullDevice
+  push.standardError = FileHandle.nullDevice
+  do {
+    try push.run()
+  } catch {
+    Output.warning(
+      "cannot start the background upload ('trove remote push' sends the queue): \(error.localizedDescription)"
+    )
+  }
+}
+
+/// `remote push` without digests: sends the upload queue (what each
+/// writable remote, or `--remote`, is not known to hold: stored since it
+/// was added, or with `--all` everything). Exit 0 when every object went
+/// up (or was there, or is too large for the remote), else the first
+/// failure's status.
+func pushQueue(_ invocation: Invocation) throws -> Int32 {
+  let store = try invocation.openStore()
+  let json = invocation.flag("--json")
+  var status = ExitStatus.success
+  var records: [PushRecord] = []
+  try store.uploadQueued(
+    to: invocation.value("--remote"), everything: invocation.flag("--all"),
+    ifIdle: invocation.flag("--if-idle")
+  ) { item in
+    let digest = item.digest?.description
+    if let error = item.error {
+      records.append(PushRecord(digest: digest, remote: item.remote, error: error.description))
+      Output.error("Error: \(error)")
+      if status == ExitStatus.success { status = ExitStatus.of(error) }
+      return
+    }
+    let outcome = item.outcome ?? .present
+    records.append(PushRecord(digest: digest, remote: item.remote, outcome: outcome.rawValue))
+    guard !json, let digest else { return }
+    switch outcome {
+    case .uploaded: Output.line("\(digest)  uploaded to '\(item.remote)'")
+    case .present: Output.line("\(digest)  already on '\(item.remote)'")
+    case .tooLarge:
+      Output.line("\(digest)  skipped: larger than the max-object-size of '\(item.remote)'")
+    }
+  }
+  if json { Output.json(records) }
+  return status
+}

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// libcurl is loaded with dlopen on the first transfer, not linked: the
+/// binary does not depend on it, commands without HTTP run where it cannot
+/// be loaded, and those with HTTP fail there with one line saying why.
+@Suite struct LibCurlLoadingTests {
+  /// `unshare` and `mount` make a private mount namespace where libcurl's
+  /// file is an empty one (root only).
+  static let canHideLibrary =
+    TestFilesystems.isRoot && FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare")
+  static let cannotHide = Comment(
+    rawValue: "hiding libcurl needs root and /usr/bin/unshare (a private mount namespace)")
+
+  @Test("the trove binary does not depend on libcurl (ldd lists no libcurl)")
+  func notLinked() throws {
+    let out = NSTemporaryDirectory() + "trove-ldd-" + UUID().uuidString
+    defer { try? FileManager.default.removeItem(atPath: out) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", "/usr/bin/ldd \"$0\" > \"$1\"", CLI.executable, out]
+    try process.run()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0)
+    let listing = String(decoding: try contents(out), as: UTF8.self)
+    #expect(listing.contains("libc.so"), "\(listing)")
+    #expect(!listing.contains("libcurl"), "\(listing)")
+  }
+
+  @Test(
+    "with libcurl unloadable, put/has/get work and fetch fails with one line naming libcurl.so.4",
+    .enabled(if: canHideLibrary, cannotHide))
+  func missingLibrary() throws {
+    let scratch = try Scratch()
+    let library = try #require(
+      ["/usr/lib/x86_64-linux-gnu/libcurl.so.4", "/lib/x86_64-linux-gnu/libcurl.so.4"].first {
+        FileManager.default.fileExists(atPath: $0)
+      }, "no libcurl.so.4 to hide")
+    let real = URL(fileURLWithPath: library).resolvingSymlinksInPath().path
+    let empty = try scratch.write("empty.so", [])
+    // Run in a mount namespace of its own where libcurl's file is empty:
+    // the bind mount ends with the process.
+    let hidden = [
+      "/usr/bin/unshare", "--mount", "--", "/bin/sh", "-c",
+      "mount --bind \"\(empty)\" \"\(real)\" && exec \"$0\" \"$@\"",
+    ]
+    let input = try scratch.write("input", Bytes.pattern(4096))
+    let put = try CLI.run(["--store", scratch["store"], "put", input], prefix: hidden)
+    #expect(put.status == 0, "\(put.stderr)")
+    let digest = try #require(put.out.split(separator: " ").first.map(String.init))
+    let has = try CLI.run(["--store", scratch["store"], "has", digest], prefix: hidden)
+    #expect(has.status == 0, "\(has.stderr)")
+    let get = try CLI.run(
+      ["--store", scratch["store"], "get", digest, scratch["out"]], prefix: hidden)
+    #expect(get.status == 0, "\(get.stderr)")
+    #expect(try contents(scratch["out"]) == Bytes.pattern(4096))
+
+    let url = "http://127.0.0.1:\(deadPort())/a"
+    let fetch = try CLI.run(["--store", scratch["store"], "fetch", url], prefix: hidden)
+    #expect(fetch.status == 69, "\(fetch.stderr)")
+    #expect(fetch.errorLines.count == 1, "\(fetch.stderr)")
+    #expect(
+      fetch.stderr.contains("cannot load libcurl (libcurl.so.4): ")
+        && fetch.stderr.contains("; install libcurl4"), "\(fetch.stderr)")
+    #expect(scratch.list("store/tmp").isEmpty)
+
+    // Outside the namespace the same fetch reaches libcurl: a refused
+    // connection, not a missing library.
+    let plain = try CLI.run(["--store", scratch["store"], "fetch", "--retries", "0", url])
+    #expect(plain.status != 0)
+    #expect(!plain.stderr.contains("cannot load libcurl"), "\(plain.stderr)")
+  }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+/// Reading through the remotes (issue 14, in part), against real nginx
+/// (WebDAV) and redis-server on 127.0.0.1: a local miss is pulled from the
+/// first remote that holds it, rehashed; a corrupt blob is counted and
+/// never stored; a dead remote costs one connect attempt, then its circuit
+/// breaker (kept in the index, shared by every process) skips it.
+@Suite(
+  "read-through remotes",
+  .enabled(if: Nginx.executable != nil, Nginx.missing),
+  .enabled(if: RedisServer.executable != nil, RedisServer.missing))
+struct RemoteReadThroughTests {
+  /// `remote status --json` of `store`, by remote name.
+  static func status(_ store: String) throws -> [String: [String: Any]] {
+    let run = try RemoteTests.remote(store, ["status", "--json"])
+    #expect(run.status == 0, "\(run.stderr)")
+    let records = try #require(
+      try JSONSerialization.jsonObject(with: Data(run.stdout)) as? [[String: Any]])
+    return Dictionary(uniqueKeysWithValues: records.map { ($0["name"] as! String, $0) })
+  }
+
+  /// `stats --json`'s hits and misses.
+  static func counts(_ store: String) throws -> (local: Int?, remote: Int?, misses: Int?) {
+    let run = try CLI.run(["--store", store, "stats", "--json"])
+    let stats = try #require(
+      try JSONSerialization.jsonObject(with: Data(run.stdout)) as? [String: Any])
+    let hits = stats["hits"] as? [String: Any]
+    return (hits?["local"] as? Int, hits?["remote"] as? Int, stats["misses"] as? Int)
+  }
+
+  @Test("get, path and has --remote of an object only the remote holds: pulled once, then local")
+  func getReadsThrough() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (a, b) = try RemoteTests.twoStores(scratch, url: nginx.url("/rt"))
+    let bytes = Bytes.random(250_000, seed: 1401)
+    let other = Bytes.random(90_000, seed: 1402)
+    let digest = try RemoteTests.put(a, bytes, in: scratch)
+    let second = try RemoteTests.put(a, other, in: scratch)
+    #expect(
+      try RemoteTests.remote(a, ["push", digest.description, second.description]).status == 0)
+
+    // has: absent locally; --remote asks (and downloads nothing).
+    #expect(try CLI.run(["--store", b, "has", digest.description]).status == 1)
+    let has = try CLI.run(["--store", b, "has", "-v", "--remote", digest.description])
+    #expect(has.status == 0 && has.stderr.contains("present on remote 'shared'"), "\(has.stderr)")
+    #expect(try RemoteTests.digests(b) == [])
+
+    let got = try CLI.run(["--store", b, "get", digest.description, scratch["out"]])
+    #expect(got.status == 0, "\(got.stderr)")
+    #expect(try Data(contentsOf: URL(fileURLWithPath: scratch["out"])) == Data(bytes))
+    #expect(try Set(RemoteTests.digests(b)) == [digest])
+    let path = try CLI.run(["--store", b, "path", second.description])
+    #expect(path.status == 0, "\(path.stderr)")
+    #expect(
+      try Data(contentsOf: URL(fileURLWithPath: path.out.trimmingCharacters(in: .newlines)))
+        == Data(other))
+    // The second get is local.
+    #expect(try CLI.run(["--store", b, "get", digest.description, "-"]).stdout == bytes)
+    let counts = try Self.counts(b)
+    #expect(counts.local == 1 && counts.remote == 1 && counts.misses == 0, "\(counts)")
+    let shared = try #require(try Self.status(b)["shared"])
+    #expect(shared["hits"] as? Int == 2 && shared["misses"] as? Int == 0)
+    #expect(shared["bytesPulled"] as? Int == bytes.count + other.count)
+    #expect(shared["state"] as? String == "available" && shared["retryAt"] is NSNull)
+    #expect(
+      shared.keys.sorted() == [
+        "bytesPulled", "consecutiveFailures", "corrupt", "errors", "hits", "misses", "name",
+        "queuedBytes", "queuedObjects", "readOnly", "retryAt", "skipped", "state", "url", "write",
+      ])
+    #expect(RemoteTests.leftovers(b) == [])
+    let human = try CLI.run(["--store", b, "stats"])
+    #expect(human.out.contains("hits        1 local, 1 remote, 0 misses"), "\(human.out)")
+  }
+
+  @Test("a corrupt blob on the remote is counted, never stored; the get is a miss with a warning")
+  func corruptIsAMiss() throws {
+    let redis = try RedisServer()
+    let scratch = try Scratch()
+    let (a, b) = try RemoteTests.twoStores(scratch, url: redis.url(database: 6))
+    let digest = try RemoteTests.put(a, Bytes.random(70_000, seed: 1403), in: scratch)
+    #expect(try RemoteTests.remote(a, ["push", digest.description]).status == 0)
+    try redis.command(
+      ["SET", "trove:cas:\(digest.hex)"], database: 6, payload: Bytes.random(70_000, seed: 1404))
+
+    let got = try CLI.run(["--store", b, "get", digest.description, scratch["out"]])
+    #expect(got.status == 1, "\(got.stderr)")
+    #expect(
+      got.stderr.contains("trove: warning: remote 'shared' sent bytes that are not \(digest)"),
+      "\(got.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: scratch["out"]))
+    #expect(try RemoteTests.digests(b) == [])
+    #expect(RemoteTests.leftovers(b) == [])
+    let shared = try #require(try Self.status(b)["shared"])
+    #expect(shared["corrupt"] as? Int == 1 && shared["hits"] as? Int == 0)
+    #expect(shared["state"] as? String == "available")
+    let counts = try Self.counts(b)
+    #expect(counts.local == 0 && counts.remote == 0 && counts.misses == 1)
+  }
+
+  @Test("a dead remote: one failed connect opens its breaker; 20 later processes skip it")
+  func deadRemoteBreaker() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(
+      try RemoteTests.remote(store, ["add", "gone", "http://127.0.0.1:\(deadPort())/x"]).status
+        == 0)
+    let local = try RemoteTests.put(store, Bytes.random(1000, seed: 1405), in: scratch)
+    let absent = XXH3Hasher.digest(Bytes.random(10, seed: 1406))
+    let first = try CLI.run(["--store", store, "get", absent.description, scratch["o"]])
+    #expect(first.status == 1)
+    #expect(first.stderr.contains("trove: warning: remote 'gone': "), "\(first.stderr)")
+    #expect(first.stderr.contains("; skipped for 60 s\n"), "\(first.stderr)")
+    for _ in 0..<20 {
+      let run = try CLI.run(["--store", store, "get", absent.description, scratch["o"]])
+      #expect(run.status == 1 && !run.stderr.contains("remote 'gone'"), "\(run.stderr)")
+    }
+    // Local work is untouched by it.
+    #expect(try CLI.run(["--store", store, "get", local.description, "-"]).status == 0)
+    var gone = try #require(try Self.status(store)["gone"])
+    #expect(gone["errors"] as? Int == 1 && gone["skipped"] as? Int == 20, "\(gone)")
+    #expect(gone["state"] as? String == "unavailable" && gone["retryAt"] is String)
+    #expect(gone["consecutiveFailures"] as? Int == 1)
+    let human = try RemoteTests.remote(store, ["status"])
+    #expect(human.out.contains("gone  http://127.0.0.1:"), "\(human.out)")
+    #expect(human.out.contains("unavailable (1 failure in a row), skipped until "))
+
+    // The interval over, one probe; its failure doubles the interval.
+    let opened = try Store(StoreConfiguration(root: store))
+    try opened.index().write("test") { (tx) throws(TroveError) in
+      try tx.setRemote("gone", ["retry-at": currentTimeNanoseconds() - 1])
+    }
+    let probe = try CLI.run(["--store", store, "get", absent.description, scratch["o"]])
+    #expect(probe.stderr.contains("; skipped for 120 s\n"), "\(probe.stderr)")
+    gone = try #require(try Self.status(store)["gone"])
+    #expect(gone["errors"] as? Int == 2 && gone["consecutiveFailures"] as? Int == 2)
+
+    // Removing the remote forgets its breaker and counts.
+    #expect(try RemoteTests.remote(store, ["rm", "gone"]).status == 0)
+    let record = try opened.index().read("test") { (tx) throws(TroveError) in
+      try tx.remoteRecord("gone")
+    }
+    #expect(record == RemoteRecord())
+  }
+
+  @Test("a probe that reaches the remote closes its breaker, and the object is read through")
+  func probeCloses() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (a, b) = try RemoteTests.twoStores(scratch, url: nginx.url("/probe"))
+    let digest = try RemoteTests.put(a, Bytes.random(40_000, seed: 1407), in: scratch)
+    #expect(try RemoteTests.remote(a, ["push", digest.description]).status == 0)
+    let opened = try Store(StoreConfiguration(root: b))
+    // Open, not yet due: skipped.
+    try opened.index().write("test") { (tx) throws(TroveError) in
+      try tx.setRemote(
+        "shared", ["failures": 3, "retry-at": currentTimeNanoseconds() + 600_000_000_000])
+    }
+    #expect(try CLI.run(["--store", b, "get", digest.description, scratch["x"]]).status == 1)
+    #expect(try Self.status(b)["shared"]?["skipped"] as? Int == 1)
+    // Due: probed, and it answers.
+    try opened.index().write("test") { (tx) throws(TroveError) in
+      try tx.setRemote("shared", ["retry-at": currentTimeNanoseconds() - 1])
+    }
+    let got = try CLI.run(["--store", b, "get", digest.description, scratch["y"]])
+    #expect(got.status == 0, "\(got.stderr)")
+    let shared = try #require(try Self.status(b)["shared"])
+    #expect(shared["state"] as? String == "available" && shared["consecutiveFailures"] as? Int == 0)
+    #expect(shared["hits"] as? Int == 1)
+  }
+}
