@@ -285,8 +285,17 @@ struct JSONSchemaTests {
       try Self.json(["--store", store, "remote", "ls", "--json"]),
       [
         "name": .string, "url": .string, "readOnly": .bool, "maxObjectSize": .nullable(.integer),
-        "authEnv": .nullable(.string),
+        "authEnv": .nullable(.string), "write": .string,
       ], "remote ls")
+    Self.expectRecords(
+      try Self.json(["--store", store, "remote", "status", "--json"]),
+      [
+        "name": .string, "url": .string, "readOnly": .bool, "state": .string,
+        "consecutiveFailures": .integer, "retryAt": .nullable(.time), "hits": .integer,
+        "misses": .integer, "corrupt": .integer, "bytesPulled": .integer, "errors": .integer,
+        "skipped": .integer, "write": .string, "queuedObjects": .nullable(.integer),
+        "queuedBytes": .nullable(.integer),
+      ], "remote status")
     Self.expectRecord(
       try Self.json(["--store", store, "remote", "check", "dead", "--json"], status: 69),
       [
