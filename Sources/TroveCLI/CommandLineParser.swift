@@ -59,7 +59,9 @@ struct Invocation: Sendable {
 let globalOptions = [
   OptionSpec(
     names: ["--store"], valueName: "dir",
-    help: "The store folder (default: $TROVE_STORE, else the caches folder + trove)."),
+    help:
+      "The store folder (default: $TROVE_STORE, else $XDG_CACHE_HOME/trove, else ~/.cache/trove)."
+  ),
   OptionSpec(names: ["-h", "--help"], valueName: nil, help: "Show help information."),
   OptionSpec(
     names: ["-q", "--quiet"], valueName: nil,
@@ -91,14 +93,18 @@ enum CommandLineParser {
       case "-h", "--help": return .help(nil)
       case "--version": return .version
       case "--store":
-        store = try takeValue(name, inline, &rest, spec: globalOptions[0], command: nil)
+        store = try storeValue(name, inline, &rest, command: nil)
       case "-q", "--quiet":
         quiet = true
       default:
         throw UsageError(message: "Unknown option '\(first)'", command: nil)
       }
     }
-    guard let name = rest.popFirst() else { return .help(nil) }
+    guard let name = rest.popFirst() else {
+      // `trove` alone: a usage error (the usage on stderr, exit 64), as
+      // git and swift-argument-parser's tools do; `trove --help` is help.
+      throw UsageError(message: "Missing expected argument '<subcommand>'", command: nil)
+    }
     if name == "help" {
       guard let topic = rest.first else { return .help(nil) }
       guard let command = commands.first(where: { $0.name == topic }) else {
@@ -125,7 +131,7 @@ enum CommandLineParser {
       let (name, inline) = splitInline(argument)
       if name == "-h" || name == "--help" { return .help(command) }
       if name == "--store" {
-        store = try takeValue(name, inline, &rest, spec: globalOptions[0], command: command)
+        store = try storeValue(name, inline, &rest, command: command)
         continue
       }
       if (name == "-q" || name == "--quiet") && inline == nil {
@@ -157,6 +163,18 @@ enum CommandLineParser {
   private static func isNegativeNumber(_ argument: String) -> Bool {
     guard argument.hasPrefix("-"), let next = argument.dropFirst().first else { return false }
     return next.isNumber || next == "."
+  }
+
+  /// The value of `--store`: refused when empty (`--store ''` names no
+  /// folder, and a store made in the working directory would surprise).
+  private static func storeValue(
+    _ name: String, _ inline: String?, _ rest: inout ArraySlice<String>, command: CommandSpec?
+  ) throws(UsageError) -> String {
+    let value = try takeValue(name, inline, &rest, spec: globalOptions[0], command: command)
+    guard !value.isEmpty else {
+      throw UsageError(message: "invalid --store '': the store folder is empty", command: command)
+    }
+    return value
   }
 
   private static func splitInline(_ argument: String) -> (String, String?) {

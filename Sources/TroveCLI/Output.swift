@@ -66,7 +66,7 @@ enum Output {
           guard fd == 1 else { return }
           if n < 0 && errno == EPIPE { closedPipe() }
           let reason = n < 0 ? String(cString: strerror(errno)) : "nothing was written"
-          error("Error: cannot write to standard output: \(reason)")
+          error("Error: cannot write '<output>': \(reason)")
           exit(ExitStatus.ioError)
         }
         offset += n

@@ -30,6 +30,16 @@ func main() -> Int32 {
       ].contains(invocation.command.name) {
         Output.closedPipeStatus = ExitStatus.success
       }
+      // Every command refuses an invalid TROVE_RECORD, also those that
+      // open no store (`dir`, `hash`): a typo is said at once, anywhere.
+      if let record = ProcessInfo.processInfo.environment["TROVE_RECORD"], !record.isEmpty,
+        !Store.isValidRecordName(record)
+      {
+        throw TroveError(
+          .invalidArgument,
+          "invalid record name (TROVE_RECORD) '\(record)': expected 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'",
+          value: record)
+      }
       return try invocation.command.run(invocation)
     }
   } catch let error as UsageError {

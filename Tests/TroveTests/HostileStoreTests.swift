@@ -303,7 +303,7 @@ struct HostileStoreTests {
       try? FileManager.default.removeItem(atPath: store + "/index.sqlite" + suffix)
     }
     let pins = try trove(store, ["pins"])
-    #expect(pins.stderr.contains("1 pins and 1 keys restored"), "\(pins.stderr)")
+    #expect(pins.stderr.contains("1 pin and 1 key restored"), "\(pins.stderr)")
     #expect(pins.out.split(separator: "\n").count == 1 && pins.out.contains(keptDigest.description))
     #expect(try trove(store, ["keys"]).out.contains("urlish"))
     #expect(try trove(store, ["config", "set", "budget", "0"]).status == 0)

@@ -86,6 +86,18 @@ struct JSONSchemaTests {
     "freedBytes": .nullable(.integer), "seconds": .number,
   ])
 
+  static let pin: [String: Kind] = [
+    "digest": .string, "name": .string, "expires": .nullable(.time), "expired": .bool,
+    "created": .time,
+  ]
+
+  /// A record of `ls --json` (and the first fields of `show --json`).
+  static let entry: [String: Kind] = [
+    "digest": .string, "size": .integer, "allocatedBytes": .integer, "storedBytes": .integer,
+    "compressed": .bool, "created": .time, "lastAccess": .time, "keys": .array, "pinned": .bool,
+    "pins": .array,
+  ]
+
   static let stats: [String: Kind] = [
     "root": .string, "entries": .integer, "logicalBytes": .integer, "allocatedBytes": .integer,
     "dedupHits": .integer, "dedupSavedBytes": .integer, "filesystem": .string,
@@ -140,11 +152,7 @@ struct JSONSchemaTests {
         "fallbackReason": .nullable(.string),
       ], "get")
     Self.expectRecords(
-      try Self.json(["--store", store, "ls", "--json"]),
-      [
-        "digest": .string, "size": .integer, "allocatedBytes": .integer, "created": .time,
-        "lastAccess": .time,
-      ], minimum: 2, "ls")
+      try Self.json(["--store", store, "ls", "--json"]), Self.entry, minimum: 2, "ls")
 
     // keys: a put --key has no fetch fields, present as null.
     #expect(try CLI.run(["--store", store, "put", "--key", "k", file]).status == 0)
@@ -152,7 +160,7 @@ struct JSONSchemaTests {
       try Self.json(["--store", store, "keys", "--json"]),
       [
         "key": .string, "digest": .string, "size": .nullable(.integer), "updated": .time,
-        "etag": .nullable(.string), "lastModified": .nullable(.string),
+        "etag": .nullable(.string), "lastModified": .nullable(.time),
         "fetched": .nullable(.time), "freshUntil": .nullable(.time),
         "immutable": .nullable(.bool), "finalURL": .nullable(.string),
       ], "keys")
@@ -164,8 +172,16 @@ struct JSONSchemaTests {
     #expect(try CLI.run(["--store", store, "pin", digest]).status == 0)
     Self.expectRecords(
       try Self.json(["--store", store, "pins", "--json"]),
-      ["digest": .string, "name": .string, "expires": .nullable(.time), "created": .time],
-      "pins")
+      Self.pin, "pins")
+    // ls and show carry the pins, and show the checksums and extents.
+    let listed = try #require(
+      try Self.json(["--store", store, "ls", "--json", "--pinned"]) as? [[String: Any]])
+    Self.expectRecords(listed.first?["pins"] ?? [], Self.pin, "ls.pins")
+    var shown = Self.entry
+    shown["checksums"] = .array
+    shown["extents"] = .nullable(.integer)
+    shown["sharedBytes"] = .nullable(.integer)
+    Self.expectRecord(try Self.json(["--store", store, "show", "--json", digest]), shown, "show")
 
     Self.expectRecord(
       try Self.json(["--store", store, "sweep", "--json"]),
@@ -216,6 +232,106 @@ struct JSONSchemaTests {
     #expect(budget["value"] as? String == "150 MB")
     let maxAge = try #require(settings.first { $0["key"] as? String == "max-age" })
     #expect(maxAge["source"] as? String == "default" && maxAge["seconds"] is NSNull)
+  }
+
+  @Test("doctor, record show and ls, export and import, remote ls and check: every key, typed")
+  func moreCommands() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", Bytes.random(4000, seed: 21))
+    #expect(try CLI.run(["--store", store, "record", "start", "r"]).status == 0)
+    #expect(
+      try CLI.run(
+        ["--store", store, "put", "--key", "k", file], environment: ["TROVE_RECORD": "r"]
+      )
+      .status == 0)
+    Self.expectRecord(
+      try Self.json(["--store", store, "doctor", "--json", scratch.path]),
+      [
+        "store": .string, "destination": .string, "storeFilesystem": .string,
+        "destinationFilesystem": .string, "sameFilesystem": .bool, "cloneSupported": .bool,
+        "hardlinkSupported": .bool, "locksWork": .bool, "availableBytes": .integer,
+        "totalBytes": .integer, "minimumFreeBytes": .integer, "journalMode": .nullable(.string),
+        "readOnlyReason": .nullable(.string), "checks": .array,
+      ], "doctor")
+    let doctor = try #require(
+      try Self.json(["--store", store, "doctor", "--json"]) as? [String: Any])
+    Self.expectRecords(
+      doctor["checks"] ?? [],
+      ["name": .string, "status": .string, "detail": .string, "advice": .nullable(.string)],
+      "doctor.checks")
+    Self.expectRecords(
+      try Self.json(["--store", store, "record", "show", "r", "--json"]),
+      [
+        "digest": .string, "keys": .array, "size": .nullable(.integer), "stored": .bool,
+        "firstUsed": .time, "lastUsed": .time,
+      ], "record show")
+    Self.expectRecords(
+      try Self.json(["--store", store, "record", "ls", "--json"]),
+      ["name": .string, "active": .bool, "objects": .integer], "record ls")
+    let exchange: [String: Kind] = [
+      "place": .string, "objects": .integer, "duplicates": .integer, "bytes": .integer,
+      "keys": .integer, "missing": .array, "keptKeys": .array,
+    ]
+    Self.expectRecord(
+      try Self.json(["--store", store, "export", "--record", "r", "--json", scratch["set"]]),
+      exchange, "export")
+    Self.expectRecord(
+      try Self.json(["--store", scratch["other"], "import", "--json", scratch["set"]]),
+      exchange, "import")
+    let url = "http://127.0.0.1:\(deadPort())/team"
+    #expect(try CLI.run(["--store", store, "remote", "add", "dead", url]).status == 0)
+    Self.expectRecords(
+      try Self.json(["--store", store, "remote", "ls", "--json"]),
+      [
+        "name": .string, "url": .string, "readOnly": .bool, "maxObjectSize": .nullable(.integer),
+        "authEnv": .nullable(.string), "write": .string,
+      ], "remote ls")
+    Self.expectRecords(
+      try Self.json(["--store", store, "remote", "status", "--json"]),
+      [
+        "name": .string, "url": .string, "readOnly": .bool, "state": .string,
+        "consecutiveFailures": .integer, "retryAt": .nullable(.time), "hits": .integer,
+        "misses": .integer, "corrupt": .integer, "bytesPulled": .integer, "errors": .integer,
+        "skipped": .integer, "write": .string, "queuedObjects": .nullable(.integer),
+        "queuedBytes": .nullable(.integer),
+      ], "remote status")
+    Self.expectRecord(
+      try Self.json(["--store", store, "remote", "check", "dead", "--json"], status: 69),
+      [
+        "name": .string, "url": .string, "kind": .string, "readOnly": .bool, "reachable": .bool,
+        "writable": .nullable(.bool),
+        "layout": .nullable(
+          .record(["format": .integer, "hash": .string, "compression": .string])),
+        "layoutWritten": .bool, "latencySeconds": .nullable(.number), "error": .nullable(.string),
+      ], "remote check")
+  }
+
+  @Test(
+    "remote push and pull --json: every key, typed",
+    .enabled(if: Nginx.executable != nil, Nginx.missing))
+  func remoteTransfers() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let file = try scratch.write("f", Bytes.random(4000, seed: 22))
+    let digest = XXH3Hasher.digest(try contents(file)).description
+    for store in [scratch["a"], scratch["b"]] {
+      #expect(
+        try CLI.run(["--store", store, "remote", "add", "team", nginx.url("/team")]).status == 0)
+    }
+    #expect(try CLI.run(["--store", scratch["a"], "put", file]).status == 0)
+    Self.expectRecords(
+      try Self.json(["--store", scratch["a"], "remote", "push", "--json", digest]),
+      [
+        "digest": .string, "remote": .string, "outcome": .nullable(.string),
+        "error": .nullable(.string),
+      ], "remote push")
+    Self.expectRecords(
+      try Self.json(["--store", scratch["b"], "remote", "pull", "--json", digest]),
+      [
+        "digest": .string, "remote": .nullable(.string), "size": .nullable(.integer),
+        "outcome": .string, "error": .nullable(.string),
+      ], "remote pull")
   }
 
   @Test("fetch --json: every key, typed; a download is a miss, a cached fetch a hit")

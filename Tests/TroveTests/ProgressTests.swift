@@ -141,7 +141,7 @@ struct ProgressTests {
     #expect(run.status == 0, "\(run.screen)")
     #expect(
       drawnLines(run.screen).contains {
-        $0.hasPrefix("trove: model.bin  ") && $0.contains("/ 3.0 MiB") && $0.contains("/s")
+        $0.hasPrefix("trove: fetch model.bin  ") && $0.contains("/ 3.0 MiB") && $0.contains("/s")
       }, "\(run.screen.debugDescription)")
     #expect(endsErased(run.screen))
     #expect(run.screen.contains("\u{1B}[K\(XXH3Hasher.digest(body))  \(url)"))

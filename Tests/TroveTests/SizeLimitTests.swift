@@ -41,13 +41,13 @@ struct SizeLimitTests {
     #expect(stream.status == 65, "\(stream.stderr)")
     #expect(
       stream.errorLines == [
-        "Error: cannot store '<stream>': it is \(big.count) bytes, \(Self.limitLine)"
+        "Error: cannot store '<stdin>': it is \(big.count) bytes, \(Self.limitLine)"
       ])
     let piped = try Spawned(
       ["--store", store, "put", "-"], streaming: try scratch.write("big", big), io: scratch["io"]
     ).wait()
     #expect(piped.status == 65, "\(piped)")
-    #expect(piped.errorLines == ["Error: cannot store '<stream>': \(Self.limitLine)"])
+    #expect(piped.errorLines == ["Error: cannot store '<stdin>': \(Self.limitLine)"])
     let file = try CLI.run(["--store", store, "put", scratch["big"]])
     #expect(file.status == 65)
     #expect(
@@ -113,8 +113,8 @@ struct SizeLimitTests {
     for (input, size, line) in [
       (file, "299999", "'\(file)' is 300000 bytes, expected 299999 (--expect-size)"),
       (file, "300001", "'\(file)' is 300000 bytes, expected 300001 (--expect-size)"),
-      ("-", "1000", "'<stream>' is 300000 bytes, expected 1000 (--expect-size)"),
-      ("-", "300001", "'<stream>' is 300000 bytes, expected 300001 (--expect-size)"),
+      ("-", "1000", "'<stdin>' is 300000 bytes, expected 1000 (--expect-size)"),
+      ("-", "300001", "'<stdin>' is 300000 bytes, expected 300001 (--expect-size)"),
     ] {
       let run = try CLI.run(["--store", store, "put", "--expect-size", size, input], stdin: data)
       #expect(run.status == 65, "\(input) \(size): \(run.stderr)")
@@ -126,7 +126,7 @@ struct SizeLimitTests {
       ["--store", store, "put", "--expect-size", "1000", "-"], streaming: file, io: scratch["io"]
     ).wait()
     #expect(piped.status == 65, "\(piped)")
-    #expect(piped.errorLines == ["Error: '<stream>' is longer than 1000 bytes (--expect-size)"])
+    #expect(piped.errorLines == ["Error: '<stdin>' is longer than 1000 bytes (--expect-size)"])
     try Self.expectNothingStored(scratch)
 
     let bad = try CLI.run(["--store", store, "put", "--expect-size", "lots", file])

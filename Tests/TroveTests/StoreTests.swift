@@ -366,10 +366,20 @@ struct StoreTests {
     } throws: { ($0 as? TroveError)?.code == .unsupportedFormat && "\($0)".contains("format 99") }
   }
 
-  @Test("the default location is the caches folder, and TROVE_STORE overrides it")
-  func defaultLocation() {
-    #expect(StoreConfiguration.defaultRoot(environment: ["TROVE_STORE": "/x/y"]) == "/x/y")
-    let cache = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask)[0].path
-    #expect(StoreConfiguration.defaultRoot(environment: [:]) == cache + "/trove")
+  @Test(
+    "the default location: TROVE_STORE, else XDG_CACHE_HOME if absolute, else HOME, else passwd")
+  func defaultLocation() throws {
+    #expect(try StoreConfiguration.defaultRoot(environment: ["TROVE_STORE": "/x/y"]) == "/x/y")
+    #expect(
+      try StoreConfiguration.defaultRoot(environment: ["XDG_CACHE_HOME": "/c/", "HOME": "/h"])
+        == "/c/trove")
+    // A relative XDG_CACHE_HOME is ignored, as the XDG specification asks.
+    #expect(
+      try StoreConfiguration.defaultRoot(environment: ["XDG_CACHE_HOME": "c", "HOME": "/h/"])
+        == "/h/.cache/trove")
+    let home = try #require(getpwuid(getuid())).pointee.pw_dir.map { String(cString: $0) }
+    #expect(
+      try StoreConfiguration.defaultRoot(environment: ["HOME": ""]) == home! + "/.cache/trove")
+    #expect(try StoreConfiguration.defaultRoot(environment: [:]) == home! + "/.cache/trove")
   }
 }

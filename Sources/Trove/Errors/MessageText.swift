@@ -32,6 +32,14 @@ public enum MessageText {
   /// `text` escaped as ``escaped(_:)`` does and cut to its first
   /// `limit` characters (then `…`): a value from untrusted input (an
   /// archive's member name) that may be long. O(n).
+  /// A count and its noun, singular or plural: `1 object`, `2 objects`,
+  /// `0 pins`. `plural` defaults to `singular` + "s".
+  static func count(_ n: some BinaryInteger, _ singular: String, _ plural: String? = nil)
+    -> String
+  {
+    "\(n) " + (n == 1 ? singular : plural ?? singular + "s")
+  }
+
   static func excerpt(_ text: String, limit: Int = 120) -> String {
     let short = text.count > limit ? String(text.prefix(limit)) + "…" : text
     return escaped(short)

@@ -50,13 +50,18 @@ public struct XXH3Hasher: ~Copyable {
 extension XXH3Hasher {
   /// The digest of the file at `path`, read sequentially in 1 MiB blocks.
   ///
-  /// - Throws: ``TroveError`` naming the path and the failing call.
+  /// - Throws: ``TroveError`` naming the path and the failing call;
+  ///   `.sourceNotFile` for a folder.
   public static func digest(ofFile path: String) throws(TroveError) -> BlobDigest {
     var hasher = XXH3Hasher()
     let fd = try attempt("read", path) { () throws(SystemCallError) in
       try FileDescriptor.open(path)
     }
     defer { fd.close() }
+    let status = try attempt("read", path) { () throws(SystemCallError) in try fd.status() }
+    if status.isDirectory {
+      throw TroveError(.sourceNotFile, "cannot hash '\(path)': it is a directory", path: path)
+    }
     fd.adviseSequential()
     _ = try attempt("read", path) { () throws(SystemCallError) in
       try Transfer.hash(from: fd, into: &hasher)

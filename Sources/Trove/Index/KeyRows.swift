@@ -36,6 +36,11 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
   public var etag: String?
   /// The response's `Last-Modified`, as sent.
   public var lastModified: String?
+  /// ``lastModified`` as a date, when it is an HTTP date (one of the three
+  /// forms RFC 9110 §5.6.7 allows); nil when there is none or it is not.
+  public var lastModifiedDate: Date? {
+    lastModified.flatMap(Freshness.httpDate).map { Date(nanosecondsSince1970: $0) }
+  }
   /// Until when it may be served without asking the server (from
   /// `Cache-Control: max-age` or `Expires`); nil: stale once fetched,
   /// revalidated on every fetch.

@@ -104,7 +104,7 @@ extension Store {
         : "it needs \(CachePolicy.Quantities.formatSize(size ?? 0)) of the \(CachePolicy.Quantities.formatSize(space.available)) free, which would leave less than"
       throw TroveError(
         .lowOnSpace,
-        "skipped an optional put of '\(input)' into '\(root)': \(room) the \(CachePolicy.Quantities.formatSize(space.threshold)) the store keeps free (min-free)",
+        "skipped an optional put of '\(input)' into '\(root)': \(room) the \(CachePolicy.Quantities.formatSizeSetting(space.threshold)) the store keeps free (min-free)",
         path: input)
     }
     if let size, size > space.available {

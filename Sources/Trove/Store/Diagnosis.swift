@@ -171,7 +171,7 @@ extension Store {
         ofVolume: volume.total)
     check(
       "free-space", volume.available >= threshold,
-      "\(CachePolicy.Quantities.formatSize(volume.available)) free of \(CachePolicy.Quantities.formatSize(volume.total)); min-free keeps \(CachePolicy.Quantities.formatSize(threshold))",
+      "\(CachePolicy.Quantities.formatSize(volume.available)) free of \(CachePolicy.Quantities.formatSize(volume.total)); min-free keeps \(CachePolicy.Quantities.formatSizeSetting(threshold))",
       "the volume is below min-free: sweeps evict to free space; free space on it, set a budget ('trove config set budget SIZE'), or lower min-free"
     )
 

@@ -97,14 +97,16 @@ extension Store {
   /// the policy's ``CachePolicy/maximumObjectSize``: then the put fails
   /// (`.checksumMismatch`, `.tooLarge`) and stores nothing, so an endless
   /// stream ends. `onProgress` hears of the bytes read, out of the file's
-  /// length, else `expectedSize`, else an unknown total.
+  /// length, else `expectedSize`, else an unknown total. Messages name
+  /// standard input `<stdin>`, another handle `<stream>`.
   public func put(
     reading handle: FileHandle, key: String? = nil, expectedSize: Int64? = nil,
     priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
     try requireWritable()
+    let name = handle.fileDescriptor == 0 ? "<stdin>" : "<stream>"
     let result = try ingest(
-      FileDescriptor(rawValue: handle.fileDescriptor), path: "<stream>", key: key,
+      FileDescriptor(rawValue: handle.fileDescriptor), path: name, key: key,
       expectedSize: expectedSize, priority: priority, onProgress: onProgress)
     if let key { records.note(result.digest, key: key) }
     return result

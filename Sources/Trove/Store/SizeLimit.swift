@@ -63,7 +63,7 @@ struct SizeLimit: Sendable {
     let limit = maximum ?? 0
     return TroveError(
       .tooLarge,
-      "cannot store '\(source)': \(length)more than max-object-size \(CachePolicy.Quantities.formatSize(limit)) (\(limit) bytes, config.json); raise it with 'trove config set max-object-size SIZE'",
+      "cannot store '\(source)': \(length)more than max-object-size \(CachePolicy.Quantities.formatSizeSetting(limit)) (\(limit) bytes, config.json); raise it with 'trove config set max-object-size SIZE'",
       value: source)
   }
 }

@@ -25,14 +25,16 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// for every process. Default: `TROVE_RECORD` when set and not empty.
   public var recordName: String?
 
-  /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil.
+  /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil
+  /// (an empty root, which ``Store/init(_:)`` refuses, when there is no
+  /// default location: call ``defaultRoot(environment:)`` to learn why).
   public init(
     root: String? = nil, createIfMissing: Bool = true,
     onWarning: (@Sendable (String) -> Void)? = nil,
     policyOverrides: [CachePolicy.Key: String] = [:],
     recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"]
   ) {
-    self.root = root ?? Self.defaultRoot()
+    self.root = root ?? ((try? Self.defaultRoot()) ?? "")
     self.createIfMissing = createIfMissing
     self.onWarning = onWarning
     self.policyOverrides = policyOverrides
@@ -64,19 +66,51 @@ public struct StoreConfiguration: Sendable, Hashable {
     return overrides
   }
 
-  /// Where a store lives when none is named: `TROVE_STORE` when set, else
-  /// the platform's caches folder as Foundation reports it
-  /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on
-  /// macOS) followed by `trove`. Never a hand-built home path.
+  /// Where a store lives when none is named: `TROVE_STORE` when set and
+  /// not empty; else `$XDG_CACHE_HOME/trove` when `XDG_CACHE_HOME` is an
+  /// absolute path (a relative one is ignored, as the XDG Base Directory
+  /// specification asks); else `$HOME/.cache/trove` when `HOME` is set and
+  /// not empty; else `.cache/trove` in the home folder the user database
+  /// gives this process's user.
+  ///
+  /// - Throws: ``TroveError`` `.invalidConfig` when none of these exists
+  ///   (no `HOME`, and a user with no home in the user database, as a
+  ///   service account may be): `no store location: …; give --store DIR or
+  ///   set TROVE_STORE`.
   public static func defaultRoot(
     environment: [String: String] = ProcessInfo.processInfo.environment
-  )
-    -> String
-  {
+  ) throws(TroveError) -> String {
     if let explicit = environment["TROVE_STORE"], !explicit.isEmpty { return explicit }
-    let caches =
-      FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
-      ?? FileManager.default.temporaryDirectory
-    return caches.appendingPathComponent("trove", isDirectory: true).path
+    if let caches = environment["XDG_CACHE_HOME"], caches.hasPrefix("/") {
+      return joined(caches, "trove")
+    }
+    if let home = environment["HOME"], !home.isEmpty { return joined(home, ".cache/trove") }
+    let uid = Sys.realUserID
+    let home: String?
+    do throws(SystemCallError) {
+      home = try Sys.homeDirectory(ofUser: uid)
+    } catch {
+      throw TroveError(
+        .invalidConfig,
+        "no store location: HOME is not set and the home folder of user \(uid) cannot be "
+          + "looked up: \(error.errno) (\(error.call), errno \(error.errno.rawValue)); "
+          + "give --store DIR or set TROVE_STORE",
+        value: String(uid))
+    }
+    guard let home else {
+      throw TroveError(
+        .invalidConfig,
+        "no store location: HOME is not set and user \(uid) has no home folder in the user "
+          + "database; give --store DIR or set TROVE_STORE",
+        value: String(uid))
+    }
+    return joined(home, ".cache/trove")
+  }
+
+  /// `folder` + `/` + `name`, without doubling a trailing slash of `folder`.
+  private static func joined(_ folder: String, _ name: String) -> String {
+    var folder = folder
+    while folder.count > 1 && folder.hasSuffix("/") { folder.removeLast() }
+    return folder == "/" ? "/" + name : folder + "/" + name
   }
 }

@@ -66,6 +66,10 @@ extension Store {
     var report = VerifyReport(
       checkedObjects: 0, checkedBytes: 0, corrupt: [], orphanFiles: 0, danglingRows: 0,
       wrongRows: 0, twins: 0, vanished: 0, unexpectedFiles: [], repaired: repair, seconds: 0)
+    // Corrupt files the index has no row for: the reconcile below counts
+    // them as orphans too when not repairing (a repair quarantines them
+    // first). One file is one problem: they are counted as corrupt only.
+    var corruptOrphans = 0
     for folder in 0..<256 {
       for file in try objects.objectFiles(inFolder: folder) {
         let path = objectFilePath(file.digest, compressed: file.isCompressed)
@@ -91,6 +95,10 @@ extension Store {
         report.checkedObjects += 1
         if !intact {
           report.corrupt.append(file.digest)
+          let row = try index().read("look up \(file.digest)") { (tx) throws(TroveError) in
+            try tx.entry(for: file.digest)
+          }
+          if row == nil && !repair { corruptOrphans += 1 }
           if repair {
             try objects.quarantineCorrupt(file.digest, compressed: file.isCompressed, inode: inode)
           }
@@ -98,7 +106,7 @@ extension Store {
       }
     }
     let index = try objects.reconcileAll(repair: repair)
-    report.orphanFiles = index.added
+    report.orphanFiles = max(0, index.added - corruptOrphans)
     report.danglingRows = index.dropped
     report.wrongRows = index.corrected
     report.twins = index.twins

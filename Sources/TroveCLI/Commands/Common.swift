@@ -38,7 +38,7 @@ extension Invocation {
       command.name)
     let store = try Store(
       StoreConfiguration(
-        root: storeRoot, createIfMissing: creating,
+        root: try storeRoot, createIfMissing: creating,
         onWarning: { Output.warning($0) },
         policyOverrides: StoreConfiguration.environmentOverrides()))
     if writesStore { try store.requireWritable() }
@@ -58,20 +58,42 @@ extension Invocation {
     case "config": return ["set", "reset", "unset"].contains(action)
     case "keys": return action == "rm"
     case "stats": return flag("--reset")
+    case "remote": return ["add", "rm", "pull"].contains(action)
     default: return false
     }
   }
 
   /// The store's folder as an absolute path: `--store`, else
-  /// `TROVE_STORE`, else the caches folder's `trove`; a leading `~` or
+  /// `TROVE_STORE`, else the default location
+  /// (``StoreConfiguration/defaultRoot(environment:)``); a leading `~` or
   /// `~user` expanded as a shell would (a quoted `'~/x'` reaches Trove
-  /// unexpanded), and a relative path made absolute, so every message and
-  /// `trove path` name it whole.
+  /// unexpanded), a relative path made absolute, and repeated slashes,
+  /// `.` components and a trailing slash dropped, so every message and
+  /// `trove path` name it whole and once (`a//b/` is `$PWD/a/b`).
+  /// - Throws: `.invalidConfig` when no store is named and there is no
+  ///   default location (no `HOME`, no home folder for this user).
   var storeRoot: String {
-    let named = StoreConfiguration(root: store).root
-    let expanded = Self.expandingTilde(named)
-    if expanded.hasPrefix("/") { return expanded }
-    return FileManager.default.currentDirectoryPath + "/" + expanded
+    get throws(TroveError) {
+      let named: String
+      if let store {
+        named = store
+      } else {
+        named = try StoreConfiguration.defaultRoot()
+      }
+      let expanded = Self.expandingTilde(named)
+      let absolute =
+        expanded.hasPrefix("/")
+        ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
+      return Self.normalized(absolute)
+    }
+  }
+
+  /// An absolute path with repeated slashes, `.` components and a
+  /// trailing slash removed (`..` is kept: through a link it is not the
+  /// parent).
+  static func normalized(_ path: String) -> String {
+    let parts = path.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
+    return "/" + parts.joined(separator: "/")
   }
 
   /// `~` → `$HOME`, `~user` → that user's home, as shells expand them.
@@ -141,7 +163,7 @@ extension Invocation {
   /// The digest `reference` names.
   /// - Throws: `.notFound` naming the key, checksum or prefix when nothing
   ///   has it; ``AmbiguousDigestPrefix`` when a prefix names several
-  ///   objects; `.invalidArgument` for bare hex too short to be a prefix
+  ///   objects; a ``UsageError`` for bare hex too short to be a prefix
   ///   that is not a key either.
   func resolve(_ reference: ObjectReference, in store: Store) throws -> BlobDigest {
     switch reference {

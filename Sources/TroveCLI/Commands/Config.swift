@@ -55,7 +55,7 @@ let configCommand = CommandSpec(
     if invocation.flag("--json") && !args.isEmpty {
       throw invocation.usageError("--json lists every setting: give it no action")
     }
-    if args.count >= 2, args[1] == "access" {
+    if args.count >= 2, args[1] == "access", ["get", "set", "unset"].contains(args[0]) {
       return try accessSetting(invocation)
     }
     switch args.first {
@@ -126,11 +126,15 @@ let configCommand = CommandSpec(
     case "unset":
       try invocation.requirePositionals(["unset", "key"])
       let chosen = try key(args[1])
-      let after = try invocation.openStore().unsetPolicy(chosen)
+      let store = try invocation.openStore()
+      let after = try store.unsetPolicy(chosen)
       if let remaining = after.error() { Output.warning("\(remaining)") }
+      warnOverridden(try store.policyStatus().overridden.filter { $0 == chosen })
     case "reset":
       try invocation.requirePositionals(["reset"])
-      try invocation.openStore().resetPolicy()
+      let store = try invocation.openStore()
+      try store.resetPolicy()
+      warnOverridden(try store.policyStatus().overridden)
     default:
       throw invocation.usageError(
         "unknown action '\(args[0])': expected get, set, unset or reset")
@@ -167,8 +171,23 @@ private func accessSetting(_ invocation: Invocation) throws -> Int32 {
       )
     }
     return ExitStatus.success
+  case "unset":
+    try invocation.requirePositionals(["unset", "key"])
+    throw invocation.usageError(
+      "access has no default to go back to: the store folder's mode holds it, not config.json; choose with 'trove config set access private' or 'group'"
+    )
   default:
     throw invocation.usageError("unknown action '\(args[0])': expected get or set")
+  }
+}
+
+/// After `unset` or `reset`: a setting its environment variable still
+/// overrides does not take the default in this environment; say so.
+private func warnOverridden(_ keys: some Collection<CachePolicy.Key>) {
+  for key in CachePolicy.Key.allCases where keys.contains(key) {
+    Output.warning(
+      "\(key.environmentVariable) still overrides \(key.rawValue) in this environment: unset it to use the default"
+    )
   }
 }
 

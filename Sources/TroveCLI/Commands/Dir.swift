@@ -12,6 +12,6 @@ let dirCommand = CommandSpec(
     """,
   run: { invocation in
     try invocation.requirePositionals([])
-    Output.raw(invocation.storeRoot + "\n")
+    Output.raw(try invocation.storeRoot + "\n")
     return ExitStatus.success
   })

@@ -43,7 +43,11 @@ let exportCommand = CommandSpec(
       )
     }
     let named = invocation.positionals[0]
-    let destination = named == "-" ? "<standard output>" : absolutePath(named)
+    if named == "-" && isatty(1) == 1 {
+      throw invocation.usageError(
+        "refusing to write an archive to a terminal: redirect standard output, or name a file")
+    }
+    let destination = named == "-" ? "<output>" : absolutePath(named)
     let store = try invocation.openStore()
     let objects = try store.record(named: record).objects
     let report: ExchangeReport
@@ -77,11 +81,12 @@ func printExchange(
     Output.json(ExchangeRecord(report, place: place))
     return
   }
-  let count = report.objects + report.duplicates
-  var line =
-    "\(verb) \(count) \(count == 1 ? "object" : "objects") (\(Output.size(report.bytes)))"
+  // The numbers of `--json`: `objects` new here, `duplicates` already
+  // there, `bytes` of both, `keys`.
+  var line = "\(verb) \(Output.count(report.objects, "object"))"
   if report.duplicates > 0 { line += ", \(report.duplicates) already there" }
-  line += ", \(report.keys) \(report.keys == 1 ? "key" : "keys") \(preposition) '\(place)'"
+  line += " (\(Output.size(report.bytes)))"
+  line += ", \(Output.count(report.keys, "key")) \(preposition) '\(place)'"
   Output.line(line)
 }
 

@@ -192,11 +192,13 @@ private func readURLList(_ path: String, template: FetchRequest, invocation: Inv
   if path == "-" {
     data = FileHandle.standardInput.readDataToEndOfFile()
   } else {
-    guard let read = FileManager.default.contents(atPath: path) else {
-      throw TroveError(.sourceMissing, "cannot read URL list '\(path)'", path: path)
+    do {
+      data = try Data(contentsOf: URL(fileURLWithPath: path))
+    } catch {
+      throw unreadable(path, error)
     }
-    data = read
   }
+  let place = path == "-" ? "<stdin>" : path
   var requests: [FetchRequest] = []
   for (number, text) in String(decoding: data, as: UTF8.self).split(
     separator: "\n", omittingEmptySubsequences: false
@@ -209,7 +211,7 @@ private func readURLList(_ path: String, template: FetchRequest, invocation: Inv
       do {
         request.expected.append(try Checksum(parsing: String(word)))
       } catch {
-        throw invocation.usageError("\(path):\(number + 1): \(error.description)")
+        throw invocation.usageError("\(place):\(number + 1): \(error.description)")
       }
     }
     requests.append(request)
@@ -261,7 +263,8 @@ private final class TransferTally: Sendable {
       let received = all.values.reduce(Int64(0)) { $0 + $1.received }
       let totals = all.values.compactMap(\.total)
       let total = totals.count == all.count ? totals.reduce(0, +) : nil
-      let label = all.count == 1 ? Self.name(transfer.url) : "\(all.count) URLs"
+      // The verb first, as every progress line has it: `fetch model.bin`.
+      let label = "fetch " + (all.count == 1 ? Self.name(transfer.url) : "\(all.count) URLs")
       return (ProgressReport(unit: .bytes, completed: received, total: total), label)
     }
     progress.update(report, label: label)

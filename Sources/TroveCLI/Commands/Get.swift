@@ -147,7 +147,7 @@ private func runGetMany(_ invocation: Invocation) throws -> Int32 {
   progress?.finish()
   var status = ExitStatus.success
   var records: [GetRecord] = []
-  for result in results {
+  for (request, result) in zip(requests, results) {
     switch result {
     case .success(let done):
       records.append(GetRecord(done))
@@ -160,7 +160,11 @@ private func runGetMany(_ invocation: Invocation) throws -> Int32 {
         )
       }
     case .failure(let error):
-      Output.error("Error: \(error)")
+      // Of many files, say which one failed: a failure to read the object
+      // names the object's file, not the destination.
+      let named = error.message.contains("'\(request.destination)'")
+      Output.error(
+        "Error: " + (named ? "\(error)" : "cannot write '\(request.destination)': \(error)"))
       if status == ExitStatus.success { status = ExitStatus.of(error) }
     }
   }
@@ -185,6 +189,35 @@ func fileName(fromKey key: String) -> String? {
   return String(last)
 }
 
+/// `cannot read 'PATH': CAUSE` for a file Foundation could not read, the
+/// cause in the C library's words: exit 66 for a file that is not there
+/// or not a file, 77 for one this user may not read, else 74.
+func unreadable(_ path: String, _ error: any Error) -> TroveError {
+  var isFolder: ObjCBool = false
+  let number: Int32
+  if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && isFolder.boolValue {
+    number = EISDIR
+  } else if let posix = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError,
+    posix.domain == NSPOSIXErrorDomain
+  {
+    number = Int32(posix.code)
+  } else {
+    switch (error as? CocoaError)?.code {
+    case .fileReadNoSuchFile?, .fileNoSuchFile?: number = ENOENT
+    case .fileReadNoPermission?: number = EACCES
+    default: number = EIO
+    }
+  }
+  let code: TroveError.Code =
+    switch number {
+    case ENOENT, ENOTDIR: .sourceMissing
+    case EISDIR: .sourceNotFile
+    case EACCES, EPERM: .permissionDenied
+    default: .ioError
+    }
+  return TroveError(code, "cannot read '\(path)': \(String(cString: strerror(number)))", path: path)
+}
+
 /// `get --from FILE`: `DIGEST-OR-KEY DESTINATION` a line (the destination
 /// is the rest of the line, trimmed); blank lines and `#` comments
 /// skipped. A malformed line is a usage error naming FILE:LINE.
@@ -195,10 +228,11 @@ private func readGetList(_ path: String, invocation: Invocation) throws
   if path == "-" {
     data = FileHandle.standardInput.readDataToEndOfFile()
   } else {
-    guard let read = FileManager.default.contents(atPath: path) else {
-      throw TroveError(.sourceMissing, "cannot read list '\(path)'", path: path)
+    do {
+      data = try Data(contentsOf: URL(fileURLWithPath: path))
+    } catch {
+      throw unreadable(path, error)
     }
-    data = read
   }
   let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
   var items: [(reference: ObjectReference, destination: String?)] = []

@@ -8,7 +8,12 @@ let formatOption = OptionSpec(
 
 extension Invocation {
   /// Whether `--format xxhsum` was asked (`trove`, the default, when not).
+  /// `--format` and `--json` both choose the output: given together they
+  /// are a usage error.
   func xxhsumFormat() throws(UsageError) -> Bool {
+    if let format = value("--format"), flag("--json") {
+      throw usageError("--json and --format \(format) both choose the output: give one")
+    }
     switch value("--format") ?? "trove" {
     case "trove": return false
     case "xxhsum": return true

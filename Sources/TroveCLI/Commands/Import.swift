@@ -36,7 +36,7 @@ let importCommand = CommandSpec(
   run: { invocation in
     try invocation.requirePositionals(["directory"])
     let named = invocation.positionals[0]
-    let source = named == "-" ? "<standard input>" : absolutePath(named)
+    let source = named == "-" ? "<stdin>" : absolutePath(named)
     var isFolder: ObjCBool = false
     let exists = FileManager.default.fileExists(atPath: source, isDirectory: &isFolder)
     // Checked before this store is opened (and maybe created).
@@ -44,16 +44,16 @@ let importCommand = CommandSpec(
       throw TroveError(
         .storeMissing, "no store or archive at '\(source)': nothing to import", path: source)
     }
-    let store = try invocation.openStore()
     let replacing = invocation.flag("--replace-keys")
-    let report: ExchangeReport
-    if named == "-" {
-      report = try store.importArchive(
-        from: FileHandle.standardInput, name: source, replacingKeys: replacing)
-    } else if exists && !isFolder.boolValue {
-      report = try store.importArchive(fromFile: source, replacingKeys: replacing)
-    } else {
-      report = try store.importStore(at: source, replacingKeys: replacing)
+    let report = try creatingStoreForGood(invocation) { (store) throws -> ExchangeReport in
+      if named == "-" {
+        return try store.importArchive(
+          from: FileHandle.standardInput, name: source, replacingKeys: replacing)
+      } else if exists && !isFolder.boolValue {
+        return try store.importArchive(fromFile: source, replacingKeys: replacing)
+      } else {
+        return try store.importStore(at: source, replacingKeys: replacing)
+      }
     }
     for key in report.keptKeys {
       Output.warning(
@@ -62,3 +62,39 @@ let importCommand = CommandSpec(
     printExchange(report, "imported", "from", source, json: invocation.flag("--json"))
     return ExitStatus.success
   })
+
+/// Opens the store and runs `body` with it. A store this command had to
+/// create is removed again, with every folder made for it, when `body`
+/// fails before storing anything in it: a failed import leaves no new
+/// empty store behind (a typo in `--store` does not grow one). Objects it
+/// stored before failing are complete, and stay with their store.
+private func creatingStoreForGood<T>(_ invocation: Invocation, _ body: (Store) throws -> T)
+  throws -> T
+{
+  let root = try invocation.storeRoot
+  // The first folder of the path that is missing: what creating makes.
+  var made: String?
+  var path = root
+  while path != "/" && !FileManager.default.fileExists(atPath: path) {
+    made = path
+    path = (path as NSString).deletingLastPathComponent
+  }
+  // An empty folder becomes a store too: what is in it then is ours.
+  let wasEmpty =
+    made == nil && (try? FileManager.default.contentsOfDirectory(atPath: root))?.isEmpty == true
+  let store = try invocation.openStore()
+  do {
+    return try body(store)
+  } catch {
+    if made != nil || wasEmpty, (try? store.entries().isEmpty) == true {
+      if let made {
+        try? FileManager.default.removeItem(atPath: made)
+      } else {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+          try? FileManager.default.removeItem(atPath: root + "/" + name)
+        }
+      }
+    }
+    throw error
+  }
+}

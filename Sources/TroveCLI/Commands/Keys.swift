@@ -31,6 +31,9 @@ let keysCommand = CommandSpec(
       }
       return ExitStatus.success
     case "rm":
+      if invocation.flag("--json") {
+        throw invocation.usageError("'keys rm' prints nothing: --json goes with the listing only")
+      }
       guard args.count > 1 else { throw invocation.usageError("Missing expected argument '<key>'") }
       let store = try invocation.openStore()
       var status = ExitStatus.success
@@ -53,6 +56,7 @@ struct KeyRecord: Encodable {
   var updated: String
   /// What `fetch` recorded (null for `put --key`).
   @Nullable var etag: String? = nil
+  /// `Last-Modified` as ISO 8601 (null when not an HTTP date).
   @Nullable var lastModified: String? = nil
   @Nullable var fetched: String? = nil
   /// Until when it is served without asking the server.
@@ -67,7 +71,7 @@ struct KeyRecord: Encodable {
     updated = Output.time(binding.updated)
     if let origin = binding.origin {
       etag = origin.etag
-      lastModified = origin.lastModified
+      lastModified = origin.lastModifiedDate.map(Output.time)
       fetched = Output.time(origin.fetched)
       freshUntil = origin.expires.map(Output.time)
       immutable = origin.isImmutable

@@ -144,18 +144,18 @@ extension Invocation {
   /// there is one (as a branch shadows a short SHA in git), else the
   /// digest (32 digits) or the object whose digest starts with them (8 to
   /// 31). A full digest costs no prefix query.
-  /// - Throws: `.invalidArgument` (exit 64) for fewer than 8 digits that
-  ///   are not a key either; as ``digest(prefix:in:)`` otherwise.
+  /// - Throws: a ``UsageError`` (exit 64, with the usage line) for fewer
+  ///   than 8 digits that are not a key either; as ``digest(prefix:in:)`` otherwise.
   func digest(hex text: String, in store: Store) throws -> BlobDigest {
     if let bound = try boundDigest(text, in: store) { return bound }
     if text.utf8.count == 32 {
       return try BlobDigest(parsing: BlobDigest.prefix + text.lowercased())
     }
     guard text.utf8.count >= minimumPrefix else {
-      throw TroveError(
-        .invalidArgument,
-        "no key '\(text)' in store '\(store.root)', and '\(text)' is too short for a digest prefix: give at least \(minimumPrefix) hex digits",
-        value: text)
+      // A usage error, with the usage line, as a too-short `xxh128:` prefix is.
+      throw usageError(
+        "no key '\(text)' in store '\(store.root)', and '\(text)' is too short for a digest prefix: give at least \(minimumPrefix) hex digits"
+      )
     }
     return try digest(prefix: text.lowercased(), in: store)
   }
@@ -190,6 +190,8 @@ struct AmbiguousDigestPrefix: Error, CustomStringConvertible {
 func reportError(_ error: any Error) {
   if let ambiguous = error as? AmbiguousDigestPrefix {
     ambiguous.report()
+  } else if let usage = error as? UsageError {
+    Output.error("Error: \(usage.message)")
   } else {
     Output.error("Error: \(error)")
   }

@@ -37,7 +37,7 @@ let pinCommand = CommandSpec(
     guard !invocation.positionals.isEmpty else {
       throw invocation.usageError("Missing expected argument '<digest-or-key>'")
     }
-    let duration = try invocation.duration("--for")
+    let duration = try invocation.leaseDuration()
     let name = invocation.value("--name") ?? "default"
     let store = try invocation.openStore()
     for text in invocation.positionals {
@@ -56,7 +56,7 @@ private func pinRecord(_ record: String, _ invocation: Invocation) throws -> Int
       "invalid --record '\(record)': expected 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'"
     )
   }
-  let duration = try invocation.duration("--for")
+  let duration = try invocation.leaseDuration()
   let name = invocation.value("--name") ?? "default"
   let store = try invocation.openStore()
   var status = ExitStatus.success
@@ -157,4 +157,18 @@ struct PinRecord: Encodable {
   }
 
   private enum CodingKeys: String, CodingKey { case digest, name, expires, expired, created }
+}
+
+extension Invocation {
+  /// `pin --for D`: a lease of D seconds, nil without `--for`. A lease of
+  /// 0 would lapse as it is made: refused, as a negative one is.
+  func leaseDuration() throws(UsageError) -> Int64? {
+    guard let seconds = try duration("--for") else { return nil }
+    guard seconds > 0 else {
+      throw usageError(
+        "invalid --for '\(value("--for") ?? "")': duration must be positive (without --for a pin has no lease)"
+      )
+    }
+    return seconds
+  }
 }

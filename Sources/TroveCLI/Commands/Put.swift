@@ -29,6 +29,9 @@ let putCommand = CommandSpec(
       throw invocation.usageError("Missing expected argument '<file>'")
     }
     let key = invocation.value("--key")
+    if key == "" {
+      throw invocation.usageError("invalid --key '': a key is not empty")
+    }
     if key != nil && invocation.positionals.count != 1 {
       throw invocation.usageError("--key names one file; \(invocation.positionals.count) given")
     }

@@ -32,7 +32,7 @@ private func record(_ invocation: Invocation) throws -> Int32 {
   let actions = ["start", "stop", "show", "ls", "rm"]
   guard let action = invocation.positionals.first else {
     throw invocation.usageError(
-      "Missing expected argument: one of \(actions.joined(separator: ", "))")
+      "Missing expected argument '<action>': one of \(actions.joined(separator: ", "))")
   }
   guard actions.contains(action) else {
     throw invocation.usageError(
@@ -54,7 +54,7 @@ private func record(_ invocation: Invocation) throws -> Int32 {
   }
   let store = try Store(
     StoreConfiguration(
-      root: invocation.storeRoot, createIfMissing: action == "start",
+      root: try invocation.storeRoot, createIfMissing: action == "start",
       onWarning: { Output.warning($0) }, recordName: nil))
   switch action {
   case "start":

@@ -99,11 +99,11 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
   let args = invocation.positionals
   guard let action = args.first else {
     throw invocation.usageError(
-      "Missing expected action: add, ls, rm, check, status, push or pull")
+      "Missing expected argument '<action>': one of add, ls, rm, check, status, push, pull")
   }
   guard let allowed = remoteActionOptions[action] else {
     throw invocation.usageError(
-      "unknown action '\(action)': expected add, ls, rm, check, status, push or pull")
+      "unknown action '\(action)': expected one of add, ls, rm, check, status, push, pull")
   }
   for option in invocation.values.keys.sorted()
   where !allowed.contains(option) && option != "--quiet" {
@@ -138,9 +138,13 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     }
     let store = try Store(
       StoreConfiguration(
-        root: invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
+        root: try invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
     try store.addRemote(spec)
-    Output.line("added remote '\(spec.name)' (\(spec.url))")
+    // The size as given comes back in its units: 1.5GB is `1.5 GB`.
+    let limit = spec.maxObjectSize.map {
+      ", max-object-size \(CachePolicy.Quantities.formatSizeSetting($0))"
+    }
+    Output.line("added remote '\(spec.name)' (\(spec.url)\(limit ?? ""))")
     return ExitStatus.success
   case "ls":
     try require([])
@@ -151,7 +155,9 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
       for remote in remotes {
         var line = "\(remote.name)  \(remote.url)  \(remote.readOnly ? "read-only" : "read-write")"
         line +=
-          remote.sizeLimit.map { "  max-object-size \(Output.size($0))" } ?? "  no max-object-size"
+          remote.sizeLimit.map {
+            "  max-object-size \(CachePolicy.Quantities.formatSizeSetting($0))"
+          } ?? "  no max-object-size"
         if let variable = remote.authEnvironment { line += "  auth-env \(variable)" }
         Output.line(line)
       }
@@ -161,7 +167,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     try require(["name"])
     guard try invocation.openStore().removeRemote(named: operands[0]) else {
       throw TroveError(
-        .notFound, "no remote '\(operands[0])' in store '\(invocation.storeRoot)'",
+        .notFound, "no remote '\(operands[0])' in store '\(try invocation.storeRoot)'",
         value: operands[0])
     }
     return ExitStatus.success
@@ -274,7 +280,7 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
           case .present: Output.line("\(digest)  already on '\(target.name)'")
           case .tooLarge:
             Output.line(
-              "\(digest)  skipped: larger than the max-object-size of '\(target.name)' (\(Output.size(target.sizeLimit ?? 0)))"
+              "\(digest)  skipped: larger than the max-object-size of '\(target.name)' (\(CachePolicy.Quantities.formatSizeSetting(target.sizeLimit ?? 0)))"
             )
           }
         }
@@ -315,9 +321,8 @@ private struct PullRecord: Encodable {
 /// `remote pull`: each object from the chosen remote, or from the first
 /// remote that holds it and sends its bytes intact.
 private func pull(_ digests: [BlobDigest], _ invocation: Invocation) throws -> Int32 {
-  let store = try Store(
-    StoreConfiguration(
-      root: invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
+  // Never creates a store: one that is not there has no remote to pull from.
+  let store = try invocation.openStore()
   let sources: [RemoteSpec]
   if let name = invocation.value("--remote") {
     sources = [try store.remote(named: name)]

@@ -25,7 +25,12 @@ let listCommand = CommandSpec(
     OptionSpec(
       names: ["--key"], valueName: "glob",
       help: "Only objects with a key matching this shell glob ('*', '?', '[a-z]'; quote it)."),
-    formatOption, jsonOption,
+    OptionSpec(
+      names: ["--format"], valueName: "format",
+      help:
+        "trove (the columns below; default) or xxhsum (HEX  PATH of each object stored raw, which 'xxhsum -c' checks); not with --json."
+    ),
+    jsonOption,
   ],
   discussion: """
     One line per object, columns aligned: digest, size, stored form (raw or zstd),
@@ -208,7 +213,7 @@ let statsCommand = CommandSpec(
         ("clones", s.cloneSupported ? "supported" : "not supported (gets are copies)"),
         (
           "free space",
-          "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes)) (keeps \(setting(.minimumFree, Output.size(s.minimumFreeBytes))) free)"
+          "\(Output.size(s.availableBytes)) of \(Output.size(s.totalBytes)) (keeps \(setting(.minimumFree, CachePolicy.Quantities.formatSizeSetting(s.minimumFreeBytes))) free)"
         ),
         (
           "budget",
@@ -277,6 +282,8 @@ let reindexCommand = CommandSpec(
       Output.error(
         "trove: unexpected: \(path) (\(moved ? "moved to quarantine/" : "left alone"))")
     }
+    // The summary is what reindex says: -q silences it (errors still print).
+    if Output.quiet { return ExitStatus.success }
     Output.error(
       "trove: index rebuilt: \(report.added) added, \(report.dropped) dropped, "
         + "\(report.corrected) corrected, \(Output.count(report.twins, "twin")) removed"

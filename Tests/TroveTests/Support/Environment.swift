@@ -65,7 +65,10 @@ final class Scratch {
   /// A new folder under `base` (default: the system's temp folder, which is
   /// on the root filesystem: ext4 here, no clones).
   init(under base: String? = nil) throws {
-    let parent = base ?? NSTemporaryDirectory()
+    var parent = base ?? NSTemporaryDirectory()
+    // `/tmp/` + `/trove-test-…` would be a path the CLI prints otherwise
+    // (it drops repeated slashes).
+    while parent.count > 1 && parent.hasSuffix("/") { parent.removeLast() }
     path = parent + "/trove-test-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
   }

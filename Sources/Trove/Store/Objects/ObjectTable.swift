@@ -217,7 +217,7 @@ final class ObjectTable: Sendable {
     rebuilt.withLock { $0 = report }
     guard report.added > 0 || replay != nil else { return }
     warn(
-      "index '\(indexPath)' rebuilt from the objects: \(report.added) objects, \(report.pinsRestored) pins and \(report.keysRestored) keys restored from \(StoreLayout.journal)"
+      "index '\(indexPath)' rebuilt from the objects: \(MessageText.count(report.added, "object")), \(MessageText.count(report.pinsRestored, "pin")) and \(MessageText.count(report.keysRestored, "key")) restored from \(StoreLayout.journal)"
         + (report.referencesLost > 0
           ? "; \(report.referencesLost) pins or keys not restored (their objects are gone, or their lease ran out)"
           : ""))
