@@ -188,3 +188,51 @@ struct RemoteOutageTests {
     #expect(shared["queuedObjects"] as? Int == 0 && shared["state"] as? String == "available")
   }
 }
+
+/// kill -9 of a pull (issue 14, in part): the store never holds part of a
+/// blob, or a blob under another's name.
+@Suite(
+  "a pull killed",
+  .enabled(if: Nginx.executable != nil, Nginx.missing))
+struct RemotePullKillTests {
+  @Test(
+    "kill -9 of a get reading through the remote mid-transfer: nothing stored; the next get works")
+  func killMidPull() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (a, b) = try RemoteTests.twoStores(scratch, url: nginx.url("/kp"))
+    var caught = false
+    for round in 0..<4 where !caught {
+      let bytes = Bytes.random(48 << 20, seed: 2100 + UInt64(round))
+      let digest = try RemoteTests.put(a, bytes, in: scratch)
+      #expect(try RemoteTests.remote(a, ["push", digest.description]).status == 0)
+      let out = scratch["out-\(round)"]
+      let get = try Spawned(
+        ["--store", b, "get", digest.description, out], io: scratch["get-\(round)"])
+      // The writer's temp file in B's tmp/ is the transfer under way.
+      while get.process.isRunning {
+        if !RemoteTests.leftovers(b).isEmpty {
+          Glibc.kill(get.pid, SIGSTOP)
+          caught = get.process.isRunning
+          break
+        }
+        usleep(200)
+      }
+      if caught {
+        #expect(try !RemoteTests.digests(b).contains(digest))
+        #expect(!FileManager.default.fileExists(atPath: out))
+      }
+      get.kill()
+      Glibc.kill(get.pid, SIGCONT)
+      _ = try get.wait()
+      // Whatever the moment: B holds the whole blob or none of it, and
+      // verify finds nothing wrong.
+      let verify = try CLI.run(["--store", b, "verify"])
+      #expect(verify.status == 0, "\(verify.stderr)")
+      let again = try CLI.run(["--store", b, "get", "--force", digest.description, out])
+      #expect(again.status == 0, "\(again.stderr)")
+      #expect(try XXH3Hasher.digest(ofFile: out) == digest)
+    }
+    #expect(caught, "no get was caught mid-pull in 4 rounds")
+  }
+}
