@@ -222,3 +222,36 @@ struct RemoteFetchTests {
     #expect(try RemoteTests.digests(b).count == 2)
   }
 }
+
+/// `get KEY` of a key only a remote's record names (issue 14, in part).
+@Suite(
+  "get by key through remotes",
+  .enabled(if: Nginx.executable != nil, Nginx.missing))
+struct RemoteKeyGetTests {
+  @Test("a key bound on A is found on B through the remote's record; an unknown key is a miss")
+  func getByKey() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (a, b) = (scratch["a"], scratch["b"])
+    #expect(
+      try RemoteTests.remote(a, ["add", "shared", dav.url("/k"), "--write", "sync"]).status == 0)
+    #expect(try RemoteTests.remote(b, ["add", "shared", dav.url("/k"), "--read-only"]).status == 0)
+    let bytes = Bytes.random(70_000, seed: 2201)
+    let file = try scratch.write("in", bytes)
+    #expect(try CLI.run(["--store", a, "put", "--key", "models/base", file]).status == 0)
+    let got = try CLI.run(["--store", b, "get", "models/base", scratch["out"]])
+    #expect(got.status == 0, "\(got.stderr)")
+    #expect(try Data(contentsOf: URL(fileURLWithPath: scratch["out"])) == Data(bytes))
+    let keys = try CLI.run(["--store", b, "keys"])
+    #expect(keys.out.contains("models/base"), "\(keys.out)")
+    let none = try CLI.run(["--store", b, "get", "models/none", scratch["none"]])
+    #expect(none.status == 1 && none.stderr.contains("no key 'models/none'"), "\(none.stderr)")
+    // A record found under another key's name is ignored.
+    let record = dav.files["k/keys/\(XXH3Hasher.digest(Array("models/base".utf8)).hex).json"]
+    let forged = dav.files["k/keys/\(XXH3Hasher.digest(Array("models/forged".utf8)).hex).json"]
+    try FileManager.default.copyItem(atPath: record, toPath: forged)
+    let misled = try CLI.run(["--store", b, "get", "models/forged", scratch["forged"]])
+    #expect(misled.status == 1, "\(misled.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: scratch["forged"]))
+  }
+}

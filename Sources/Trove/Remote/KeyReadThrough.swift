@@ -1,6 +1,15 @@
 /// Reading a key through the remotes: a key (a URL a fetch stored) the
 /// store does not hold is looked up in the remotes' key records.
 extension Store {
+  /// Binds `key` from the first remote whose record of it names a blob it
+  /// (or this store) holds: the blob is pulled, rehashed, and `key` bound
+  /// to it with the record's origin and checksums. Returns whether `key` is
+  /// bound now. For a key the store does not hold (`trove get KEY` reads
+  /// through this); never throws — a remote that fails is a warning
+  /// (``StoreConfiguration/onWarning``) and opens its circuit breaker.
+  @discardableResult
+  public func pullKey(_ key: String) -> Bool { readThroughKey(key) }
+
   /// Asks the remotes, in order, for `key`'s record; from the first that
   /// has one whose blob it holds (or the store holds), pulls the blob
   /// (rehashed, as ``readThrough(_:)`` does) and binds `key` to it here,

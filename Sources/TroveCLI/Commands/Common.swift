@@ -178,10 +178,14 @@ extension Invocation {
       }
       return digest
     case .key(let key):
-      guard let digest = try boundDigest(key, in: store) else {
-        throw TroveError(.notFound, "no key '\(key)' in store '\(store.root)'", value: key)
+      if let digest = try boundDigest(key, in: store) { return digest }
+      // get and path read a key the store lacks through its remotes.
+      if ["get", "path"].contains(command.name), store.pullKey(key),
+        let digest = try boundDigest(key, in: store)
+      {
+        return digest
       }
-      return digest
+      throw TroveError(.notFound, "no key '\(key)' in store '\(store.root)'", value: key)
     }
   }
 
