@@ -253,5 +253,22 @@ struct RemoteKeyGetTests {
     let misled = try CLI.run(["--store", b, "get", "models/forged", scratch["forged"]])
     #expect(misled.status == 1, "\(misled.stderr)")
     #expect(!FileManager.default.fileExists(atPath: scratch["forged"]))
+
+    // A record claiming a checksum its blob does not have binds nothing,
+    // and the claim is never recorded as the object's.
+    let digest = XXH3Hasher.digest(bytes)
+    let lie = "sha256:" + String(repeating: "ab", count: 32)
+    let json =
+      #"{"checksums":["\#(lie)"],"digest":"\#(digest)","key":"models/lying","origin":null}"#
+    try Data(json.utf8).write(
+      to: URL(
+        fileURLWithPath: dav.files[
+          "k/keys/\(XXH3Hasher.digest(Array("models/lying".utf8)).hex).json"]))
+    let lying = try CLI.run(["--store", b, "get", "models/lying", scratch["lying"]])
+    #expect(lying.status == 1, "\(lying.stderr)")
+    #expect(lying.stderr.contains("says \(digest) has \(lie), which its bytes do not"))
+    #expect(try CLI.run(["--store", b, "has", lie]).status == 1)
+    let real = try CLI.run(["--store", b, "show", "--json", digest.description])
+    #expect(!real.out.contains(lie))
   }
 }

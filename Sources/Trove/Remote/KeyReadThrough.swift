@@ -40,8 +40,21 @@ extension Store {
         } else {
           remoteAnswered(spec.name)
         }
-        try objects.bind(
-          key: key, to: digest, origin: record.origin, checksums: record.parsedChecksums)
+        // The record's checksums are claims: each is computed from the
+        // bytes (and recorded so) before the key is bound; a record whose
+        // claims the bytes do not bear is corrupt, and binds nothing.
+        let claimed = record.parsedChecksums.filter { $0.algorithm != .xxh128 }
+        if !claimed.isEmpty {
+          let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
+          if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
+            remoteAnswered(spec.name, ["corrupt": 1])
+            configuration.onWarning?(
+              "remote '\(spec.name)': the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; ignored"
+            )
+            continue
+          }
+        }
+        try objects.bind(key: key, to: digest, origin: record.origin)
         return true
       } catch  where error.code == .notFound {
         remoteAnswered(spec.name, ["misses": 1])
