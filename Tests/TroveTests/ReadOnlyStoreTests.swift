@@ -278,6 +278,32 @@ struct ReadOnlyStoreTests {
     #expect(reason?.contains("holds a transaction that never finished") == true)
   }
 
+  @Test("a read-only store whose index an older trove left at schema 5 is read as it is")
+  func schemaFiveIndex() throws {
+    let volume = try ReadOnlyVolume(blockSize: 4096)
+    let (store, digest, bytes) = try filledStore(on: volume) { store in
+      let script = """
+        import os, sqlite3
+        c = sqlite3.connect(os.sys.argv[1])
+        c.execute("DROP TABLE remote_objects")
+        c.execute("DROP INDEX objects_by_created")
+        c.execute("PRAGMA user_version = 5")
+        c.commit()
+        c.close()
+        """
+      let python = try #require(FaultServer.python, FaultServer.missing)
+      let run = try CLI.run([], prefix: [python, "-c", script, store + "/index.sqlite"])
+      #expect(run.status == 0, "\(run.stderr)")
+    }
+    let before = try volume.snapshot()
+    for command in [["ls"], ["stats"], ["pins"], ["keys"], ["remote", "status"]] {
+      let run = try CLI.run(["--store", store] + command)
+      #expect(run.status == 0, "\(command): \(run.stderr)")
+    }
+    #expect(try CLI.run(["--store", store, "get", digest.description, "-"]).stdout == bytes)
+    #expect(try volume.snapshot() == before)
+  }
+
   @Test("a damaged index on a read-only store fails in one line, and nothing is set aside")
   func damagedIndex() throws {
     let volume = try ReadOnlyVolume(blockSize: 1024)

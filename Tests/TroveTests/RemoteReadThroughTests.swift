@@ -272,3 +272,30 @@ struct RemoteKeyGetTests {
     #expect(!real.out.contains(lie))
   }
 }
+
+/// The breaker's count of failures in a row (issue 14, review).
+@Suite("circuit breaker")
+struct CircuitBreakerTests {
+  @Test(
+    "failures of requests let through together open the breaker once; a failed probe doubles it")
+  func concurrentFailuresCountOnce() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    func record() throws -> RemoteRecord {
+      try store.index().read("test") { (tx) throws(TroveError) in try tx.remoteRecord("r") }
+    }
+    for _ in 0..<12 { store.remoteFailed("r") }
+    var now = try record()
+    #expect(now.failures == 1 && now.errors == 12)
+    #expect(now.retryAt > currentTimeNanoseconds() + 50_000_000_000)
+    // The interval over: a probe's failure is the second in a row.
+    try store.index().write("test") { (tx) throws(TroveError) in
+      try tx.setRemote("r", ["retry-at": currentTimeNanoseconds() - 1])
+    }
+    #expect(store.remoteFailed("r") == 120_000_000_000)
+    now = try record()
+    #expect(now.failures == 2)
+    store.remoteAnswered("r")
+    #expect(try record().failures == 0)
+  }
+}

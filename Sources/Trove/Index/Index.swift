@@ -48,6 +48,11 @@ final class Index: Sendable {
   private let unlockedLook: UnlockedIndexLook?
   /// The database file's path without symbolic links.
   private let resolvedPath: String
+  /// The schema version as found: ``Schema/version``, or an older one a
+  /// read-only store's index was left at (``Schema/oldestReadable``).
+  let schemaVersion: Int64
+  /// Whether the index has the tables of what remotes hold (schema 6).
+  var knowsRemoteHoldings: Bool { schemaVersion >= 6 }
   private let damageHandler = Mutex<(@Sendable (TroveError) -> Void)?>(nil)
 
   /// Called (once) when a statement finds the database damaged.
@@ -134,10 +139,12 @@ final class Index: Sendable {
       journalMode = opened.mode
       needsRebuild = opened.needsRebuild
       unlockedLook = opened.unlockedLook
+      schemaVersion = opened.version
       connection = Mutex(opened.db)
       return
     }
     unlockedLook = nil
+    schemaVersion = Schema.version
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
     var attempt = 0
@@ -200,7 +207,8 @@ final class Index: Sendable {
   /// recovering it takes writing), and returning the look of its files
   /// that every later read checks (``UnlockedIndexLook``).
   private static func openReadOnly(path: String, resolvedPath: String) throws(TroveError) -> (
-    db: SQLiteConnection, mode: String, needsRebuild: Bool, unlockedLook: UnlockedIndexLook?
+    db: SQLiteConnection, mode: String, needsRebuild: Bool, unlockedLook: UnlockedIndexLook?,
+    version: Int64
   ) {
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
@@ -217,7 +225,7 @@ final class Index: Sendable {
           immutable: look != nil)
         try db.query("PRAGMA user_version") { row in found = row.integer(0) }
         try db.query("PRAGMA journal_mode") { row in mode = row.text(0).lowercased() }
-        if found == Schema.version {
+        if found >= Schema.oldestReadable {
           try db.query("SELECT value FROM counters WHERE name = 'rebuild_pending'") { row in
             pending = row.integer(0)
           }
@@ -237,7 +245,7 @@ final class Index: Sendable {
         throw Self.error(error, "open index", path)
       }
       guard found <= Schema.version else { throw newer(found, path) }
-      guard found == Schema.version else {
+      guard found >= Schema.oldestReadable else {
         throw TroveError(
           .readOnlyStore,
           "index '\(path)' has schema version \(found), which this trove upgrades to \(Schema.version) by writing it, and the store is read-only",
@@ -246,7 +254,7 @@ final class Index: Sendable {
       if let look, try UnlockedIndexLook.take(resolvedPath, shown: path) != look {
         throw UnlockedIndexLook.changed(path)
       }
-      return (db, mode, pending != 0, look)
+      return (db, mode, pending != 0, look, found)
     }
   }
 

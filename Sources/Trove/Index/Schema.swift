@@ -19,6 +19,10 @@ import Foundation
 /// may do it first. A newer one is refused.
 enum Schema {
   static let version: Int64 = 6
+  /// The oldest version a read-only store's index is read at, as it is:
+  /// 5 lacks only what remotes hold (`remote_objects`), which reads of a
+  /// store that cannot be written do without.
+  static let oldestReadable: Int64 = 5
 
   /// Creates or upgrades the schema of `db`; returns the version it found
   /// and whether it created the schema (a new or lost index, to be rebuilt
@@ -68,6 +72,7 @@ enum Schema {
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS objects_by_access ON objects(last_access);
     CREATE INDEX IF NOT EXISTS objects_by_size ON objects(size);
+    CREATE INDEX IF NOT EXISTS objects_by_created ON objects(created, digest);
     CREATE TABLE IF NOT EXISTS keys(
       key TEXT PRIMARY KEY NOT NULL,
       digest TEXT NOT NULL,

@@ -22,8 +22,9 @@ enum CircuitBreaker {
   static let firstInterval: Int64 = 60_000_000_000
   /// The longest (15 minutes).
   static let longestInterval: Int64 = 900_000_000_000
-  /// How long the process that took the probe has before another may.
-  static let probeLease: Int64 = 10_000_000_000
+  /// How long the process that took the probe has before another may:
+  /// longer than a transfer may stall (15 s) before it fails.
+  static let probeLease: Int64 = 20_000_000_000
 
   /// The interval after `failures` failures in a row.
   static func interval(after failures: Int64) -> Int64 {
@@ -87,10 +88,19 @@ extension Store {
     var interval = CircuitBreaker.firstInterval
     if !isReadOnly, let index = try? index() {
       _ = try? index.write("record a failure of remote '\(remote)'") { (tx) throws(TroveError) in
-        let failures = try tx.remoteRecord(remote).failures + 1
+        let record = try tx.remoteRecord(remote)
+        try tx.addToRemote(remote, ["errors": 1])
+        // Only the failure that opens the breaker, or its probe's (the
+        // interval over, give or take the probe's lease), counts as one in
+        // a row: requests let through together while it was closed fail
+        // together, and open it once.
+        guard record.failures == 0 || now + CircuitBreaker.probeLease >= record.retryAt else {
+          interval = max(0, record.retryAt - now)
+          return
+        }
+        let failures = record.failures + 1
         interval = CircuitBreaker.interval(after: failures)
         try tx.setRemote(remote, ["failures": failures, "retry-at": now + interval])
-        try tx.addToRemote(remote, ["errors": 1])
       }
     }
     processBreakers.withLock { $0.retryAt[remote] = now + interval }

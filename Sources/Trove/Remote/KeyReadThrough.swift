@@ -21,7 +21,14 @@ extension Store {
   /// any cached one — served while fresh, else revalidated with the
   /// record's validators, and checked against the fetch's expectations.
   func readThroughKey(_ key: String) -> Bool {
-    guard !isReadOnly, let specs = try? remotes(), !specs.isEmpty else { return false }
+    guard !isReadOnly else { return false }
+    let specs: [RemoteSpec]
+    do throws(TroveError) {
+      specs = try remotes()
+    } catch {
+      configuration.onWarning?("remotes not consulted: \(error.description)")
+      return false
+    }
     for spec in specs {
       guard breakerAdmits(spec.name) else { continue }
       do throws(TroveError) {
@@ -47,6 +54,7 @@ extension Store {
         if !claimed.isEmpty {
           let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
           if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
+            pendingCounts.withLock { _ = $0.pulled.remove(digest) }
             remoteAnswered(spec.name, ["corrupt": 1])
             configuration.onWarning?(
               "remote '\(spec.name)': the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; ignored"

@@ -50,8 +50,9 @@ extension Store {
       let record = try index.read("read the status of remote '\(spec.name)'") {
         (tx) throws(TroveError) in try tx.remoteRecord(spec.name)
       }
-      let local = processBreakers.withLock { $0.retryAt[spec.name] }
-      let retryAt = record.failures > 0 ? max(record.retryAt, local ?? 0) : local
+      // The breaker the store's processes share (a read-only store keeps
+      // none: each of its processes has its own).
+      let retryAt = record.failures > 0 ? record.retryAt : nil
       statuses.append(
         RemoteStatus(
           name: spec.name, url: RemoteSpec.redacted(spec.url), readOnly: spec.readOnly,
@@ -59,7 +60,7 @@ extension Store {
           retryAt: retryAt.map { Date(nanosecondsSince1970: $0) }, hits: record.hits,
           misses: record.misses, corrupt: record.corrupt, bytesPulled: record.bytes,
           errors: record.errors, skipped: record.skipped, write: spec.write ?? .async,
-          queued: spec.readOnly ? nil : try uploadQueueLength(for: spec.name)))
+          queued: spec.readOnly || isReadOnly ? nil : try uploadQueueLength(for: spec.name)))
     }
     return statuses
   }

@@ -38,16 +38,17 @@ extension Store {
           "remote '\(spec.name)' already exists in store '\(root)'; remove it first with 'trove remote rm \(spec.name)'",
           value: spec.name)
       }
+      // Its upload queue starts now (what the store held before goes up
+      // by 'remote push --all'), recorded before the remote is published:
+      // no put sees the remote without it. A remote of the same name
+      // removed before leaves nothing behind.
+      let now = currentTimeNanoseconds()
+      try index().write("add remote '\(spec.name)'") { (tx) throws(TroveError) in
+        try tx.dropRemote(spec.name)
+        try tx.dropHoldings(spec.name)
+        try tx.setRemote(spec.name, ["since": now])
+      }
       list.remotes.append(spec)
-    }
-    // Its upload queue starts now: what the store held before goes up by
-    // 'remote push --all'. A remote of the same name removed before left
-    // nothing behind (removeRemote).
-    let now = currentTimeNanoseconds()
-    _ = try? index().write("add remote '\(spec.name)'") { (tx) throws(TroveError) in
-      try tx.dropRemote(spec.name)
-      try tx.dropHoldings(spec.name)
-      try tx.setRemote(spec.name, ["since": now])
     }
   }
 

@@ -45,6 +45,7 @@ extension Store {
     try requireWritable()
     var done: [QueuedUpload] = []
     var wait = !ifIdle
+    var idlePasses = 0
     while true {
       do {
         guard let lock = try FetchLock(store: self, name: "upload-queue", wait: wait) else {
@@ -53,8 +54,11 @@ extension Store {
         defer { withExtendedLifetime(lock) {} }
         let pass = try drainQueue(to: remote, everything: everything, onEach: onEach)
         done += pass
-        // A pass that did nothing (breakers open) or failed is the last.
-        guard !pass.isEmpty, !pass.contains(where: { $0.error != nil }) else { return done }
+        // A pass that failed is the last; so is a second one in a row that
+        // did nothing (what is queued waits behind an open breaker).
+        if pass.contains(where: { $0.error != nil }) { return done }
+        idlePasses = pass.isEmpty ? idlePasses + 1 : 0
+        if idlePasses >= 2 { return done }
       }
       // The lock is let go: what was queued while it was held and not
       // drained (its process found the lock taken) is this one's to do.
@@ -67,8 +71,8 @@ extension Store {
   /// has a queued object.
   private func queuedAnywhere(to remote: String?, everything: Bool) throws(TroveError) -> Bool {
     for spec in try uploadTargets(remote) {
-      let since = everything ? 0 : try remoteSince(spec.name)
-      if try !queue(spec.name, since: since, limit: 1).isEmpty { return true }
+      let from = everything ? 0 : try queueStart(spec.name)
+      if try !queue(spec.name, since: from, limit: 1).isEmpty { return true }
     }
     return false
   }
@@ -93,8 +97,8 @@ extension Store {
   ) throws(TroveError) -> [QueuedUpload] {
     var done: [QueuedUpload] = []
     for spec in try uploadTargets(remote) {
-      let since = everything ? 0 : try remoteSince(spec.name)
-      guard try !queue(spec.name, since: since, limit: 1).isEmpty else { continue }
+      let from = everything ? 0 : try queueStart(spec.name)
+      guard try !queue(spec.name, since: from, limit: 1).isEmpty else { continue }
       guard breakerAdmits(spec.name) else { continue }
       let backend: any RemoteBackend
       do throws(TroveError) {
@@ -109,31 +113,41 @@ extension Store {
         continue
       }
       remoteAnswered(spec.name)
-      var failedHere: Set<BlobDigest> = []
+      // One walk over the queue, oldest first: every object is tried once
+      // a pass, whatever becomes of it.
+      var after: (Int64, String) = (.min, "")
+      var oldestLeft: Int64?
+      var stopped = false
       drain: while true {
-        let batch = try queue(spec.name, since: since, limit: 64).filter {
-          !failedHere.contains($0.0)
-        }
-        if batch.isEmpty { break }
-        for (digest, size) in batch {
+        let batch = try queue(spec.name, since: from, after: after, limit: 64)
+        guard let last = batch.last else { break }
+        after = (last.2, last.0.hex)
+        for (digest, size, created) in batch {
           var item = QueuedUpload(digest: digest, remote: spec.name)
+          var recording = false
           do throws(TroveError) {
             if let limit = spec.sizeLimit, size > limit {
-              noteHolding(spec.name, digest, .tooLarge)
               item.outcome = .tooLarge
             } else {
               item.outcome = try push(digest, to: backend)
-              noteHolding(spec.name, digest, .held)
             }
-          } catch  where error.code == .notFound {
+            recording = true
+            try recordHolding(spec.name, digest, item.outcome == .tooLarge ? .tooLarge : .held)
+          } catch  where error.code == .notFound && !recording {
             continue  // removed meanwhile: no longer queued
           } catch {
             item.error = error
-            failedHere.insert(digest)
+            oldestLeft = min(oldestLeft ?? created, created)
             onEach?(item)
             done.append(item)
-            if error.code == .unavailable || error.code == .transferFailed {
-              remoteFailed(spec.name)
+            let remoteFailing = error.code == .unavailable || error.code == .transferFailed
+            if remoteFailing { remoteFailed(spec.name) }
+            // A remote that fails, or an index that cannot record (busy,
+            // full), stops this remote's walk: the next pass offers the
+            // object again. Anything else (a corrupt local copy) is this
+            // object's alone.
+            if remoteFailing || recording {
+              stopped = true
               break drain
             }
             continue
@@ -141,6 +155,11 @@ extension Store {
           onEach?(item)
           done.append(item)
         }
+      }
+      if !everything {
+        // Stopped early: nothing after the object it stopped at is known.
+        advanceQueueCursor(
+          spec.name, upTo: stopped ? min(oldestLeft ?? after.0, after.0) : oldestLeft)
       }
     }
     return done
@@ -151,34 +170,67 @@ extension Store {
   public func uploadQueueLength(for remote: String) throws(TroveError) -> (
     objects: Int64, bytes: Int64
   ) {
-    let since = try remoteSince(remote)
+    let from = try queueStart(remote)
     return try index().read("count the upload queue of '\(remote)'") { (tx) throws(TroveError) in
-      try tx.uploadQueueLength(remote, since: since)
+      try tx.uploadQueueLength(remote, since: from)
     }
   }
 
-  /// Up to `limit` queued objects of `remote`.
-  private func queue(_ remote: String, since: Int64, limit: Int) throws(TroveError)
-    -> [(BlobDigest, Int64)]
-  {
+  /// Up to `limit` queued objects of `remote`, after `after`.
+  private func queue(
+    _ remote: String, since: Int64, after: (Int64, String) = (.min, ""), limit: Int
+  ) throws(TroveError) -> [(BlobDigest, Int64, Int64)] {
     try index().read("read the upload queue of '\(remote)'") { (tx) throws(TroveError) in
-      try tx.queuedUploads(remote, since: since, limit: limit)
+      try tx.queuedUploads(remote, since: since, after: after, limit: limit)
     }
   }
 
-  /// When `remote` was added (its queue starts there); 0 when unknown.
-  func remoteSince(_ remote: String) throws(TroveError) -> Int64 {
-    try index().read("read remote '\(remote)'") { (tx) throws(TroveError) in
-      try tx.remoteRecord(remote).since
+  /// Where `remote`'s queue is looked for: objects created since it was
+  /// added, and after its cursor (what older is known to be there). A
+  /// remote with no record of when it was added (one added before this
+  /// record existed) is taken as added now, and that is recorded: its
+  /// queue never holds what the store held before (`remote push --all`
+  /// sends that).
+  func queueStart(_ remote: String) throws(TroveError) -> Int64 {
+    let record = try index().read("read remote '\(remote)'") { (tx) throws(TroveError) in
+      try tx.remoteRecord(remote)
+    }
+    if record.since > 0 { return max(record.since, record.cursor) }
+    let now = currentTimeNanoseconds()
+    try index().write("record when remote '\(remote)' was added") { (tx) throws(TroveError) in
+      if try tx.remoteRecord(remote).since == 0 { try tx.setRemote(remote, ["since": now]) }
+    }
+    return now
+  }
+
+  /// After a walk over `remote`'s queue: everything created more than ten
+  /// minutes ago (a put may take its creation time a while before it
+  /// commits), and before `oldestLeft` (the oldest object the walk could
+  /// not send), is known to be there; the next walk starts there. Only
+  /// ever moves forward; failing to record it costs the next walk time.
+  private func advanceQueueCursor(_ remote: String, upTo oldestLeft: Int64?) {
+    let settled = currentTimeNanoseconds() - 600_000_000_000
+    let cursor = min(settled, oldestLeft ?? .max)
+    _ = try? index().write("advance the queue of '\(remote)'") { (tx) throws(TroveError) in
+      if try tx.remoteRecord(remote).cursor < cursor {
+        try tx.setRemote(remote, ["cursor": cursor])
+      }
     }
   }
 
   /// Records what `remote` holds; nothing in a read-only store. A failure
   /// to record only means the object is offered again.
   func noteHolding(_ remote: String, _ digest: BlobDigest, _ state: RemoteHolding) {
-    guard !isReadOnly, let index = try? index() else { return }
+    try? recordHolding(remote, digest, state)
+  }
+
+  /// Records what `remote` holds, or throws why it could not.
+  func recordHolding(_ remote: String, _ digest: BlobDigest, _ state: RemoteHolding)
+    throws(TroveError)
+  {
+    guard !isReadOnly else { return }
     let now = currentTimeNanoseconds()
-    _ = try? index.write("note that '\(remote)' holds \(digest)") { (tx) throws(TroveError) in
+    try index().write("note that '\(remote)' holds \(digest)") { (tx) throws(TroveError) in
       try tx.noteHolding(remote, digest, state, now: now)
     }
   }

@@ -146,7 +146,8 @@ extension Store {
   /// whether it can clone.
   public func statistics() throws(TroveError) -> StoreStatistics {
     writeAccessCounts()
-    let hasRemotes = !((try? remotes()) ?? []).isEmpty
+    let knowsHoldings = try index().knowsRemoteHoldings
+    let hasRemotes = knowsHoldings && !((try? remotes()) ?? []).isEmpty
     let backed =
       hasRemotes
       ? try index().read("count remote-backed objects") { (tx) throws(TroveError) in

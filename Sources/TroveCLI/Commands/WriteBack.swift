@@ -17,7 +17,8 @@ func writeBack(_ store: Store, _ invocation: Invocation) {
     case .async: background = true
     case .sync:
       do {
-        try store.uploadQueued(to: remote.name) { item in
+        // Never behind another process's drain: that one sends these too.
+        try store.uploadQueued(to: remote.name, ifIdle: true) { item in
           if let error = item.error { Output.warning("not uploaded: \(error)") }
         }
       } catch {
