@@ -51,7 +51,7 @@ extension Store {
         .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
     }
     let writer = try makeWriter(
-      expectedSize: size, priority: .important, source: "remote '\(spec.name)'")
+      expectedSize: size, priority: .important, source: "remote '\(spec.name)'", exact: true)
     do throws(TroveError) {
       guard try backend.download(digest, from: 0, into: writer) != nil else {
         throw TroveError(

@@ -8,10 +8,13 @@ import Synchronization
 /// one or the other, and writing its object out afterwards is part of it.
 /// Reads the store makes for itself (verify, export, a remote push,
 /// recompress) count nothing. Counting in memory and writing the counts
-/// together — at most once a second, and when the store is closed — keeps a
-/// read that records no access from writing for its count: a process of
-/// the `trove` command writes its counts once, as it ends. A process killed
-/// loses at most its last second of counts; a read-only store counts nothing.
+/// together — with the first count a second or more after the oldest
+/// pending one, when statistics are read, and when the store is closed —
+/// keeps a read that records no access from writing for its count: a
+/// process of the `trove` command writes its counts once, as it ends. A
+/// process killed (or one that ends with `exit` before its store is
+/// closed, as a `get -` into a closed pipe does) loses its pending counts;
+/// a read-only store counts nothing.
 struct PendingAccessCounts: Sendable {
   var hits: Int64 = 0
   /// Hits on objects read through a remote (``Store/readThrough(_:)``).
@@ -19,9 +22,9 @@ struct PendingAccessCounts: Sendable {
   var misses: Int64 = 0
   /// When the oldest count not yet written was made (nanoseconds), or nil.
   var since: Int64?
-  /// Objects a fetch of this store counted and has not handed out yet:
-  /// the next read of each is part of its fetch.
-  var fetched: Set<BlobDigest> = []
+  /// Objects fetches of this store counted and have not handed out yet,
+  /// with how many: the next read of each is part of a fetch.
+  var fetched: [BlobDigest: Int] = [:]
   /// Objects read through a remote into the store and not handed out yet:
   /// the next read of each is a remote hit.
   var pulled: Set<BlobDigest> = []
@@ -35,7 +38,10 @@ extension Store {
   /// what a fetch just counted.
   func countHit(_ digest: BlobDigest) {
     count { pending in
-      if pending.fetched.remove(digest) != nil { return }
+      if let waiting = pending.fetched[digest] {
+        pending.fetched[digest] = waiting > 1 ? waiting - 1 : nil
+        return
+      }
       if pending.pulled.remove(digest) != nil {
         pending.remoteHits += 1
       } else {
@@ -61,7 +67,7 @@ extension Store {
         pending.hits += 1
       }
       if pending.fetched.count >= 4096 { pending.fetched.removeAll(keepingCapacity: true) }
-      pending.fetched.insert(digest)
+      pending.fetched[digest, default: 0] += 1
     }
   }
 

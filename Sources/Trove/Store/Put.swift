@@ -176,11 +176,14 @@ extension Store {
     return writer
   }
 
-  /// A writer for bytes from `source` (a URL, for messages).
-  func makeWriter(expectedSize: Int64?, priority: PutPriority, source: String)
-    throws(TroveError) -> BlobWriter
-  {
-    let limit = try sizeLimit(for: source, expected: nil)
+  /// A writer for bytes from `source` (a URL, for messages). With
+  /// `exact`, `expectedSize` is the length the bytes must have: one more
+  /// fails the write (a server that said how long a blob is and sends
+  /// more is cut off there).
+  func makeWriter(
+    expectedSize: Int64?, priority: PutPriority, source: String, exact: Bool = false
+  ) throws(TroveError) -> BlobWriter {
+    let limit = try sizeLimit(for: source, expected: exact ? expectedSize : nil)
     if let expectedSize { try limit.checkAnnounced(expectedSize, isExact: false) }
     let sweeps = try admit(size: expectedSize, priority: priority, input: source)
     return try BlobWriter(

@@ -70,7 +70,7 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   /// part of the fetch). ``Store/contains(_:)`` (`has`) is a probe, and
   /// the store's own reads (verify, export, a remote push) are not
   /// served to anyone: they count nothing. Counts are written to the
-  /// index in batches, at most a second late (see ``Store/statistics()``).
+  /// index in batches (``Store/statistics()`` writes this store's first).
   public var hits: Int64 = 0
   /// Reads served by objects the store read through one of its remotes
   /// (a local miss the remote held); not in ``hits``.
