@@ -72,14 +72,7 @@ extension Store {
     priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
     try requireWritable()
-    let source: FileDescriptor
-    do throws(SystemCallError) {
-      source = try FileDescriptor.open(path)
-    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
-      throw TroveError(.sourceMissing, "cannot read '\(path)'", path: path, cause: error)
-    } catch {
-      throw TroveError.system(error, "read", path: path)
-    }
+    let source = try openSource(path)
     defer { source.close() }
     let result = try ingest(
       source, path: path, key: key, expectedSize: expectedSize, priority: priority,
@@ -202,6 +195,22 @@ extension Store {
     _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
     priority: PutPriority, onProgress: ProgressHandler?
   ) throws(TroveError) -> PutResult {
+    switch try prepare(
+      source, path: path, key: key, expectedSize: expectedSize, priority: priority,
+      onProgress: onProgress)
+    {
+    case .finished(let result): return result
+    case .staged(let pending): return try pending.publish()
+    }
+  }
+
+  /// Brings the bytes of `source` (from its current offset) as far as a
+  /// staged object, synced and published by the caller, alone or in a
+  /// group commit; or all the way, when the store already held them.
+  func prepare(
+    _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
+    priority: PutPriority, onProgress: ProgressHandler?
+  ) throws(TroveError) -> Ingested {
     let binding = key.map { KeyRequest(key: $0) }
     // Settings that cannot be used stop a put before it reads a byte, even
     // one of bytes already stored: what a put does never depends on luck.
@@ -226,7 +235,7 @@ extension Store {
       let known = try existingObject(
         hashing: source, path: path, limit: limit, binding: binding, progress: progress)
     {
-      return known
+      return .finished(known)
     }
     if let size,
       case .zstd(let level, let workers, let ratio) = try compressionPlan(source, size, start)
@@ -237,9 +246,10 @@ extension Store {
         size: CachePolicy.expectedStoredSize(size, sampleRatio: ratio), priority: priority,
         input: path)
       source.adviseSequential()
-      return try ingestCompressed(
-        source, size: size, level: level, workers: workers, path: path, priority: priority,
-        sweeps: sweeps, limit: limit, binding: binding, progress: progress)
+      return .staged(
+        try ingestCompressed(
+          source, size: size, level: level, workers: workers, path: path, priority: priority,
+          sweeps: sweeps, limit: limit, binding: binding, progress: progress))
     }
     let canClone = isWholeFile && status.device == device
     // A clone takes no data blocks; a copy takes `size`.
@@ -263,7 +273,7 @@ extension Store {
       }
       if cloned {
         try writer.absorbWritten(progress: progress)
-        return try writer.commit(method: .clone)
+        return .staged(try writer.finish(method: .clone))
       }
       sweeps = try admit(size: size, priority: priority, input: path)
       writer.sweeps += sweeps
@@ -278,7 +288,7 @@ extension Store {
       _ = try? source.setPipeBuffer(Int32(Transfer.bufferSize))
     }
     try writer.absorb(from: source, path: path, progress: progress)
-    return try writer.commit(method: status.isRegular ? .copy : .stream)
+    return .staged(try writer.finish(method: status.isRegular ? .copy : .stream))
   }
 
   /// The policy's decision for a regular file of `size` bytes from
@@ -336,7 +346,7 @@ extension Store {
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
     priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit, binding: KeyRequest?,
     progress: ByteProgress?
-  ) throws(TroveError) -> PutResult {
+  ) throws(TroveError) -> PendingPut {
     var hasher = XXH3Hasher()
     var read: Int64 = 0
     let temp: (name: String, file: FileDescriptor, storedBytes: Int64, reliefs: [SweepReport])
@@ -353,19 +363,22 @@ extension Store {
       try limit.checkReceived(read)
       throw error
     }
-    defer { temp.file.close() }
     let staged = StagedObject(
       name: temp.name, file: temp.file, digest: hasher.finalize(), size: size,
       isCompressed: true, storedBytes: temp.storedBytes)
-    return try finishPut(
-      objects.publish(staged, binding: binding), method: .copy, sweeps: sweeps + temp.reliefs)
+    return PendingPut(
+      store: self, staged: staged, method: .copy, sweeps: sweeps + temp.reliefs,
+      binding: binding)
   }
 
   /// The result of a published put, after the sweep it may call for: if
   /// the object is new and the store is now over its budget, an auto-sweep
   /// that keeps it. The bytes are stored; a failing auto-sweep does not
   /// fail the put (`trove sweep` reports whatever it was).
-  func finishPut(_ outcome: PublishOutcome, method: IngestMethod, sweeps: [SweepReport])
+  func finishPut(
+    _ outcome: PublishOutcome, method: IngestMethod, sweeps: [SweepReport],
+    sweepingOverBudget: Bool = true
+  )
     -> PutResult
   {
     switch outcome {
@@ -383,7 +396,7 @@ extension Store {
       if let budget = try? currentSettings().policy.budget {
         result.exceedsBudget = entry.allocatedBytes > budget
       }
-      if let sweep = try? sweepIfOverBudget(protecting: entry.digest) {
+      if sweepingOverBudget, let sweep = try? sweepIfOverBudget(protecting: [entry.digest]) {
         result.sweeps.append(sweep)
       }
       return result

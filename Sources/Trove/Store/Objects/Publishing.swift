@@ -99,7 +99,7 @@ extension ObjectTable {
   /// Unlinks the object file `staged` became, if it is still that file
   /// and no row records it. Best effort: what stays is an orphan, adopted
   /// by the next read or reconcile.
-  private func undoPublish(_ staged: StagedObject) {
+  func undoPublish(_ staged: StagedObject) {
     let digest = staged.digest
     guard let inode = try? staged.file.status().inode else { return }
     _ = try? index().write("take back \(digest)") { (tx) throws(TroveError) in
