@@ -202,7 +202,8 @@ struct GroupCommitTests {
     let first = try files(scratch, 30, seed: 50)
     _ = try store.put(files: first.map(\.0))
     // New bytes whose fan-out folders exist: the only fsyncs of the next
-    // put are those of the folders, once each, after the renames.
+    // put are those of the folders, once each, after the renames (when the
+    // syncfs that would stand for them fails).
     let folders = Set(first.map { StoreLayout.fanout(XXH3Hasher.digest($0.1)) })
     var inputs: [(String, [UInt8])] = []
     var seed: UInt64 = 9000
@@ -213,7 +214,10 @@ struct GroupCommitTests {
       inputs.append((try scratch.write("later-\(seed)", bytes), bytes))
     }
     let touched = Set(inputs.map { StoreLayout.fanout(XXH3Hasher.digest($0.1)) })
-    let outcome = try expectEachPublishedOrAbsent(scratch, inputs, fault: "fsync:5:0:1")
+    // The second syncfs (the names') fails, so each folder is synced
+    // alone, and the first of those fails.
+    let outcome = try expectEachPublishedOrAbsent(
+      scratch, inputs, fault: "syncfs:5:1:1,fsync:5:0:1")
     #expect(outcome.failed >= 1 && outcome.stored >= 1, "\(outcome)")
     #expect(touched.count > 1)
   }

@@ -17,10 +17,12 @@ extension ObjectTable {
   ///    fails is not published (its own error).
   /// 3. In one index write transaction: dedup hits for digests the store
   ///    holds; a rename that never replaces of each new file into its
-  ///    fan-out folder; an `fsync(2)` of each folder a rename touched, once
-  ///    (a folder whose sync fails takes its new objects back out: they
-  ///    fail); then the rows of the objects whose names are durable. So the
-  ///    name is durable before the row can be, as for one object.
+  ///    fan-out folder; the new names made durable — one more `syncfs(2)`,
+  ///    or where it fails or cannot report, an `fsync(2)` of each folder a
+  ///    rename touched, once (a folder whose sync fails takes its new
+  ///    objects back out: they fail); then the rows of the objects whose
+  ///    names are durable. So the name is durable before the row can be, as
+  ///    for one object.
   /// 4. A failed commit takes every file renamed in it back out: they all
   ///    fail with the commit's error.
   ///
@@ -110,8 +112,14 @@ extension ObjectTable {
           renamed.append(i)
           touched[fanout, default: []].append(i)
         }
-        // The new names durable before any row: each folder once.
-        for (fanout, members) in touched {
+        // The new names durable before any row: one syncfs for all the
+        // folders (their renames are in the filesystem's journal), or, when
+        // it fails or cannot report a failure, an fsync of each folder.
+        var namesSynced = false
+        if touched.count > 1, Sys.syncfsReportsErrors {
+          namesSynced = (try? tmpDirectory.syncFilesystem()) != nil
+        }
+        for (fanout, members) in touched where !namesSynced {
           do throws(SystemCallError) {
             try folders[fanout]?.sync()
           } catch {
