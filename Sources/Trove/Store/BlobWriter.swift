@@ -202,12 +202,14 @@ public final class BlobWriter {
     }
   }
 
-  /// Reads `source` to its end into this writer: one 1 MiB buffer.
+  /// Reads `source` to its end into this writer: one 1 MiB buffer, or a
+  /// smaller one for an input known to be smaller (`sizeHint`).
   func absorb(
-    from source: FileDescriptor, path sourcePath: String, progress: ByteProgress? = nil
+    from source: FileDescriptor, path sourcePath: String, sizeHint: Int64? = nil,
+    progress: ByteProgress? = nil
   ) throws(TroveError) {
     let buffer = UnsafeMutableRawBufferPointer.allocate(
-      byteCount: Transfer.bufferSize, alignment: 4096)
+      byteCount: Transfer.bufferSize(for: sizeHint), alignment: 4096)
     defer { buffer.deallocate() }
     while true {
       let n: Int

@@ -233,7 +233,8 @@ extension Store {
           try tx.hasObject(ofSize: status.size)
         }),
       let known = try existingObject(
-        hashing: source, path: path, limit: limit, binding: binding, progress: progress)
+        hashing: source, path: path, length: status.size, limit: limit, binding: binding,
+        progress: progress)
     {
       return .finished(known)
     }
@@ -287,7 +288,8 @@ extension Store {
       // their kernel time there). Best effort: the limit may be lower.
       _ = try? source.setPipeBuffer(Int32(Transfer.bufferSize))
     }
-    try writer.absorb(from: source, path: path, progress: progress)
+    try writer.absorb(
+      from: source, path: path, sizeHint: status.isRegular ? size : nil, progress: progress)
     return .staged(try writer.finish(method: status.isRegular ? .copy : .stream))
   }
 
@@ -313,13 +315,13 @@ extension Store {
   /// not pay for a second read. A file that grew past `limit` meanwhile
   /// is read no further than one block past it, and refused.
   private func existingObject(
-    hashing source: FileDescriptor, path: String, limit: SizeLimit, binding: KeyRequest?,
-    progress: ByteProgress?
+    hashing source: FileDescriptor, path: String, length: Int64, limit: SizeLimit,
+    binding: KeyRequest?, progress: ByteProgress?
   ) throws(TroveError) -> PutResult? {
     source.adviseSequential()
     var hasher = XXH3Hasher()
     let size = try attempt("read", path) { () throws(SystemCallError) in
-      try Transfer.read(from: source, stoppingAfter: limit.ceiling) {
+      try Transfer.read(from: source, stoppingAfter: limit.ceiling, sizeHint: length) {
         hasher.update($0)
         progress?.add($0.count)
       }

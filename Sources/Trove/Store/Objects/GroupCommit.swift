@@ -43,27 +43,36 @@ extension ObjectTable {
         leaders.append(i)
       }
     }
-    // Leaders whose bytes the store holds: no sync, a hit below.
+    // Each fan-out folder opened once; leaders whose bytes the store
+    // holds are not synced (a hit below).
+    var folders = [String: FileDescriptor]()
+    defer { for folder in folders.values { folder.close() } }
     var known = Set<Int>()
     for i in leaders {
+      let name = StoreLayout.fanout(group[i].digest)
       do throws(TroveError) {
-        if try locate(group[i].digest) != nil { known.insert(i) }
+        if folders[name] == nil { folders[name] = try openFolder(of: group[i].digest) }
+        if let folder = folders[name], try locate(group[i].digest, in: folder) != nil {
+          known.insert(i)
+        }
       } catch {
         failures[i] = error
       }
     }
     let fresh = leaders.filter { !known.contains($0) && failures[$0] == nil }
     let allocated = syncData(group, fresh, failures: &failures)
-    var folders = [String: FileDescriptor]()
-    defer { for folder in folders.values { folder.close() } }
+    // The folders still missing, made (durably) now.
+    var folderErrors = [String: TroveError]()
     for i in fresh where failures[i] == nil {
       let name = StoreLayout.fanout(group[i].digest)
-      if folders[name] != nil { continue }
-      do throws(TroveError) {
-        folders[name] = try fanoutFolder(group[i].digest)
-      } catch {
-        failures[i] = error
+      if folders[name] == nil, folderErrors[name] == nil {
+        do throws(TroveError) {
+          folders[name] = try fanoutFolder(group[i].digest)
+        } catch {
+          folderErrors[name] = error
+        }
       }
+      if let error = folderErrors[name] { failures[i] = error }
     }
 
     let now = currentTimeNanoseconds()
@@ -83,7 +92,8 @@ extension ObjectTable {
         // off), which reruns this body, and nothing is renamed yet.
         for i in leaders where failures[i] == nil {
           let staged = group[i]
-          if let entry = try hit(tx, staged.digest, size: staged.size, now: now) {
+          let folder = folders[StoreLayout.fanout(staged.digest)]
+          if let entry = try hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
             out[i] = .duplicate(entry)
           } else if known.contains(i) {
             alone.append(i)  // evicted since the look: its file was not synced
@@ -146,7 +156,8 @@ extension ObjectTable {
         // The others of each digest: hits on what is now in place.
         for (leader, others) in followers where out[leader] != nil {
           for i in others {
-            if let entry = try hit(tx, group[i].digest, size: group[i].size, now: now) {
+            let folder = folders[StoreLayout.fanout(group[i].digest)]
+            if let entry = try hit(tx, group[i].digest, size: group[i].size, now: now, in: folder) {
               out[i] = .duplicate(entry)
             }
           }
