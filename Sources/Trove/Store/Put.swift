@@ -207,9 +207,17 @@ extension Store {
   /// Brings the bytes of `source` (from its current offset) as far as a
   /// staged object, synced and published by the caller, alone or in a
   /// group commit; or all the way, when the store already held them.
+  ///
+  /// `grouped` (a put of many files) changes two choices for small files,
+  /// where the group commit does better: a file up to
+  /// ``groupedHashFirstLimit`` is not hashed first to look for a stored
+  /// copy (the group finds one before paying for a sync, and counts all
+  /// its hits in one transaction instead of one each), and a file under
+  /// ``groupedCloneMinimum`` is copied rather than cloned (one read of
+  /// cached pages, where hashing a fresh clone reads it from the disk).
   func prepare(
     _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
-    priority: PutPriority, onProgress: ProgressHandler?
+    priority: PutPriority, onProgress: ProgressHandler?, grouped: Bool = false
   ) throws(TroveError) -> Ingested {
     let binding = key.map { KeyRequest(key: $0) }
     // Settings that cannot be used stop a put before it reads a byte, even
@@ -226,7 +234,7 @@ extension Store {
     if let size { try limit.checkAnnounced(size) }
     let isWholeFile = status.isRegular && start == 0
     let progress = onProgress.map { ByteProgress(total: size ?? expectedSize, handler: $0) }
-    if isWholeFile, status.size > 0,
+    if isWholeFile, status.size > 0, !grouped || status.size > Self.groupedHashFirstLimit,
       try index().read(
         "look up size",
         { (tx) throws(TroveError) in
@@ -252,7 +260,9 @@ extension Store {
           source, size: size, level: level, workers: workers, path: path, priority: priority,
           sweeps: sweeps, limit: limit, binding: binding, progress: progress))
     }
-    let canClone = isWholeFile && status.device == device
+    let canClone =
+      isWholeFile && status.device == device
+      && (!grouped || status.size >= Self.groupedCloneMinimum)
     // A clone takes no data blocks; a copy takes `size`.
     var sweeps = try admit(size: canClone ? 0 : size, priority: priority, input: path)
     // A file's form was settled above (raw); a stream's is settled by the

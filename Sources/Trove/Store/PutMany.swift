@@ -36,6 +36,11 @@ extension Store {
   /// A group commits once its staged bytes reach this, bounding the dirty
   /// data one sync must write.
   static let groupCommitBytes: Int64 = 64 << 20
+  /// In a group, a file up to this size is not hashed before it is
+  /// written to look for a stored copy (see ``prepare(_:path:key:expectedSize:priority:onProgress:grouped:)``).
+  static let groupedHashFirstLimit: Int64 = 1 << 20
+  /// In a group, a file under this size is copied rather than cloned.
+  static let groupedCloneMinimum: Int64 = 64 << 10
 
   /// Stores the files at `paths`, each as ``put(file:key:expectedSize:priority:onProgress:)-87pwb``
   /// stores one, with a group commit: the files of a group (up to 512
@@ -119,7 +124,8 @@ extension Store {
         let source = try openSource(path)
         defer { source.close() }
         switch try prepare(
-          source, path: path, key: nil, expectedSize: nil, priority: priority, onProgress: nil)
+          source, path: path, key: nil, expectedSize: nil, priority: priority, onProgress: nil,
+          grouped: true)
         {
         case .finished(let result): results[index] = .success(result)
         case .staged(let put):
