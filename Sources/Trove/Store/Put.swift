@@ -309,12 +309,16 @@ extension Store {
     throws(TroveError) -> StorageDecision
   {
     let policy = try currentSettings().policy
-    let sample = UnsafeMutableRawBufferPointer.allocate(
-      byteCount: CachePolicy.sampleSize, alignment: 4096)
-    defer { sample.deallocate() }
+    // Allocated only when the policy reads a sample (compression on, a
+    // size that qualifies): a put of raw bytes allocates nothing here.
+    var sample: UnsafeMutableRawBufferPointer?
+    defer { sample?.deallocate() }
     return policy.storage(size: size) {
-      guard let n = try? source.read(into: sample, at: start) else { return nil }
-      return UnsafeRawBufferPointer(rebasing: sample[..<n])
+      let buffer = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: CachePolicy.sampleSize, alignment: 4096)
+      sample = buffer
+      guard let n = try? source.read(into: buffer, at: start) else { return nil }
+      return UnsafeRawBufferPointer(rebasing: buffer[..<n])
     }
   }
 
@@ -425,12 +429,14 @@ extension Store {
     writes: inout PressuredWrites
   ) throws(TroveError) -> StagedObject {
     let policy = try currentSettings().policy
-    let sample = UnsafeMutableRawBufferPointer.allocate(
-      byteCount: CachePolicy.sampleSize, alignment: 4096)
-    defer { sample.deallocate() }
+    var sample: UnsafeMutableRawBufferPointer?
+    defer { sample?.deallocate() }
     let decision = policy.storage(size: size) {
-      guard let n = try? file.read(into: sample, at: 0) else { return nil }
-      return UnsafeRawBufferPointer(rebasing: sample[..<n])
+      let buffer = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: CachePolicy.sampleSize, alignment: 4096)
+      sample = buffer
+      guard let n = try? file.read(into: buffer, at: 0) else { return nil }
+      return UnsafeRawBufferPointer(rebasing: buffer[..<n])
     }
     switch decision {
     case .raw(let skip):
