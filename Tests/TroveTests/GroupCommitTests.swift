@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Trove
@@ -31,7 +32,17 @@ struct GroupCommitTests {
     let paths =
       inputs.map(\.0) + [copy, scratch["missing"], scratch["a-folder"], inputs[12].0]
     var heard: [Int] = []
-    let results = try store.put(files: paths) { index, _ in heard.append(index) }
+    let read = Mutex<[Int: Int64]>([:])
+    let results = try store.put(
+      files: paths,
+      onProgress: { index, report in read.withLock { $0[index] = report.completed } },
+      onResult: { index, _ in heard.append(index) })
+    // Each input read is heard of, to its last byte (the missing one and
+    // the folder are not read).
+    let lengths = read.withLock { $0 }
+    for (i, (_, bytes)) in inputs.enumerated() {
+      #expect(lengths[i] == Int64(bytes.count), "input \(i): \(String(describing: lengths[i]))")
+    }
     #expect(results.count == paths.count)
     #expect(heard == Array(paths.indices), "results are heard once each, in input order")
     for (i, (path, bytes)) in inputs.enumerated() {

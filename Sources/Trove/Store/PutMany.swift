@@ -2,7 +2,7 @@ import Foundation
 
 /// A put whose bytes are staged in `tmp/` in their final form, not yet
 /// published: published alone (``publish()``) or with others in one group
-/// commit (``Store/put(files:priority:onResult:)``).
+/// commit (``Store/put(files:priority:onProgress:onResult:)``).
 struct PendingPut {
   let store: Store
   /// The staged file; this put owns its descriptor.
@@ -58,6 +58,9 @@ extension Store {
   /// group: a sweep after it, if the store went over, appears in the
   /// ``PutResult/sweeps`` of the group's last new object.
   ///
+  /// `onProgress`, when given, hears of the bytes of input `index` read (or
+  /// hashed after a clone) block by block, out of its length, as
+  /// ``put(file:key:expectedSize:priority:onProgress:)-87pwb``'s does.
   /// `onResult`, when given, hears of each input's result as soon as it is
   /// acknowledged, in the order of `paths`.
   ///
@@ -66,6 +69,7 @@ extension Store {
   ///   failure is its input's result.
   public func put(
     files paths: [String], priority: PutPriority = .important,
+    onProgress: (@Sendable (_ index: Int, ProgressReport) -> Void)? = nil,
     onResult: ((Int, Result<PutResult, TroveError>) -> Void)? = nil
   ) throws(TroveError) -> [Result<PutResult, TroveError>] {
     try requireWritable()
@@ -123,9 +127,11 @@ extension Store {
       do throws(TroveError) {
         let source = try openSource(path)
         defer { source.close() }
+        var progress: ProgressHandler?
+        if let onProgress { progress = { @Sendable report in onProgress(index, report) } }
         switch try prepare(
-          source, path: path, key: nil, expectedSize: nil, priority: priority, onProgress: nil,
-          grouped: true)
+          source, path: path, key: nil, expectedSize: nil, priority: priority,
+          onProgress: progress, grouped: true)
         {
         case .finished(let result): results[index] = .success(result)
         case .staged(let put):

@@ -84,14 +84,17 @@ let putCommand = CommandSpec(
     if count > 1 && readsOfInput == 0 {
       // Many files: one group commit per batch; each line is printed once
       // its object is durable and indexed.
+      // One progress line, naming the file being read: `NAME (3/20)`.
       let names = invocation.positionals
-      let progress = ProgressLine.start("put", unit: .items, total: Int64(count), for: invocation)
+      let progress = ProgressLine.start("put", unit: .bytes, for: invocation)
       defer { progress?.finish() }
-      _ = try store.put(files: names, priority: priority) { index, outcome in
-        progress?.update(
-          ProgressReport(unit: .items, completed: Int64(index + 1), total: Int64(count)))
-        show(names[index], outcome)
-      }
+      _ = try store.put(
+        files: names, priority: priority,
+        onProgress: { index, report in
+          let name = names[index].split(separator: "/").last ?? ""
+          progress?.update(report, label: "put \(name) (\(index + 1)/\(count))")
+        }
+      ) { index, outcome in show(names[index], outcome) }
       progress?.finish()
     } else {
       for (number, name) in invocation.positionals.enumerated() {
