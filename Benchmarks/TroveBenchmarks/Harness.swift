@@ -39,8 +39,11 @@ enum Unit: String, Encodable {
   case gigabytesPerSecond = "GB/s"
   case mebibytes = "MiB"
   case ratio = "×"
+  case objectsPerSecond = "objects/s"
 
-  var higherIsBetter: Bool { self == .gigabytesPerSecond || self == .ratio }
+  var higherIsBetter: Bool {
+    self == .gigabytesPerSecond || self == .ratio || self == .objectsPerSecond
+  }
 
   func format(_ value: Double) -> String {
     switch self {
@@ -51,6 +54,7 @@ enum Unit: String, Encodable {
     case .gigabytesPerSecond: return String(format: "%.2f GB/s", value)
     case .mebibytes: return String(format: "%.1f MiB", value)
     case .ratio: return String(format: "%.2f", value)
+    case .objectsPerSecond: return String(format: "%.0f obj/s", value)
     }
   }
 }

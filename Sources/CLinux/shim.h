@@ -64,6 +64,11 @@ static inline int trove_start_writeback(int fd, int64_t offset, int64_t length) 
   return (int)syscall(SYS_sync_file_range, fd, (off_t)offset, (off_t)length, 2);
 }
 
+/// syncfs(2): sync the whole filesystem that holds `fd`.
+static inline int trove_syncfs(int fd) {
+  return (int)syscall(SYS_syncfs, fd);
+}
+
 /// copy_file_range(2) at the files' current offsets.
 static inline long trove_copy_file_range(int in, int out, size_t len) {
   return (long)syscall(SYS_copy_file_range, in, NULL, out, NULL, len, 0);

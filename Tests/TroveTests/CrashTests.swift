@@ -49,6 +49,31 @@ struct CrashTests {
   }
 
   @Test(
+    "SIGKILL during group commits of many small files: every acknowledged digest stays, no object disagrees with its name",
+    .enabled(
+      if: zstdInstalled, "the zstd command is not installed: compressed objects cannot be audited"),
+    .timeLimit(.minutes(2)))
+  func killsDuringGroupCommits() throws {
+    let seed = StressSeed.value(default: 0xD004)
+    let context = "seed \(seed): replay with TROVE_STRESS_SEED=\(seed)"
+    let began = ContinuousClock.now
+    let scratch = try Scratch()
+    var harness = try KillHarness(
+      scratch: scratch, seed: seed, context: context,
+      jobs: [(.putMany, 6), (.putFiles, 1), (.verifyRepair, 1)])
+    try harness.run(maxRounds: 80, maxKills: 80, seconds: 12)
+
+    let audit = try StoreAudit(store: harness.store, context: context, io: scratch["audit"])
+    let contents = try audit.walk()
+    audit.expectIntact(contents)
+    let verify = try audit.expectVerifyClean(allowingRepair: true)
+    try audit.expectPresent(harness.acknowledged, "acknowledged digest")
+    try audit.expectTotalsMatchDisk(try audit.walk())
+    audit.expectNoLeftovers(exceptFrom: harness.killedPIDs)
+    harness.report("killsDuringGroupCommits", contents: contents, verify: verify, since: began)
+  }
+
+  @Test(
     "SIGKILL at random points among evicting sweeps: pinned digests stay, every object is intact",
     .enabled(
       if: zstdInstalled, "the zstd command is not installed: compressed objects cannot be audited"),
@@ -285,6 +310,8 @@ private enum Job {
   /// `put FILE…`: 2–5 files of the pool, shared between processes (so
   /// dedup races happen), and every other time a fresh one (so publishes do).
   case putFiles
+  /// `put` of 20–60 small files (one repeated, some new): a group commit.
+  case putMany
   /// `put -` from a pipe that `cat` fills: a pool file, or fresh bytes.
   case putStream
   case recompress
@@ -298,7 +325,7 @@ private enum Job {
   case verifyRepair
 
   var evicts: Bool { self == .sweepAll || self == .sweepTo200K }
-  var puts: Bool { self == .putFiles || self == .putStream }
+  var puts: Bool { self == .putFiles || self == .putStream || self == .putMany }
 }
 
 /// Rounds of 2–4 `trove` processes started at once, a random subset of
@@ -310,6 +337,8 @@ private struct KillHarness {
   let context: String
   let jobs: [(Job, Int)]
   let pool: Pool
+  /// Small files (4–32 KiB) for ``Job/putMany``.
+  let smallPool: Pool
   var rng: SeededGenerator
   /// Digests that must survive every sweep, checked after every round.
   var pinned: [BlobDigest: String] = [:]
@@ -334,7 +363,11 @@ private struct KillHarness {
     self.jobs = jobs
     rng = SeededGenerator(seed: seed)
     pool = try Pool(scratch, name: "pool", count: 24, sizes: 4096...4 << 20, seed: rng.next())
-    for (file, digest) in zip(pool.files, pool.digests) { digestOf[file] = digest }
+    smallPool = try Pool(
+      scratch, name: "small", count: 80, sizes: 4096...32 << 10, seed: seed ^ 0x5A11)
+    for (file, digest) in zip(pool.files + smallPool.files, pool.digests + smallPool.digests) {
+      digestOf[file] = digest
+    }
     try FileManager.default.createDirectory(
       atPath: scratch["io"], withIntermediateDirectories: true)
   }
@@ -370,6 +403,15 @@ private struct KillHarness {
     return file
   }
 
+  /// A new small file (4–32 KiB) no put stored before.
+  private mutating func freshSmallBlob() throws -> String {
+    fresh += 1
+    let data = StressData.noise(logUniform(4096...32 << 10, using: &rng), seed: rng.next())
+    let file = try scratch.write("fresh-\(fresh)", data)
+    digestOf[file] = XXH3Hasher.digest(data)
+    return file
+  }
+
   private mutating func round() throws {
     rounds += 1
     if Int.random(in: 0..<4, using: &rng) == 0 {
@@ -391,6 +433,14 @@ private struct KillHarness {
           pool.files.shuffled(using: &rng).prefix(Int.random(in: 2...5, using: &rng)))
         if Bool.random(using: &rng) {
           files.insert(try freshBlob(), at: Int.random(in: 0...files.count, using: &rng))
+        }
+        command = ["put"] + files
+      case .putMany:
+        var files = Array(
+          smallPool.files.shuffled(using: &rng).prefix(Int.random(in: 20...60, using: &rng)))
+        files.append(files[Int.random(in: 0..<files.count, using: &rng)])  // a duplicate inside
+        for _ in 0..<Int.random(in: 0...8, using: &rng) {
+          files.insert(try freshSmallBlob(), at: Int.random(in: 0...files.count, using: &rng))
         }
         command = ["put"] + files
       case .putStream:

@@ -69,7 +69,16 @@ final class SQLiteConnection: @unchecked Sendable {
     sqlite3_extended_result_codes(db, 1)
   }
 
-  deinit { sqlite3_close_v2(handle) }
+  deinit {
+    for statement in statements.values { sqlite3_finalize(statement) }
+    sqlite3_close_v2(handle)
+  }
+
+  /// Statements of ``query(_:_:row:)`` kept prepared, by their text: a
+  /// put runs the same few statements for every object, and preparing one
+  /// costs more than running it. At most ``statementCacheLimit``.
+  private var statements: [String: OpaquePointer] = [:]
+  private static let statementCacheLimit = 64
 
   /// `path` with the characters a `file:` URI gives a meaning to
   /// (`%`, `?`, `#`) and controls percent-escaped.
@@ -118,17 +127,35 @@ final class SQLiteConnection: @unchecked Sendable {
   /// Rows changed by the last statement.
   var changes: Int { Int(sqlite3_changes(handle)) }
 
-  /// Prepares `sql`, binds `values` (Int64, String, or nil) and calls
-  /// `row` for each result row.
+  /// Prepares `sql` (or takes it prepared from the cache), binds `values`
+  /// (Int64, String, or nil) and calls `row` for each result row. The
+  /// statement is reset when this returns, so it holds no read lock.
   func query(
     _ sql: String, _ values: [SQLiteValue] = [], row: (Row) throws(Failure) -> Void = { _ in }
   )
     throws(Failure)
   {
-    var statement: OpaquePointer?
-    var rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
-    guard rc == SQLITE_OK, let statement else { throw failure(rc) }
-    defer { sqlite3_finalize(statement) }
+    // Taken out of the cache while it runs: a query of the same text from
+    // inside `row` prepares its own.
+    var rc: Int32
+    let statement: OpaquePointer
+    if let cached = statements.removeValue(forKey: sql) {
+      statement = cached
+    } else {
+      var prepared: OpaquePointer?
+      rc = sqlite3_prepare_v2(handle, sql, -1, &prepared, nil)
+      guard rc == SQLITE_OK, let prepared else { throw failure(rc) }
+      statement = prepared
+    }
+    defer {
+      sqlite3_reset(statement)
+      sqlite3_clear_bindings(statement)
+      if statements[sql] == nil && statements.count < Self.statementCacheLimit {
+        statements[sql] = statement
+      } else {
+        sqlite3_finalize(statement)
+      }
+    }
     try bind(values, to: statement)
     while true {
       rc = sqlite3_step(statement)

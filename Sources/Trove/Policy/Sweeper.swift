@@ -437,16 +437,16 @@ extension Store {
 
   /// After a put: if the store is over its budget (an O(1) read of the
   /// running totals), sweeps — unless another process already is. Never
-  /// evicts `protected`, the object the put just stored. Returns the
+  /// evicts `protected`, the objects the put just stored. Returns the
   /// sweep's report, if one ran.
-  func sweepIfOverBudget(protecting protected: BlobDigest) throws(TroveError) -> SweepReport? {
+  func sweepIfOverBudget(protecting protected: [BlobDigest]) throws(TroveError) -> SweepReport? {
     guard let budget = try currentSettings().policy.budget,
       try index().read("read totals", { (tx) throws(TroveError) in try tx.totals() })
         .allocatedBytes > budget
     else { return nil }
     do throws(TroveError) {
       return try withSweepLock(wait: false) { () throws(TroveError) in
-        try sweepLocked(SweepOptions(protected: [protected]), reason: .overBudget)
+        try sweepLocked(SweepOptions(protected: Set(protected)), reason: .overBudget)
       }
     } catch  where error.code == .busy {
       // The running sweep will bring the store down.

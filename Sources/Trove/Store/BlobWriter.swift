@@ -202,12 +202,14 @@ public final class BlobWriter {
     }
   }
 
-  /// Reads `source` to its end into this writer: one 1 MiB buffer.
+  /// Reads `source` to its end into this writer: one 1 MiB buffer, or a
+  /// smaller one for an input known to be smaller (`sizeHint`).
   func absorb(
-    from source: FileDescriptor, path sourcePath: String, progress: ByteProgress? = nil
+    from source: FileDescriptor, path sourcePath: String, sizeHint: Int64? = nil,
+    progress: ByteProgress? = nil
   ) throws(TroveError) {
     let buffer = UnsafeMutableRawBufferPointer.allocate(
-      byteCount: Transfer.bufferSize, alignment: 4096)
+      byteCount: Transfer.bufferSize(for: sizeHint), alignment: 4096)
     defer { buffer.deallocate() }
     while true {
       let n: Int
@@ -271,6 +273,18 @@ public final class BlobWriter {
   )
     throws(TroveError) -> PutResult
   {
+    try finish(method: method, expecting: expected, size: expectedSize).publish()
+  }
+
+  /// Finishes the bytes written so far — checked, hashed, put in the form
+  /// the policy chooses — without publishing them: the caller publishes
+  /// the staged object, alone (``PendingPut/publish()``) or with others in
+  /// one group commit. After a failed write, throws that failure.
+  func finish(
+    method: IngestMethod, expecting expected: BlobDigest? = nil, size expectedSize: Int64? = nil
+  )
+    throws(TroveError) -> PendingPut
+  {
     try requireOpen("commit")
     do throws(TroveError) {
       try limit.checkComplete(size)
@@ -295,7 +309,6 @@ public final class BlobWriter {
           value: expected.description))
     }
     state = .committed
-    defer { file.close() }
     let staged: StagedObject
     do throws(TroveError) {
       staged =
@@ -305,13 +318,14 @@ public final class BlobWriter {
           storedBytes: storedBytes)
         : try store.stage(raw: name, file: file, digest: digest, size: size, writes: &writes)
     } catch {
+      file.close()
       try? store.tmpDirectory.removeFile(name)
       throw error
     }
-    defer { if staged.file != file { staged.file.close() } }
-    let outcome = try store.objects.publish(staged, binding: binding)
-    for key in binding?.keys ?? [] { store.records.note(digest, key: key) }
-    return store.finishPut(outcome, method: method, sweeps: sweeps + writes.reliefs)
+    if staged.file != file { file.close() }
+    return PendingPut(
+      store: store, staged: staged, method: method, sweeps: sweeps + writes.reliefs,
+      binding: binding)
   }
 
   /// Discards what was written. Safe to call more than once.

@@ -72,14 +72,7 @@ extension Store {
     priority: PutPriority = .important, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> PutResult {
     try requireWritable()
-    let source: FileDescriptor
-    do throws(SystemCallError) {
-      source = try FileDescriptor.open(path)
-    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
-      throw TroveError(.sourceMissing, "cannot read '\(path)'", path: path, cause: error)
-    } catch {
-      throw TroveError.system(error, "read", path: path)
-    }
+    let source = try openSource(path)
     defer { source.close() }
     let result = try ingest(
       source, path: path, key: key, expectedSize: expectedSize, priority: priority,
@@ -207,6 +200,30 @@ extension Store {
     _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
     priority: PutPriority, onProgress: ProgressHandler?
   ) throws(TroveError) -> PutResult {
+    switch try prepare(
+      source, path: path, key: key, expectedSize: expectedSize, priority: priority,
+      onProgress: onProgress)
+    {
+    case .finished(let result): return result
+    case .staged(let pending): return try pending.publish()
+    }
+  }
+
+  /// Brings the bytes of `source` (from its current offset) as far as a
+  /// staged object, synced and published by the caller, alone or in a
+  /// group commit; or all the way, when the store already held them.
+  ///
+  /// `grouped` (a put of many files) changes two choices for small files,
+  /// where the group commit does better: a file up to
+  /// ``groupedHashFirstLimit`` is not hashed first to look for a stored
+  /// copy (the group finds one before paying for a sync, and counts all
+  /// its hits in one transaction instead of one each), and a file under
+  /// ``groupedCloneMinimum`` is copied rather than cloned (one read of
+  /// cached pages, where hashing a fresh clone reads it from the disk).
+  func prepare(
+    _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
+    priority: PutPriority, onProgress: ProgressHandler?, grouped: Bool = false
+  ) throws(TroveError) -> Ingested {
     let binding = key.map { KeyRequest(key: $0) }
     // Settings that cannot be used stop a put before it reads a byte, even
     // one of bytes already stored: what a put does never depends on luck.
@@ -222,16 +239,17 @@ extension Store {
     if let size { try limit.checkAnnounced(size) }
     let isWholeFile = status.isRegular && start == 0
     let progress = onProgress.map { ByteProgress(total: size ?? expectedSize, handler: $0) }
-    if isWholeFile, status.size > 0,
+    if isWholeFile, status.size > 0, !grouped || status.size > Self.groupedHashFirstLimit,
       try index().read(
         "look up size",
         { (tx) throws(TroveError) in
           try tx.hasObject(ofSize: status.size)
         }),
       let known = try existingObject(
-        hashing: source, path: path, limit: limit, binding: binding, progress: progress)
+        hashing: source, path: path, length: status.size, limit: limit, binding: binding,
+        progress: progress)
     {
-      return known
+      return .finished(known)
     }
     if let size,
       case .zstd(let level, let workers, let ratio) = try compressionPlan(source, size, start)
@@ -242,11 +260,14 @@ extension Store {
         size: CachePolicy.expectedStoredSize(size, sampleRatio: ratio), priority: priority,
         input: path)
       source.adviseSequential()
-      return try ingestCompressed(
-        source, size: size, level: level, workers: workers, path: path, priority: priority,
-        sweeps: sweeps, limit: limit, binding: binding, progress: progress)
+      return .staged(
+        try ingestCompressed(
+          source, size: size, level: level, workers: workers, path: path, priority: priority,
+          sweeps: sweeps, limit: limit, binding: binding, progress: progress))
     }
-    let canClone = isWholeFile && status.device == device
+    let canClone =
+      isWholeFile && status.device == device
+      && (!grouped || status.size >= Self.groupedCloneMinimum)
     // A clone takes no data blocks; a copy takes `size`.
     var sweeps = try admit(size: canClone ? 0 : size, priority: priority, input: path)
     // A file's form was settled above (raw); a stream's is settled by the
@@ -268,7 +289,7 @@ extension Store {
       }
       if cloned {
         try writer.absorbWritten(progress: progress)
-        return try writer.commit(method: .clone)
+        return .staged(try writer.finish(method: .clone))
       }
       sweeps = try admit(size: size, priority: priority, input: path)
       writer.sweeps += sweeps
@@ -282,8 +303,9 @@ extension Store {
       // their kernel time there). Best effort: the limit may be lower.
       _ = try? source.setPipeBuffer(Int32(Transfer.bufferSize))
     }
-    try writer.absorb(from: source, path: path, progress: progress)
-    return try writer.commit(method: status.isRegular ? .copy : .stream)
+    try writer.absorb(
+      from: source, path: path, sizeHint: status.isRegular ? size : nil, progress: progress)
+    return .staged(try writer.finish(method: status.isRegular ? .copy : .stream))
   }
 
   /// The policy's decision for a regular file of `size` bytes from
@@ -292,12 +314,16 @@ extension Store {
     throws(TroveError) -> StorageDecision
   {
     let policy = try currentSettings().policy
-    let sample = UnsafeMutableRawBufferPointer.allocate(
-      byteCount: CachePolicy.sampleSize, alignment: 4096)
-    defer { sample.deallocate() }
+    // Allocated only when the policy reads a sample (compression on, a
+    // size that qualifies): a put of raw bytes allocates nothing here.
+    var sample: UnsafeMutableRawBufferPointer?
+    defer { sample?.deallocate() }
     return policy.storage(size: size) {
-      guard let n = try? source.read(into: sample, at: start) else { return nil }
-      return UnsafeRawBufferPointer(rebasing: sample[..<n])
+      let buffer = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: CachePolicy.sampleSize, alignment: 4096)
+      sample = buffer
+      guard let n = try? source.read(into: buffer, at: start) else { return nil }
+      return UnsafeRawBufferPointer(rebasing: buffer[..<n])
     }
   }
 
@@ -308,13 +334,13 @@ extension Store {
   /// not pay for a second read. A file that grew past `limit` meanwhile
   /// is read no further than one block past it, and refused.
   private func existingObject(
-    hashing source: FileDescriptor, path: String, limit: SizeLimit, binding: KeyRequest?,
-    progress: ByteProgress?
+    hashing source: FileDescriptor, path: String, length: Int64, limit: SizeLimit,
+    binding: KeyRequest?, progress: ByteProgress?
   ) throws(TroveError) -> PutResult? {
     source.adviseSequential()
     var hasher = XXH3Hasher()
     let size = try attempt("read", path) { () throws(SystemCallError) in
-      try Transfer.read(from: source, stoppingAfter: limit.ceiling) {
+      try Transfer.read(from: source, stoppingAfter: limit.ceiling, sizeHint: length) {
         hasher.update($0)
         progress?.add($0.count)
       }
@@ -341,7 +367,7 @@ extension Store {
     _ source: FileDescriptor, size: Int64, level: Int32, workers: Int32, path: String,
     priority: PutPriority, sweeps: [SweepReport], limit: SizeLimit, binding: KeyRequest?,
     progress: ByteProgress?
-  ) throws(TroveError) -> PutResult {
+  ) throws(TroveError) -> PendingPut {
     var hasher = XXH3Hasher()
     var read: Int64 = 0
     let temp: (name: String, file: FileDescriptor, storedBytes: Int64, reliefs: [SweepReport])
@@ -358,19 +384,22 @@ extension Store {
       try limit.checkReceived(read)
       throw error
     }
-    defer { temp.file.close() }
     let staged = StagedObject(
       name: temp.name, file: temp.file, digest: hasher.finalize(), size: size,
       isCompressed: true, storedBytes: temp.storedBytes)
-    return try finishPut(
-      objects.publish(staged, binding: binding), method: .copy, sweeps: sweeps + temp.reliefs)
+    return PendingPut(
+      store: self, staged: staged, method: .copy, sweeps: sweeps + temp.reliefs,
+      binding: binding)
   }
 
   /// The result of a published put, after the sweep it may call for: if
   /// the object is new and the store is now over its budget, an auto-sweep
   /// that keeps it. The bytes are stored; a failing auto-sweep does not
   /// fail the put (`trove sweep` reports whatever it was).
-  func finishPut(_ outcome: PublishOutcome, method: IngestMethod, sweeps: [SweepReport])
+  func finishPut(
+    _ outcome: PublishOutcome, method: IngestMethod, sweeps: [SweepReport],
+    sweepingOverBudget: Bool = true
+  )
     -> PutResult
   {
     switch outcome {
@@ -388,7 +417,7 @@ extension Store {
       if let budget = try? currentSettings().policy.budget {
         result.exceedsBudget = entry.allocatedBytes > budget
       }
-      if let sweep = try? sweepIfOverBudget(protecting: entry.digest) {
+      if sweepingOverBudget, let sweep = try? sweepIfOverBudget(protecting: [entry.digest]) {
         result.sweeps.append(sweep)
       }
       return result
@@ -405,12 +434,14 @@ extension Store {
     writes: inout PressuredWrites
   ) throws(TroveError) -> StagedObject {
     let policy = try currentSettings().policy
-    let sample = UnsafeMutableRawBufferPointer.allocate(
-      byteCount: CachePolicy.sampleSize, alignment: 4096)
-    defer { sample.deallocate() }
+    var sample: UnsafeMutableRawBufferPointer?
+    defer { sample?.deallocate() }
     let decision = policy.storage(size: size) {
-      guard let n = try? file.read(into: sample, at: 0) else { return nil }
-      return UnsafeRawBufferPointer(rebasing: sample[..<n])
+      let buffer = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: CachePolicy.sampleSize, alignment: 4096)
+      sample = buffer
+      guard let n = try? file.read(into: buffer, at: 0) else { return nil }
+      return UnsafeRawBufferPointer(rebasing: buffer[..<n])
     }
     switch decision {
     case .raw(let skip):

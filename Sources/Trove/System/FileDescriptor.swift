@@ -100,6 +100,15 @@ struct FileDescriptor: Sendable, Hashable {
     _ = try Sys.call("fsync") { fsync(rawValue) }
   }
 
+  /// Flushes every dirty file and the journal of the filesystem holding
+  /// this descriptor: one call makes a whole batch of written files
+  /// durable. `syncfs(2)`. It reports a write-back error of any file of
+  /// that filesystem since this descriptor was opened (Linux 5.8 and
+  /// later: see ``Sys/syncfsReportsErrors``), not which file.
+  func syncFilesystem() throws(SystemCallError) {
+    _ = try Sys.call("syncfs") { trove_syncfs(rawValue) }
+  }
+
   /// Sets the permission bits. `fchmod(2)`.
   func setPermissions(_ mode: mode_t) throws(SystemCallError) {
     _ = try Sys.call("fchmod") { fchmod(rawValue, mode) }

@@ -9,30 +9,38 @@ import Synchronization
 ///
 /// `Sys.call` retries on EINTR and turns `-1` into a ``SystemCallError``
 /// naming the call. It is also the seam where tests inject faults: set
-/// `TROVE_INJECT_FAULT=CALL:ERRNO[:SKIP]` (e.g. `write:5:3` makes the fourth
-/// `write` fail with EIO) in the environment of a process to make that call
-/// fail as the kernel would.
+/// `TROVE_INJECT_FAULT=CALL:ERRNO[:SKIP[:TIMES]]` (e.g. `write:5:3` makes
+/// the fourth `write` and every later one fail with EIO; `fsync:5:3:1` only
+/// the fourth `fsync`) in the environment of a process to make that call
+/// fail as the kernel would; several, separated by commas
+/// (`syncfs:5,fsync:5:2:1`), fail each their call.
 enum Sys {
-  /// A fault requested through the environment; `nil` almost always.
-  private static let fault: Fault? = Fault(environment: getenv("TROVE_INJECT_FAULT"))
+  /// The faults requested through the environment; none almost always.
+  private static let faults: [Fault] = {
+    guard let value = getenv("TROVE_INJECT_FAULT") else { return [] }
+    return String(cString: value).split(separator: ",").compactMap { Fault(String($0)) }
+  }()
 
   private final class Fault: Sendable {
     let call: String
     let errno: Errno
     let remainingSkips: Atomic<Int>
+    /// How many failures are left after the skips (`Int.max`: no end).
+    let remainingFailures: Atomic<Int>
 
-    init?(environment value: UnsafeMutablePointer<CChar>?) {
-      guard let value else { return nil }
-      let parts = String(cString: value).split(separator: ":")
+    init?(_ value: String) {
+      let parts = value.split(separator: ":")
       guard parts.count >= 2, let number = Int32(parts[1]) else { return nil }
       call = String(parts[0])
       errno = Errno(rawValue: number)
       remainingSkips = Atomic(parts.count > 2 ? Int(parts[2]) ?? 0 : 0)
+      remainingFailures = Atomic(parts.count > 3 ? Int(parts[3]) ?? Int.max : Int.max)
     }
 
     func shouldFail(_ name: String) -> Bool {
       guard name == call else { return false }
-      return remainingSkips.subtract(1, ordering: .relaxed).newValue < 0
+      guard remainingSkips.subtract(1, ordering: .relaxed).newValue < 0 else { return false }
+      return remainingFailures.subtract(1, ordering: .relaxed).newValue >= 0
     }
   }
 
@@ -41,7 +49,9 @@ enum Sys {
   static func call<T: FixedWidthInteger>(
     _ name: String, retryOnInterrupt: Bool = true, _ body: () -> T
   ) throws(SystemCallError) -> T {
-    if let fault, fault.shouldFail(name) { throw SystemCallError(name, fault.errno) }
+    if !faults.isEmpty, let fault = faults.first(where: { $0.shouldFail(name) }) {
+      throw SystemCallError(name, fault.errno)
+    }
     while true {
       let result = body()
       if result != -1 { return result }
@@ -60,6 +70,21 @@ enum Sys {
     let unit = Int64(s.f_frsize)
     return (Int64(s.f_bavail) * unit, Int64(s.f_blocks) * unit)
   }
+
+  /// Whether `syncfs(2)` reports write-back errors: since Linux 5.8 it
+  /// returns an error recorded on the filesystem since the descriptor was
+  /// opened; before, it always returned 0, so a batch synced that way
+  /// could not learn that a write was lost.
+  static let syncfsReportsErrors: Bool = {
+    var names = utsname()
+    guard uname(&names) == 0 else { return false }
+    let release = withUnsafeBytes(of: names.release) {
+      String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+    }
+    let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+    guard parts.count == 2 else { return false }
+    return (parts[0], parts[1]) >= (5, 8)
+  }()
 
   /// The effective user id of this process. The corresponding C function
   /// is `geteuid`.

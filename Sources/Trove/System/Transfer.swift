@@ -9,6 +9,15 @@ enum Transfer {
   /// XXH3's per-call cost and syscall overhead vanish (≥ 64 KiB).
   static let bufferSize = 1 << 20
 
+  /// The buffer for reading an input of `size` bytes (when known): no
+  /// larger than the input and one page more, so a 4 KiB file costs 8 KiB
+  /// from the heap instead of a 1 MiB mapping made and unmade, and one
+  /// read (short) finds its end.
+  static func bufferSize(for size: Int64?) -> Int {
+    guard let size, size >= 0, size < Int64(bufferSize) else { return bufferSize }
+    return min(bufferSize, (Int(size) / 4096 + 1) * 4096)
+  }
+
   /// Reads `source` to its end, feeding every byte to `hasher` and, when
   /// `destination` is given, writing it there. Returns the bytes moved.
   /// Bounded memory: one buffer of ``bufferSize``.
@@ -54,13 +63,14 @@ enum Transfer {
   /// Reads `source` to its end — or, given a `limit`, only until more than
   /// `limit` bytes were read (a file growing without end) — handing each
   /// block to `body` (several hashers at once). Returns the bytes read. One
-  /// buffer of ``bufferSize``.
+  /// buffer of ``bufferSize``, or of ``bufferSize(for:)`` the length the
+  /// caller expects (`sizeHint`; a longer input is read all the same).
   static func read(
-    from source: FileDescriptor, stoppingAfter limit: Int64? = nil,
+    from source: FileDescriptor, stoppingAfter limit: Int64? = nil, sizeHint: Int64? = nil,
     _ body: (UnsafeRawBufferPointer) -> Void
   ) throws(SystemCallError) -> Int64 {
     let buffer = UnsafeMutableRawBufferPointer.allocate(
-      byteCount: bufferSize, alignment: 4096)
+      byteCount: bufferSize(for: sizeHint), alignment: 4096)
     defer { buffer.deallocate() }
     var total: Int64 = 0
     while true {

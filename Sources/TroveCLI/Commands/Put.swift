@@ -52,22 +52,9 @@ let putCommand = CommandSpec(
     var status = ExitStatus.success
     var results: [PutRecord] = []
     let count = invocation.positionals.count
-    for (number, name) in invocation.positionals.enumerated() {
-      do throws(TroveError) {
-        let label =
-          (name == "-" ? "put stdin" : "put \(name.split(separator: "/").last ?? "")")
-          + (count > 1 ? " (\(number + 1)/\(count))" : "")
-        let progress = ProgressLine.start(label, unit: .bytes, for: invocation)
-        defer { progress?.finish() }
-        let result =
-          name == "-"
-          ? try store.put(
-            reading: FileHandle.standardInput, key: key, expectedSize: expectedSize,
-            priority: priority, onProgress: progress?.handler)
-          : try store.put(
-            file: name, key: key, expectedSize: expectedSize, priority: priority,
-            onProgress: progress?.handler)
-        progress?.finish()
+    func show(_ name: String, _ outcome: Result<PutResult, TroveError>) {
+      switch outcome {
+      case .success(let result):
         if invocation.flag("--json") {
           results.append(
             PutRecord(name: name, result: result, entry: try? store.entry(for: result.digest)))
@@ -91,10 +78,49 @@ let putCommand = CommandSpec(
             "\(name) (\(Output.size(result.size))) alone exceeds the store's \(budget) budget; it is stored, and the rest of the store was trimmed to its low-water mark"
           )
         }
-      } catch {
+      case .failure(let error):
         Output.error("Error: \(error)")
         if status == ExitStatus.success { status = ExitStatus.of(error) }
         if invocation.flag("--json") { results.append(PutRecord(name: name, error: error)) }
+      }
+    }
+    if count > 1 && readsOfInput == 0 {
+      // Many files: one group commit per batch; each line is printed once
+      // its object is durable and indexed.
+      // One progress line, naming the file being read: `NAME (3/20)`.
+      let names = invocation.positionals
+      let progress = ProgressLine.start("put", unit: .bytes, for: invocation)
+      defer { progress?.finish() }
+      _ = try store.put(
+        files: names, priority: priority,
+        onProgress: { index, report in
+          let name = names[index].split(separator: "/").last ?? ""
+          progress?.update(report, label: "put \(name) (\(index + 1)/\(count))")
+        }
+      ) { index, outcome in show(names[index], outcome) }
+      progress?.finish()
+    } else {
+      for (number, name) in invocation.positionals.enumerated() {
+        let label =
+          (name == "-" ? "put stdin" : "put \(name.split(separator: "/").last ?? "")")
+          + (count > 1 ? " (\(number + 1)/\(count))" : "")
+        let progress = ProgressLine.start(label, unit: .bytes, for: invocation)
+        defer { progress?.finish() }
+        let outcome: Result<PutResult, TroveError>
+        do throws(TroveError) {
+          outcome = .success(
+            name == "-"
+              ? try store.put(
+                reading: FileHandle.standardInput, key: key, expectedSize: expectedSize,
+                priority: priority, onProgress: progress?.handler)
+              : try store.put(
+                file: name, key: key, expectedSize: expectedSize, priority: priority,
+                onProgress: progress?.handler))
+        } catch {
+          outcome = .failure(error)
+        }
+        progress?.finish()
+        show(name, outcome)
       }
     }
     if invocation.flag("--json") { Output.json(results) }

@@ -241,6 +241,13 @@ final class ObjectTable: Sendable {
   func locate(_ digest: BlobDigest) throws(TroveError) -> StoredObject? {
     guard let folder = try openFolder(of: digest) else { return nil }
     defer { folder.close() }
+    return try locate(digest, in: folder)
+  }
+
+  /// ``locate(_:)`` in `digest`'s fan-out folder, already open.
+  func locate(_ digest: BlobDigest, in folder: FileDescriptor) throws(TroveError)
+    -> StoredObject?
+  {
     // Raw, compressed, then raw again: a conversion to raw publishes the
     // raw file before it unlinks the frame, so a look that missed both
     // between the two steps finds the raw one the second time.

@@ -99,7 +99,7 @@ extension ObjectTable {
   /// Unlinks the object file `staged` became, if it is still that file
   /// and no row records it. Best effort: what stays is an orphan, adopted
   /// by the next read or reconcile.
-  private func undoPublish(_ staged: StagedObject) {
+  func undoPublish(_ staged: StagedObject) {
     let digest = staged.digest
     guard let inode = try? staged.file.status().inode else { return }
     _ = try? index().write("take back \(digest)") { (tx) throws(TroveError) in
@@ -132,11 +132,17 @@ extension ObjectTable {
     }
   }
 
-  /// The dedup hit inside a write transaction.
-  func hit(_ tx: IndexSession, _ digest: BlobDigest, size: Int64, now: Int64)
+  /// The dedup hit inside a write transaction; `folder`, when given, is
+  /// `digest`'s fan-out folder, open.
+  func hit(
+    _ tx: IndexSession, _ digest: BlobDigest, size: Int64, now: Int64,
+    in folder: FileDescriptor? = nil
+  )
     throws(TroveError) -> StoreEntry?
   {
-    guard let object = try locate(digest), object.status.isRegular else { return nil }
+    let found: StoredObject?
+    if let folder { found = try locate(digest, in: folder) } else { found = try locate(digest) }
+    guard let object = found, object.status.isRegular else { return nil }
     // A hit on an object whose removal is under way calls the removal off:
     // that must outlast a power loss, or the removal would come back and
     // take an object this put reported stored.

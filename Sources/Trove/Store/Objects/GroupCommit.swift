@@ -1,0 +1,243 @@
+/// Group commit: many staged objects published by one durability sequence.
+extension ObjectTable {
+  /// Publishes every object of `group` as ``publish(_:binding:)`` publishes
+  /// one, with the sequence's costs paid once for the group instead of once
+  /// per object; returns one outcome per object, in order. Each staged file
+  /// is gone from `tmp/` when this returns, and every object is either
+  /// published and recorded or absent, with its own error.
+  ///
+  /// The sequence, for the group:
+  /// 1. Objects of one digest inside the group: the first stands for the
+  ///    rest, whose temp files are dropped (they hold the same bytes) and
+  ///    which count as dedup hits once it is in.
+  /// 2. Data: the files of objects not already stored are made durable
+  ///    together — one `syncfs(2)` of the store's filesystem, on kernels
+  ///    where it reports write-back errors (Linux 5.8+); where it fails or
+  ///    cannot report, an `fsync(2)` of each file, and a file whose sync
+  ///    fails is not published (its own error).
+  /// 3. In one index write transaction: dedup hits for digests the store
+  ///    holds; a rename that never replaces of each new file into its
+  ///    fan-out folder; the new names made durable — one more `syncfs(2)`,
+  ///    or where it fails or cannot report, an `fsync(2)` of each folder a
+  ///    rename touched, once (a folder whose sync fails takes its new
+  ///    objects back out: they fail); then the rows of the objects whose
+  ///    names are durable. So the name is durable before the row can be, as
+  ///    for one object.
+  /// 4. A failed commit takes every file renamed in it back out: they all
+  ///    fail with the commit's error.
+  ///
+  /// An object whose bytes were thought stored but were evicted meanwhile,
+  /// or whose name was taken between the look and the rename, is published
+  /// alone afterwards by ``publish(_:binding:)``.
+  func publish(group: [StagedObject]) -> [Result<PublishOutcome, TroveError>] {
+    var failures = [Int: TroveError]()
+    var leaders: [Int] = []
+    var followers = [Int: [Int]]()
+    var first = [BlobDigest: Int]()
+    for (i, staged) in group.enumerated() {
+      if let leader = first[staged.digest] {
+        followers[leader, default: []].append(i)
+        try? tmpDirectory.removeFile(staged.name)
+      } else {
+        first[staged.digest] = i
+        leaders.append(i)
+      }
+    }
+    // Each fan-out folder opened once; leaders whose bytes the store
+    // holds are not synced (a hit below).
+    var folders = [String: FileDescriptor]()
+    defer { for folder in folders.values { folder.close() } }
+    var known = Set<Int>()
+    for i in leaders {
+      let name = StoreLayout.fanout(group[i].digest)
+      do throws(TroveError) {
+        if folders[name] == nil { folders[name] = try openFolder(of: group[i].digest) }
+        if let folder = folders[name], try locate(group[i].digest, in: folder) != nil {
+          known.insert(i)
+        }
+      } catch {
+        failures[i] = error
+      }
+    }
+    let fresh = leaders.filter { !known.contains($0) && failures[$0] == nil }
+    let allocated = syncData(group, fresh, failures: &failures)
+    // The folders still missing, made (durably) now.
+    var folderErrors = [String: TroveError]()
+    for i in fresh where failures[i] == nil {
+      let name = StoreLayout.fanout(group[i].digest)
+      if folders[name] == nil, folderErrors[name] == nil {
+        do throws(TroveError) {
+          folders[name] = try fanoutFolder(group[i].digest)
+        } catch {
+          folderErrors[name] = error
+        }
+      }
+      if let error = folderErrors[name] { failures[i] = error }
+    }
+
+    let now = currentTimeNanoseconds()
+    var outcomes = [Int: PublishOutcome]()
+    var renamed: [Int] = []
+    var alone: [Int] = []
+    var failedInside = [Int: TroveError]()
+    do throws(TroveError) {
+      outcomes = try index().write("store \(group.count) objects") {
+        (tx) throws(TroveError) -> [Int: PublishOutcome] in
+        // The body may run again (durably): it starts afresh.
+        renamed = []
+        alone = []
+        failedInside = [:]
+        var out = [Int: PublishOutcome]()
+        // Hits first: one may ask for a durable commit (a removal it calls
+        // off), which reruns this body, and nothing is renamed yet.
+        for i in leaders where failures[i] == nil {
+          let staged = group[i]
+          let folder = folders[StoreLayout.fanout(staged.digest)]
+          if let entry = try hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
+            out[i] = .duplicate(entry)
+          } else if known.contains(i) {
+            alone.append(i)  // evicted since the look: its file was not synced
+          }
+        }
+        var touched = [String: [Int]]()
+        for i in fresh where failures[i] == nil && out[i] == nil {
+          let staged = group[i]
+          let fanout = StoreLayout.fanout(staged.digest)
+          guard let folder = folders[fanout] else { continue }
+          let name = StoreLayout.objectName(staged.digest, compressed: staged.isCompressed)
+          if let odd = try? folder.status(of: name, followSymlinks: false), !odd.isRegular {
+            var report = ReconcileReport()
+            try setAside(name, inFolder: fanout, repair: true, into: &report)
+          }
+          do throws(SystemCallError) {
+            try tmpDirectory.renameWithoutReplacing(staged.name, to: name, in: folder)
+          } catch  where error.errno == .fileExists {
+            alone.append(i)  // appeared since the look: settled alone, after
+            continue
+          } catch {
+            failedInside[i] = TroveError.system(
+              error, "store", path: path(staged.digest, compressed: staged.isCompressed))
+            continue
+          }
+          renamed.append(i)
+          touched[fanout, default: []].append(i)
+        }
+        // The new names durable before any row: one syncfs for all the
+        // folders (their renames are in the filesystem's journal), or, when
+        // it fails or cannot report a failure, an fsync of each folder.
+        var namesSynced = false
+        if touched.count > 1, Sys.syncfsReportsErrors {
+          namesSynced = (try? tmpDirectory.syncFilesystem()) != nil
+        }
+        for (fanout, members) in touched where !namesSynced {
+          do throws(SystemCallError) {
+            try folders[fanout]?.sync()
+          } catch {
+            for i in members {
+              let staged = group[i]
+              try? folders[fanout]?.removeFile(
+                StoreLayout.objectName(staged.digest, compressed: staged.isCompressed))
+              failedInside[i] = TroveError.system(
+                error, "store", path: path(staged.digest, compressed: staged.isCompressed))
+            }
+            renamed.removeAll { members.contains($0) }
+          }
+        }
+        for i in renamed {
+          let staged = group[i]
+          let entry = StoreEntry(
+            digest: staged.digest, size: staged.size, allocatedBytes: allocated[i] ?? staged.size,
+            created: now, lastAccess: now, isCompressed: staged.isCompressed,
+            storedBytes: staged.storedBytes)
+          try tx.upsert(entry)
+          if let skip = staged.skipped { try tx.countSkip(skip) }
+          out[i] = .stored(entry)
+        }
+        // The others of each digest: hits on what is now in place.
+        for (leader, others) in followers where out[leader] != nil {
+          for i in others {
+            let folder = folders[StoreLayout.fanout(group[i].digest)]
+            if let entry = try hit(tx, group[i].digest, size: group[i].size, now: now, in: folder) {
+              out[i] = .duplicate(entry)
+            }
+          }
+        }
+        return out
+      }
+    } catch {
+      // Nothing of the transaction stands: take back what it renamed.
+      for i in renamed { undoPublish(group[i]) }
+      for i in leaders + followers.values.flatMap({ $0 }) where failures[i] == nil {
+        failures[i] = error
+      }
+      renamed = []
+      alone = []
+    }
+    for (i, error) in failedInside { failures[i] = error }
+    // Objects of the group not yet settled drop their temp files (a failed
+    // or known leader's), unless they are published alone now.
+    for i in alone {
+      do throws(TroveError) {
+        outcomes[i] = try publish(group[i])
+        for other in followers[i] ?? [] {
+          if let entry = try recordHit(group[other].digest, size: group[other].size) {
+            outcomes[other] = .duplicate(entry)
+          }
+        }
+      } catch {
+        failures[i] = error
+      }
+    }
+    for i in leaders where !renamed.contains(i) && !alone.contains(i) {
+      try? tmpDirectory.removeFile(group[i].name)
+    }
+    return group.indices.map { i in
+      if let outcome = outcomes[i] { return .success(outcome) }
+      let leader = first[group[i].digest] ?? i
+      if let error = failures[i] ?? failures[leader] { return .failure(error) }
+      return .failure(
+        TroveError(
+          .ioError, "cannot store \(group[i].digest): it was not published",
+          path: path(group[i].digest)))
+    }
+  }
+
+  /// Makes the data of `group[fresh]` durable and returns each file's
+  /// allocated bytes; a file that cannot be synced gets its error in
+  /// `failures`. One `syncfs(2)` when it can report a lost write, else
+  /// (or when it fails) an `fsync(2)` per file, which tells which file
+  /// lost its bytes.
+  private func syncData(
+    _ group: [StagedObject], _ fresh: [Int], failures: inout [Int: TroveError]
+  ) -> [Int: Int64] {
+    var ready: [Int] = []
+    for i in fresh {
+      do throws(SystemCallError) {
+        try group[i].file.setPermissions(StoreLayout.objectPermissions)
+        ready.append(i)
+      } catch {
+        failures[i] = TroveError.system(error, "store", path: path(group[i].digest))
+      }
+    }
+    var syncedTogether = false
+    if ready.count > 1, Sys.syncfsReportsErrors {
+      do throws(SystemCallError) {
+        try tmpDirectory.syncFilesystem()
+        syncedTogether = true
+      } catch {
+        // Some write of this filesystem was lost (perhaps not ours): each
+        // file's own sync says whose.
+      }
+    }
+    var allocated = [Int: Int64]()
+    for i in ready {
+      do throws(SystemCallError) {
+        if !syncedTogether { try group[i].file.sync() }
+        allocated[i] = try group[i].file.status().contentBytes
+      } catch {
+        failures[i] = TroveError.system(error, "store", path: path(group[i].digest))
+      }
+    }
+    return allocated
+  }
+}

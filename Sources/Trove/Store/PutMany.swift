@@ -1,0 +1,164 @@
+import Foundation
+
+/// A put whose bytes are staged in `tmp/` in their final form, not yet
+/// published: published alone (``publish()``) or with others in one group
+/// commit (``Store/put(files:priority:onProgress:onResult:)``).
+struct PendingPut {
+  let store: Store
+  /// The staged file; this put owns its descriptor.
+  var staged: StagedObject
+  var method: IngestMethod
+  /// Evictions made for this put so far.
+  var sweeps: [SweepReport]
+  var binding: KeyRequest?
+
+  /// Publishes the object alone: its own syncs and transaction.
+  func publish() throws(TroveError) -> PutResult {
+    defer { staged.file.close() }
+    let outcome = try store.objects.publish(staged, binding: binding)
+    for key in binding?.keys ?? [] { store.records.note(staged.digest, key: key) }
+    return store.finishPut(outcome, method: method, sweeps: sweeps)
+  }
+}
+
+/// How far an ingest took an input.
+enum Ingested {
+  /// All the way: the store held the bytes, and the hit is recorded.
+  case finished(PutResult)
+  /// To a staged object, for the caller to publish.
+  case staged(PendingPut)
+}
+
+extension Store {
+  /// At most this many objects share one group commit: the temp files
+  /// stay open until it (a descriptor each).
+  static let groupCommitObjects = 512
+  /// A group commits once its staged bytes reach this, bounding the dirty
+  /// data one sync must write.
+  static let groupCommitBytes: Int64 = 64 << 20
+  /// In a group, a file up to this size is not hashed before it is
+  /// written to look for a stored copy (see ``prepare(_:path:key:expectedSize:priority:onProgress:grouped:)``).
+  static let groupedHashFirstLimit: Int64 = 1 << 20
+  /// In a group, a file under this size is copied rather than cloned.
+  static let groupedCloneMinimum: Int64 = 64 << 10
+
+  /// Stores the files at `paths`, each as ``put(file:key:expectedSize:priority:onProgress:)-87pwb``
+  /// stores one, with a group commit: the files of a group (up to 512
+  /// objects or 64 MiB) are written into `tmp/`, made durable together,
+  /// published, and recorded in one index transaction. The guarantee per
+  /// object is the one of a single put: a result is given only once its
+  /// object is durable and indexed; the bytes behind a digest are exactly
+  /// the bytes it names.
+  ///
+  /// Each input succeeds or fails on its own: a missing file, one over
+  /// `max-object-size`, or one whose bytes could not be made durable fails
+  /// alone (and leaves nothing in the store) while the others are stored.
+  /// Inputs that hold the same bytes, in the group or already stored, are
+  /// dedup hits (``PutResult/isDuplicate``). The budget is checked once per
+  /// group: a sweep after it, if the store went over, appears in the
+  /// ``PutResult/sweeps`` of the group's last new object.
+  ///
+  /// `onProgress`, when given, hears of the bytes of input `index` read (or
+  /// hashed after a clone) block by block, out of its length, as
+  /// ``put(file:key:expectedSize:priority:onProgress:)-87pwb``'s does.
+  /// `onResult`, when given, hears of each input's result as soon as it is
+  /// acknowledged, in the order of `paths`.
+  ///
+  /// - Returns: one result per path, in order.
+  /// - Throws: `.readOnlyStore` before reading anything; every other
+  ///   failure is its input's result.
+  public func put(
+    files paths: [String], priority: PutPriority = .important,
+    onProgress: (@Sendable (_ index: Int, ProgressReport) -> Void)? = nil,
+    onResult: ((Int, Result<PutResult, TroveError>) -> Void)? = nil
+  ) throws(TroveError) -> [Result<PutResult, TroveError>] {
+    try requireWritable()
+    var results = [Result<PutResult, TroveError>?](repeating: nil, count: paths.count)
+    var reported = 0
+    var group: [(index: Int, put: PendingPut)] = []
+    var groupBytes: Int64 = 0
+
+    func report() {
+      while reported < results.count, let result = results[reported] {
+        onResult?(reported, result)
+        reported += 1
+      }
+    }
+    func commitGroup() {
+      defer {
+        group = []
+        groupBytes = 0
+      }
+      if group.count == 1, let only = group.first {
+        // One object: its own fsync, never a sync of the whole filesystem.
+        do throws(TroveError) {
+          results[only.index] = .success(try only.put.publish())
+        } catch {
+          results[only.index] = .failure(error)
+        }
+        return
+      }
+      let outcomes = objects.publish(group: group.map(\.put.staged))
+      var stored: [(index: Int, digest: BlobDigest)] = []
+      for ((index, put), outcome) in zip(group, outcomes) {
+        put.staged.file.close()
+        switch outcome {
+        case .success(let published):
+          results[index] = .success(
+            finishPut(published, method: put.method, sweeps: put.sweeps, sweepingOverBudget: false))
+          if case .stored = published { stored.append((index, put.staged.digest)) }
+        case .failure(let error):
+          results[index] = .failure(
+            TroveError(
+              error.code, "\(error.message) for '\(paths[index])'", path: paths[index],
+              value: error.value, cause: error.cause))
+        }
+      }
+      if let last = stored.last,
+        let sweep = try? sweepIfOverBudget(protecting: stored.map(\.digest)),
+        case .success(var result) = results[last.index]
+      {
+        result.sweeps.append(sweep)
+        results[last.index] = .success(result)
+      }
+    }
+
+    for (index, path) in paths.enumerated() {
+      do throws(TroveError) {
+        let source = try openSource(path)
+        defer { source.close() }
+        var progress: ProgressHandler?
+        if let onProgress { progress = { @Sendable report in onProgress(index, report) } }
+        switch try prepare(
+          source, path: path, key: nil, expectedSize: nil, priority: priority,
+          onProgress: progress, grouped: true)
+        {
+        case .finished(let result): results[index] = .success(result)
+        case .staged(let put):
+          group.append((index, put))
+          groupBytes += put.staged.storedBytes
+        }
+      } catch {
+        results[index] = .failure(error)
+      }
+      if group.count >= Self.groupCommitObjects || groupBytes >= Self.groupCommitBytes {
+        commitGroup()
+      }
+      report()
+    }
+    if !group.isEmpty { commitGroup() }
+    report()
+    return results.map { $0! }
+  }
+
+  /// Opens the file at `path` to be put, with the errors a put gives.
+  func openSource(_ path: String) throws(TroveError) -> FileDescriptor {
+    do throws(SystemCallError) {
+      return try FileDescriptor.open(path)
+    } catch  where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory {
+      throw TroveError(.sourceMissing, "cannot read '\(path)'", path: path, cause: error)
+    } catch {
+      throw TroveError.system(error, "read", path: path)
+    }
+  }
+}
