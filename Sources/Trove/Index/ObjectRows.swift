@@ -134,13 +134,15 @@ extension IndexSession {
 
   /// Up to `limit` unpinned entries in least-recently-used order, after
   /// `cursor` (last access, digest) and, if given, last accessed before
-  /// `cutoff` and taking at most `largest` bytes; with `remoteBacked`,
-  /// only those a remote is known to hold. O(limit · log n) through the
+  /// `cutoff` and taking at most `largest` bytes; with `remoteBacked`
+  /// true, only those a remote is known to hold, false only the others.
+  /// A walk that filters on it passes over the rows it leaves out: O(n) at
+  /// worst. O(limit · log n) through the
   /// access index (more when many entries are larger than `largest`, or
   /// are not remote-backed).
   func leastRecentlyUsed(
     after cursor: (Int64, String), before cutoff: Int64?, largest: Int64? = nil, now: Int64,
-    remoteBacked: Bool = false, limit: Int
+    remoteBacked: Bool? = nil, limit: Int
   ) throws(TroveError) -> [StoreEntry] {
     try run { db throws(SQLiteConnection.Failure) in
       var found: [StoreEntry] = []
@@ -148,7 +150,7 @@ extension IndexSession {
         """
         SELECT \(Self.columns) FROM objects o
         WHERE (last_access, digest) > (?, ?) AND last_access < ? AND allocated <= ?
-          AND NOT \(Self.pinned)\(remoteBacked ? " AND " + Self.remoteBacked : "")
+          AND NOT \(Self.pinned)\(remoteBacked.map { $0 ? " AND " + Self.remoteBacked : " AND NOT " + Self.remoteBacked } ?? "")
         ORDER BY last_access, digest LIMIT ?
         """,
         [

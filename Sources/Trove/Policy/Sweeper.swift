@@ -352,7 +352,9 @@ extension Store {
   /// With the policy's ``CachePolicy/evictRemoteBackedFirst`` (the default)
   /// in a store with remotes, the walk takes the objects a remote is known
   /// to hold first (a `get` reads them back through it), then the others,
-  /// each in least-recently-used order.
+  /// each in least-recently-used order; each walk passes over the rows of
+  /// the other kind, so it may read every row (O(n)) — only in stores with
+  /// remotes.
   func removeLeastRecentlyUsed(
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<BlobDigest>,
     planned: inout Set<BlobDigest>, pageSize: Int = 1024, largest: Int64? = nil,
@@ -364,7 +366,9 @@ extension Store {
     let remoteFirst =
       (try? currentSettings().policy.evictRemoteBackedFirst) == true
       && !((try? remotes()) ?? []).isEmpty
-    for remoteBacked in remoteFirst ? [true, false] : [false] {
+    // Two walks: what a remote holds, then the rest (objects the first
+    // kept are not tried twice); or one over everything.
+    for remoteBacked: Bool? in remoteFirst ? [true, false] : [nil] {
       let goOn = try removeLeastRecentlyUsed(
         index, remoteBacked: remoteBacked, before: cutoff, now: now, dryRun: dryRun,
         protected: protected, planned: &planned, pageSize: pageSize, largest: largest,
@@ -375,10 +379,11 @@ extension Store {
   }
 
   /// One walk of ``removeLeastRecentlyUsed(before:now:dryRun:protected:planned:pageSize:largest:afterBatch:until:)``:
-  /// only over objects a remote holds when `remoteBacked`; adds to `removal`.
+  /// only over objects a remote holds when `remoteBacked` is true, only
+  /// over the others when false; adds to `removal`.
   /// Returns false when `afterBatch` stopped it.
   private func removeLeastRecentlyUsed(
-    _ index: Index, remoteBacked: Bool, before cutoff: Int64?, now: Int64, dryRun: Bool,
+    _ index: Index, remoteBacked: Bool?, before cutoff: Int64?, now: Int64, dryRun: Bool,
     protected: Set<BlobDigest>, planned: inout Set<BlobDigest>, pageSize: Int, largest: Int64?,
     removal: inout Removal, afterBatch: (_ batch: Removal) throws(TroveError) -> Bool,
     until done: (_ removedBytes: Int64) -> Bool

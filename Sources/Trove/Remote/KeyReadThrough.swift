@@ -62,7 +62,9 @@ extension Store {
             continue
           }
         }
-        try objects.bind(key: key, to: digest, origin: record.origin)
+        // A binding this store made meanwhile (a fetch of its own) is
+        // newer than the record: it stays.
+        try objects.bind(key: key, to: digest, origin: record.origin, existing: .keep)
         return true
       } catch  where error.code == .notFound {
         remoteAnswered(spec.name, ["misses": 1])

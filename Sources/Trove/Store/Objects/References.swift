@@ -96,9 +96,11 @@ extension ObjectTable {
   ///
   /// - Throws: `.notFound` when the store does not hold `digest`.
   func bind(
-    key: String?, to digest: BlobDigest, origin: KeyOrigin? = nil, checksums: [Checksum] = []
+    key: String?, to digest: BlobDigest, origin: KeyOrigin? = nil, checksums: [Checksum] = [],
+    existing: KeyRequest.ExistingKey = .replace
   ) throws(TroveError) {
-    let request = KeyRequest(key: key, origin: origin, checksums: checksums)
+    let request = KeyRequest(
+      key: key, origin: origin, checksums: checksums, existing: existing)
     do throws(TroveError) {
       try withPresent(digest, "bind key '\(key ?? digest.description)'") {
         (tx) throws(TroveError) in
