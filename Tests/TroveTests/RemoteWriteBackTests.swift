@@ -109,9 +109,15 @@ struct RemoteWriteBackTests {
     let gone = try #require(try Self.status(store)["gone"])
     #expect(gone["errors"] as? Int == 1 && gone["queuedObjects"] as? Int == 30, "\(gone)")
     #expect(gone["state"] as? String == "unavailable")
-    // An explicit push while the breaker is open sends nothing, fails nothing.
+    // An explicit push while the breaker is open sends nothing and says
+    // so (exit 69): a CI step can tell nothing went up.
     let push = try RemoteTests.remote(store, ["push"])
-    #expect(push.status == 0 && push.out == "", "\(push.stderr)")
+    #expect(push.status == 69 && push.out == "", "\(push.stderr)")
+    #expect(push.stderr.contains("remote 'gone' not asked: it failed lately"), "\(push.stderr)")
+    // A store with no writable remote has nothing to push to: exit 1.
+    let none = scratch["none"]
+    #expect(try CLI.run(["--store", none, "put", scratch["in-0"]]).status == 0)
+    #expect(try RemoteTests.remote(none, ["push"]).status == 1)
   }
 }
 
@@ -147,6 +153,53 @@ struct RemoteEvictionTests {
     #expect(try Set(RemoteTests.digests(store)) == [digests[1], digests[2]])
     let bad = try CLI.run(["--store", store, "config", "set", "evict-remote-first", "maybe"])
     #expect(bad.status == 64 && bad.stderr.contains("expected true or false"), "\(bad.stderr)")
+  }
+}
+
+/// What a remote is recorded to hold is checked before it counts (review).
+@Suite(
+  "remote copies checked",
+  .enabled(if: Nginx.executable != nil, Nginx.missing))
+struct RemoteCopyCheckTests {
+  @Test("a sweep evicts for a remote's copy only when the remote still holds it; else plain LRU")
+  func confirmBeforeEvicting() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try RemoteTests.remote(store, ["add", "shared", nginx.url("/cc")]).status == 0)
+    var digests: [BlobDigest] = []
+    for i in 0..<3 {
+      digests.append(
+        try RemoteTests.put(store, Bytes.random(100_000, seed: UInt64(2300 + i)), in: scratch))
+      usleep(20_000)
+    }
+    #expect(try RemoteTests.remote(store, ["push", digests[1].description]).status == 0)
+    // The remote loses it (a purge, a Redis restart): the record says held.
+    try FileManager.default.removeItem(
+      atPath: nginx.files["cc/cas/\(digests[1].hex.prefix(2))/\(digests[1].hex)"])
+    #expect(try CLI.run(["--store", store, "sweep", "--budget", "250K"]).status == 0)
+    // Plain LRU: the oldest went; the one only this store holds now stayed.
+    #expect(try Set(RemoteTests.digests(store)) == [digests[1], digests[2]])
+    // And it is queued for the remote again.
+    let status = try RemoteReadThroughTests.status(store)["shared"]
+    #expect(status?["queuedObjects"] as? Int == 2, "\(String(describing: status))")
+  }
+
+  @Test("WebDAV: a file of another length under a blob's name is replaced by a push, not kept")
+  func wrongLengthReplaced() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try RemoteTests.remote(store, ["add", "shared", nginx.url("/wl")]).status == 0)
+    let bytes = Bytes.random(80_000, seed: 2310)
+    let digest = try RemoteTests.put(store, bytes, in: scratch)
+    let blob = nginx.files["wl/cas/\(digest.hex.prefix(2))/\(digest.hex)"]
+    try FileManager.default.createDirectory(
+      atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try Data("bad".utf8).write(to: URL(fileURLWithPath: blob))
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(push.status == 0 && push.out == "\(digest)  uploaded to 'shared'\n", "\(push.stderr)")
+    #expect(try Data(contentsOf: URL(fileURLWithPath: blob)) == Data(bytes))
   }
 }
 

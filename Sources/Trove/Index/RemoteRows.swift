@@ -189,6 +189,27 @@ extension IndexSession {
     }
   }
 
+  /// The remotes recorded as holding `digest`.
+  func remotesHolding(_ digest: BlobDigest) throws(TroveError) -> [String] {
+    try run { db throws(SQLiteConnection.Failure) in
+      var names: [String] = []
+      try db.query(
+        "SELECT remote FROM remote_objects WHERE digest = ? AND state = 'held' ORDER BY remote",
+        [.text(digest.hex)]
+      ) { row in names.append(row.text(0)) }
+      return names
+    }
+  }
+
+  /// Forgets that `remote` holds `digest` (it was found not to).
+  func forgetHolding(_ remote: String, _ digest: BlobDigest) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.query(
+        "DELETE FROM remote_objects WHERE remote = ? AND digest = ?",
+        [.text(remote), .text(digest.hex)])
+    }
+  }
+
   /// Forgets what `remote` holds (it was removed).
   func dropHoldings(_ remote: String) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in

@@ -366,13 +366,15 @@ extension Store {
     let remoteFirst =
       (try? currentSettings().policy.evictRemoteBackedFirst) == true
       && !((try? remotes()) ?? []).isEmpty
-    // Two walks: what a remote holds, then the rest (objects the first
-    // kept are not tried twice); or one over everything.
-    for remoteBacked: Bool? in remoteFirst ? [true, false] : [nil] {
+    // Two walks: what a remote holds (each confirmed there first), then
+    // everything left; or the second alone.
+    let check = remoteFirst ? RemoteCopyCheck(store: self) : nil
+    for remoteBacked: Bool? in remoteFirst ? [true, nil] : [nil] {
       let goOn = try removeLeastRecentlyUsed(
-        index, remoteBacked: remoteBacked, before: cutoff, now: now, dryRun: dryRun,
-        protected: protected, planned: &planned, pageSize: pageSize, largest: largest,
-        removal: &removal, afterBatch: afterBatch, until: done)
+        index, remoteBacked: remoteBacked, confirming: remoteBacked == true ? check : nil,
+        before: cutoff, now: now, dryRun: dryRun, protected: protected, planned: &planned,
+        pageSize: pageSize, largest: largest, removal: &removal, afterBatch: afterBatch,
+        until: done)
       if !goOn || done(removal.bytes) { break }
     }
     return removal
@@ -383,7 +385,8 @@ extension Store {
   /// over the others when false; adds to `removal`.
   /// Returns false when `afterBatch` stopped it.
   private func removeLeastRecentlyUsed(
-    _ index: Index, remoteBacked: Bool?, before cutoff: Int64?, now: Int64, dryRun: Bool,
+    _ index: Index, remoteBacked: Bool?, confirming check: RemoteCopyCheck?,
+    before cutoff: Int64?, now: Int64, dryRun: Bool,
     protected: Set<BlobDigest>, planned: inout Set<BlobDigest>, pageSize: Int, largest: Int64?,
     removal: inout Removal, afterBatch: (_ batch: Removal) throws(TroveError) -> Bool,
     until done: (_ removedBytes: Int64) -> Bool
@@ -409,6 +412,8 @@ extension Store {
           considered = i
           break
         }
+        // Evicted for a remote's copy only when a remote confirms it now.
+        if let check, !check.confirms(entry) { continue }
         batch.append(entry)
         batchBytes += entry.allocatedBytes
       }

@@ -102,6 +102,14 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     guard components.query == nil, components.fragment == nil else {
       throw bad("a remote URL has no query or fragment")
     }
+    if let port = components.port, !(1...65535).contains(port) {
+      throw bad("the port \(port) is not from 1 to 65535")
+    }
+    if let odd = url.unicodeScalars.first(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+      throw bad(
+        "it holds \(odd == " " ? "a space" : "a control character"); write it percent-encoded (%20)"
+      )
+    }
     switch scheme {
     case "http", "https":
       var base = url
@@ -112,8 +120,11 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
         database: 0, user: components.user)
     case "redis":
       let path = components.path.drop { $0 == "/" }
-      guard let database = path.isEmpty ? 0 : Int(path), (0...65535).contains(database) else {
+      guard let database = path.isEmpty ? 0 : Int(path) else {
         throw bad("the database '\(path)' is not a number")
+      }
+      guard (0...65535).contains(database) else {
+        throw bad("the database \(database) is not from 0 to 65535")
       }
       return Endpoint(
         kind: .redis, base: url, host: host, port: components.port ?? 6379, database: database,

@@ -11,6 +11,9 @@ public struct QueuedUpload: Sendable {
   public var outcome: RemoteUpload?
   /// Why it failed.
   public var error: TroveError?
+  /// Whether the remote was not asked at all: its circuit breaker is open
+  /// after a failure (``error`` says so; nothing was sent).
+  public var skippedByBreaker = false
 }
 
 /// The upload queue (write-back): the objects a writable remote is not
@@ -99,7 +102,17 @@ extension Store {
     for spec in try uploadTargets(remote) {
       let from = everything ? 0 : try queueStart(spec.name)
       guard try !queue(spec.name, since: from, limit: 1).isEmpty else { continue }
-      guard breakerAdmits(spec.name) else { continue }
+      guard breakerAdmits(spec.name) else {
+        var skipped = QueuedUpload(digest: nil, remote: spec.name)
+        skipped.skippedByBreaker = true
+        skipped.error = TroveError(
+          .unavailable,
+          "remote '\(spec.name)' not asked: it failed lately and its circuit breaker is open (see 'trove remote status'); its queue waits",
+          value: spec.name)
+        onEach?(skipped)
+        done.append(skipped)
+        continue
+      }
       let backend: any RemoteBackend
       do throws(TroveError) {
         backend = try openRemote(spec, writing: true)
@@ -222,6 +235,15 @@ extension Store {
   /// to record only means the object is offered again.
   func noteHolding(_ remote: String, _ digest: BlobDigest, _ state: RemoteHolding) {
     try? recordHolding(remote, digest, state)
+  }
+
+  /// Forgets that `remote` holds `digest`: it was found not to. The object
+  /// is queued for it again.
+  func forgetHolding(_ remote: String, _ digest: BlobDigest) {
+    guard !isReadOnly else { return }
+    _ = try? index().write("forget that '\(remote)' holds \(digest)") { (tx) throws(TroveError) in
+      try tx.forgetHolding(remote, digest)
+    }
   }
 
   /// Records what `remote` holds, or throws why it could not.

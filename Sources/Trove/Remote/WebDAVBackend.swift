@@ -104,7 +104,11 @@ final class WebDAVBackend: RemoteBackend {
     throws(TroveError) -> RemoteUpload
   {
     if let limit = spec.sizeLimit, size > limit { return .tooLarge }
-    if try exists(digest) { return .present }
+    // A file of another length under the blob's name cannot be the blob
+    // (a cut-short or damaged upload): it is replaced, never taken as
+    // present. Any writer replacing it writes the blob's own bytes.
+    let found = try self.size(digest)
+    if found == size { return .present }
     let temp = base + "/" + RemoteNames.temporaryPath()
     try request(
       "PUT", temp, accepting: [200, 201, 204],
@@ -112,7 +116,7 @@ final class WebDAVBackend: RemoteBackend {
     do throws(TroveError) {
       let moved = try request(
         "MOVE", temp, accepting: [201, 204, 412],
-        headers: ["Destination: \(blobURL(digest))", "Overwrite: F"])
+        headers: ["Destination: \(blobURL(digest))", "Overwrite: \(found == nil ? "F" : "T")"])
       guard moved.status == 412 else { return .uploaded }
     } catch {
       _ = try? request("DELETE", temp, accepting: [200, 204, 404])

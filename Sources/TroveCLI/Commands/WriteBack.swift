@@ -19,7 +19,10 @@ func writeBack(_ store: Store, _ invocation: Invocation) {
       do {
         // Never behind another process's drain: that one sends these too.
         try store.uploadQueued(to: remote.name, ifIdle: true) { item in
-          if let error = item.error { Output.warning("not uploaded: \(error)") }
+          // A remote its breaker skips was warned about when it failed.
+          if let error = item.error, !item.skippedByBreaker {
+            Output.warning("not uploaded: \(error)")
+          }
         }
       } catch {
         Output.warning("not uploaded to remote '\(remote.name)': \(error)")
@@ -52,6 +55,11 @@ func writeBack(_ store: Store, _ invocation: Invocation) {
 /// failure's status.
 func pushQueue(_ invocation: Invocation) throws -> Int32 {
   let store = try invocation.openStore()
+  if invocation.value("--remote") == nil, try store.remotes().allSatisfy(\.readOnly) {
+    throw TroveError(
+      .notFound,
+      "store '\(store.root)' has no writable remote to push to (see 'trove remote add')")
+  }
   let json = invocation.flag("--json")
   var status = ExitStatus.success
   var records: [PushRecord] = []
@@ -73,7 +81,10 @@ func pushQueue(_ invocation: Invocation) throws -> Int32 {
     case .uploaded: Output.line("\(digest)  uploaded to '\(item.remote)'")
     case .present: Output.line("\(digest)  already on '\(item.remote)'")
     case .tooLarge:
-      Output.line("\(digest)  skipped: larger than the max-object-size of '\(item.remote)'")
+      let limit = (try? store.remote(named: item.remote).sizeLimit).flatMap { $0 }
+      Output.line(
+        "\(digest)  skipped: larger than the max-object-size of '\(item.remote)'"
+          + (limit.map { " (\(CachePolicy.Quantities.formatSizeSetting($0)))" } ?? ""))
     }
   }
   if json { Output.json(records) }

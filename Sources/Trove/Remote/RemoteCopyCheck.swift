@@ -1,0 +1,59 @@
+/// Confirms, right before a sweep evicts an object for being held by a
+/// remote (``CachePolicy/evictRemoteBackedFirst``), that a remote still
+/// holds it: a `HEAD` (WebDAV) or `STRLEN` (Redis) that finds a blob of
+/// the object's length. What `remote_objects` records was true once; a
+/// Redis that evicted or restarted, a purged folder, a damaged file make it
+/// false, and an object evicted on that belief would be lost. A remote that
+/// no longer holds it (or holds another length) loses its row; one that
+/// cannot be asked (its breaker open, unreachable) confirms nothing. One
+/// request per object evicted this way, through one connection per remote.
+final class RemoteCopyCheck {
+  private let store: Store
+  private let specs: [String: RemoteSpec]
+  private var backends: [String: any RemoteBackend] = [:]
+  private var unusable: Set<String> = []
+
+  init(store: Store) {
+    self.store = store
+    let specs = (try? store.remotes()) ?? []
+    self.specs = Dictionary(specs.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+  }
+
+  /// Whether a configured remote confirms it holds `entry`'s bytes.
+  func confirms(_ entry: StoreEntry) -> Bool {
+    let digest = entry.digest
+    guard
+      let holders = try? store.index().read(
+        "look up who holds \(digest)",
+        { (tx) throws(TroveError) in
+          try tx.remotesHolding(digest)
+        })
+    else { return false }
+    for name in holders {
+      guard let spec = specs[name], !unusable.contains(name) else { continue }
+      guard store.breakerAdmits(name) else {
+        unusable.insert(name)
+        continue
+      }
+      do throws(TroveError) {
+        let backend: any RemoteBackend
+        if let open = backends[name] {
+          backend = open
+        } else {
+          backend = try store.openRemote(spec, writing: false)
+          backends[name] = backend
+        }
+        let size = try backend.size(digest)
+        store.remoteAnswered(name)
+        if size == entry.size { return true }
+        store.forgetHolding(name, digest)
+      } catch {
+        if error.code == .unavailable || error.code == .transferFailed {
+          store.remoteFailed(name)
+        }
+        unusable.insert(name)
+      }
+    }
+    return false
+  }
+}
