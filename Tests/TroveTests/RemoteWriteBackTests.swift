@@ -174,13 +174,19 @@ struct RemoteCopyCheckTests {
       usleep(20_000)
     }
     #expect(try RemoteTests.remote(store, ["push", digests[1].description]).status == 0)
+    // As if drains had walked the queue up to now.
+    let opened = try Store(StoreConfiguration(root: store))
+    try opened.index().write("test") { (tx) throws(TroveError) in
+      try tx.setRemote("shared", ["cursor": currentTimeNanoseconds()])
+    }
     // The remote loses it (a purge, a Redis restart): the record says held.
     try FileManager.default.removeItem(
       atPath: nginx.files["cc/cas/\(digests[1].hex.prefix(2))/\(digests[1].hex)"])
     #expect(try CLI.run(["--store", store, "sweep", "--budget", "250K"]).status == 0)
     // Plain LRU: the oldest went; the one only this store holds now stayed.
     #expect(try Set(RemoteTests.digests(store)) == [digests[1], digests[2]])
-    // And it is queued for the remote again.
+    // And it is queued for the remote again (the queue's cursor moved
+    // back to it), with what came after it.
     let status = try RemoteReadThroughTests.status(store)["shared"]
     #expect(status?["queuedObjects"] as? Int == 2, "\(String(describing: status))")
   }

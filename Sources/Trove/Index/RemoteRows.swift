@@ -201,12 +201,17 @@ extension IndexSession {
     }
   }
 
-  /// Forgets that `remote` holds `digest` (it was found not to).
+  /// Forgets that `remote` holds `digest` (it was found not to), and
+  /// moves the remote's queue cursor back to the object, so its queue
+  /// holds it again.
   func forgetHolding(_ remote: String, _ digest: BlobDigest) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
         "DELETE FROM remote_objects WHERE remote = ? AND digest = ?",
         [.text(remote), .text(digest.hex)])
+      try db.query(
+        "UPDATE counters SET value = MIN(value, COALESCE((SELECT created FROM objects WHERE digest = ?), value)) WHERE name = ?",
+        [.text(digest.hex), .text(Self.prefix(remote) + "cursor")])
     }
   }
 
