@@ -22,63 +22,37 @@ extension Store {
   /// record's validators, and checked against the fetch's expectations.
   func readThroughKey(_ key: String) -> Bool {
     guard !isReadOnly else { return false }
-    let specs: [RemoteSpec]
-    do throws(TroveError) {
-      specs = try remotes()
-    } catch {
-      configuration.onWarning?("remotes not consulted: \(error.description)")
-      return false
-    }
-    for spec in specs {
-      guard breakerAdmits(spec.name) else { continue }
-      do throws(TroveError) {
-        let backend = try openRemote(spec, writing: false)
-        guard let record = try backend.readKeyRecord(key), let digest = record.blobDigest else {
-          remoteAnswered(spec.name)
-          continue
-        }
-        if try objects.find(digest) == nil {
-          let pulled = try pull(digest, from: backend, spec: spec)
-          pendingCounts.withLock { pending in
-            if pending.pulled.count >= 4096 { pending.pulled.removeAll(keepingCapacity: true) }
-            pending.pulled.insert(digest)
-          }
-          remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
-        } else {
-          remoteAnswered(spec.name)
-        }
-        // The record's checksums are claims: each is computed from the
-        // bytes (and recorded so) before the key is bound; a record whose
-        // claims the bytes do not bear is corrupt, and binds nothing.
-        let claimed = record.parsedChecksums.filter { $0.algorithm != .xxh128 }
-        if !claimed.isEmpty {
-          let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
-          if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
-            pendingCounts.withLock { _ = $0.pulled.remove(digest) }
-            remoteAnswered(spec.name, ["corrupt": 1])
-            configuration.onWarning?(
-              "remote '\(spec.name)': the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; ignored"
-            )
-            continue
-          }
-        }
-        // A binding this store made meanwhile (a fetch of its own) is
-        // newer than the record: it stays.
-        try objects.bind(key: key, to: digest, origin: record.origin, existing: .keep)
-        return true
-      } catch  where error.code == .notFound {
-        remoteAnswered(spec.name, ["misses": 1])
-      } catch  where error.code == .checksumMismatch {
-        remoteAnswered(spec.name, ["corrupt": 1])
-        configuration.onWarning?(error.description)
-      } catch  where error.code == .unavailable || error.code == .transferFailed {
-        let interval = remoteFailed(spec.name)
-        configuration.onWarning?(
-          "\(error.description); skipped for \(interval / 1_000_000_000) s")
-      } catch {
-        configuration.onWarning?("remote '\(spec.name)': \(error.description)")
+    return askRemotes { (spec, backend) throws(TroveError) -> Bool? in
+      guard let record = try backend.readKeyRecord(key), let digest = record.blobDigest else {
+        remoteAnswered(spec.name)
+        return nil
       }
-    }
-    return false
+      if try objects.find(digest) == nil {
+        let pulled = try pull(digest, from: backend, spec: spec)
+        notePulled(digest)
+        remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+      } else {
+        remoteAnswered(spec.name)
+      }
+      // The record's checksums are claims: each is computed from the
+      // bytes (and recorded so) before the key is bound; a record whose
+      // claims the bytes do not bear is corrupt, and binds nothing.
+      let claimed = record.parsedChecksums.filter { $0.algorithm != .xxh128 }
+      if !claimed.isEmpty {
+        let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
+        if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
+          pendingCounts.withLock { _ = $0.pulled.remove(digest) }
+          remoteAnswered(spec.name, ["corrupt": 1])
+          configuration.onWarning?(
+            "remote '\(spec.name)': the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; ignored"
+          )
+          return nil
+        }
+      }
+      // A binding this store made meanwhile (a fetch of its own) is newer
+      // than the record: it stays.
+      try objects.bind(key: key, to: digest, origin: record.origin, existing: .keep)
+      return true
+    } ?? false
   }
 }

@@ -14,24 +14,44 @@ extension Store {
   /// through nothing (it cannot store what it pulls).
   func readThrough(_ digest: BlobDigest) -> Bool {
     guard !isReadOnly else { return false }
+    return askRemotes { (spec, backend) throws(TroveError) -> Bool? in
+      let pulled = try pull(digest, from: backend, spec: spec)
+      notePulled(digest)
+      remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+      return true
+    } ?? false
+  }
+
+  /// The name of the first remote that holds `digest` (asking those the
+  /// breaker admits, in order), or nil. Nothing is downloaded.
+  public func remoteHolding(_ digest: BlobDigest) -> String? {
+    askRemotes { (spec, backend) throws(TroveError) -> String? in
+      let held = try backend.exists(digest)
+      remoteAnswered(spec.name)
+      return held ? spec.name : nil
+    }
+  }
+
+  /// Asks the remotes the breaker admits, in order, with `ask` (given the
+  /// remote and its backend, opened for reading) until one gives a value;
+  /// nil when none does. A remote's failure is taken the one way for every
+  /// read: not there is a remote miss, other bytes are `corrupt` (a
+  /// warning), unreachable or broken off is a warning and opens its
+  /// breaker, anything else a warning; then the next remote is asked.
+  func askRemotes<T>(
+    _ ask: (RemoteSpec, any RemoteBackend) throws(TroveError) -> T?
+  ) -> T? {
     let specs: [RemoteSpec]
     do throws(TroveError) {
       specs = try remotes()
     } catch {
       configuration.onWarning?("remotes not consulted: \(error.description)")
-      return false
+      return nil
     }
     for spec in specs {
       guard breakerAdmits(spec.name) else { continue }
       do throws(TroveError) {
-        let backend = try openRemote(spec, writing: false)
-        let pulled = try pull(digest, from: backend, spec: spec)
-        pendingCounts.withLock { pending in
-          if pending.pulled.count >= 4096 { pending.pulled.removeAll(keepingCapacity: true) }
-          pending.pulled.insert(digest)
-        }
-        remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
-        return true
+        if let value = try ask(spec, try openRemote(spec, writing: false)) { return value }
       } catch  where error.code == .notFound {
         remoteAnswered(spec.name, ["misses": 1])
       } catch  where error.code == .checksumMismatch {
@@ -45,34 +65,15 @@ extension Store {
         configuration.onWarning?("remote '\(spec.name)': \(error.description)")
       }
     }
-    return false
+    return nil
   }
 
-  /// The name of the first remote that holds `digest` (asking those the
-  /// breaker admits, in order), or nil. Nothing is downloaded.
-  public func remoteHolding(_ digest: BlobDigest) -> String? {
-    let specs: [RemoteSpec]
-    do throws(TroveError) {
-      specs = try remotes()
-    } catch {
-      configuration.onWarning?("remotes not consulted: \(error.description)")
-      return nil
+  /// Notes that `digest` was read through a remote into the store: its
+  /// next read served is a remote hit (``PendingAccessCounts``).
+  func notePulled(_ digest: BlobDigest) {
+    pendingCounts.withLock { pending in
+      if pending.pulled.count >= 4096 { pending.pulled.removeAll(keepingCapacity: true) }
+      pending.pulled.insert(digest)
     }
-    for spec in specs {
-      guard breakerAdmits(spec.name) else { continue }
-      do throws(TroveError) {
-        let backend = try openRemote(spec, writing: false)
-        let held = try backend.exists(digest)
-        remoteAnswered(spec.name)
-        if held { return spec.name }
-      } catch  where error.code == .unavailable || error.code == .transferFailed {
-        let interval = remoteFailed(spec.name)
-        configuration.onWarning?(
-          "\(error.description); skipped for \(interval / 1_000_000_000) s")
-      } catch {
-        configuration.onWarning?("remote '\(spec.name)': \(error.description)")
-      }
-    }
-    return nil
   }
 }
