@@ -36,16 +36,26 @@ struct CrashTests {
       ])
     try harness.run(maxRounds: 150, maxKills: 150, seconds: 15)
 
+    try Self.auditKeepingEverything(
+      harness, "killsWithoutEvictions", context: context, scratch: scratch, since: began)
+  }
+
+  /// The audit of a run that evicts nothing: every object intact, verify
+  /// clean, whatever a put printed (killed or not) still there, totals
+  /// matching the disk, no leftovers but those of killed processes.
+  fileprivate static func auditKeepingEverything(
+    _ harness: KillHarness, _ name: String, context: String, scratch: Scratch,
+    since began: ContinuousClock.Instant
+  ) throws {
     let audit = try StoreAudit(store: harness.store, context: context, io: scratch["audit"])
     let contents = try audit.walk()
     audit.expectIntact(contents)
     let verify = try audit.expectVerifyClean(allowingRepair: true)
-    // Nothing evicts here: whatever a put printed, killed or not, stays.
     try audit.expectPresent(harness.acknowledged, "acknowledged digest")
     // A repair may have adopted or removed files: count them again.
     try audit.expectTotalsMatchDisk(try audit.walk())
     audit.expectNoLeftovers(exceptFrom: harness.killedPIDs)
-    harness.report("killsWithoutEvictions", contents: contents, verify: verify, since: began)
+    harness.report(name, contents: contents, verify: verify, since: began)
   }
 
   @Test(
@@ -63,14 +73,8 @@ struct CrashTests {
       jobs: [(.putMany, 6), (.putFiles, 1), (.verifyRepair, 1)])
     try harness.run(maxRounds: 80, maxKills: 80, seconds: 12)
 
-    let audit = try StoreAudit(store: harness.store, context: context, io: scratch["audit"])
-    let contents = try audit.walk()
-    audit.expectIntact(contents)
-    let verify = try audit.expectVerifyClean(allowingRepair: true)
-    try audit.expectPresent(harness.acknowledged, "acknowledged digest")
-    try audit.expectTotalsMatchDisk(try audit.walk())
-    audit.expectNoLeftovers(exceptFrom: harness.killedPIDs)
-    harness.report("killsDuringGroupCommits", contents: contents, verify: verify, since: began)
+    try Self.auditKeepingEverything(
+      harness, "killsDuringGroupCommits", context: context, scratch: scratch, since: began)
   }
 
   @Test(

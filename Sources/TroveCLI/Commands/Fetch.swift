@@ -189,16 +189,7 @@ private func describe(_ source: FetchSource) -> String {
 private func readURLList(_ path: String, template: FetchRequest, invocation: Invocation) throws
   -> [FetchRequest]
 {
-  let data: Data
-  if path == "-" {
-    data = FileHandle.standardInput.readDataToEndOfFile()
-  } else {
-    do {
-      data = try Data(contentsOf: URL(fileURLWithPath: path))
-    } catch {
-      throw unreadable(path, error)
-    }
-  }
+  let data = try readList(path)
   let place = path == "-" ? "<stdin>" : path
   var requests: [FetchRequest] = []
   for (number, text) in String(decoding: data, as: UTF8.self).split(

@@ -189,6 +189,18 @@ func fileName(fromKey key: String) -> String? {
   return String(last)
 }
 
+/// The bytes of a list file (`get --from`, `fetch -i`), or of standard
+/// input for `-`.
+/// - Throws: ``unreadable(_:_:)``'s error.
+func readList(_ path: String) throws -> Data {
+  if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
+  do {
+    return try Data(contentsOf: URL(fileURLWithPath: path))
+  } catch {
+    throw unreadable(path, error)
+  }
+}
+
 /// `cannot read 'PATH': CAUSE` for a file Foundation could not read, the
 /// cause in the C library's words: exit 66 for a file that is not there
 /// or not a file, 77 for one this user may not read, else 74.
@@ -224,16 +236,7 @@ func unreadable(_ path: String, _ error: any Error) -> TroveError {
 private func readGetList(_ path: String, invocation: Invocation) throws
   -> [(reference: ObjectReference, destination: String?)]
 {
-  let data: Data
-  if path == "-" {
-    data = FileHandle.standardInput.readDataToEndOfFile()
-  } else {
-    do {
-      data = try Data(contentsOf: URL(fileURLWithPath: path))
-    } catch {
-      throw unreadable(path, error)
-    }
-  }
+  let data = try readList(path)
   let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
   var items: [(reference: ObjectReference, destination: String?)] = []
   // "\r\n" is one Character: a CRLF list splits on it too.
