@@ -164,3 +164,44 @@ struct LibraryAPITests {
     #expect(try store.binding(forKey: url) == nil)
   }
 }
+
+/// `remove` of many objects in batches (issue 13, in part).
+@Suite("batched removal")
+struct BatchedRemovalTests {
+  @Test(
+    "remove of 2,500 digests (some twice, some absent): each answered in order, all gone, verify clean"
+  )
+  func removeMany() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    var digests: [BlobDigest] = []
+    for i in 0..<2500 {
+      digests.append(
+        try store.put(bytes: Bytes.random(64 + i % 500, seed: UInt64(3000 + i))).digest)
+    }
+    let absent = XXH3Hasher.digest(Bytes.random(10, seed: 2999))
+    try store.pin(digests[7], name: "keep")
+    let asked = [absent] + digests + [digests[0], digests[2499]]
+    let results = try store.remove(asked)
+    #expect(results.count == asked.count)
+    #expect(results.first == false && results.last == false)
+    #expect(results[asked.count - 2] == false)
+    #expect(results[1...2500].allSatisfy { $0 })
+    #expect(try store.entries().isEmpty)
+    #expect(try store.statistics().entries == 0)
+    #expect(try store.verify().corrupt.isEmpty)
+    // Nothing is left in objects/ either.
+    let left = try FileManager.default.subpathsOfDirectory(atPath: scratch["store"] + "/objects")
+      .filter { !$0.contains("/") ? false : true }
+    #expect(left.isEmpty, "\(left.prefix(5))")
+    // The CLI removes many in one process, and says which were not there.
+    let again = try store.put(bytes: Bytes.random(100, seed: 2998)).digest
+    let rm = try CLI.run([
+      "--store", scratch["store"], "rm", again.description, digests[1].description,
+    ])
+    #expect(
+      rm.status == 1
+        && rm.errorLines == ["Error: no object \(digests[1]) in store '\(scratch["store"])'"])
+    #expect(try !store.contains(again))
+  }
+}

@@ -485,6 +485,34 @@ public final class Store: Sendable {
     return removed
   }
 
+  /// Removes the objects of `digests` as ``remove(_:)`` does, in batches
+  /// of up to 1,000: each batch is one durable index transaction for all
+  /// its objects, then their files are unlinked from several threads.
+  /// A digest given twice is removed once (the second is not there).
+  ///
+  /// - Returns: for each digest, in order, whether the store held it.
+  /// - Throws: the first object whose file could not be unlinked (that
+  ///   object is kept; the others are removed all the same), after every
+  ///   batch was done; or what stopped a batch (an index that cannot be
+  ///   written), with the batches before it done.
+  @discardableResult
+  public func remove(_ digests: [BlobDigest]) throws(TroveError) -> [Bool] {
+    try requireWritable()
+    var results = [Bool](repeating: false, count: digests.count)
+    var seen = Set<BlobDigest>()
+    let firsts = digests.indices.filter { seen.insert(digests[$0]).inserted }
+    var failure: TroveError?
+    for start in stride(from: 0, to: firsts.count, by: 1000) {
+      let positions = Array(firsts[start..<min(start + 1000, firsts.count)])
+      let (present, failures) = try objects.drop(positions.map { digests[$0] })
+      for (position, held) in zip(positions, present) { results[position] = held }
+      failure = failure ?? failures.first
+    }
+    if results.contains(true) { restoreReserve() }
+    if let failure { throw failure }
+    return results
+  }
+
   // MARK: Named keys
 
   /// Points `key` (a URL, a package id, any text) at `digest`, replacing

@@ -55,23 +55,40 @@ extension ObjectTable {
   /// again); a read, a pin or a key finds the object gone. Whether there
   /// was anything.
   func drop(_ digest: BlobDigest) throws(TroveError) -> Bool {
-    let hadRow: Bool
+    let (present, failures) = try drop([digest])
+    if let failure = failures.first { throw failure }
+    return present[0]
+  }
+
+  /// ``drop(_:)`` of many objects (`digests`, each once) in the same two
+  /// steps, each one index transaction for all of them — the first on
+  /// disk before any file goes — and the unlinks from several threads.
+  /// Returns, for each, whether there was anything, and why the objects
+  /// whose files could not be unlinked were kept.
+  func drop(_ digests: [BlobDigest]) throws(TroveError) -> (
+    present: [Bool], failures: [TroveError]
+  ) {
+    guard !digests.isEmpty else { return ([], []) }
+    let hadRows: [Bool]
     do throws(TroveError) {
-      hadRow = try index().write("remove \(digest)", durable: true) {
-        (tx) throws(TroveError) -> Bool in
-        let hadRow = try tx.deleteObject(digest)
-        journalDrops([digest], tx)
-        try tx.insertRemovals(
-          [try removal(of: digest, explicit: true)], now: currentTimeNanoseconds())
-        return hadRow
+      hadRows = try index().write("remove \(digests.count) objects", durable: true) {
+        (tx) throws(TroveError) -> [Bool] in
+        var had: [Bool] = []
+        var removals: [Removal] = []
+        for digest in digests {
+          had.append(try tx.deleteObject(digest))
+          removals.append(try removal(of: digest, explicit: true))
+        }
+        journalDrops(digests, tx)
+        try tx.insertRemovals(removals, now: currentTimeNanoseconds())
+        return had
       }
     } catch {
-      journalAsIs(digests: [digest])
+      journalAsIs(digests: digests)
       throw error
     }
-    let (_, unlinked, failures) = try finishRemovals([digest])
-    if let failure = failures.first { throw failure }
-    return unlinked[0] || hadRow
+    let (_, unlinked, failures) = try finishRemovals(digests)
+    return (zip(hadRows, unlinked).map { $0 || $1 }, failures)
   }
 
   /// The removal of `digest`'s object files as they are now: each regular
