@@ -10,8 +10,8 @@ import Synchronization
 /// recompress) count nothing. Counting in memory and writing the counts
 /// together — with the first count a second or more after the oldest
 /// pending one, when statistics are read, and when the store is closed —
-/// keeps a read that records no access from writing for its count: a
-/// process of the `trove` command writes its counts once, as it ends. A
+/// costs one small write per batch, not one per read: a process of the
+/// `trove` command writes its counts once, as it ends. A
 /// process killed (or one that ends with `exit` before its store is
 /// closed, as a `get -` into a closed pipe does) loses its pending counts;
 /// a read-only store counts nothing.

@@ -68,7 +68,10 @@ let remoteCommand = CommandSpec(
     Reading through: a get, get of many or path of an object the store does not
     hold asks the remotes in order and pulls it from the first that has it (hashed
     on the way in: a blob whose bytes are not its name is counted corrupt, a
-    warning, and never stored). A remote that cannot be reached is a warning, and
+    warning, and never stored); a fetch of a URL, and a get or path of a key, the
+    store lacks read the key's record a push left there, then its blob. Sweeps
+    evict what a remote confirms it holds first (config evict-remote-first).
+    A remote that cannot be reached is a warning, and
     is skipped by every process of the store for 60 s, doubling to 15 min while it
     keeps failing, then probed once (a circuit breaker kept in the index).
     'remote status' shows each remote's state, its upload queue and what reading
