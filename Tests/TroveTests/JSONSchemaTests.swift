@@ -329,8 +329,8 @@ struct JSONSchemaTests {
     Self.expectRecords(
       try Self.json(["--store", scratch["b"], "remote", "pull", "--json", digest]),
       [
-        "digest": .string, "remote": .nullable(.string), "size": .nullable(.integer),
-        "outcome": .string, "error": .nullable(.string),
+        "digest": .nullable(.string), "key": .nullable(.string), "remote": .nullable(.string),
+        "size": .nullable(.integer), "outcome": .string, "error": .nullable(.string),
       ], "remote pull")
   }
 

@@ -250,7 +250,7 @@ struct RemoteTests {
     let records = try JSONSerialization.jsonObject(with: Data(pulled.stdout)) as? [[String: Any]]
     #expect(records?.first?["outcome"] as? String == "failed")
     #expect(records?.first?["remote"] is NSNull && records?.first?["size"] is NSNull)
-    #expect(records?.first?.keys.sorted() == ["digest", "error", "outcome", "remote", "size"])
+    #expect(records?.first?.keys.sorted() == ["digest", "error", "key", "outcome", "remote", "size"])
     #expect(try Self.digests(b) == [])
     #expect(Self.leftovers(b) == [])
   }

@@ -1,3 +1,19 @@
+/// What ``Store/pull(key:from:)`` did.
+public struct RemoteKeyPull: Sendable, Hashable, Codable {
+  /// The key.
+  public var key: String
+  /// The object it is bound to now.
+  public var digest: BlobDigest
+  /// The object's length.
+  public var size: Int64
+  /// False when the store had the key bound already (nothing was asked
+  /// of the remote).
+  public var bound: Bool
+  /// True when the blob came over the network; false when the store held
+  /// it (only the key was bound) or the key was bound already.
+  public var downloaded: Bool
+}
+
 /// Reading a key through the remotes: a key (a URL a fetch stored) the
 /// store does not hold is looked up in the remotes' key records.
 extension Store {
@@ -9,6 +25,45 @@ extension Store {
   /// (``StoreConfiguration/onWarning``) and opens its circuit breaker.
   @discardableResult
   public func pullKey(_ key: String) -> Bool { readThroughKey(key) }
+
+  /// Binds `key` from the record of it on the remote named `remote`,
+  /// pulling the blob the record names when the store lacks it (rehashed
+  /// on the way in, as ``pull(_:from:)`` does), unless the store has the
+  /// key bound already. The record's checksums are computed from the
+  /// bytes before the key is bound.
+  ///
+  /// - Throws: `.notFound` when the remote has no record of `key` or does
+  ///   not hold the blob it names; `.checksumMismatch` when the blob's
+  ///   bytes are not its name, or the record claims a checksum they do not
+  ///   have (nothing is bound); `.unavailable` or `.transferFailed` when
+  ///   the remote fails.
+  @discardableResult
+  public func pull(key: String, from remote: String) throws(TroveError) -> RemoteKeyPull {
+    try requireWritable()
+    let spec = try self.remote(named: remote)
+    if let binding = try binding(forKey: key), let entry = try entry(for: binding.digest) {
+      return RemoteKeyPull(
+        key: key, digest: binding.digest, size: entry.size, bound: false, downloaded: false)
+    }
+    let backend = try openRemote(spec, writing: false)
+    guard let bound = try bindFromRecord(key, spec: spec, backend: backend) else {
+      throw TroveError(
+        .notFound, "remote '\(spec.name)' has no record of key '\(key)'", value: key)
+    }
+    return bound
+  }
+
+  /// The name of the first remote (of those the breaker admits, in order)
+  /// whose record of `key` names a blob that remote or this store holds;
+  /// nil when none. Nothing is downloaded and nothing bound.
+  public func remoteHolding(key: String) -> String? {
+    askRemotes { (spec, backend) throws(TroveError) -> String? in
+      defer { remoteAnswered(spec.name) }
+      guard let digest = try backend.readKeyRecord(key)?.blobDigest else { return nil }
+      if try objects.find(digest) != nil { return spec.name }
+      return try backend.exists(digest) ? spec.name : nil
+    }
+  }
 
   /// Asks the remotes, in order, for `key`'s record; from the first that
   /// has one whose blob it holds (or the store holds), pulls the blob
@@ -23,36 +78,66 @@ extension Store {
   func readThroughKey(_ key: String) -> Bool {
     guard !isReadOnly else { return false }
     return askRemotes { (spec, backend) throws(TroveError) -> Bool? in
-      guard let record = try backend.readKeyRecord(key), let digest = record.blobDigest else {
+      guard let bound = try bindFromRecord(key, spec: spec, backend: backend) else {
         remoteAnswered(spec.name)
         return nil
       }
-      if try objects.find(digest) == nil {
-        let pulled = try pull(digest, from: backend, spec: spec)
-        notePulled(digest)
-        remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+      if bound.downloaded {
+        notePulled(bound.digest)
+        remoteAnswered(spec.name, ["hits": 1, "bytes": bound.size])
       } else {
         remoteAnswered(spec.name)
       }
-      // The record's checksums are claims: each is computed from the
-      // bytes (and recorded so) before the key is bound; a record whose
-      // claims the bytes do not bear is corrupt, and binds nothing.
-      let claimed = record.parsedChecksums.filter { $0.algorithm != .xxh128 }
-      if !claimed.isEmpty {
-        let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
-        if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
-          pendingCounts.withLock { _ = $0.pulled.remove(digest) }
-          remoteAnswered(spec.name, ["corrupt": 1])
-          configuration.onWarning?(
-            "remote '\(spec.name)': the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; ignored"
-          )
-          return nil
-        }
-      }
-      // A binding this store made meanwhile (a fetch of its own) is newer
-      // than the record: it stays.
-      try objects.bind(key: key, to: digest, origin: record.origin, existing: .keep)
       return true
     } ?? false
+  }
+
+  /// Reads `key`'s record on `backend` and binds `key` to the blob it
+  /// names, pulling the blob first when the store lacks it. Nil when the
+  /// remote has no record of `key`.
+  ///
+  /// - Throws: `.checksumMismatch` when the record claims a checksum the
+  ///   bytes do not have (the key is not bound; a blob pulled stays, its
+  ///   bytes being its name), or when the remote's bytes are not the
+  ///   blob's name; `.notFound` when the remote lacks the blob.
+  private func bindFromRecord(_ key: String, spec: RemoteSpec, backend: any RemoteBackend)
+    throws(TroveError) -> RemoteKeyPull?
+  {
+    guard let record = try backend.readKeyRecord(key), let digest = record.blobDigest else {
+      return nil
+    }
+    var downloaded = false
+    let size: Int64
+    if let entry = try entry(for: digest) {
+      size = entry.size
+    } else {
+      size = try pull(digest, from: backend, spec: spec).size
+      downloaded = true
+    }
+    // The record's checksums are claims: each is computed from the bytes
+    // (and recorded so) before the key is bound; a record whose claims
+    // the bytes do not bear is corrupt, and binds nothing.
+    let claimed = record.parsedChecksums.filter { $0.algorithm != .xxh128 }
+    if !claimed.isEmpty {
+      let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
+      if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
+        throw TroveError(
+          .checksumMismatch,
+          "remote '\(spec.name)': the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; key not bound",
+          value: key)
+      }
+    }
+    // A binding this store made meanwhile (a fetch of its own) is newer
+    // than the record: it stays.
+    try objects.bind(key: key, to: digest, origin: record.origin, existing: .keep)
+    var result = RemoteKeyPull(
+      key: key, digest: digest, size: size, bound: true, downloaded: downloaded)
+    if let binding = try binding(forKey: key), binding.digest != digest,
+      let entry = try entry(for: binding.digest)
+    {
+      result.digest = binding.digest
+      result.size = entry.size
+    }
+    return result
   }
 }

@@ -21,6 +21,37 @@ extension Store {
       digest, name: name, expires: duration.map { now.addingSaturated(max(0, $0.nanoseconds)) })
   }
 
+  /// Pins `digest` as ``pin(_:name:for:)`` does, first bringing it back
+  /// from the remotes when the store does not hold it (an object a sweep
+  /// evicted because a remote holds it): the copy is local, and stays so,
+  /// when this returns. The blob is rehashed on its way in, as every read
+  /// through a remote is.
+  ///
+  /// - Throws: `.notFound` when neither the store nor any remote holds
+  ///   `digest` (a remote that failed was a warning,
+  ///   ``StoreConfiguration/onWarning``).
+  public func pinLocal(
+    _ digest: BlobDigest, name: String = "default", for duration: Duration? = nil
+  ) throws(TroveError) {
+    try requireWritable()
+    // A sweep may evict what was just brought back before the pin's
+    // transaction confirms it: then bring it back again, a few times.
+    var attempts = 0
+    while true {
+      if try objects.find(digest) == nil, !readThrough(digest) {
+        throw TroveError(
+          .notFound,
+          "\(digest) is neither in store '\(root)' nor on any of its remotes",
+          value: digest.description)
+      }
+      do throws(TroveError) {
+        return try pin(digest, name: name, for: duration)
+      } catch  where error.code == .notFound && attempts < 3 {
+        attempts += 1
+      }
+    }
+  }
+
   /// Removes `name`'s pin of `digest`; whether there was one. Other names'
   /// pins stay.
   @discardableResult

@@ -179,8 +179,10 @@ extension Invocation {
       return digest
     case .key(let key):
       if let digest = try boundDigest(key, in: store) { return digest }
-      // get and path read a key the store lacks through its remotes.
-      if ["get", "path"].contains(command.name), store.pullKey(key),
+      // get, path and pin --local read a key the store lacks through
+      // its remotes.
+      if ["get", "path"].contains(command.name) || (command.name == "pin" && flag("--local")),
+        store.pullKey(key),
         let digest = try boundDigest(key, in: store)
       {
         return digest

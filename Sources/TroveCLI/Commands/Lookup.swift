@@ -14,9 +14,10 @@ let hasCommand = CommandSpec(
       help: "When the store does not hold it, ask its remotes (nothing is downloaded)."),
   ],
   discussion: """
-    A key that is not bound is absent too. With --remote, an object (a digest:
-    remotes know no keys) the store does not hold is present when a remote holds
-    it; -v says where.
+    A key that is not bound is absent too. With --remote, an object the store does
+    not hold is present when a remote holds it, and a key it lacks when a remote
+    has a record of the key naming a blob that remote (or the store) holds; -v says
+    where. Nothing is downloaded.
     """,
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key"])
@@ -30,8 +31,12 @@ let hasCommand = CommandSpec(
       present = try store.contains(digest!)
     } catch let error as TroveError where error.code == .notFound {}
     var holder: String?
-    if !present, invocation.flag("--remote"), let digest {
-      holder = store.remoteHolding(digest)
+    if !present, invocation.flag("--remote") {
+      if let digest {
+        holder = store.remoteHolding(digest)
+      } else if case .key(let key) = reference {
+        holder = store.remoteHolding(key: key)
+      }
       present = holder != nil
     }
     if invocation.flag("--verbose") {

@@ -8,7 +8,7 @@ let pinNameOption = OptionSpec(
 let pinCommand = CommandSpec(
   name: "pin",
   abstract: "Keep objects from being swept, for good or for a while.",
-  usage: "[--name <name>] [--for <duration>] (<digest-or-key>... | --record <record>)",
+  usage: "[--name <name>] [--for <duration>] [--local] (<digest-or-key>... | --record <record>)",
   arguments: [
     ("digest-or-key", "A digest (or its first 8+ hex digits), or a key bound with 'put --key'.")
   ],
@@ -20,11 +20,23 @@ let pinCommand = CommandSpec(
     OptionSpec(
       names: ["--record"], valueName: "record",
       help: "Pin every object the record noted ('trove record'), instead of naming them."),
+    OptionSpec(
+      names: ["--local"], valueName: nil,
+      help:
+        "Bring back from the remotes what the store no longer holds (and a key it lacks), then pin it."
+    ),
   ],
   discussion: """
     A pinned object survives any budget and any maximum age. Pins carry a name, so
     several tools sharing a store keep their own; pinning again under the same
-    name replaces that pin (and its lease).
+    name replaces that pin (and its lease). A pin keeps the store's own copy: sweeps
+    never evict a pinned object, not even one a remote holds.
+
+    Without --local, an object the store does not hold is an error (exit 1): a pin
+    never downloads. With --local, such an object (one a sweep evicted because a
+    remote holds it, say) is read through the store's remotes first, rehashed on
+    its way in, and a key the store lacks is read from the remotes' key records;
+    when this returns, the copy is local and stays so.
 
     With --record, the objects the record noted that the store still holds are
     pinned; each one it no longer holds is named on stderr, and the command
@@ -40,9 +52,14 @@ let pinCommand = CommandSpec(
     let duration = try invocation.leaseDuration()
     let name = invocation.value("--name") ?? "default"
     let store = try invocation.openStore()
+    let lease = duration.map { Duration.seconds($0) }
     for text in invocation.positionals {
-      try store.pin(
-        try invocation.digestOrKey(text, in: store), name: name, for: duration.map { .seconds($0) })
+      let digest = try invocation.digestOrKey(text, in: store)
+      if invocation.flag("--local") {
+        try store.pinLocal(digest, name: name, for: lease)
+      } else {
+        try store.pin(digest, name: name, for: lease)
+      }
     }
     return ExitStatus.success
   })
@@ -60,16 +77,39 @@ private func pinRecord(_ record: String, _ invocation: Invocation) throws -> Int
   let name = invocation.value("--name") ?? "default"
   let store = try invocation.openStore()
   var status = ExitStatus.success
+  let lease = duration.map { Duration.seconds($0) }
   for digest in try store.recordedDigests([record]) {
+    if invocation.flag("--local") {
+      if try !pinLocal(digest, name: name, for: lease, in: store) {
+        Output.error(
+          "Error: \(digest) of record '\(record)' is neither in store '\(store.root)' nor on its remotes: not pinned"
+        )
+        status = ExitStatus.failure
+      }
+      continue
+    }
     guard try store.entry(for: digest) != nil else {
       Output.error(
         "Error: \(digest) of record '\(record)' is no longer in store '\(store.root)': not pinned")
       status = ExitStatus.failure
       continue
     }
-    try store.pin(digest, name: name, for: duration.map { .seconds($0) })
+    try store.pin(digest, name: name, for: lease)
   }
   return status
+}
+
+/// Pins `digest` locally (``Store/pinLocal(_:name:for:)``); false when
+/// neither the store nor a remote holds it.
+private func pinLocal(_ digest: BlobDigest, name: String, for lease: Duration?, in store: Store)
+  throws(TroveError) -> Bool
+{
+  do throws(TroveError) {
+    try store.pinLocal(digest, name: name, for: lease)
+    return true
+  } catch  where error.code == .notFound {
+    return false
+  }
 }
 
 let unpinCommand = CommandSpec(

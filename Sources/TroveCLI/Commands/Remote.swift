@@ -4,11 +4,11 @@ let remoteCommand = CommandSpec(
   name: "remote",
   abstract: "Configure shared remotes (WebDAV, Redis) and copy objects to and from them.",
   usage:
-    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest>...] | pull [--remote <name>] [--json] <digest>...",
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest>...] | pull [--remote <name>] [--json] <digest-or-key>...",
   arguments: [
     ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
     ("url", "http(s)://HOST/PATH (WebDAV) or redis://HOST[:PORT][/DB]."),
-    ("digest", "An object's digest (xxh128:…), checksum or key (push); a digest (pull)."),
+    ("digest", "An object's digest (xxh128:…), checksum or key (push); a digest or key (pull)."),
   ],
   options: [
     OptionSpec(
@@ -60,7 +60,10 @@ let remoteCommand = CommandSpec(
     never replaced, and no reader sees half of one); objects larger than the remote's
     max-object-size are skipped. 'remote pull' copies objects into the store; every
     byte is hashed on the way in and a blob whose bytes do not match its name is
-    refused (exit 65) and nothing is stored. A remote that cannot be reached fails
+    refused (exit 65) and nothing is stored. Given a key (a URL a fetch stored, a
+    name 'put --key' bound), it reads the key's record on the remote, pulls the blob
+    the record names and binds the key to it; a record claiming a checksum the
+    bytes do not have binds nothing (exit 65). A remote that cannot be reached fails
     after about 250 ms, or 3 s to resolve a Redis host (exit 69); a malformed Redis
     reply is exit 69; a transfer slower than 1 KiB/s for 15 s, exit 75. Exit 1 when
     no remote holds an object.
@@ -198,11 +201,10 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     return try push(operands, invocation)
   default:  // pull
     guard !operands.isEmpty else {
-      throw invocation.usageError("Missing expected argument '<digest>'")
+      throw invocation.usageError("Missing expected argument '<digest-or-key>'")
     }
-    var digests: [BlobDigest] = []
-    for text in operands { digests.append(try invocation.digest(text)) }
-    return try pull(digests, invocation)
+    return try pull(
+      try operands.map { (text) throws(UsageError) in try invocation.pullTarget(text) }, invocation)
   }
 }
 
@@ -299,31 +301,69 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
   return status
 }
 
+/// What `remote pull` is asked for: an object by its digest, or a key.
+private enum PullTarget {
+  case digest(BlobDigest)
+  case key(String)
+
+  var text: String {
+    switch self {
+    case .digest(let digest): return digest.description
+    case .key(let key): return key
+    }
+  }
+}
+
+extension Invocation {
+  /// A `remote pull` operand: a whole digest (with `xxh128:` or as 32 hex
+  /// digits), else a key. A digest prefix or a publisher's checksum names
+  /// nothing a remote can look up: usage errors.
+  fileprivate func pullTarget(_ text: String) throws(UsageError) -> PullTarget {
+    switch try reference(text) {
+    case .digest(let digest): return .digest(digest)
+    case .hex(let hex) where hex.utf8.count == 32:
+      return .digest(try digest(BlobDigest.prefix + hex.lowercased()))
+    case .hex(let key), .key(let key): return .key(key)
+    case .prefix:
+      throw usageError("'\(text)' is a digest prefix: 'remote pull' needs the whole digest")
+    case .checksum:
+      throw usageError(
+        "'\(text)' is a checksum: 'remote pull' takes a digest or a key (remotes look up neither by checksum)"
+      )
+    }
+  }
+}
+
 /// One object in `remote pull --json`.
 private struct PullRecord: Encodable {
-  var digest: String
+  /// The object's digest; nil when a key named nothing.
+  var digest: String?
+  /// The key asked for; nil when a digest was.
+  var key: String?
   /// The remote it came from; nil when it was local already or failed.
   var remote: String?
   var size: Int64?
-  /// `pulled`, `local` or `failed`.
+  /// `pulled`, `bound` (the key was bound to a blob the store held),
+  /// `local` or `failed`.
   var outcome: String
   var error: String?
 
-  enum CodingKeys: String, CodingKey { case digest, remote, size, outcome, error }
+  enum CodingKeys: String, CodingKey { case digest, key, remote, size, outcome, error }
 
   func encode(to encoder: any Encoder) throws {
     var c = encoder.container(keyedBy: CodingKeys.self)
-    try c.encode(digest, forKey: .digest)
-    try c.encode(remote, forKey: .remote)  // null, never missing
+    try c.encode(digest, forKey: .digest)  // null, never missing
+    try c.encode(key, forKey: .key)
+    try c.encode(remote, forKey: .remote)
     try c.encode(size, forKey: .size)
     try c.encode(outcome, forKey: .outcome)
     try c.encode(error, forKey: .error)
   }
 }
 
-/// `remote pull`: each object from the chosen remote, or from the first
-/// remote that holds it and sends its bytes intact.
-private func pull(_ digests: [BlobDigest], _ invocation: Invocation) throws -> Int32 {
+/// `remote pull`: each object or key from the chosen remote, or from the
+/// first remote that holds it and sends its bytes intact.
+private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> Int32 {
   // Never creates a store: one that is not there has no remote to pull from.
   let store = try invocation.openStore()
   let sources: [RemoteSpec]
@@ -338,15 +378,26 @@ private func pull(_ digests: [BlobDigest], _ invocation: Invocation) throws -> I
   }
   var status = ExitStatus.success
   var records: [PullRecord] = []
-  for digest in digests {
+  for target in targets {
     var failure: TroveError?
-    var record = PullRecord(digest: digest.description, outcome: "failed")
+    var record = PullRecord(outcome: "failed")
+    if case .digest(let digest) = target { record.digest = digest.description }
+    if case .key(let key) = target { record.key = key }
     for source in sources {
       do throws(TroveError) {
-        let pulled = try store.pull(digest, from: source.name)
-        record = PullRecord(
-          digest: digest.description, remote: pulled.downloaded ? source.name : nil,
-          size: pulled.size, outcome: pulled.downloaded ? "pulled" : "local")
+        switch target {
+        case .digest(let digest):
+          let pulled = try store.pull(digest, from: source.name)
+          record.remote = pulled.downloaded ? source.name : nil
+          record.size = pulled.size
+          record.outcome = pulled.downloaded ? "pulled" : "local"
+        case .key(let key):
+          let pulled = try store.pull(key: key, from: source.name)
+          record.digest = pulled.digest.description
+          record.remote = pulled.bound ? source.name : nil
+          record.size = pulled.size
+          record.outcome = pulled.downloaded ? "pulled" : pulled.bound ? "bound" : "local"
+        }
         failure = nil
         break
       } catch {
@@ -360,8 +411,18 @@ private func pull(_ digests: [BlobDigest], _ invocation: Invocation) throws -> I
       Output.error("Error: \(failure)")
       if status == ExitStatus.success { status = ExitStatus.of(failure) }
     } else if !invocation.flag("--json") {
-      Output.line(
-        record.remote.map { "\(digest)  pulled from '\($0)'" } ?? "\(digest)  already in the store")
+      let name = target.text
+      switch (record.outcome, record.remote) {
+      case ("pulled", let remote?):
+        Output.line(
+          record.key == nil
+            ? "\(name)  pulled from '\(remote)'"
+            : "\(name)  \(record.digest ?? "")  pulled from '\(remote)'")
+      case ("bound", let remote?):
+        Output.line("\(name)  \(record.digest ?? "")  bound from the record on '\(remote)'")
+      default:
+        Output.line("\(name)  already in the store")
+      }
     }
     records.append(record)
   }
