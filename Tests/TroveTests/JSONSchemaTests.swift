@@ -294,7 +294,8 @@ struct JSONSchemaTests {
         "consecutiveFailures": .integer, "retryAt": .nullable(.time), "hits": .integer,
         "misses": .integer, "corrupt": .integer, "bytesPulled": .integer, "errors": .integer,
         "skipped": .integer, "write": .string, "queuedObjects": .nullable(.integer),
-        "queuedBytes": .nullable(.integer),
+        "queuedBytes": .nullable(.integer), "tooLargeObjects": .nullable(.integer),
+        "tooLargeBytes": .nullable(.integer),
       ], "remote status")
     Self.expectRecord(
       try Self.json(["--store", store, "remote", "check", "dead", "--json"], status: 69),

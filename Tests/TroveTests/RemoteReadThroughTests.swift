@@ -69,7 +69,8 @@ struct RemoteReadThroughTests {
     #expect(
       shared.keys.sorted() == [
         "bytesPulled", "consecutiveFailures", "corrupt", "errors", "hits", "misses", "name",
-        "queuedBytes", "queuedObjects", "readOnly", "retryAt", "skipped", "state", "url", "write",
+        "queuedBytes", "queuedObjects", "readOnly", "retryAt", "skipped", "state", "tooLargeBytes",
+        "tooLargeObjects", "url", "write",
       ])
     #expect(RemoteTests.leftovers(b) == [])
     let human = try CLI.run(["--store", b, "stats"])

@@ -250,7 +250,8 @@ struct RemoteTests {
     let records = try JSONSerialization.jsonObject(with: Data(pulled.stdout)) as? [[String: Any]]
     #expect(records?.first?["outcome"] as? String == "failed")
     #expect(records?.first?["remote"] is NSNull && records?.first?["size"] is NSNull)
-    #expect(records?.first?.keys.sorted() == ["digest", "error", "key", "outcome", "remote", "size"])
+    #expect(
+      records?.first?.keys.sorted() == ["digest", "error", "key", "outcome", "remote", "size"])
     #expect(try Self.digests(b) == [])
     #expect(Self.leftovers(b) == [])
   }
@@ -317,6 +318,16 @@ struct RemoteTests {
     let json = try Self.remote(store, ["push", "--json", big.description])
     let records = try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]]
     #expect(records?.first?["outcome"] as? String == "too-large")
+    // remote status counts what is over the limit, never queued again.
+    let status = try Self.remote(store, ["status"])
+    #expect(
+      status.out.contains("  1 object (1.0 MiB) over its max-object-size: not uploaded\n"),
+      "\(status.out)")
+    let small =
+      try JSONSerialization.jsonObject(
+        with: Data(try Self.remote(store, ["status", "--json"]).stdout)) as? [[String: Any]]
+    #expect(small?.first?["tooLargeObjects"] as? Int == 1)
+    #expect(small?.first?["tooLargeBytes"] as? Int == (1 << 20) + 1)
     // An object that is not there is one line; the others still go.
     let mixed = try Self.remote(store, ["push", "no-such-key", fits.description])
     #expect(mixed.status == 1)

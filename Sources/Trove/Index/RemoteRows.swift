@@ -177,6 +177,20 @@ extension IndexSession {
     }
   }
 
+  /// The objects the store holds that are recorded too large for
+  /// `remote` (longer than its `max-object-size` when a push tried), and
+  /// their bytes: never uploaded to it.
+  func tooLargeTotals(_ remote: String) throws(TroveError) -> (Int64, Int64) {
+    try run { db throws(SQLiteConnection.Failure) in
+      var result: (Int64, Int64) = (0, 0)
+      try db.query(
+        "SELECT COUNT(*), COALESCE(SUM(o.size), 0) FROM remote_objects r JOIN objects o ON o.digest = r.digest WHERE r.remote = ? AND r.state = ?",
+        [.text(remote), .text(RemoteHolding.tooLarge.rawValue)]
+      ) { row in result = (row.integer(0), row.integer(1)) }
+      return result
+    }
+  }
+
   /// The objects the store holds that some remote holds too, and their
   /// bytes: what the store could evict and fetch back.
   func remoteBackedTotals() throws(TroveError) -> (Int64, Int64) {

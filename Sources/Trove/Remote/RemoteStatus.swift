@@ -32,6 +32,10 @@ public struct RemoteStatus: Sendable {
   /// stored since it was added, and not known to be there); nil for a
   /// read-only remote.
   public var queued: (objects: Int64, bytes: Int64)?
+  /// Objects the store holds that were found longer than its
+  /// `max-object-size` when they were to go up, and their bytes: skipped,
+  /// never uploaded to it; nil for a read-only remote.
+  public var tooLarge: (objects: Int64, bytes: Int64)?
 
   /// Whether reads skip the remote now (its breaker is open).
   public var isSkipped: Bool { retryAt.map { $0 > Date() } ?? false }
@@ -47,8 +51,9 @@ extension Store {
     let index = try index()
     var statuses: [RemoteStatus] = []
     for spec in specs {
-      let record = try index.read("read the status of remote '\(spec.name)'") {
-        (tx) throws(TroveError) in try tx.remoteRecord(spec.name)
+      let (record, tooLarge) = try index.read("read the status of remote '\(spec.name)'") {
+        (tx) throws(TroveError) in
+        (try tx.remoteRecord(spec.name), try tx.tooLargeTotals(spec.name))
       }
       // The breaker the store's processes share (a read-only store keeps
       // none: each of its processes has its own).
@@ -60,7 +65,8 @@ extension Store {
           retryAt: retryAt.map { Date(nanosecondsSince1970: $0) }, hits: record.hits,
           misses: record.misses, corrupt: record.corrupt, bytesPulled: record.bytes,
           errors: record.errors, skipped: record.skipped, write: spec.write ?? .async,
-          queued: spec.readOnly || isReadOnly ? nil : try uploadQueueLength(for: spec.name)))
+          queued: spec.readOnly || isReadOnly ? nil : try uploadQueueLength(for: spec.name),
+          tooLarge: spec.readOnly ? nil : tooLarge))
     }
     return statuses
   }

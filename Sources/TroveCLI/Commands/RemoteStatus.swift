@@ -26,6 +26,11 @@ func remoteStatus(_ invocation: Invocation) throws -> Int32 {
         "  \(Output.count(queued.objects, "object")) (\(Output.size(queued.bytes))) queued for upload, write \(s.write.rawValue)"
       )
     }
+    if let tooLarge = s.tooLarge, tooLarge.objects > 0 {
+      Output.line(
+        "  \(Output.count(tooLarge.objects, "object")) (\(Output.size(tooLarge.bytes))) over its max-object-size: not uploaded"
+      )
+    }
     Output.line(
       "  \(Output.count(s.hits, "hit")) (\(Output.size(s.bytesPulled)) pulled), \(Output.count(s.misses, "miss", "misses")), \(s.corrupt) corrupt, \(Output.count(s.errors, "error")), \(s.skipped) skipped"
     )
@@ -54,6 +59,10 @@ struct RemoteStatusRecord: Encodable {
   /// The upload queue; null for a read-only remote.
   @Nullable var queuedObjects: Int64?
   @Nullable var queuedBytes: Int64?
+  /// Objects held here that are over its max-object-size; null for a
+  /// read-only remote.
+  @Nullable var tooLargeObjects: Int64?
+  @Nullable var tooLargeBytes: Int64?
 
   init(_ s: RemoteStatus) {
     name = s.name
@@ -71,5 +80,7 @@ struct RemoteStatusRecord: Encodable {
     write = s.write.rawValue
     queuedObjects = s.queued?.objects
     queuedBytes = s.queued?.bytes
+    tooLargeObjects = s.tooLarge?.objects
+    tooLargeBytes = s.tooLarge?.bytes
   }
 }
