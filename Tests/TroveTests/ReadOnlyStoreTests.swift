@@ -262,6 +262,10 @@ struct ReadOnlyStoreTests {
     let error = #expect(throws: TroveError.self) { try opened.entry(for: digest) }
     #expect(error?.code == .busy)
     #expect(error?.description.contains("changed while this process read it without locks") == true)
+    // The next read opens the index afresh: a long-lived process goes on
+    // with the store as it is now.
+    #expect(try opened.entry(for: digest)?.size == 100_000)
+    #expect(try opened.entry(for: XXH3Hasher.digest(Bytes.random(5000, seed: 1201)))?.size == 5000)
   }
 
   @Test("a journal that starts with its header is hot; a zeroed one is not")

@@ -46,6 +46,14 @@ final class Index: Sendable {
   /// For an index opened `immutable=1`: its files as they were at the
   /// open, which every read checks they still are.
   private let unlockedLook: UnlockedIndexLook?
+  /// Set when a read found the files of an immutable index changed: this
+  /// connection reads a file that is no longer the index, and the store
+  /// opens the index afresh (``ObjectTable/index()``).
+  private let changedUnderUs = Atomic<Bool>(false)
+  /// Whether a read through this connection found the index changed since
+  /// the open (only an index read without locks can be): every later read
+  /// through it would fail too, so the next one opens it again.
+  var isStale: Bool { changedUnderUs.load(ordering: .relaxed) }
   /// The database file's path without symbolic links.
   private let resolvedPath: String
   /// The schema version as found: ``Schema/version``, or an older one a
@@ -299,6 +307,7 @@ final class Index: Sendable {
     guard let unlockedLook, case .success = result else { return result }
     do throws(TroveError) {
       guard try UnlockedIndexLook.take(resolvedPath, shown: path) == unlockedLook else {
+        changedUnderUs.store(true, ordering: .relaxed)
         return .failure(UnlockedIndexLook.changed(path))
       }
     } catch {

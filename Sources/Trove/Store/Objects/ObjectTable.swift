@@ -159,6 +159,11 @@ final class ObjectTable: Sendable {
         }
       }
       switch try step.get() {
+      case .use(let index) where index.isStale:
+        // A read-only store's index read without locks, which someone
+        // with write access changed (that read failed `.busy`): open it
+        // afresh, so a long-lived process goes on with what is there now.
+        forgetIndex(index)
       case .use(let index): return index
       case .wait: Sys.sleep(microseconds: 2_000)
       case .rebuild(let index, let logged):
