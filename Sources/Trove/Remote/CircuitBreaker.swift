@@ -68,15 +68,20 @@ extension Store {
     return admitted ?? true
   }
 
-  /// Records that `remote` answered: its breaker closes.
+  /// Records that `remote` answered: its breaker closes (a write only
+  /// when it was open), and `counts` join the process's pending counts.
   func remoteAnswered(_ remote: String, _ counts: [String: Int64] = [:]) {
     processBreakers.withLock { _ = $0.retryAt.removeValue(forKey: remote) }
+    noteRemote(remote, counts)
     guard !isReadOnly, let index = try? index() else { return }
+    let open = try? index.read("consult the breaker of remote '\(remote)'") {
+      (tx) throws(TroveError) in try tx.remoteRecord(remote).failures > 0
+    }
+    guard open ?? true else { return }
     _ = try? index.write("record an answer of remote '\(remote)'") { (tx) throws(TroveError) in
       if try tx.remoteRecord(remote).failures > 0 {
         try tx.setRemote(remote, ["failures": 0, "retry-at": 0])
       }
-      try tx.addToRemote(remote, counts)
     }
   }
 
@@ -107,11 +112,11 @@ extension Store {
     return interval
   }
 
-  /// Adds `counts` to `remote`'s record; nothing in a read-only store.
+  /// Adds `counts` to `remote`'s record: kept with the hit counts and
+  /// written with them (``writeAccessCounts()``), not one write each;
+  /// nothing in a read-only store.
   func noteRemote(_ remote: String, _ counts: [String: Int64]) {
-    guard !isReadOnly, let index = try? index() else { return }
-    _ = try? index.write("count for remote '\(remote)'") { (tx) throws(TroveError) in
-      try tx.addToRemote(remote, counts)
-    }
+    guard counts.contains(where: { $0.value != 0 }) else { return }
+    count { pending in pending.remotes[remote, default: [:]].merge(counts, uniquingKeysWith: +) }
   }
 }

@@ -47,6 +47,8 @@ extension Store {
   ///
   /// - Throws: `.invalidConfig` when `remotes.json` cannot be used.
   public func remoteStatus() throws(TroveError) -> [RemoteStatus] {
+    // This process's own counts first.
+    writeAccessCounts()
     let specs = try remotes()
     let index = try index()
     var statuses: [RemoteStatus] = []

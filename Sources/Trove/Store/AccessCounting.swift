@@ -14,7 +14,10 @@ import Synchronization
 /// `trove` command writes its counts once, as it ends. A
 /// process killed (or one that ends with `exit` before its store is
 /// closed, as a `get -` into a closed pipe does) loses its pending counts;
-/// a read-only store counts nothing.
+/// a read-only store counts nothing. What reading through each remote did
+/// (``RemoteStatus``'s hits, misses, corrupt, bytes, skipped) is kept and
+/// written the same way; a remote's failures and its breaker are written
+/// at once (other processes must see them).
 struct PendingAccessCounts: Sendable {
   var hits: Int64 = 0
   /// Hits on objects read through a remote (``Store/readThrough(_:)``).
@@ -28,6 +31,9 @@ struct PendingAccessCounts: Sendable {
   /// Objects read through a remote into the store and not handed out yet:
   /// the next read of each is a remote hit.
   var pulled: Set<BlobDigest> = []
+  /// What reading through each remote did (its hits, misses, corrupt
+  /// blobs, bytes, reads that skipped it), by remote and field.
+  var remotes: [String: [String: Int64]] = [:]
 
   /// Counts are written once they are this old (nanoseconds).
   static let flushInterval: Int64 = 1_000_000_000
@@ -73,7 +79,7 @@ extension Store {
 
   /// Applies `change` to the pending counts, and writes them when the
   /// oldest is a second old.
-  private func count(_ change: (inout PendingAccessCounts) -> Void) {
+  func count(_ change: (inout PendingAccessCounts) -> Void) {
     guard !isReadOnly else { return }
     let now = currentTimeNanoseconds()
     let due = pendingCounts.withLock { pending in
@@ -94,13 +100,17 @@ extension Store {
         pending.hits = 0
         pending.remoteHits = 0
         pending.misses = 0
+        pending.remotes = [:]
         pending.since = nil
       }
-      return (pending.hits, pending.remoteHits, pending.misses)
+      return (pending.hits, pending.remoteHits, pending.misses, pending.remotes)
     }
-    guard taken.0 > 0 || taken.1 > 0 || taken.2 > 0 else { return }
+    guard taken.0 > 0 || taken.1 > 0 || taken.2 > 0 || !taken.3.isEmpty else { return }
     _ = try? index().write("count hits and misses") { (tx) throws(TroveError) in
-      try tx.addAccessCounts(hits: taken.0, remoteHits: taken.1, misses: taken.2)
+      if taken.0 > 0 || taken.1 > 0 || taken.2 > 0 {
+        try tx.addAccessCounts(hits: taken.0, remoteHits: taken.1, misses: taken.2)
+      }
+      for (remote, counts) in taken.3 { try tx.addToRemote(remote, counts) }
     }
   }
 
