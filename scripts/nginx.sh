@@ -4,6 +4,7 @@
 #   scripts/nginx.sh start ROOT STATE   serve ROOT; prints the port. STATE gets
 #                                       nginx.conf, nginx.pid, access.log, error.log
 #   scripts/nginx.sh start --webdav ROOT STATE   serve ROOT read-write (WebDAV)
+#   scripts/nginx.sh start [--webdav] --port N ROOT STATE   on port N (a restart)
 #   scripts/nginx.sh stop STATE         stop it
 # Beside ROOT's files as they are, it serves:
 #   /fresh/NAME      with Cache-Control: max-age=3600
@@ -15,8 +16,10 @@
 # read ROOT; PUT (atomic: nginx writes a temp file, then renames), DELETE,
 # MKCOL, COPY and MOVE write it (dav_methods; PROPFIND, which
 # libnginx-mod-http-dav-ext adds, is not needed). Folders are made as a PUT or
-# MOVE needs them (create_full_put_path); bodies have no size limit. Its access
-# log lines are: method, URI, status, body bytes sent, request length.
+# MOVE needs them (create_full_put_path); bodies have no size limit; and
+# /slow/PATH serves ROOT/PATH at 1 MB/s (limit_rate), for a transfer a test
+# interrupts. Its access log lines are: method, URI, status, body bytes sent,
+# request length.
 set -euo pipefail
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 
@@ -34,7 +37,12 @@ start)
     webdav=true
     shift
   fi
-  [ $# -eq 3 ] || { echo "usage: scripts/nginx.sh start [--webdav] ROOT STATE" >&2; exit 64; }
+  fixed=""
+  if [ "${2:-}" = --port ]; then
+    fixed=$3
+    shift 2
+  fi
+  [ $# -eq 3 ] || { echo "usage: scripts/nginx.sh start [--webdav] [--port N] ROOT STATE" >&2; exit 64; }
   root=$(cd "$2" && pwd)
   mkdir -p "$3"
   state=$(cd "$3" && pwd)
@@ -43,7 +51,8 @@ start)
     locations="dav_methods PUT DELETE MKCOL COPY MOVE;
     dav_access user:rw group:r all:r;
     create_full_put_path on;
-    client_max_body_size 0;"
+    client_max_body_size 0;
+    location /slow/ { alias $root/; limit_rate 1m; }"
   else
     format='$request_method $request_uri $status $body_bytes_sent "$http_range" "$http_if_range" "$http_if_none_match" "$http_if_modified_since"'
     locations="location /fresh/ { alias $root/; add_header Cache-Control \"max-age=3600\"; }
@@ -53,7 +62,7 @@ start)
   user=""
   [ "$(id -u)" -eq 0 ] && user="user root root;"
   for _ in 1 2 3 4 5; do
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=${fixed:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
     cat >"$state/nginx.conf" <<CONF
 $user
 worker_processes 1;
@@ -78,6 +87,7 @@ http {
   }
 }
 CONF
+    rm -f "$state/nginx.pid"
     # The daemon keeps no descriptor of ours: a caller reading our output
     # sees its end when this script exits.
     if "$nginx" -c "$state/nginx.conf" -e "$state/error.log" </dev/null >/dev/null 2>>"$state/error.log"; then

@@ -39,7 +39,10 @@ final class Nginx {
   }
 
   func start() throws {
-    let out = try script(["start"] + (webDAV ? ["--webdav"] : []) + [files.path, state.path])
+    // Started again after a stop: on the same port, as a restarted server is.
+    let port = running || self.port == 0 ? [] : ["--port", "\(self.port)"]
+    let out = try script(
+      ["start"] + (webDAV ? ["--webdav"] : []) + port + [files.path, state.path])
     guard let port = Int(out.trimmingCharacters(in: .whitespacesAndNewlines)) else {
       throw TestFailure("nginx did not start: \(out)")
     }
