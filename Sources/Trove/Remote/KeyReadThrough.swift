@@ -58,10 +58,15 @@ extension Store {
   /// nil when none. Nothing is downloaded and nothing bound.
   public func remoteHolding(key: String) -> String? {
     askRemotes { (spec, backend) throws(TroveError) -> String? in
-      defer { remoteAnswered(spec.name) }
-      guard let digest = try backend.readKeyRecord(key)?.blobDigest else { return nil }
-      if try objects.find(digest) != nil { return spec.name }
-      return try backend.exists(digest) ? spec.name : nil
+      // Answered only once every request succeeded: a failure is the
+      // breaker's (askRemotes), and must not find it closed by this one.
+      var held = false
+      if let digest = try backend.readKeyRecord(key)?.blobDigest {
+        held = try objects.find(digest) != nil
+        if !held { held = try backend.exists(digest) }
+      }
+      remoteAnswered(spec.name)
+      return held ? spec.name : nil
     }
   }
 
