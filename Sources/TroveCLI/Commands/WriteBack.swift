@@ -1,6 +1,10 @@
 import Foundation
 import Trove
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// After a put or fetch stored objects: sends them to the store's
 /// writable remotes as each remote's `--write` says (``RemoteWrite``) —
 /// `sync` now, `async` by a detached `trove remote push --if-idle` that
@@ -33,17 +37,11 @@ func writeBack(_ store: Store, _ invocation: Invocation) {
   // A process of its own, with /dev/null for its standard files and
   // nothing else of this one's open: a caller reading this command's
   // output to its end is not kept waiting for the upload.
-  let push = Process()
-  push.executableURL = URL(fileURLWithPath: "/proc/self/exe")
-  push.arguments = ["--store", store.root, "--quiet", "remote", "push", "--if-idle"]
-  push.standardInput = FileHandle.nullDevice
-  push.standardOutput = FileHandle.nullDevice
-  push.standardError = FileHandle.nullDevice
-  do {
-    try push.run()
-  } catch {
+  if let errno = BackgroundProcess.start(
+    "/proc/self/exe", ["--store", store.root, "--quiet", "remote", "push", "--if-idle"])
+  {
     Output.warning(
-      "cannot start the background upload ('trove remote push' sends the queue): \(error.localizedDescription)"
+      "cannot start the background upload ('trove remote push' sends the queue): \(String(cString: strerror(errno)))"
     )
   }
 }
