@@ -91,38 +91,6 @@ struct RemoteKeyPullTests {
     #expect(RemoteTests.leftovers(b) == [])
   }
 
-  @Test("a key bound or rebound to a blob the remote holds already gets its record sent again")
-  func rebindingResendsRecord() throws {
-    let dav = try Nginx(webDAV: true)
-    let scratch = try Scratch()
-    let (a, b) = (scratch["a"], scratch["b"])
-    #expect(
-      try RemoteTests.remote(a, ["add", "shared", dav.url("/rb"), "--write", "sync"]).status == 0)
-    #expect(
-      try RemoteTests.remote(b, ["add", "shared", dav.url("/rb"), "--read-only"]).status == 0)
-    let first = Bytes.random(40_000, seed: 3111)
-    let second = Bytes.random(50_000, seed: 3112)
-    let (f, g) = (try scratch.write("f", first), try scratch.write("g", second))
-    #expect(try CLI.run(["--store", a, "put", "--key", "app/latest", f]).status == 0)
-    #expect(try CLI.run(["--store", a, "put", "--key", "app/v2", g]).status == 0)
-    // The remote holds both blobs now; a new key for one, and a key moved
-    // from one to the other, reach it without a new blob.
-    #expect(try CLI.run(["--store", a, "put", "--key", "app/stable", f]).status == 0)
-    #expect(try CLI.run(["--store", a, "put", "--key", "app/latest", g]).status == 0)
-    let queue = try RemoteTests.remote(a, ["status", "--json"])
-    #expect(queue.out.contains("\"queuedObjects\" : 0,"), "\(queue.out)")
-    #expect(try CLI.run(["--store", b, "get", "app/stable", "-"]).stdout == first)
-    #expect(try CLI.run(["--store", b, "get", "app/latest", "-"]).stdout == second)
-    let record = try JSONSerialization.jsonObject(
-      with: Data(contentsOf: URL(fileURLWithPath: Self.recordPath(dav, "rb", "app/latest"))))
-    #expect(
-      (record as? [String: Any])?["digest"] as? String == XXH3Hasher.digest(second).description)
-    // The same binding again sends nothing more: the object stays held.
-    let puts = dav.accessLog().filter { $0.hasPrefix("PUT ") }.count
-    #expect(try CLI.run(["--store", a, "put", "--key", "app/stable", f]).status == 0)
-    #expect(dav.accessLog().filter { $0.hasPrefix("PUT ") }.count == puts)
-  }
-
   @Test(
     "pin --local brings back an evicted object and a key only the remote has; pin alone does not")
   func pinLocal() throws {

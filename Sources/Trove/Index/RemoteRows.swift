@@ -215,13 +215,6 @@ extension IndexSession {
     }
   }
 
-  /// Forgets that any remote holds `digest`, moving each one's queue
-  /// cursor back to it: the keys bound to it changed, and the push that
-  /// follows — finding the blob there — writes their records anew.
-  func requeueHeld(_ digest: BlobDigest) throws(TroveError) {
-    for remote in try remotesHolding(digest) { try forgetHolding(remote, digest) }
-  }
-
   /// Forgets that `remote` holds `digest` (it was found not to), and
   /// moves the remote's queue cursor back to the object, so its queue
   /// holds it again.

@@ -134,8 +134,7 @@ extension Store {
     }
     // A binding this store made meanwhile (a fetch of its own) is newer
     // than the record: it stays.
-    try objects.bind(
-      key: key, to: digest, origin: record.origin, existing: .keep, announces: false)
+    try objects.bind(key: key, to: digest, origin: record.origin, existing: .keep)
     var result = RemoteKeyPull(
       key: key, digest: digest, size: size, bound: true, downloaded: downloaded)
     if let binding = try binding(forKey: key), binding.digest != digest,

@@ -97,11 +97,10 @@ extension ObjectTable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   func bind(
     key: String?, to digest: BlobDigest, origin: KeyOrigin? = nil, checksums: [Checksum] = [],
-    existing: KeyRequest.ExistingKey = .replace, announces: Bool = true
+    existing: KeyRequest.ExistingKey = .replace
   ) throws(TroveError) {
-    var request = KeyRequest(
+    let request = KeyRequest(
       key: key, origin: origin, checksums: checksums, existing: existing)
-    request.announces = announces
     do throws(TroveError) {
       try withPresent(digest, "bind key '\(key ?? digest.description)'") {
         (tx) throws(TroveError) in
@@ -122,10 +121,8 @@ extension ObjectTable {
   {
     guard let request else { return }
     let now = currentTimeNanoseconds()
-    var changed = false
     for key in request.keys {
-      let bound = try tx.binding(forKey: key)
-      if request.existing != .replace, let bound {
+      if request.existing != .replace, let bound = try tx.binding(forKey: key) {
         // Already bound here: to these bytes, it keeps what a fetch learnt;
         // to others, it keeps them unless the caller repoints it.
         if bound.digest == digest { continue }
@@ -135,7 +132,6 @@ extension ObjectTable {
         }
       }
       let origin = key == request.key ? request.origin : nil
-      if bound?.digest != digest || bound?.origin != origin { changed = true }
       try tx.insertKey(key, digest: digest, origin: origin, at: now)
       journal(
         [
@@ -144,16 +140,7 @@ extension ObjectTable {
             checksums: key == request.key && !request.checksums.isEmpty ? request.checksums : nil)
         ], tx)
     }
-    let claimed = request.checksums.filter { $0.algorithm != .xxh128 }
-    if !claimed.isEmpty {
-      let known = Set(try tx.checksums(of: digest))
-      if claimed.contains(where: { !known.contains($0) }) { changed = true }
-      try tx.insertChecksums(claimed, for: digest)
-    }
-    // A remote holding the blob has the old records of its keys (or
-    // none): it is queued again, and its push — finding the blob there —
-    // writes them anew. Not for a binding read from a remote's record.
-    if changed && request.announces { try tx.requeueHeld(digest) }
+    try tx.insertChecksums(request.checksums, for: digest)
   }
 
   /// Runs `body` in a write transaction in which `digest`'s object is
@@ -197,10 +184,6 @@ struct KeyRequest: Sendable {
   /// Hears of each key kept bound to another digest (`.keep`): the key and
   /// that digest. Called inside the transaction.
   var onKept: (@Sendable (_ key: String, _ boundTo: BlobDigest) -> Void)? = nil
-  /// Whether a change of binding goes to the remotes that hold the object
-  /// (they are queued again, for the keys' records); false for a binding
-  /// read from a remote's own record.
-  var announces = true
 
   /// `key`, then `moreKeys`.
   var keys: [String] { (key.map { [$0] } ?? []) + moreKeys }
