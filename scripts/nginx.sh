@@ -32,17 +32,24 @@ start)
     n=${fd##*/}
     [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-" 2>/dev/null || true
   done
+  shift
   webdav=false
-  if [ "${2:-}" = --webdav ]; then
-    webdav=true
-    shift
-  fi
   fixed=""
-  if [ "${2:-}" = --port ]; then
-    fixed=$3
-    shift 2
-  fi
-  [ $# -eq 3 ] || { echo "usage: scripts/nginx.sh start [--webdav] [--port N] ROOT STATE" >&2; exit 64; }
+  while [ $# -gt 0 ]; do
+    case "$1" in
+    --webdav) webdav=true; shift ;;
+    --port)
+      case "${2:-}" in
+      '' | *[!0-9]*) echo "nginx.sh: --port takes a port number, not '${2:-}'" >&2; exit 64 ;;
+      esac
+      fixed=$2
+      shift 2
+      ;;
+    *) break ;;
+    esac
+  done
+  [ $# -eq 2 ] || { echo "usage: scripts/nginx.sh start [--webdav] [--port N] ROOT STATE" >&2; exit 64; }
+  set -- start "$@"
   root=$(cd "$2" && pwd)
   mkdir -p "$3"
   state=$(cd "$3" && pwd)
@@ -109,7 +116,7 @@ stop)
   kill -9 "$pid" 2>/dev/null || true
   ;;
 *)
-  echo "usage: scripts/nginx.sh start [--webdav] ROOT STATE | stop STATE" >&2
+  echo "usage: scripts/nginx.sh start [--webdav] [--port N] ROOT STATE | stop STATE" >&2
   exit 64
   ;;
 esac

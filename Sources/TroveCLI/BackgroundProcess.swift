@@ -19,9 +19,9 @@ enum BackgroundProcess {
   static func start(_ path: String, _ arguments: [String]) -> Int32? {
     var actions = posix_spawn_file_actions_t()
     var attributes = posix_spawnattr_t()
-    guard posix_spawn_file_actions_init(&actions) == 0 else { return errno }
+    if let error = nonZero(posix_spawn_file_actions_init(&actions)) { return error }
     defer { posix_spawn_file_actions_destroy(&actions) }
-    guard posix_spawnattr_init(&attributes) == 0 else { return errno }
+    if let error = nonZero(posix_spawnattr_init(&attributes)) { return error }
     defer { posix_spawnattr_destroy(&attributes) }
     for fd: Int32 in 0...2 {
       let error = posix_spawn_file_actions_addopen(

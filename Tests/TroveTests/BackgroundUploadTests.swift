@@ -43,7 +43,7 @@ struct BackgroundUploadTests {
     }
   }
 
-  @Test("a put's background push runs in a session of its own with only /dev/null open")
+  @Test("a put's background push runs in a session of its own, its standard files /dev/null")
   func detached() throws {
     let scratch = try Scratch()
     let store = scratch["store"]

@@ -83,6 +83,28 @@ struct RemoteKeyPullTests {
       lying.stderr.contains("says \(digest) has \(lie), which its bytes do not; key not bound"))
     #expect(try CLI.run(["--store", b, "has", "models/lying"]).status == 1)
 
+    // A key of 32 hex digits (an md5-named artefact) is a key, as
+    // everywhere; 32 digits no record names are the digest they spell.
+    let md5 = "5d41402abc4b2a76b9719d911017c592"
+    let hexBytes = Bytes.random(20_000, seed: 3105)
+    let hexFile = try scratch.write("hex", hexBytes)
+    #expect(try CLI.run(["--store", a, "put", "--key", md5, hexFile]).status == 0)
+    let hexHas = try CLI.run(["--store", b, "has", "-v", "--remote", md5])
+    #expect(hexHas.status == 0 && hexHas.stderr.contains("present on remote"), "\(hexHas.stderr)")
+    let hexPull = try RemoteTests.remote(b, ["pull", md5])
+    #expect(hexPull.status == 0, "\(hexPull.stderr)")
+    #expect(try CLI.run(["--store", b, "get", md5, "-"]).stdout == hexBytes)
+    let other = Bytes.random(9_000, seed: 3106)
+    let otherDigest = try RemoteTests.put(a, other, in: scratch)
+    let byHex = try RemoteTests.remote(b, ["pull", otherDigest.hex])
+    #expect(byHex.status == 0 && byHex.out.contains("pulled from 'shared'"), "\(byHex.stderr)")
+    // A short hex key only a remote knows is read through by get.
+    let shortBytes = Bytes.random(7_000, seed: 3107)
+    let shortFile = try scratch.write("short", shortBytes)
+    #expect(try CLI.run(["--store", a, "put", "--key", "cafe1234", shortFile]).status == 0)
+    let short = try CLI.run(["--store", b, "get", "cafe1234", "-"])
+    #expect(short.status == 0 && short.stdout == shortBytes, "\(short.stderr)")
+
     // What no remote can look up is a usage error, before anything is asked.
     for text in [lie, "xxh128:0123abcd"] {
       let refused = try RemoteTests.remote(b, ["pull", text])
@@ -136,5 +158,19 @@ struct RemoteKeyPullTests {
       "\(missing.stderr)")
     #expect(!(try CLI.run(["--store", b, "pins"]).out.contains(absent.description)))
     #expect(RemoteTests.leftovers(b) == [])
+
+    // A remote that cannot be asked is not "not there": exit 69, naming it,
+    // also when its breaker skips it.
+    let c = scratch["c"]
+    #expect(
+      try RemoteTests.remote(c, ["add", "gone", "http://127.0.0.1:\(deadPort())/x"]).status == 0)
+    for attempt in 0..<2 {
+      let dead = try CLI.run(["--store", c, "pin", "--local", digest.description])
+      #expect(dead.status == 69, "\(attempt): \(dead.stderr)")
+      #expect(
+        dead.stderr.contains("Error: \(digest) is not in store '\(c)', and remote 'gone'"),
+        "\(attempt): \(dead.stderr)")
+      #expect(dead.stderr.contains("; not pinned"), "\(dead.stderr)")
+    }
   }
 }

@@ -54,6 +54,7 @@ struct RemoteOutageMidTransferTests {
     #expect(got.status == 1, "\(got.stderr)")
     let said = got.stderr
     #expect(said.contains("trove: warning: remote 'shared': "), "\(said)")
+    #expect(got.errorLines.filter { $0.hasPrefix("trove: warning:") }.count == 1, "\(said)")
     #expect(!FileManager.default.fileExists(atPath: out))
     #expect(try RemoteTests.digests(b) == [])
     #expect(RemoteTests.leftovers(b) == [])

@@ -53,6 +53,15 @@ extension Store {
     return bound
   }
 
+  /// Whether the remote named `remote` has a record of `key` (one that
+  /// parses and names `key`). Nothing is downloaded but the record.
+  ///
+  /// - Throws: `.unavailable` or `.transferFailed` when the remote fails.
+  public func hasKeyRecord(_ key: String, on remote: String) throws(TroveError) -> Bool {
+    let spec = try self.remote(named: remote)
+    return try openRemote(spec, writing: false).readKeyRecord(key) != nil
+  }
+
   /// The name of the first remote (of those the breaker admits, in order)
   /// whose record of `key` names a blob that remote or this store holds;
   /// nil when none. Nothing is downloaded and nothing bound.
@@ -65,7 +74,7 @@ extension Store {
         held = try objects.find(digest) != nil
         if !held { held = try backend.exists(digest) }
       }
-      remoteAnswered(spec.name)
+      remoteAnswered(spec.name, held ? [:] : ["misses": 1])
       return held ? spec.name : nil
     }
   }
@@ -83,16 +92,17 @@ extension Store {
   func readThroughKey(_ key: String) -> Bool {
     guard !isReadOnly else { return false }
     return askRemotes { (spec, backend) throws(TroveError) -> Bool? in
-      guard let bound = try bindFromRecord(key, spec: spec, backend: backend) else {
-        remoteAnswered(spec.name)
+      // A blob pulled is a hit, counted as it arrives: a record found
+      // lying afterwards is counted corrupt besides.
+      let bound = try bindFromRecord(key, spec: spec, backend: backend) { pulled in
+        notePulled(pulled.digest)
+        remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+      }
+      guard let bound else {
+        remoteAnswered(spec.name, ["misses": 1])
         return nil
       }
-      if bound.downloaded {
-        notePulled(bound.digest)
-        remoteAnswered(spec.name, ["hits": 1, "bytes": bound.size])
-      } else {
-        remoteAnswered(spec.name)
-      }
+      if !bound.downloaded { remoteAnswered(spec.name) }
       return true
     } ?? false
   }
@@ -105,9 +115,11 @@ extension Store {
   ///   bytes do not have (the key is not bound; a blob pulled stays, its
   ///   bytes being its name), or when the remote's bytes are not the
   ///   blob's name; `.notFound` when the remote lacks the blob.
-  private func bindFromRecord(_ key: String, spec: RemoteSpec, backend: any RemoteBackend)
-    throws(TroveError) -> RemoteKeyPull?
-  {
+  /// `onPulled` hears of the blob pulled, if one is.
+  private func bindFromRecord(
+    _ key: String, spec: RemoteSpec, backend: any RemoteBackend,
+    onPulled: (RemotePull) -> Void = { _ in }
+  ) throws(TroveError) -> RemoteKeyPull? {
     guard let record = try backend.readKeyRecord(key), let digest = record.blobDigest else {
       return nil
     }
@@ -116,7 +128,9 @@ extension Store {
     if let entry = try entry(for: digest) {
       size = entry.size
     } else {
-      size = try pull(digest, from: backend, spec: spec).size
+      let pulled = try pull(digest, from: backend, spec: spec)
+      onPulled(pulled)
+      size = pulled.size
       downloaded = true
     }
     // The record's checksums are claims: each is computed from the bytes
@@ -140,8 +154,10 @@ extension Store {
     if let binding = try binding(forKey: key), binding.digest != digest,
       let entry = try entry(for: binding.digest)
     {
-      result.digest = binding.digest
-      result.size = entry.size
+      // Kept: what this store bound meanwhile, not the record's.
+      result = RemoteKeyPull(
+        key: key, digest: binding.digest, size: entry.size, bound: false,
+        downloaded: downloaded)
     }
     return result
   }

@@ -12,14 +12,19 @@ extension Store {
   /// one that cannot be reached or breaks off is a warning and opens its
   /// breaker, so later reads skip it for a while. A read-only store reads
   /// through nothing (it cannot store what it pulls).
-  func readThrough(_ digest: BlobDigest) -> Bool {
+  ///
+  /// `unanswered` hears of each remote that could not say whether it
+  /// holds `digest`: why, in a phrase naming it (its breaker open, or its
+  /// failure).
+  func readThrough(_ digest: BlobDigest, unanswered: ((String) -> Void)? = nil) -> Bool {
     guard !isReadOnly else { return false }
-    return askRemotes { (spec, backend) throws(TroveError) -> Bool? in
-      let pulled = try pull(digest, from: backend, spec: spec)
-      notePulled(digest)
-      remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
-      return true
-    } ?? false
+    return askRemotes(
+      { (spec, backend) throws(TroveError) -> Bool? in
+        let pulled = try pull(digest, from: backend, spec: spec)
+        notePulled(digest)
+        remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+        return true
+      }, unanswered: unanswered) ?? false
   }
 
   /// The name of the first remote that holds `digest` (asking those the
@@ -39,7 +44,8 @@ extension Store {
   /// warning), unreachable or broken off is a warning and opens its
   /// breaker, anything else a warning; then the next remote is asked.
   func askRemotes<T>(
-    _ ask: (RemoteSpec, any RemoteBackend) throws(TroveError) -> T?
+    _ ask: (RemoteSpec, any RemoteBackend) throws(TroveError) -> T?,
+    unanswered: ((String) -> Void)? = nil
   ) -> T? {
     let specs: [RemoteSpec]
     do throws(TroveError) {
@@ -49,7 +55,12 @@ extension Store {
       return nil
     }
     for spec in specs {
-      guard breakerAdmits(spec.name) else { continue }
+      guard breakerAdmits(spec.name) else {
+        unanswered?(
+          "remote '\(spec.name)' was not asked: it failed lately and its circuit breaker is open (see 'trove remote status')"
+        )
+        continue
+      }
       do throws(TroveError) {
         if let value = try ask(spec, try openRemote(spec, writing: false)) { return value }
       } catch  where error.code == .notFound {
@@ -61,8 +72,10 @@ extension Store {
         let interval = remoteFailed(spec.name)
         configuration.onWarning?(
           "\(error.description); skipped for \(interval / 1_000_000_000) s")
+        unanswered?(error.message)
       } catch {
         configuration.onWarning?("remote '\(spec.name)': \(error.description)")
+        unanswered?("remote '\(spec.name)': \(error.message)")
       }
     }
     return nil

@@ -53,9 +53,11 @@ extension Store {
     let index = try index()
     var statuses: [RemoteStatus] = []
     for spec in specs {
+      // A read-only store's index may predate what remotes hold (schema 5).
+      let holdings = !spec.readOnly && index.knowsRemoteHoldings
       let (record, tooLarge) = try index.read("read the status of remote '\(spec.name)'") {
         (tx) throws(TroveError) in
-        (try tx.remoteRecord(spec.name), try tx.tooLargeTotals(spec.name))
+        (try tx.remoteRecord(spec.name), holdings ? try tx.tooLargeTotals(spec.name) : nil)
       }
       // The breaker the store's processes share (a read-only store keeps
       // none: each of its processes has its own).
@@ -68,7 +70,7 @@ extension Store {
           misses: record.misses, corrupt: record.corrupt, bytesPulled: record.bytes,
           errors: record.errors, skipped: record.skipped, write: spec.write ?? .async,
           queued: spec.readOnly || isReadOnly ? nil : try uploadQueueLength(for: spec.name),
-          tooLarge: spec.readOnly ? nil : tooLarge))
+          tooLarge: tooLarge))
     }
     return statuses
   }

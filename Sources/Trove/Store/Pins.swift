@@ -28,8 +28,9 @@ extension Store {
   /// through a remote is.
   ///
   /// - Throws: `.notFound` when neither the store nor any remote holds
-  ///   `digest` (a remote that failed was a warning,
-  ///   ``StoreConfiguration/onWarning``).
+  ///   `digest`; `.unavailable` when the store does not and a remote
+  ///   could not be asked (unreachable, failing, or skipped by its
+  ///   circuit breaker), naming it.
   public func pinLocal(
     _ digest: BlobDigest, name: String = "default", for duration: Duration? = nil
   ) throws(TroveError) {
@@ -38,7 +39,16 @@ extension Store {
     // transaction confirms it: then bring it back again, a few times.
     var attempts = 0
     while true {
-      if try objects.find(digest) == nil, !readThrough(digest) {
+      var unasked: [String] = []
+      if try objects.find(digest) == nil,
+        !readThrough(digest, unanswered: { unasked.append($0) })
+      {
+        if let first = unasked.first {
+          throw TroveError(
+            .unavailable,
+            "\(digest) is not in store '\(root)', and \(first); not pinned",
+            value: digest.description)
+        }
         throw TroveError(
           .notFound,
           "\(digest) is neither in store '\(root)' nor on any of its remotes",

@@ -179,16 +179,19 @@ extension Invocation {
       return digest
     case .key(let key):
       if let digest = try boundDigest(key, in: store) { return digest }
-      // get, path and pin --local read a key the store lacks through
-      // its remotes.
-      if ["get", "path"].contains(command.name) || (command.name == "pin" && flag("--local")),
-        store.pullKey(key),
+      if readsKeysThrough, store.pullKey(key),
         let digest = try boundDigest(key, in: store)
       {
         return digest
       }
       throw TroveError(.notFound, "no key '\(key)' in store '\(store.root)'", value: key)
     }
+  }
+
+  /// Whether a key the store lacks is read through its remotes' key
+  /// records: by get, path and pin --local.
+  var readsKeysThrough: Bool {
+    ["get", "path"].contains(command.name) || (command.name == "pin" && flag("--local"))
   }
 
   /// The digest `key` is bound to. Commands that use the object (`get`,

@@ -32,10 +32,12 @@ let hasCommand = CommandSpec(
     } catch let error as TroveError where error.code == .notFound {}
     var holder: String?
     if !present, invocation.flag("--remote") {
-      if let digest {
-        holder = store.remoteHolding(digest)
-      } else if case .key(let key) = reference {
-        holder = store.remoteHolding(key: key)
+      switch reference {
+      case .key(let key): holder = store.remoteHolding(key: key)
+      case .hex(let text):
+        // A key first, as everywhere; then the digest 32 digits name.
+        holder = store.remoteHolding(key: text) ?? digest.flatMap { store.remoteHolding($0) }
+      default: holder = digest.flatMap { store.remoteHolding($0) }
       }
       present = holder != nil
     }
@@ -154,18 +156,34 @@ extension Invocation {
   /// 31). A full digest costs no prefix query.
   /// - Throws: a ``UsageError`` (exit 64, with the usage line) for fewer
   ///   than 8 digits that are not a key either; as ``digest(prefix:in:)`` otherwise.
+  ///
+  /// Where a key the store lacks is read through its remotes
+  /// (``readsKeysThrough``), so is one named by hex digits — when no object
+  /// of the store is named by them.
   func digest(hex text: String, in store: Store) throws -> BlobDigest {
     if let bound = try boundDigest(text, in: store) { return bound }
+    func keyThroughRemotes() throws -> BlobDigest? {
+      guard readsKeysThrough, store.pullKey(text) else { return nil }
+      return try boundDigest(text, in: store)
+    }
     if text.utf8.count == 32 {
-      return try BlobDigest(parsing: BlobDigest.prefix + text.lowercased())
+      let digest = try BlobDigest(parsing: BlobDigest.prefix + text.lowercased())
+      if try store.entry(for: digest) == nil, let bound = try keyThroughRemotes() { return bound }
+      return digest
     }
     guard text.utf8.count >= minimumPrefix else {
+      if let bound = try keyThroughRemotes() { return bound }
       // A usage error, with the usage line, as a too-short `xxh128:` prefix is.
       throw usageError(
         "no key '\(text)' in store '\(store.root)', and '\(text)' is too short for a digest prefix: give at least \(minimumPrefix) hex digits"
       )
     }
-    return try digest(prefix: text.lowercased(), in: store)
+    do {
+      return try digest(prefix: text.lowercased(), in: store)
+    } catch let error as TroveError where error.code == .notFound {
+      if let bound = try keyThroughRemotes() { return bound }
+      throw error
+    }
   }
 }
 

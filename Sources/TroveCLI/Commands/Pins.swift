@@ -40,7 +40,9 @@ let pinCommand = CommandSpec(
 
     With --record, the objects the record noted that the store still holds are
     pinned; each one it no longer holds is named on stderr, and the command
-    exits 1 (the others are pinned all the same).
+    exits 1 (the others are pinned all the same). With --record and --local, each
+    one it no longer holds is brought back first; one that cannot be is named on
+    stderr with the reason, and the command exits with the first one's status.
     """,
   run: { invocation in
     if let record = invocation.value("--record") {
@@ -80,11 +82,9 @@ private func pinRecord(_ record: String, _ invocation: Invocation) throws -> Int
   let lease = duration.map { Duration.seconds($0) }
   for digest in try store.recordedDigests([record]) {
     if invocation.flag("--local") {
-      if try !pinLocal(digest, name: name, for: lease, in: store) {
-        Output.error(
-          "Error: \(digest) of record '\(record)' is neither in store '\(store.root)' nor on its remotes: not pinned"
-        )
-        status = ExitStatus.failure
+      if let error = pinLocal(digest, name: name, for: lease, in: store) {
+        Output.error("Error: \(error) (of record '\(record)')")
+        if status == ExitStatus.success { status = ExitStatus.of(error) }
       }
       continue
     }
@@ -99,16 +99,16 @@ private func pinRecord(_ record: String, _ invocation: Invocation) throws -> Int
   return status
 }
 
-/// Pins `digest` locally (``Store/pinLocal(_:name:for:)``); false when
-/// neither the store nor a remote holds it.
+/// Pins `digest` locally (``Store/pinLocal(_:name:for:)``); the error
+/// that kept it from being pinned, if any.
 private func pinLocal(_ digest: BlobDigest, name: String, for lease: Duration?, in store: Store)
-  throws(TroveError) -> Bool
+  -> TroveError?
 {
   do throws(TroveError) {
     try store.pinLocal(digest, name: name, for: lease)
-    return true
-  } catch  where error.code == .notFound {
-    return false
+    return nil
+  } catch {
+    return error
   }
 }
 

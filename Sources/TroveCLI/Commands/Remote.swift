@@ -301,15 +301,18 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
   return status
 }
 
-/// What `remote pull` is asked for: an object by its digest, or a key.
+/// What `remote pull` is asked for: an object by its digest, a key, or
+/// 32 hex digits — a key if a remote has a record of one so named (as a
+/// key shadows a digest everywhere), else a digest.
 private enum PullTarget {
   case digest(BlobDigest)
   case key(String)
+  case keyOrDigest(String, BlobDigest)
 
   var text: String {
     switch self {
     case .digest(let digest): return digest.description
-    case .key(let key): return key
+    case .key(let key), .keyOrDigest(let key, _): return key
     }
   }
 }
@@ -322,7 +325,7 @@ extension Invocation {
     switch try reference(text) {
     case .digest(let digest): return .digest(digest)
     case .hex(let hex) where hex.utf8.count == 32:
-      return .digest(try digest(BlobDigest.prefix + hex.lowercased()))
+      return .keyOrDigest(hex, try digest(BlobDigest.prefix + hex.lowercased()))
     case .hex(let key), .key(let key): return .key(key)
     case .prefix:
       throw usageError("'\(text)' is a digest prefix: 'remote pull' needs the whole digest")
@@ -385,18 +388,31 @@ private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> I
     if case .key(let key) = target { record.key = key }
     for source in sources {
       do throws(TroveError) {
+        var key: String?
+        var digest: BlobDigest?
         switch target {
-        case .digest(let digest):
-          let pulled = try store.pull(digest, from: source.name)
-          record.remote = pulled.downloaded ? source.name : nil
-          record.size = pulled.size
-          record.outcome = pulled.downloaded ? "pulled" : "local"
-        case .key(let key):
+        case .digest(let named): digest = named
+        case .key(let named): key = named
+        case .keyOrDigest(let hex, let named):
+          // The key first, as everywhere; no record of one: the digest.
+          var isKey = try store.binding(forKey: hex) != nil
+          if !isKey { isKey = try store.hasKeyRecord(hex, on: source.name) }
+          key = isKey ? hex : nil
+          digest = key == nil ? named : nil
+        }
+        if let key {
           let pulled = try store.pull(key: key, from: source.name)
+          record.key = key
           record.digest = pulled.digest.description
           record.remote = pulled.bound ? source.name : nil
           record.size = pulled.size
           record.outcome = pulled.downloaded ? "pulled" : pulled.bound ? "bound" : "local"
+        } else if let digest {
+          let pulled = try store.pull(digest, from: source.name)
+          record.digest = digest.description
+          record.remote = pulled.downloaded ? source.name : nil
+          record.size = pulled.size
+          record.outcome = pulled.downloaded ? "pulled" : "local"
         }
         failure = nil
         break
