@@ -2,8 +2,9 @@ import Foundation
 
 /// How a put brought bytes into the store.
 public enum IngestMethod: String, Sendable, Codable {
-  /// The source was cloned into `tmp/` (FICLONE), then the clone was hashed:
-  /// no data was copied.
+  /// The source was cloned into `tmp/` (FICLONE) and hashed — from its own
+  /// cached pages where the clone is proved to hold those bytes, else
+  /// from the clone: no data was copied.
   case clone
   /// The source was read once, hashed and written.
   case copy
@@ -38,9 +39,12 @@ extension Store {
   /// Stores the contents of the file at `path`.
   ///
   /// On the store's own filesystem the file is first cloned into `tmp/`
-  /// (FICLONE) and the clone is hashed — the bytes hashed are exactly the
-  /// bytes stored, even if the source changes meanwhile, and no data is
-  /// copied. Elsewhere it is read once: hashed and written in one pass.
+  /// (FICLONE) and no data is copied. The digest is taken from the
+  /// source's cached pages when the source is proved not to have changed
+  /// from before the clone to the end of the hash (on XFS: the same
+  /// status, and the same blocks as the clone), else from the clone
+  /// itself — either way the bytes hashed are exactly the bytes stored,
+  /// even if the source changes meanwhile. Elsewhere it is read once: hashed and written in one pass.
   /// When an object of the file's size is already stored, the file is
   /// hashed first, and a re-put of known bytes writes nothing.
   /// Memory is bounded (one 1 MiB buffer) whatever the size.
@@ -278,6 +282,9 @@ extension Store {
     writer.binding = binding
     if canClone {
       var cloned = false
+      // The source as it was before the clone: the hash of its cached
+      // pages counts only if it is the same after (see CachedHash).
+      let before = try? source.status()
       do throws(SystemCallError) {
         try writer.file.cloneContents(from: source)
         cloned = true
@@ -288,7 +295,15 @@ extension Store {
         throw TroveError.system(error, "clone", path: path)
       }
       if cloned {
-        try writer.absorbWritten(progress: progress)
+        let refusal = try writer.absorbClone(of: source, before: before, progress: progress)
+        cloneHashes.withLock {
+          if let refusal {
+            $0.fromClone += 1
+            $0.lastRefusal = refusal
+          } else {
+            $0.fromSource += 1
+          }
+        }
         return .staged(try writer.finish(method: .clone))
       }
       sweeps = try admit(size: size, priority: priority, input: path)
