@@ -8,7 +8,7 @@ import CLinux
 /// clone's (which are never cached: the page cache is per inode), with a
 /// proof that the bytes hashed are the bytes the clone holds. Without the
 /// proof the clone itself is hashed, as before. The argument is in
-/// Guarantees ("A clone-in put hashes the source's cached pages").
+/// Guarantees ("Hashing a clone from the page cache").
 ///
 /// The proof, after the clone and the hash of the source:
 /// - the store is on XFS, where every write to a shared extent is

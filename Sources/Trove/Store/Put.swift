@@ -223,7 +223,8 @@ extension Store {
   /// copy (the group finds one before paying for a sync, and counts all
   /// its hits in one transaction instead of one each), and a file under
   /// ``groupedCloneMinimum`` is copied rather than cloned (one read of
-  /// cached pages, where hashing a fresh clone reads it from the disk).
+  /// cached pages and a write, where a clone costs the FIEMAP calls of its
+  /// proof, or a read of the fresh clone from the disk when that fails).
   func prepare(
     _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
     priority: PutPriority, onProgress: ProgressHandler?, grouped: Bool = false
