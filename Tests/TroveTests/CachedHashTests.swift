@@ -136,6 +136,48 @@ struct CachedHashTests {
     #expect(try contents(source) != data, "the source did change")
   }
 
+  @Test("a direct (O_DIRECT) write to the source during the hash: the clone is hashed")
+  func directWriteDuringHash() throws {
+    let data = Bytes.random(Self.size, seed: 76)
+    let source = try scratch.write("source.bin", data)
+    let direct: Int32 = 0o40000  // O_DIRECT on Linux x86-64 and arm64 (Glibc hides it)
+    let fd = open(source, O_RDWR | direct)
+    #expect(fd >= 0)
+    defer { close(fd) }
+    let block = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+    defer { block.deallocate() }
+    block.initializeMemory(as: UInt8.self, repeating: 0xC3)
+    let address = Int(bitPattern: block.baseAddress)
+    let put = try store.put(
+      file: source,
+      onProgress: onFirstBlock {
+        // Past the point being read: the hash reads the new bytes.
+        _ = pwrite(fd, UnsafeRawPointer(bitPattern: address), 1 << 20, off_t(6 << 20))
+      })
+    #expect(put.digest == XXH3Hasher.digest(data))
+    #expect(tally.fromSource == 0 && tally.fromClone == 1)
+    #expect(tally.lastRefusal == .extentsDiffer)
+    try expectStoredExactly(put, data)
+    #expect(try contents(source) != data, "the source did change")
+  }
+
+  @Test("FIEMAP failing (fault injected) falls back: trove put still stores the right digest")
+  func fiemapFails() throws {
+    let data = Bytes.random(Self.size, seed: 77)
+    let source = try scratch.write("source.bin", data)
+    let store = scratch["cli-store"]
+    let put = try CLI.run(
+      ["--store", store, "put", "--json", source],
+      environment: ["TROVE_INJECT_FAULT": "ioctl(FS_IOC_FIEMAP):95"])
+    #expect(put.status == 0, "\(put.stderr)")
+    let records = try JSONSerialization.jsonObject(with: Data(put.stdout))
+    let record = try #require((records as? [[String: Any]])?.first)
+    #expect(record["digest"] as? String == XXH3Hasher.digest(data).description)
+    #expect(record["ingest"] as? String == "clone")
+    let verify = try CLI.run(["--store", store, "verify"])
+    #expect(verify.status == 0, "\(verify.out)\(verify.stderr)")
+  }
+
   @Test("a change of status alone during the hash (fchmod: a new ctime) falls back too")
   func statusChangeDuringHash() throws {
     let data = Bytes.random(Self.size, seed: 74)
