@@ -159,5 +159,4 @@ static inline int trove_fiemap_extents(int fd, uint64_t start, int sync,
   return 0;
 }
 
-
 #endif

@@ -44,7 +44,8 @@ extension Store {
   /// from before the clone to the end of the hash (on XFS: the same
   /// status, and the same blocks as the clone), else from the clone
   /// itself — either way the bytes hashed are exactly the bytes stored,
-  /// even if the source changes meanwhile. Elsewhere it is read once: hashed and written in one pass.
+  /// even if the source changes meanwhile. Elsewhere it is read once:
+  /// hashed and written in one pass.
   /// When an object of the file's size is already stored, the file is
   /// hashed first, and a re-put of known bytes writes nothing.
   /// Memory is bounded (one 1 MiB buffer) whatever the size.
