@@ -125,4 +125,38 @@ static inline int trove_fiemap_summary(int fd, trove_extent_summary *out) {
   return 0;
 }
 
+/// One extent as FS_IOC_FIEMAP reports it.
+typedef struct {
+  uint64_t logical;  // offset in the file
+  uint64_t physical; // offset on the device
+  uint64_t length;
+  uint32_t flags;    // FIEMAP_EXTENT_*
+} trove_extent;
+
+/// One FS_IOC_FIEMAP call from `start` to the end of the file: up to
+/// `capacity` extents into `out`, their count into `*count` (0: nothing
+/// mapped from `start`). With `sync`, FIEMAP_FLAG_SYNC: the file's dirty
+/// pages are written back first. Returns 0, or -1 with errno set.
+static inline int trove_fiemap_extents(int fd, uint64_t start, int sync,
+                                       trove_extent *out, uint32_t capacity,
+                                       uint32_t *count) {
+  size_t size = sizeof(struct fiemap) + capacity * sizeof(struct fiemap_extent);
+  struct fiemap *map = (struct fiemap *)calloc(1, size);
+  if (!map) { errno = ENOMEM; return -1; }
+  map->fm_start = start;
+  map->fm_length = ~0ULL - start;
+  map->fm_flags = sync ? FIEMAP_FLAG_SYNC : 0;
+  map->fm_extent_count = capacity;
+  if (ioctl(fd, FS_IOC_FIEMAP, map) != 0) { int e = errno; free(map); errno = e; return -1; }
+  *count = map->fm_mapped_extents;
+  for (uint32_t i = 0; i < map->fm_mapped_extents; i++) {
+    out[i].logical = map->fm_extents[i].fe_logical;
+    out[i].physical = map->fm_extents[i].fe_physical;
+    out[i].length = map->fm_extents[i].fe_length;
+    out[i].flags = map->fm_extents[i].fe_flags;
+  }
+  free(map);
+  return 0;
+}
+
 #endif

@@ -230,6 +230,38 @@ public final class BlobWriter {
   /// (the policy does not compress).
   var canTakeClone: Bool { sample == nil && compressor == nil && size == 0 }
 
+  /// Takes the digest of a clone of `source` just made into the temp file:
+  /// from the source's cached pages when ``CachedHash`` proves they are the
+  /// clone's bytes, else from the clone (``absorbWritten(progress:)``).
+  /// `before` is the source's status taken before the clone. Returns why
+  /// the clone was hashed, or nil when the source's pages were.
+  func absorbClone(of source: FileDescriptor, before: FileStatus?, progress: ByteProgress? = nil)
+    throws(TroveError) -> CachedHash.Refusal?
+  {
+    precondition(canTakeClone, "a clone is stored raw, and nothing was written before it")
+    let refusal: CachedHash.Refusal
+    if let before {
+      switch CachedHash.hash(
+        source, clonedInto: file, before: before, into: &hasher, progress: progress)
+      {
+      case .success(let hashed):
+        size = hashed
+        passedOn = hashed
+        do throws(TroveError) { try limit.checkReceived(size) } catch { throw fail(error) }
+        return nil
+      case .failure(let why):
+        refusal = why
+      }
+    } else {
+      refusal = .sourceChanged("status")
+    }
+    // Whatever the source's hash fed in is thrown away with the hasher.
+    hasher = XXH3Hasher()
+    progress?.restart()
+    try absorbWritten(progress: progress)
+    return refusal
+  }
+
   /// Hashes what the kernel put into the temp file (a clone or an
   /// in-kernel copy): the bytes hashed are the bytes that will be stored.
   func absorbWritten(progress: ByteProgress? = nil) throws(TroveError) {

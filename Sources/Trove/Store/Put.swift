@@ -2,8 +2,9 @@ import Foundation
 
 /// How a put brought bytes into the store.
 public enum IngestMethod: String, Sendable, Codable {
-  /// The source was cloned into `tmp/` (FICLONE), then the clone was hashed:
-  /// no data was copied.
+  /// The source was cloned into `tmp/` (FICLONE) and hashed — from its own
+  /// cached pages where the clone is proved to hold those bytes, else
+  /// from the clone: no data was copied.
   case clone
   /// The source was read once, hashed and written.
   case copy
@@ -38,9 +39,13 @@ extension Store {
   /// Stores the contents of the file at `path`.
   ///
   /// On the store's own filesystem the file is first cloned into `tmp/`
-  /// (FICLONE) and the clone is hashed — the bytes hashed are exactly the
-  /// bytes stored, even if the source changes meanwhile, and no data is
-  /// copied. Elsewhere it is read once: hashed and written in one pass.
+  /// (FICLONE) and no data is copied. The digest is taken from the
+  /// source's cached pages when the source is proved not to have changed
+  /// from before the clone to the end of the hash (on XFS: the same
+  /// status, and the same blocks as the clone), else from the clone
+  /// itself — either way the bytes hashed are exactly the bytes stored,
+  /// even if the source changes meanwhile. Elsewhere it is read once:
+  /// hashed and written in one pass.
   /// When an object of the file's size is already stored, the file is
   /// hashed first, and a re-put of known bytes writes nothing.
   /// Memory is bounded (one 1 MiB buffer) whatever the size.
@@ -219,7 +224,8 @@ extension Store {
   /// copy (the group finds one before paying for a sync, and counts all
   /// its hits in one transaction instead of one each), and a file under
   /// ``groupedCloneMinimum`` is copied rather than cloned (one read of
-  /// cached pages, where hashing a fresh clone reads it from the disk).
+  /// cached pages and a write, where a clone costs the FIEMAP calls of its
+  /// proof, or a read of the fresh clone from the disk when that fails).
   func prepare(
     _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
     priority: PutPriority, onProgress: ProgressHandler?, grouped: Bool = false
@@ -278,6 +284,9 @@ extension Store {
     writer.binding = binding
     if canClone {
       var cloned = false
+      // The source as it was before the clone: the hash of its cached
+      // pages counts only if it is the same after (see CachedHash).
+      let before = try? source.status()
       do throws(SystemCallError) {
         try writer.file.cloneContents(from: source)
         cloned = true
@@ -288,7 +297,15 @@ extension Store {
         throw TroveError.system(error, "clone", path: path)
       }
       if cloned {
-        try writer.absorbWritten(progress: progress)
+        let refusal = try writer.absorbClone(of: source, before: before, progress: progress)
+        cloneHashes.withLock {
+          if let refusal {
+            $0.fromClone += 1
+            $0.lastRefusal = refusal
+          } else {
+            $0.fromSource += 1
+          }
+        }
         return .staged(try writer.finish(method: .clone))
       }
       sweeps = try admit(size: size, priority: priority, input: path)

@@ -44,6 +44,8 @@ public final class Store: Sendable {
   /// Remotes this process saw fail (``CircuitBreaker``).
   let processBreakers = Mutex(ProcessBreakers())
   let cloneProbe = CloneProbe()
+  /// How clone-in puts got their digests in this process (``CachedHash``).
+  let cloneHashes = Mutex(CachedHash.Tally())
   /// The records this process notes what it uses in (most often none).
   let records: RecordKeeper
 
