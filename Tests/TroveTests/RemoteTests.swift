@@ -529,4 +529,187 @@ struct RemoteTests {
     }
     #expect(caught, "no push was caught mid-upload in 4 rounds")
   }
+
+  /// Checks that every blob (string) in Redis database `database` holds
+  /// the bytes its name says; their names.
+  static func intactBlobs(_ redis: RedisServer, database: Int) throws -> Set<String> {
+    var intact: Set<String> = []
+    for key in try redis.keys("trove:cas:*", database: database)
+    where try redis.command(["TYPE", key], database: database) == .simple("string") {
+      let value = try redis.value(key, database: database) ?? []
+      #expect(
+        "trove:cas:" + XXH3Hasher.digest(value).hex == key, "\(key) holds other bytes")
+      intact.insert(key)
+    }
+    return intact
+  }
+
+  @Test(
+    "Redis: a pipelined push of the queue — one object's failure is its own: the others are confirmed, it stays queued"
+  )
+  func redisPipelinedPush() throws {
+    let redis = try RedisServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let added = try Self.remote(
+      store, ["add", "r", redis.url(database: 8), "--max-object-size", "6MiB"])
+    #expect(added.status == 0, "\(added.stderr)")
+    var digests: [BlobDigest] = []
+    var contents: [[UInt8]] = []
+    for i in 0..<40 {
+      contents.append(Bytes.random(1 + i * 1637, seed: 100 + UInt64(i)))
+      digests.append(try Self.put(store, contents[i], in: scratch))
+    }
+    let pieces = try Self.put(store, Bytes.random(5 << 20, seed: 99), in: scratch)  // two pieces
+    let tooLarge = try Self.put(store, Bytes.random(7 << 20, seed: 98), in: scratch)
+    // One object is corrupt here; the remote holds another already.
+    let library = try Store(StoreConfiguration(root: store, createIfMissing: false))
+    let (corrupt, present) = (digests[17], digests[3])
+    let path = library.objectFilePath(corrupt)
+    var changed = contents[17]
+    changed[changed.count / 2] ^= 1
+    try? FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+    try Data(changed).write(to: URL(fileURLWithPath: path))
+    try redis.command(["SET", "trove:cas:\(present.hex)"], database: 8, payload: contents[3])
+
+    let pushed = try Self.remote(store, ["push"])
+    #expect(pushed.status == 65, "\(pushed.stderr)")
+    #expect(pushed.errorLines.count == 1)
+    #expect(pushed.stderr.contains("object \(corrupt) in store"), "\(pushed.stderr)")
+    #expect(pushed.out.contains("\(present)  already on 'r'"), "\(pushed.out)")
+    #expect(pushed.out.contains("\(pieces)  uploaded to 'r'"), "\(pushed.out)")
+    let intact = try Self.intactBlobs(redis, database: 8)
+    let expected = Set(
+      (digests + [pieces]).filter { $0 != corrupt }.map { "trove:cas:\($0.hex)" })
+    #expect(intact == expected)
+    #expect(try redis.keys("trove:tmp:*", database: 8) == [])
+    #expect(
+      try redis.command(["TYPE", "trove:cas:\(tooLarge.hex)"], database: 8) == .simple("none"))
+    // Recorded: only the corrupt object is still queued (too-large is done too).
+    #expect(try library.uploadQueueLength(for: "r").objects == 1)
+
+    try Data(contents[17]).write(to: URL(fileURLWithPath: path))
+    let again = try Self.remote(store, ["push"])
+    #expect(again.status == 0, "\(again.stderr)")
+    #expect(again.out == "\(corrupt)  uploaded to 'r'\n")
+    #expect(try library.uploadQueueLength(for: "r").objects == 0)
+    #expect(try Self.intactBlobs(redis, database: 8).count == digests.count + 1)
+  }
+
+  @Test(
+    "Redis: a server error about one key in a pipelined batch: the rest of the batch is confirmed, that object stays queued"
+  )
+  func redisPipelinedServerError() throws {
+    let redis = try RedisServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try Self.remote(store, ["add", "r", redis.url(database: 12)]).status == 0)
+    var digests: [BlobDigest] = []
+    for i in 0..<30 {
+      digests.append(
+        try Self.put(store, Bytes.random(100 + i * 997, seed: 300 + UInt64(i)), in: scratch))
+    }
+    // Every command on a key that holds a hash fails (WRONGTYPE).
+    let blocked = digests[11]
+    try redis.command(["HSET", "trove:cas:\(blocked.hex)", "f", "v"], database: 12)
+    let pushed = try Self.remote(store, ["push"])
+    #expect(pushed.status == 69, "\(pushed.stderr)")
+    #expect(pushed.errorLines.count == 1)
+    #expect(pushed.stderr.contains("WRONGTYPE"), "\(pushed.stderr)")
+    let expected = Set(digests.filter { $0 != blocked }.map { "trove:cas:\($0.hex)" })
+    #expect(try Self.intactBlobs(redis, database: 12) == expected)
+    #expect(
+      try redis.command(["TYPE", "trove:cas:\(blocked.hex)"], database: 12) == .simple("hash"))
+    let library = try Store(StoreConfiguration(root: store, createIfMissing: false))
+    #expect(try library.uploadQueueLength(for: "r").objects == 1)
+  }
+
+  @Test(
+    "a large pull (hashed on a thread beside the transfer) is stored intact; a corrupt one is not")
+  func threadedPull() throws {
+    let redis = try RedisServer()
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let bytes = Bytes.random(Int(Store.threadedPullSize) + (3 << 20) + 7, seed: 41)
+    // WebDAV, intact, through the thread; then Redis with one byte changed.
+    _ = try Self.shareBetweenStores(url: nginx.url("/t"), bytes: bytes, scratch: scratch)
+    let (a, c) = (scratch["a2"], scratch["c2"])
+    for store in [a, c] {
+      #expect(try Self.remote(store, ["add", "shared", redis.url(database: 9)]).status == 0)
+    }
+    let digest = try Self.put(a, bytes, in: scratch)
+    #expect(try Self.remote(a, ["push", digest.description]).status == 0)
+    var changed = bytes
+    changed[changed.count - 5] ^= 1
+    try redis.command(["SET", "trove:cas:\(digest.hex)"], database: 9, payload: changed)
+    let pulled = try Self.remote(c, ["pull", digest.description])
+    #expect(pulled.status == 65, "\(pulled.stderr)")
+    #expect(pulled.stderr.contains("remote 'shared' sent bytes that are not \(digest)"))
+    #expect(try Self.digests(c) == [])
+    #expect(Self.leftovers(c) == [])
+  }
+
+  @Test(
+    "a large raw object corrupt on disk is hashed as it is sent and never published (WebDAV, Redis)"
+  )
+  func corruptLocalCopyNotPublished() throws {
+    let redis = try RedisServer()
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let bytes = Bytes.random(Int(Store.batchedObjectSize) * 2 + 11, seed: 51)
+    for (name, url) in [("dav", nginx.url("/c")), ("redis", redis.url(database: 11))] {
+      #expect(try Self.remote(store, ["add", name, url]).status == 0)
+    }
+    let digest = try Self.put(store, bytes, in: scratch)
+    let library = try Store(StoreConfiguration(root: store, createIfMissing: false))
+    let path = library.objectFilePath(digest)
+    var changed = bytes
+    changed[changed.count / 2] ^= 0x40
+    try? FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+    try Data(changed).write(to: URL(fileURLWithPath: path))
+    for name in ["dav", "redis"] {
+      let pushed = try Self.remote(store, ["push", "--remote", name, digest.description])
+      #expect(pushed.status != 0)
+      #expect(
+        pushed.stderr.contains("object \(digest) in store '\(store)' is corrupt"),
+        "\(pushed.stderr)")
+    }
+    #expect(
+      !FileManager.default.fileExists(
+        atPath: nginx.files["c/cas/\(digest.hex.prefix(2))/\(digest.hex)"]))
+    #expect(
+      ((try? FileManager.default.contentsOfDirectory(atPath: nginx.files["c/tmp"])) ?? []) == [])
+    #expect(try redis.keys("trove:*", database: 11) == ["trove:remote"])
+    #expect(Self.leftovers(store) == [])
+  }
+
+  @Test(
+    "kill -9 of a pipelined push of many objects (Redis) leaves every blob intact; a push later completes"
+  )
+  func killMidPipelinedPush() throws {
+    let redis = try RedisServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try Self.remote(store, ["add", "r", redis.url(database: 10)]).status == 0)
+    var digests: [BlobDigest] = []
+    for i in 0..<300 {
+      digests.append(
+        try Self.put(store, Bytes.random(64 << 10 + i, seed: 200 + UInt64(i)), in: scratch))
+    }
+    let push = try Spawned(["--store", store, "remote", "push"], io: scratch["push"])
+    while push.process.isRunning,
+      (try? redis.keys("trove:cas:*", database: 10).count) ?? 0 < 20
+    {
+      usleep(200)
+    }
+    push.kill()
+    _ = try push.wait()
+    _ = try Self.intactBlobs(redis, database: 10)
+    let again = try Self.remote(store, ["push"])
+    #expect(again.status == 0, "\(again.stderr)")
+    #expect(try Self.intactBlobs(redis, database: 10).count == digests.count)
+    let library = try Store(StoreConfiguration(root: store, createIfMissing: false))
+    #expect(try library.uploadQueueLength(for: "r").objects == 0)
+  }
 }

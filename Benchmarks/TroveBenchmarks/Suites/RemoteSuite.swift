@@ -66,7 +66,7 @@ func remoteSuite(_ b: Bench) throws {
       suite: "remote", name: "push \(sizeName(size))", parameters: params, unit: .seconds,
       trove: pushed[0], referenceName: "curl -T FILE", reference: pushed[1],
       note:
-        "trove hashes the object first (never shares a corrupt copy), HEADs, PUTs to tmp/ and MOVEs it into place"
+        "trove HEADs, PUTs to tmp/ hashing what it sends, and MOVEs it into place only if it matched (never shares a corrupt copy)"
     ))
   try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", digest])
   let out = files + "/curl-out.bin"
@@ -82,7 +82,9 @@ func remoteSuite(_ b: Bench) throws {
     Result(
       suite: "remote", name: "pull \(sizeName(size))", parameters: params, unit: .seconds,
       trove: pulled[0], referenceName: "curl -o FILE", reference: pulled[1],
-      note: "trove also hashes every byte and fsyncs the object before publishing it"))
+      note:
+        "trove also hashes every byte (on a thread beside the transfer) and fsyncs the object before publishing it"
+    ))
   b.add(
     Result(
       suite: "remote", name: "pull \(sizeName(size))", parameters: params, unit: .seconds,
@@ -240,6 +242,6 @@ private func redisRows(_ b: Bench, files: String, count: Int) throws {
       unit: .seconds, trove: pushed[0], referenceName: "redis-cli --pipe of the SETs",
       reference: pushed[1],
       note:
-        "trove hashes each object, checks the remote for it, and appends it to an expiring temp key renamed into place; redis-cli pipelines plain SETs"
+        "trove hashes each object, asks the remote for 64 at a time, then pipelines each one's SETEX of an expiring temp key and the script renaming it into place; redis-cli pipelines plain SETs"
     ))
 }

@@ -22,6 +22,12 @@ final class RESPConnection {
   /// The stall rule's window: when it began, and the bytes received since.
   private var windowStart = ContinuousClock.now
   private var windowBytes = 0
+  /// Commands queued by ``send(_:payload:)``, not sent yet.
+  private var outgoing: [UInt8] = []
+
+  /// The longest payload copied into the queue of commands rather than
+  /// sent by itself.
+  static let inlinePayload = 256 << 10
 
   /// The longest bulk string streamed by ``readBulk(_:)`` (Redis's own
   /// largest value).
@@ -96,21 +102,32 @@ final class RESPConnection {
       "\(label): \(command.isEmpty ? "" : command + " failed: ")\(ServerText.excerpt(message))")
   }
 
-  /// Sends one command: `arguments`, then `payload` as a last argument
-  /// when given (sent from where it is, not copied).
+  /// Queues one command: `arguments`, then `payload` as a last argument
+  /// when given. Commands go out together, in as few `send` calls as they
+  /// fit, when a reply is read (or at ``flush()``): several sent before
+  /// their replies are read make one round trip (pipelining). A payload of
+  /// more than ``inlinePayload`` bytes is sent from where it is, not copied.
   func send(_ arguments: [String], payload: UnsafeRawBufferPointer? = nil) throws(TroveError) {
     var head = "*\(arguments.count + (payload == nil ? 0 : 1))\r\n"
     for argument in arguments { head += "$\(argument.utf8.count)\r\n\(argument)\r\n" }
     if let payload { head += "$\(payload.count)\r\n" }
-    do throws(SystemCallError) {
-      try socket.sendAll(Array(head.utf8))
-      if let payload {
-        if payload.count > 0 { try socket.sendAll(payload) }
-        try socket.sendAll([13, 10])
-      }
-    } catch {
-      throw failed(error)
+    outgoing += head.utf8
+    guard let payload else { return }
+    if payload.count <= Self.inlinePayload {
+      outgoing += payload
+    } else {
+      try flush()
+      do throws(SystemCallError) { try socket.sendAll(payload) } catch { throw failed(error) }
     }
+    outgoing += [13, 10]
+    if outgoing.count >= Self.inlinePayload { try flush() }
+  }
+
+  /// Sends the queued commands.
+  func flush() throws(TroveError) {
+    guard !outgoing.isEmpty else { return }
+    defer { outgoing.removeAll(keepingCapacity: true) }
+    do throws(SystemCallError) { try socket.sendAll(outgoing) } catch { throw failed(error) }
   }
 
   /// Sends a command and reads its reply; an error reply is thrown.
@@ -223,6 +240,7 @@ final class RESPConnection {
 
   /// Reads one reply whole, within the reply limit and the depth limit.
   func readReply() throws(TroveError) -> Reply {
+    try flush()
     startWindow()
     var budget = replyLimit
     return try readReply(depth: 0, budget: &budget)
@@ -269,6 +287,7 @@ final class RESPConnection {
   func readBulk(_ body: (UnsafeRawBufferPointer) throws(TroveError) -> Void) throws(TroveError)
     -> Int?
   {
+    try flush()
     startWindow()
     let text = try line()
     if text.hasPrefix("-") { throw serverError(text.dropFirst(), after: "") }

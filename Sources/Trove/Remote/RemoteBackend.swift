@@ -3,7 +3,8 @@
 /// (``WebDAVBackend``) and Redis (``RedisBackend``).
 ///
 /// A remote is a trust boundary: ``download(_:from:into:)`` hands bytes
-/// only to a store's ``BlobWriter``, which hashes them, and the caller
+/// only to a store's ``BlobWriter`` (directly or through a
+/// ``WriterThread``), which hashes them, and the caller
 /// commits expecting the digest (see `Store.pull(_:from:)`): bytes that
 /// do not match their name are never stored.
 protocol RemoteBackend: AnyObject {
@@ -11,16 +12,24 @@ protocol RemoteBackend: AnyObject {
   func exists(_ digest: BlobDigest) throws(TroveError) -> Bool
   /// The length of `digest`'s blob, or nil when the remote does not hold it.
   func size(_ digest: BlobDigest) throws(TroveError) -> Int64?
-  /// Streams `digest`'s blob from byte `offset` on into `writer`, without
+  /// Streams `digest`'s blob from byte `offset` on into `writer` (a
+  /// store's writer, or a thread writing into one), without
   /// holding it whole in memory. Returns the blob's length, or nil when
   /// the remote does not hold it (nothing was written).
-  func download(_ digest: BlobDigest, from offset: Int64, into writer: BlobWriter)
+  func download(_ digest: BlobDigest, from offset: Int64, into writer: any RemoteSink)
     throws(TroveError) -> Int64?
-  /// Uploads `size` bytes of `file` (from offset 0) as `digest`'s blob,
-  /// unless the remote already holds it. No reader ever sees a partial
-  /// blob, and an intact blob is never replaced.
-  func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
-    throws(TroveError) -> RemoteUpload
+  /// Uploads `item.size` bytes of `item.file` (from offset 0) as
+  /// `item.digest`'s blob, unless the remote already holds it. No reader
+  /// ever sees a partial blob, and an intact blob is never replaced. With
+  /// `item.verify`, the bytes are hashed as they are sent and published
+  /// only when they are the digest's (else `.corruptObject`, nothing
+  /// published).
+  func upload(_ item: RemoteUploadItem) throws(TroveError) -> RemoteUpload
+  /// Uploads several blobs, as ``upload(_:from:size:)`` does each: the
+  /// outcome of each item, in order — nil for one not tried (after the
+  /// remote failed on an earlier one). One object's failure is never
+  /// another's. A backend may send them together (pipelined).
+  func uploadMany(_ items: [RemoteUploadItem]) -> [Result<RemoteUpload, TroveError>?]
   /// Removes `digest`'s blob; false when it was not there.
   func delete(_ digest: BlobDigest) throws(TroveError) -> Bool
   /// The remote's layout record, or nil when none is written yet.
@@ -33,6 +42,48 @@ protocol RemoteBackend: AnyObject {
   /// Writes `record`, replacing the key's earlier one (whole: a reader
   /// sees the old record or the new).
   func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError)
+}
+
+/// A blob to upload: `size` bytes of `file` from offset 0; with `verify`,
+/// bytes not checked against `digest` yet (see
+/// ``RemoteBackend/upload(_:)``).
+struct RemoteUploadItem {
+  var digest: BlobDigest
+  var file: FileDescriptor
+  var size: Int64
+  var verify = false
+
+  /// The error for bytes that turned out not to be `digest`'s as they
+  /// were sent.
+  var mismatch: TroveError {
+    TroveError(
+      .corruptObject, "the bytes sent as \(digest) do not hash to it; not published",
+      value: digest.description)
+  }
+}
+
+extension RemoteBackend {
+  /// Uploads `size` bytes of `file`, checked already, as `digest`'s blob.
+  func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
+    throws(TroveError) -> RemoteUpload
+  {
+    try upload(RemoteUploadItem(digest: digest, file: file, size: size))
+  }
+
+  /// One upload after another, stopping at the first that finds the
+  /// remote failing (unreachable, broken off): the rest are not tried.
+  func uploadMany(_ items: [RemoteUploadItem]) -> [Result<RemoteUpload, TroveError>?] {
+    var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: items.count)
+    for (i, item) in items.enumerated() {
+      do throws(TroveError) {
+        results[i] = .success(try upload(item))
+      } catch {
+        results[i] = .failure(error)
+        if error.code == .unavailable || error.code == .transferFailed { break }
+      }
+    }
+    return results
+  }
 }
 
 /// What an upload did.

@@ -35,6 +35,8 @@ final class RemoteHTTPTransfer {
     var file: FileDescriptor?
     var bytes: [UInt8] = []
     var size: Int64
+    /// Whether the bytes are hashed as they are sent (``Outcome/sentDigest``).
+    var hashes = false
 
     init(file: FileDescriptor, size: Int64) {
       self.file = file
@@ -61,6 +63,9 @@ final class RemoteHTTPTransfer {
     var sinkError: TroveError?
     /// The error reading the upload's file, which stopped the transfer.
     var readError: SystemCallError?
+    /// The digest of the body sent, when the upload ``Upload/hashes`` and
+    /// all of it was read.
+    var sentDigest: BlobDigest?
   }
 
   private final class Context {
@@ -71,9 +76,11 @@ final class RemoteHTTPTransfer {
     let upload: Upload?
     var offset: Int64 = 0
     var readError: SystemCallError?
+    var hasher: XXH3Hasher?
     init(sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)?, upload: Upload?) {
       self.sink = sink
       self.upload = upload
+      if upload?.hashes == true { hasher = XXH3Hasher() }
     }
   }
 
@@ -113,6 +120,8 @@ final class RemoteHTTPTransfer {
     }
     if let upload {
       trove_curl_set_long(curl.easySetopt, handle, CURLOPT_UPLOAD, 1)
+      // Fewer, larger reads of the file than libcurl's default 64 KiB.
+      trove_curl_set_long(curl.easySetopt, handle, CURLOPT_UPLOAD_BUFFERSIZE, 1 << 20)
       trove_curl_set_offset(
         curl.easySetopt, handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(upload.size))
       trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_READDATA, pointer)
@@ -134,6 +143,7 @@ final class RemoteHTTPTransfer {
         do throws(SystemCallError) {
           let n = try file.read(into: target, at: context.offset)
           guard n > 0 else { throw SystemCallError("pread", .ioError) }  // the file shrank
+          context.hasher?.update(UnsafeRawBufferPointer(rebasing: target[..<n]))
           context.offset += Int64(n)
           return n
         } catch {
@@ -179,6 +189,7 @@ final class RemoteHTTPTransfer {
     return Outcome(
       status: context.status, contentLength: context.contentLength, code: code,
       message: detail.isEmpty ? curl.message(code) : detail,
-      sinkError: context.sinkError, readError: context.readError)
+      sinkError: context.sinkError, readError: context.readError,
+      sentDigest: context.offset == upload?.size ? context.hasher?.finalize() : nil)
   }
 }

@@ -53,7 +53,18 @@ extension Store {
     let writer = try makeWriter(
       expectedSize: size, priority: .important, source: "remote '\(spec.name)'", exact: true)
     do throws(TroveError) {
-      guard try backend.download(digest, from: 0, into: writer) != nil else {
+      // A large blob is hashed and written on a thread of its own, beside
+      // the transfer; the commit waits for all of it.
+      let threaded = size >= Self.threadedPullSize ? WriterThread(writer) : nil
+      let downloaded: Int64?
+      do throws(TroveError) {
+        downloaded = try backend.download(digest, from: 0, into: threaded ?? writer)
+      } catch {
+        try? threaded?.finish()
+        throw error
+      }
+      try threaded?.finish()
+      guard downloaded != nil else {
         throw TroveError(
           .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
       }
@@ -71,6 +82,9 @@ extension Store {
       throw error
     }
   }
+
+  /// The smallest blob a pull hashes and writes on a ``WriterThread``.
+  static let threadedPullSize: Int64 = 16 << 20
 
   /// Uploads `digest`'s object to the remote named `remote`, unless the
   /// remote holds it already or it is longer than the remote's
@@ -102,11 +116,85 @@ extension Store {
 
   func push(_ digest: BlobDigest, to backend: any RemoteBackend) throws(TroveError) -> RemoteUpload
   {
-    let upload = try withVerifiedCopy(of: digest) { (file, size) throws(TroveError) in
-      try backend.upload(digest, from: file, size: size)
+    guard let outcome = push([digest], to: backend)[0] else {
+      throw TroveError(.unavailable, "\(digest) was not uploaded", value: digest.description)
     }
-    // Then the keys that name it (never before: a reader that finds a key
-    // finds its blob), with what fetches learnt and the checksums.
+    return try outcome.get()
+  }
+
+  /// Uploads `digests`' objects, each verified against its digest first,
+  /// then the keys that name each one uploaded (never before: a reader
+  /// that finds a key finds its blob). Objects of up to
+  /// ``batchedObjectSize`` go to the backend together (Redis pipelines
+  /// them); a larger one goes alone. Each object's outcome, in order: nil
+  /// for one not tried (the remote failed on an earlier one). One object's
+  /// failure (a corrupt local copy, an error about its key) is its own.
+  func push(_ digests: [BlobDigest], to backend: any RemoteBackend)
+    -> [Result<RemoteUpload, TroveError>?]
+  {
+    var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: digests.count)
+    var pending: [(Int, VerifiedCopy)] = []
+    var remoteFailed = false
+    func send() {
+      defer {
+        for (_, copy) in pending { release(copy) }
+        pending.removeAll()
+      }
+      guard !remoteFailed, !pending.isEmpty else { return }
+      let outcomes = backend.uploadMany(
+        pending.map {
+          RemoteUploadItem(
+            digest: digests[$0.0], file: $0.1.file, size: $0.1.size, verify: $0.1.unverified)
+        })
+      for ((i, _), outcome) in zip(pending, outcomes) {
+        guard case .success(let upload)? = outcome else {
+          results[i] = outcome
+          if case .failure(let error)? = outcome, error.code == .corruptObject {
+            results[i] = .failure(corrupt(digests[i]))
+            continue
+          }
+          // The remote failing stops what is still to send.
+          if case .failure(let error)? = outcome {
+            if error.code == .unavailable || error.code == .transferFailed { remoteFailed = true }
+          } else {
+            remoteFailed = true
+          }
+          continue
+        }
+        do throws(TroveError) {
+          try writeKeyRecords(of: digests[i], to: backend)
+          results[i] = .success(upload)
+        } catch {
+          results[i] = .failure(error)
+        }
+      }
+    }
+    for (i, digest) in digests.enumerated() where !remoteFailed {
+      let copy: VerifiedCopy
+      do throws(TroveError) {
+        copy = try verifiedCopy(of: digest)
+      } catch {
+        results[i] = .failure(error)
+        continue
+      }
+      if copy.size > Self.batchedObjectSize { send() }
+      pending.append((i, copy))
+      if copy.size > Self.batchedObjectSize || pending.count >= Self.batchedObjects { send() }
+    }
+    send()
+    return results
+  }
+
+  /// The largest object uploaded together with others (see
+  /// ``push(_:to:)-([BlobDigest],_)``), and how many go together at most.
+  static let batchedObjectSize: Int64 = 4 << 20
+  static let batchedObjects = 64
+
+  /// Writes the key records of the keys bound to `digest`, with what
+  /// fetches learnt and the checksums.
+  private func writeKeyRecords(of digest: BlobDigest, to backend: any RemoteBackend)
+    throws(TroveError)
+  {
     let (keys, checksums) = try index().read("read the keys of \(digest)") {
       (tx) throws(TroveError) in (try tx.keys(of: digest), try tx.checksums(of: digest))
     }
@@ -116,51 +204,81 @@ extension Store {
           key: binding.key, digest: digest.description, origin: binding.origin,
           checksums: checksums.map(\.description)))
     }
-    return upload
   }
 
-  /// Gives `body` a descriptor of `digest`'s bytes, checked against the
-  /// digest: the object file itself when it is stored raw (hashed first),
-  /// else a temp file in `tmp/` it is decompressed into (removed after).
-  private func withVerifiedCopy<T>(
-    of digest: BlobDigest, _ body: (FileDescriptor, Int64) throws(TroveError) -> T
-  ) throws(TroveError) -> T {
+  /// An object's bytes, open for reading: the object file itself when it
+  /// is stored raw, else a temp file in `tmp/` it was decompressed into
+  /// (``release(_:)`` removes it). Checked against the digest already, or
+  /// `unverified`: a raw object over ``batchedObjectSize`` is hashed as it
+  /// is sent instead (in one read, not two), and the remote publishes it
+  /// only if it matches.
+  private struct VerifiedCopy {
+    var file: FileDescriptor
+    var size: Int64
+    var temp: String?
+    var unverified = false
+  }
+
+  /// The error for an object whose local copy does not match its digest.
+  private func corrupt(_ digest: BlobDigest, compressed: Bool = false) -> TroveError {
+    TroveError(
+      .corruptObject,
+      "object \(digest) in store '\(root)' is corrupt (its bytes do not match its digest); not uploaded; run 'trove verify --repair'",
+      path: objectFilePath(digest, compressed: compressed), value: digest.description)
+  }
+
+  private func release(_ copy: VerifiedCopy) {
+    copy.file.close()
+    if let temp = copy.temp { try? tmpDirectory.removeFile(temp) }
+  }
+
+  /// `digest`'s bytes, checked against the digest: the object file itself
+  /// when it is stored raw (hashed first), else a temp file in `tmp/` it
+  /// is decompressed into.
+  private func verifiedCopy(of digest: BlobDigest) throws(TroveError) -> VerifiedCopy {
     let (object, isCompressed) = try openObject(digest)
-    defer { object.close() }
     let path = objectFilePath(digest, compressed: isCompressed)
     if !isCompressed {
-      let size = try attempt("read", path) { () throws(SystemCallError) in try object.status().size
-      }
-      var hasher = XXH3Hasher()
-      let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
-      defer { buffer.deallocate() }
-      var offset: Int64 = 0
-      while true {
-        let n = try attempt("read", path) { () throws(SystemCallError) in
-          try object.read(into: buffer, at: offset)
+      do throws(TroveError) {
+        let size = try attempt("read", path) { () throws(SystemCallError) in
+          try object.status().size
         }
-        if n == 0 { break }
-        hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-        offset += Int64(n)
+        if size > Self.batchedObjectSize {
+          return VerifiedCopy(file: object, size: size, unverified: true)
+        }
+        var hasher = XXH3Hasher()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(
+          byteCount: Int(min(max(size, 1), 1 << 20)), alignment: 8)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while true {
+          let n = try attempt("read", path) { () throws(SystemCallError) in
+            try object.read(into: buffer, at: offset)
+          }
+          if n == 0 { break }
+          hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+          offset += Int64(n)
+        }
+        guard hasher.finalize() == digest, offset == size else { throw corrupt(digest) }
+        return VerifiedCopy(file: object, size: size)
+      } catch {
+        object.close()
+        throw error
       }
-      guard hasher.finalize() == digest, offset == size else {
-        throw TroveError(
-          .corruptObject,
-          "object \(digest) in store '\(root)' is corrupt (its bytes do not match its digest); not uploaded; run 'trove verify --repair'",
-          path: path, value: digest.description)
-      }
-      return try body(object, size)
     }
+    object.close()
     let temp = StoreLayout.temporaryName("push")
     let file = try attempt("create temporary file in", tmpPath) { () throws(SystemCallError) in
       try FileDescriptor.open(temp, in: tmpDirectory, [.readWrite, .create, .exclusive])
     }
-    defer {
+    do throws(TroveError) {
+      let size = try write(
+        digest, to: FileHandle(fileDescriptor: file.rawValue, closeOnDealloc: false))
+      return VerifiedCopy(file: file, size: size, temp: temp)
+    } catch {
       file.close()
       try? tmpDirectory.removeFile(temp)
+      throw error
     }
-    let size = try write(
-      digest, to: FileHandle(fileDescriptor: file.rawValue, closeOnDealloc: false))
-    return try body(file, size)
   }
 }

@@ -135,39 +135,62 @@ extension Store {
         let batch = try queue(spec.name, since: from, after: after, limit: 64)
         guard let last = batch.last else { break }
         after = (last.2, last.0.hex)
+        // The batch's objects go up together (a backend may pipeline
+        // them), each with its own outcome; what the remote confirmed is
+        // then recorded in one transaction.
+        let sent = batch.compactMap { (digest, size, _) in
+          size > (spec.sizeLimit ?? .max) ? nil : digest
+        }
+        var outcomes: [BlobDigest: Result<RemoteUpload, TroveError>] = [:]
+        for (digest, result) in zip(sent, push(sent, to: backend)) { outcomes[digest] = result }
+        var items: [(QueuedUpload, created: Int64)] = []
         for (digest, size, created) in batch {
           var item = QueuedUpload(digest: digest, remote: spec.name)
-          var recording = false
-          do throws(TroveError) {
-            if let limit = spec.sizeLimit, size > limit {
-              item.outcome = .tooLarge
-            } else {
-              item.outcome = try push(digest, to: backend)
+          if let limit = spec.sizeLimit, size > limit {
+            item.outcome = .tooLarge
+          } else if let outcome = outcomes[digest] {
+            switch outcome {
+            case .success(let upload): item.outcome = upload
+            case .failure(let error) where error.code == .notFound:
+              continue  // removed meanwhile: no longer queued
+            case .failure(let error): item.error = error
             }
-            recording = true
-            try recordHolding(spec.name, digest, item.outcome == .tooLarge ? .tooLarge : .held)
-          } catch  where error.code == .notFound && !recording {
-            continue  // removed meanwhile: no longer queued
-          } catch {
-            item.error = error
+          } else {
+            // Not tried: the remote failed on an earlier one.
             oldestLeft = min(oldestLeft ?? created, created)
-            onEach?(item)
-            done.append(item)
-            let remoteFailing = error.code == .unavailable || error.code == .transferFailed
-            if remoteFailing { remoteFailed(spec.name) }
-            // A remote that fails, or an index that cannot record (busy,
-            // full), stops this remote's walk: the next pass offers the
-            // object again. Anything else (a corrupt local copy) is this
-            // object's alone.
-            if remoteFailing || recording {
-              stopped = true
-              break drain
-            }
             continue
+          }
+          items.append((item, created))
+        }
+        let confirmed = items.compactMap { (item, _) -> (BlobDigest, RemoteHolding)? in
+          guard let digest = item.digest, let outcome = item.outcome else { return nil }
+          return (digest, outcome == .tooLarge ? .tooLarge : .held)
+        }
+        var recordFailure: TroveError?
+        do throws(TroveError) {
+          try recordHoldings(spec.name, confirmed)
+        } catch {
+          recordFailure = error
+        }
+        for (var item, created) in items {
+          if item.error == nil, let recordFailure {
+            item.outcome = nil
+            item.error = recordFailure
           }
           onEach?(item)
           done.append(item)
+          guard let error = item.error else { continue }
+          oldestLeft = min(oldestLeft ?? created, created)
+          // A remote that fails, or an index that cannot record (busy,
+          // full), stops this remote's walk after this batch (what the
+          // remote confirmed in it is recorded, unless the index failed):
+          // the next pass offers the objects again. Anything else (a
+          // corrupt local copy) is this object's alone.
+          let remoteFailing = error.code == .unavailable || error.code == .transferFailed
+          if remoteFailing, recordFailure == nil, !stopped { remoteFailed(spec.name) }
+          if remoteFailing || recordFailure != nil { stopped = true }
         }
+        if stopped { break drain }
       }
       if !everything {
         // Stopped early: nothing after the object it stopped at is known.
@@ -250,10 +273,19 @@ extension Store {
   func recordHolding(_ remote: String, _ digest: BlobDigest, _ state: RemoteHolding)
     throws(TroveError)
   {
-    guard !isReadOnly else { return }
+    try recordHoldings(remote, [(digest, state)])
+  }
+
+  /// Records what `remote` holds of several objects, in one transaction,
+  /// or throws why it could not (then none is recorded).
+  func recordHoldings(_ remote: String, _ holdings: [(BlobDigest, RemoteHolding)])
+    throws(TroveError)
+  {
+    guard !isReadOnly, let first = holdings.first else { return }
     let now = currentTimeNanoseconds()
-    try index().write("note that '\(remote)' holds \(digest)") { (tx) throws(TroveError) in
-      try tx.noteHolding(remote, digest, state, now: now)
+    let what = holdings.count == 1 ? "\(first.0)" : "\(holdings.count) objects"
+    try index().write("note that '\(remote)' holds \(what)") { (tx) throws(TroveError) in
+      for (digest, state) in holdings { try tx.noteHolding(remote, digest, state, now: now) }
     }
   }
 }

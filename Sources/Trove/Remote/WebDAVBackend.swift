@@ -79,7 +79,7 @@ final class WebDAVBackend: RemoteBackend {
     return length
   }
 
-  func download(_ digest: BlobDigest, from offset: Int64, into writer: BlobWriter)
+  func download(_ digest: BlobDigest, from offset: Int64, into writer: any RemoteSink)
     throws(TroveError) -> Int64?
   {
     let url = blobURL(digest)
@@ -100,9 +100,8 @@ final class WebDAVBackend: RemoteBackend {
     return offset + received
   }
 
-  func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
-    throws(TroveError) -> RemoteUpload
-  {
+  func upload(_ item: RemoteUploadItem) throws(TroveError) -> RemoteUpload {
+    let (digest, size) = (item.digest, item.size)
     if let limit = spec.sizeLimit, size > limit { return .tooLarge }
     // A file of another length under the blob's name cannot be the blob
     // (a cut-short or damaged upload): it is replaced, never taken as
@@ -110,10 +109,11 @@ final class WebDAVBackend: RemoteBackend {
     let found = try self.size(digest)
     if found == size { return .present }
     let temp = base + "/" + RemoteNames.temporaryPath()
-    try request(
-      "PUT", temp, accepting: [200, 201, 204],
-      upload: RemoteHTTPTransfer.Upload(file: file, size: size))
+    var body = RemoteHTTPTransfer.Upload(file: item.file, size: size)
+    body.hashes = item.verify
+    let sent = try request("PUT", temp, accepting: [200, 201, 204], upload: body)
     do throws(TroveError) {
+      if item.verify, sent.sentDigest != digest { throw item.mismatch }
       let moved = try request(
         "MOVE", temp, accepting: [201, 204, 412],
         headers: ["Destination: \(blobURL(digest))", "Overwrite: \(found == nil ? "F" : "T")"])
