@@ -77,6 +77,8 @@ extension Store {
     var reported = 0
     var group: [(index: Int, put: PendingPut)] = []
     var groupBytes: Int64 = 0
+    // The settings and the free-space measurement the group's files share.
+    var batch: PutBatch?
 
     func report() {
       while reported < results.count, let result = results[reported] {
@@ -88,6 +90,7 @@ extension Store {
       defer {
         group = []
         groupBytes = 0
+        batch = nil
       }
       if group.count == 1, let only = group.first {
         // One object: its own fsync, never a sync of the whole filesystem.
@@ -125,13 +128,14 @@ extension Store {
 
     for (index, path) in paths.enumerated() {
       do throws(TroveError) {
+        if batch?.isExpired ?? true { batch = try PutBatch(store: self) }
         let source = try openSource(path)
         defer { source.close() }
         var progress: ProgressHandler?
         if let onProgress { progress = { @Sendable report in onProgress(index, report) } }
         switch try prepare(
           source, path: path, key: nil, expectedSize: nil, priority: priority,
-          onProgress: progress, grouped: true)
+          onProgress: progress, grouped: true, batch: batch)
         {
         case .finished(let result): results[index] = .success(result)
         case .staged(let put):
