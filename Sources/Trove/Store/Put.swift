@@ -399,10 +399,11 @@ extension Store {
   /// The result of a published put, after the sweep it may call for: if
   /// the object is new and the store is now over its budget, an auto-sweep
   /// that keeps it. The bytes are stored; a failing auto-sweep does not
-  /// fail the put (`trove sweep` reports whatever it was).
+  /// fail the put (`trove sweep` reports whatever it was). The budget is
+  /// `batch`'s when there is one.
   func finishPut(
     _ outcome: PublishOutcome, method: IngestMethod, sweeps: [SweepReport],
-    sweepingOverBudget: Bool = true
+    sweepingOverBudget: Bool = true, batch: PutBatch? = nil
   )
     -> PutResult
   {
@@ -418,7 +419,7 @@ extension Store {
       var result = PutResult(
         digest: entry.digest, size: entry.size, isDuplicate: false, method: method,
         sweeps: sweeps)
-      if let budget = try? currentSettings().policy.budget {
+      if let budget = try? settings(for: batch).policy.budget {
         result.exceedsBudget = entry.allocatedBytes > budget
       }
       if sweepingOverBudget, let sweep = try? sweepIfOverBudget(protecting: [entry.digest]) {

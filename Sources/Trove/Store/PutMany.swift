@@ -108,7 +108,9 @@ extension Store {
         switch outcome {
         case .success(let published):
           results[index] = .success(
-            finishPut(published, method: put.method, sweeps: put.sweeps, sweepingOverBudget: false))
+            finishPut(
+              published, method: put.method, sweeps: put.sweeps, sweepingOverBudget: false,
+              batch: batch))
           if case .stored = published { stored.append((index, put.staged.digest)) }
         case .failure(let error):
           results[index] = .failure(
