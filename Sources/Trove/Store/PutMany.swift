@@ -54,8 +54,9 @@ extension Store {
   /// `max-object-size`, or one whose bytes could not be made durable fails
   /// alone (and leaves nothing in the store) while the others are stored.
   /// Inputs that hold the same bytes, in the group or already stored, are
-  /// dedup hits (``PutResult/isDuplicate``). The budget is checked once per
-  /// group: a sweep after it, if the store went over, appears in the
+  /// dedup hits (``PutResult/isDuplicate``). The settings are read and the
+  /// free space measured once per group. The budget is
+  /// checked once per group: a sweep after it, if the store went over, appears in the
   /// ``PutResult/sweeps`` of the group's last new object.
   ///
   /// `onProgress`, when given, hears of the bytes of input `index` read (or
