@@ -66,6 +66,35 @@ struct EvictionTests {
     #expect(onDisk == kept)
   }
 
+  @Test(
+    "evicting every entry, folder by folder from several threads, leaves the index and the folders agreeing (root fs and XFS)"
+  )
+  func evictAll() throws {
+    var roots = [try Scratch()]
+    if let xfs = TestFilesystems.xfs { roots.append(try Scratch(under: xfs)) }
+    for scratch in roots {
+      let store = try scratch.store()
+      try FileManager.default.createDirectory(
+        atPath: scratch["in"], withIntermediateDirectories: true)
+      // Enough for several objects in most of the 256 fan-out folders, and
+      // two sweep batches.
+      let results = try store.put(
+        files: try (0..<1_500).map {
+          try scratch.write("in/\($0)", Bytes.random(64, seed: UInt64($0)))
+        })
+      let digests = try results.map { try $0.get().digest }
+      _ = try store.pin(digests[7], name: "keep")
+      let report = try store.sweep(SweepOptions(budget: 0))
+      #expect(report.evictedEntries == 1_499, "\(scratch.path)")
+      #expect(try store.entries().map(\.digest) == [digests[7]], "\(scratch.path)")
+      let onDisk = scratch.list("store/objects").flatMap { fanout in
+        scratch.list("store/objects/" + fanout)
+      }
+      #expect(onDisk == [digests[7].hex], "\(scratch.path)")
+      #expect(try store.verify().isClean, "\(scratch.path)")
+    }
+  }
+
   @Test("parallel work visits every index once and reports the first failure")
   func parallelForEach() throws {
     struct Odd: Error { let index: Int }

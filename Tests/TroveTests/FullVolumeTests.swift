@@ -102,6 +102,52 @@ struct FullVolumeTests {
     }
   }
 
+  @Test(
+    "a put of many files that fills the volume partway: each object whole or absent, each failure named"
+  )
+  func batchFillsVolume() throws {
+    try onEachVolume { volume, scratch in
+      let store = scratch["store"]
+      let inputs = try Scratch()  // off the volume
+      // 19 MiB of distinct files into an empty store on a 16 MiB volume:
+      // nothing to evict, so what finds no room fails, named, and leaves
+      // nothing behind.
+      var paths: [String] = []
+      var contents: [String: [UInt8]] = [:]
+      for i in 0..<30 {
+        let data = Bytes.random(i % 2 == 0 ? 1 << 20 : 300_000, seed: UInt64(400 + i))
+        let path = try inputs.write("in\(i)", data)
+        paths.append(path)
+        contents[path] = data
+      }
+      let put = try CLI.run(["--store", store, "put", "--json"] + paths)
+      #expect(put.status != 0, "\(volume): the volume cannot hold every file")
+      let records = try #require(
+        try JSONSerialization.jsonObject(with: Data(put.stdout)) as? [[String: Any]])
+      #expect(records.map { $0["name"] as? String } == paths, "one record per input, in order")
+      var stored = 0
+      for record in records {
+        let path = try #require(record["name"] as? String)
+        let digest = XXH3Hasher.digest(contents[path]!)
+        if let error = record["error"] as? String {
+          #expect(error.contains(path), "\(volume): a failure names its input: \(error)")
+          #expect(put.stderr.contains(path), "\(volume): and says so on stderr")
+          let has = try CLI.run(["--store", store, "has", digest.description])
+          #expect(has.status == 1, "\(volume): a failed input's object is absent")
+        } else {
+          #expect(record["digest"] as? String == digest.description)
+          let get = try CLI.run(["--store", store, "get", digest.description, "-"])
+          let same = get.stdout == contents[path]!  // not in #expect: megabytes
+          #expect(same, "\(volume): a stored object is whole")
+          stored += 1
+        }
+      }
+      #expect(stored < paths.count, "\(volume): \(stored) of \(paths.count) stored")
+      #expect(scratch.list("store/tmp").isEmpty, "\(volume): nothing partial left in tmp/")
+      try auditStore(store)
+    }
+  }
+
   /// Every object's bytes hash to its name, and the index agrees.
   func auditStore(_ store: String) throws {
     let verify = try CLI.run(["--store", store, "verify"])

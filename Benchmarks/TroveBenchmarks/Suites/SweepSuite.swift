@@ -4,13 +4,25 @@ import Trove
 /// Sweeps of stores of many small entries: deciding there is nothing to
 /// evict, and evicting 10%, beside a plain unlink loop over the same files
 /// and the seeds' CacheJanitor (enumerate, stat every file, sort by date,
-/// delete the oldest until under budget).
+/// delete the oldest until under budget); and evicting every entry
+/// (a budget of 0) beside `find -delete` and an unlink loop. On the work
+/// folder (ext4 here) and on the reflink XFS.
 func sweepSuite(_ b: Bench) throws {
   print("sweep")
+  var folders = [("work folder", b.work)]
+  if let xfs = b.xfs { folders.append(("xfs", xfs)) } else { b.skip("sweep on xfs", b.xfsMissing) }
+  for (filesystem, folder) in folders {
+    try sweepSuite(b, folder: folder, filesystem: filesystem)
+  }
+}
+
+private func sweepSuite(_ b: Bench, folder: String, filesystem: String) throws {
   let sizes = b.sweepEntries ?? (b.quick ? [1_000] : [10_000, 100_000])
+  // The work folder's rows keep the names they always had.
+  let on = filesystem == "work folder" ? "" : " on \(filesystem)"
   for count in sizes {
-    let root = b.work + "/sweep-\(count)"
-    let params = ["entries": "\(count)", "entry size": "200"]
+    let root = folder + "/sweep-\(count)"
+    let params = ["entries": "\(count)", "entry size": "200", "filesystem": filesystem]
     let repetitions = b.quick || count >= 1_000_000 ? 1 : (count >= 100_000 ? 2 : 3)
     var sweepIdle: [Double] = []
     var janitorIdle: [Double] = []
@@ -18,6 +30,9 @@ func sweepSuite(_ b: Bench) throws {
     var unlinkEvict: [Double] = []
     var rmEvict: [Double] = []
     var janitorEvict: [Double] = []
+    var sweepAll: [Double] = []
+    var findAll: [Double] = []
+    var unlinkAll: [Double] = []
     var evicted = 0
     for _ in 0..<repetitions {
       // A store of `count` entries, written straight into objects/ and
@@ -91,10 +106,37 @@ func sweepSuite(_ b: Bench) throws {
       let removed = try cacheJanitor(root + "/objects", budget: total * 9 / 10)
       janitorEvict.append(now() - start)
       precondition(abs(removed - paths.count) <= paths.count / 10 + 1)
+
+      // Every entry: a sweep to a budget of 0 (`trove sweep --budget 0`),
+      // then `find objects -type f -delete` and an unlink loop, each over
+      // all the files freshly rewritten as above.
+      let all = Array(files.keys)
+      try restore(all, from: &files)
+      try store.rebuildIndex()
+      sync()
+      start = now()
+      let emptied = try store.sweep(SweepOptions(budget: 0))
+      sweepAll.append(now() - start)
+      precondition(emptied.removedEntries == count, "a budget of 0 evicts every entry")
+      let rowsLeft = try store.entries().count
+      precondition(rowsLeft == 0 && leftFiles(root + "/objects") == 0)
+
+      try restore(all, from: &files)
+      sync()
+      findAll.append(
+        try Spawn.check(["find", root + "/objects", "-type", "f", "-delete"]).seconds)
+      precondition(leftFiles(root + "/objects") == 0)
+
+      try restore(all, from: &files)
+      sync()
+      start = now()
+      for path in all { unlink(path) }
+      unlinkAll.append(now() - start)
       remove(root)
     }
-    let idleName = "sweep \(count), nothing to evict"
-    let evictName = "sweep \(count), evict 10% (\(evicted))"
+    let idleName = "sweep \(count)\(on), nothing to evict"
+    let evictName = "sweep \(count)\(on), evict 10% (\(evicted))"
+    let allName = "sweep \(count)\(on), evict all"
     b.add(
       Result(
         suite: "sweep", name: idleName, parameters: params, unit: .seconds,
@@ -112,7 +154,26 @@ func sweepSuite(_ b: Bench) throws {
           reference: Series(samples: samples),
           note: "Trove also re-checks and deletes each entry's index row"))
     }
+    for (reference, samples) in [
+      ("find -type f -delete, same files", findAll), ("unlink loop, same files", unlinkAll),
+    ] {
+      b.add(
+        Result(
+          suite: "sweep", name: allName, parameters: params, unit: .seconds,
+          trove: Series(samples: sweepAll), referenceName: reference,
+          reference: Series(samples: samples),
+          note: "a budget of 0; Trove also deletes every index row"))
+    }
   }
+}
+
+/// How many files are left under `folder`'s fan-out folders.
+private func leftFiles(_ folder: String) -> Int {
+  var left = 0
+  for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
+    left += (try? FileManager.default.contentsOfDirectory(atPath: folder + "/" + name))?.count ?? 0
+  }
+  return left
 }
 
 /// Writes `count` distinct 200-byte objects into `root/objects/xx/<hex>`;

@@ -73,8 +73,13 @@ enum PressurePolicy {
 extension Store {
   /// Free space on the store's volume (statvfs) and the policy's threshold.
   public func freeSpace() throws(TroveError) -> FreeSpace {
+    try freeSpace(policy: currentSettings().policy)
+  }
+
+  /// ``freeSpace()`` against `policy`'s threshold (settings already read).
+  func freeSpace(policy: CachePolicy) throws(TroveError) -> FreeSpace {
     let space = try volumeSpace()
-    let threshold = try currentSettings().policy.minimumFree.bytes(ofVolume: space.total)
+    let threshold = policy.minimumFree.bytes(ofVolume: space.total)
     return FreeSpace(available: space.available, total: space.total, threshold: threshold)
   }
 
@@ -94,9 +99,19 @@ extension Store {
   func admit(size: Int64?, priority: PutPriority, input: String) throws(TroveError)
     -> [SweepReport]
   {
-    let space = try freeSpace()
+    try admit(size: size, priority: priority, input: input, policy: currentSettings().policy)
+      .sweeps
+  }
+
+  /// ``admit(size:priority:input:)`` under `policy` (settings already
+  /// read); also returns the free space it measured when that was enough
+  /// without evicting (nil when it evicted, or for a size not known).
+  func admit(size: Int64?, priority: PutPriority, input: String, policy: CachePolicy)
+    throws(TroveError) -> (sweeps: [SweepReport], room: FreeSpace?)
+  {
+    let space = try freeSpace(policy: policy)
     let needed = space.threshold.addingSaturated(size ?? 0)
-    guard space.available < needed else { return [] }
+    guard space.available < needed else { return ([], size == nil ? nil : space) }
     guard priority == .important else {
       let room =
         space.available < space.threshold || size == nil
@@ -122,11 +137,11 @@ extension Store {
       }
     }
     do throws(TroveError) {
-      return try relieveLowSpace(size: size, needed: needed)
+      return (try relieveLowSpace(size: size, needed: needed), nil)
     } catch  where error.code == .busy {
       // A sweep that does not end (stopped, or endless): go on without
       // evicting; a full volume is still met when the writes meet it.
-      return []
+      return ([], nil)
     }
   }
 

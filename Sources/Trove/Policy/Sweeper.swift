@@ -357,7 +357,7 @@ extension Store {
   /// remotes.
   func removeLeastRecentlyUsed(
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<BlobDigest>,
-    planned: inout Set<BlobDigest>, pageSize: Int = 1024, largest: Int64? = nil,
+    planned: inout Set<BlobDigest>, pageSize: Int = Store.sweepBatch, largest: Int64? = nil,
     afterBatch: (_ batch: Removal) throws(TroveError) -> Bool = { _ in true },
     until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Removal {
@@ -444,6 +444,16 @@ extension Store {
     }
     return true
   }
+
+  /// How many entries a sweep evicts per batch (two index transactions
+  /// and the unlinks between them). The index's cost per entry falls with
+  /// the batch: its rows are spread over the B-trees by digest, so a batch
+  /// writes pages shared by many of its entries once. Evicting all of
+  /// 100,000 entries on the reflink XFS: 15.4–15.7 s in batches of 1,024,
+  /// 10.9–13.3 s in batches of 4,096. The second transaction holds the
+  /// index's write lock while its batch is unlinked (a fraction of a
+  /// second; other writers wait up to 30 s).
+  static let sweepBatch = 4096
 
   /// After a put: if the store is over its budget (an O(1) read of the
   /// running totals), sweeps — unless another process already is. Never

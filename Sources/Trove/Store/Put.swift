@@ -193,10 +193,12 @@ extension Store {
   /// policy's `max-object-size`.
   ///
   /// - Throws: `.invalidConfig` when the store's settings cannot be used.
-  func sizeLimit(for source: String, expected: Int64?) throws(TroveError) -> SizeLimit {
+  func sizeLimit(for source: String, expected: Int64?, batch: PutBatch? = nil)
+    throws(TroveError) -> SizeLimit
+  {
     SizeLimit(
       source: source, expected: expected,
-      maximum: try currentSettings().policy.maximumObjectSize)
+      maximum: try settings(for: batch).policy.maximumObjectSize)
   }
 
   /// Brings the bytes of `source`, from its current offset to its end, into
@@ -228,12 +230,13 @@ extension Store {
   /// proof, or a read of the fresh clone from the disk when that fails).
   func prepare(
     _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
-    priority: PutPriority, onProgress: ProgressHandler?, grouped: Bool = false
+    priority: PutPriority, onProgress: ProgressHandler?, grouped: Bool = false,
+    batch: PutBatch? = nil
   ) throws(TroveError) -> Ingested {
     let binding = key.map { KeyRequest(key: $0) }
     // Settings that cannot be used stop a put before it reads a byte, even
     // one of bytes already stored: what a put does never depends on luck.
-    let limit = try sizeLimit(for: path, expected: expectedSize)
+    let limit = try sizeLimit(for: path, expected: expectedSize, batch: batch)
     let status = try attempt("read", path) { () throws(SystemCallError) in try source.status() }
     if status.isDirectory {
       throw TroveError(.sourceNotFile, "cannot put '\(path)': it is a directory", path: path)
@@ -258,13 +261,14 @@ extension Store {
       return .finished(known)
     }
     if let size,
-      case .zstd(let level, let workers, let ratio) = try compressionPlan(source, size, start)
+      case .zstd(let level, let workers, let ratio) = try compressionPlan(
+        source, size, start, batch: batch)
     {
       // Compressed anyway: read once, hashing and compressing; no clone.
       // Room for the frame the sample predicts, not for the raw bytes.
       let sweeps = try admit(
         size: CachePolicy.expectedStoredSize(size, sampleRatio: ratio), priority: priority,
-        input: path)
+        input: path, batch: batch)
       source.adviseSequential()
       return .staged(
         try ingestCompressed(
@@ -275,7 +279,7 @@ extension Store {
       isWholeFile && status.device == device
       && (!grouped || status.size >= Self.groupedCloneMinimum)
     // A clone takes no data blocks; a copy takes `size`.
-    var sweeps = try admit(size: canClone ? 0 : size, priority: priority, input: path)
+    var sweeps = try admit(size: canClone ? 0 : size, priority: priority, input: path, batch: batch)
     // A file's form was settled above (raw); a stream's is settled by the
     // writer from its first bytes.
     let writer = try BlobWriter(
@@ -327,10 +331,10 @@ extension Store {
 
   /// The policy's decision for a regular file of `size` bytes from
   /// `start`, judged from a sample read without moving the file offset.
-  private func compressionPlan(_ source: FileDescriptor, _ size: Int64, _ start: Int64)
-    throws(TroveError) -> StorageDecision
-  {
-    let policy = try currentSettings().policy
+  private func compressionPlan(
+    _ source: FileDescriptor, _ size: Int64, _ start: Int64, batch: PutBatch? = nil
+  ) throws(TroveError) -> StorageDecision {
+    let policy = try settings(for: batch).policy
     // Allocated only when the policy reads a sample (compression on, a
     // size that qualifies): a put of raw bytes allocates nothing here.
     var sample: UnsafeMutableRawBufferPointer?
@@ -412,10 +416,11 @@ extension Store {
   /// The result of a published put, after the sweep it may call for: if
   /// the object is new and the store is now over its budget, an auto-sweep
   /// that keeps it. The bytes are stored; a failing auto-sweep does not
-  /// fail the put (`trove sweep` reports whatever it was).
+  /// fail the put (`trove sweep` reports whatever it was). The budget is
+  /// `batch`'s when there is one.
   func finishPut(
     _ outcome: PublishOutcome, method: IngestMethod, sweeps: [SweepReport],
-    sweepingOverBudget: Bool = true
+    sweepingOverBudget: Bool = true, batch: PutBatch? = nil
   )
     -> PutResult
   {
@@ -431,7 +436,7 @@ extension Store {
       var result = PutResult(
         digest: entry.digest, size: entry.size, isDuplicate: false, method: method,
         sweeps: sweeps)
-      if let budget = try? currentSettings().policy.budget {
+      if let budget = try? settings(for: batch).policy.budget {
         result.exceedsBudget = entry.allocatedBytes > budget
       }
       if sweepingOverBudget, let sweep = try? sweepIfOverBudget(protecting: [entry.digest]) {

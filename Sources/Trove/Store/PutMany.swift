@@ -54,8 +54,9 @@ extension Store {
   /// `max-object-size`, or one whose bytes could not be made durable fails
   /// alone (and leaves nothing in the store) while the others are stored.
   /// Inputs that hold the same bytes, in the group or already stored, are
-  /// dedup hits (``PutResult/isDuplicate``). The budget is checked once per
-  /// group: a sweep after it, if the store went over, appears in the
+  /// dedup hits (``PutResult/isDuplicate``). The settings are read and the
+  /// free space measured once per group. The budget is
+  /// checked once per group: a sweep after it, if the store went over, appears in the
   /// ``PutResult/sweeps`` of the group's last new object.
   ///
   /// `onProgress`, when given, hears of the bytes of input `index` read (or
@@ -77,6 +78,8 @@ extension Store {
     var reported = 0
     var group: [(index: Int, put: PendingPut)] = []
     var groupBytes: Int64 = 0
+    // The settings and the free-space measurement the group's files share.
+    var batch: PutBatch?
 
     func report() {
       while reported < results.count, let result = results[reported] {
@@ -88,6 +91,7 @@ extension Store {
       defer {
         group = []
         groupBytes = 0
+        batch = nil
       }
       if group.count == 1, let only = group.first {
         // One object: its own fsync, never a sync of the whole filesystem.
@@ -105,7 +109,9 @@ extension Store {
         switch outcome {
         case .success(let published):
           results[index] = .success(
-            finishPut(published, method: put.method, sweeps: put.sweeps, sweepingOverBudget: false))
+            finishPut(
+              published, method: put.method, sweeps: put.sweeps, sweepingOverBudget: false,
+              batch: batch))
           if case .stored = published { stored.append((index, put.staged.digest)) }
         case .failure(let error):
           results[index] = .failure(
@@ -125,13 +131,14 @@ extension Store {
 
     for (index, path) in paths.enumerated() {
       do throws(TroveError) {
+        if batch?.isExpired ?? true { batch = try PutBatch(store: self) }
         let source = try openSource(path)
         defer { source.close() }
         var progress: ProgressHandler?
         if let onProgress { progress = { @Sendable report in onProgress(index, report) } }
         switch try prepare(
           source, path: path, key: nil, expectedSize: nil, priority: priority,
-          onProgress: progress, grouped: true)
+          onProgress: progress, grouped: true, batch: batch)
         {
         case .finished(let result): results[index] = .success(result)
         case .staged(let put):

@@ -273,7 +273,7 @@ final class ObjectTable: Sendable {
 
   /// The status of one form of `digest`'s object file in its open fan-out
   /// `folder`, not following a symbolic link; nil when absent.
-  private func status(_ digest: BlobDigest, compressed: Bool, in folder: FileDescriptor)
+  func status(_ digest: BlobDigest, compressed: Bool, in folder: FileDescriptor)
     throws(TroveError) -> FileStatus?
   {
     do throws(SystemCallError) {
