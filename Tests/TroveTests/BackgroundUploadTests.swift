@@ -16,19 +16,9 @@ struct BackgroundUploadTests {
   /// A port on 127.0.0.1 that accepts connections (the kernel's backlog)
   /// and never answers, and the socket listening on it (close it after).
   static func silentPort() -> (port: Int, socket: Int32) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        bind(fd, $0, length)
-        return getsockname(fd, $0, &length)
-      }
-    }
+    let (fd, port) = loopbackSocket()
     listen(fd, 16)
-    return (Int(UInt16(bigEndian: address.sin_port)), fd)
+    return (port, fd)
   }
 
   /// The processes whose command line holds every one of `parts`.

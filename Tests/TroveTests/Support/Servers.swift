@@ -295,8 +295,14 @@ func startPython(_ what: String, _ arguments: [String], state: Scratch) throws -
 
 /// A port nothing listens on (bound, then closed).
 func deadPort() -> Int {
+  let (fd, port) = loopbackSocket()
+  close(fd)
+  return port
+}
+
+/// A TCP socket bound to a free port on 127.0.0.1, and that port.
+func loopbackSocket() -> (socket: Int32, port: Int) {
   let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-  defer { close(fd) }
   var address = sockaddr_in()
   address.sin_family = sa_family_t(AF_INET)
   address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -307,7 +313,7 @@ func deadPort() -> Int {
       return getsockname(fd, $0, &length)
     }
   }
-  return Int(UInt16(bigEndian: address.sin_port))
+  return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
 struct TestFailure: Error, CustomStringConvertible {
