@@ -33,6 +33,7 @@ private func sweepSuite(_ b: Bench, folder: String, filesystem: String) throws {
     var sweepAll: [Double] = []
     var findAll: [Double] = []
     var unlinkAll: [Double] = []
+    var rmAll: [Double] = []
     var evicted = 0
     for _ in 0..<repetitions {
       // A store of `count` entries, written straight into objects/ and
@@ -132,6 +133,18 @@ private func sweepSuite(_ b: Bench, folder: String, filesystem: String) throws {
       start = now()
       for path in all { unlink(path) }
       unlinkAll.append(now() - start)
+
+      // And `trove rm` of every digest, one process (up to 20,000: the
+      // digests are its arguments), over the same files rewritten.
+      if count <= 20_000 {
+        try restore(all, from: &files)
+        try store.rebuildIndex()
+        sync()
+        let digests = all.map { "xxh128:" + ($0.split(separator: "/").last ?? "") }
+        rmAll.append(try Spawn.check([b.trove, "--store", root, "-q", "rm"] + digests).seconds)
+        let rowsAfterRm = try store.entries().count
+        precondition(rowsAfterRm == 0 && leftFiles(root + "/objects") == 0)
+      }
       remove(root)
     }
     let idleName = "sweep \(count)\(on), nothing to evict"
@@ -163,6 +176,14 @@ private func sweepSuite(_ b: Bench, folder: String, filesystem: String) throws {
           trove: Series(samples: sweepAll), referenceName: reference,
           reference: Series(samples: samples),
           note: "a budget of 0; Trove also deletes every index row"))
+    }
+    if !rmAll.isEmpty {
+      b.add(
+        Result(
+          suite: "sweep", name: "trove rm of \(count) digests\(on)", parameters: params,
+          unit: .seconds, trove: Series(samples: rmAll), referenceName: "unlink loop, same files",
+          reference: Series(samples: unlinkAll),
+          note: "one process: its start, the index's rows, then the files"))
     }
   }
 }

@@ -250,13 +250,15 @@ extension IndexSession {
     }
   }
 
-  /// Deletes the pins, keys and checksums that name `digests` (objects that are gone).
-  func deleteReferences(to digests: [BlobDigest]) throws(TroveError) {
+  /// Deletes the pins, keys and checksums that name `digests` (objects
+  /// that are gone); returns those of `digests` that had a pin or a key.
+  func deleteReferences(to digests: [BlobDigest]) throws(TroveError) -> [BlobDigest] {
     try run { db throws(SQLiteConnection.Failure) in
       let rows = digests.map { [SQLiteValue.text($0.hex)] }
-      _ = try db.repeated("DELETE FROM pins WHERE digest = ?", rows)
-      _ = try db.repeated("DELETE FROM keys WHERE digest = ?", rows)
+      let pins = try db.repeated("DELETE FROM pins WHERE digest = ?", rows)
+      let keys = try db.repeated("DELETE FROM keys WHERE digest = ?", rows)
       _ = try db.repeated("DELETE FROM checksums WHERE digest = ?", rows)
+      return digests.indices.filter { pins[$0] + keys[$0] > 0 }.map { digests[$0] }
     }
   }
 

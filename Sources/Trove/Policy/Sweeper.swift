@@ -445,15 +445,15 @@ extension Store {
     return true
   }
 
-  /// How many entries a sweep evicts per batch (two index transactions
-  /// and the unlinks between them). The index's cost per entry falls with
-  /// the batch: its rows are spread over the B-trees by digest, so a batch
-  /// writes pages shared by many of its entries once. Evicting all of
-  /// 100,000 entries on the reflink XFS: 15.4–15.7 s in batches of 1,024,
-  /// 10.9–13.3 s in batches of 4,096. The second transaction holds the
-  /// index's write lock while its batch is unlinked (a fraction of a
-  /// second; other writers wait up to 30 s).
-  static let sweepBatch = 4096
+  /// How many entries a sweep evicts per batch: one
+  /// ``ObjectTable/evict(_:now:)``, which removes them in pipelined parts
+  /// of ``ObjectTable/removalPart`` (each part's unlinks overlapping the
+  /// next part's index work). The index's cost per entry falls with the
+  /// part: its rows are spread over the B-trees by digest, so a part
+  /// writes pages shared by many of its entries once. Each transaction
+  /// holds the index's write lock while a part is unlinked (a fraction of
+  /// a second; other writers wait up to 30 s).
+  static let sweepBatch = 32768
 
   /// After a put: if the store is over its budget (an O(1) read of the
   /// running totals), sweeps — unless another process already is. Never

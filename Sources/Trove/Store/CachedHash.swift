@@ -154,8 +154,3 @@ extension Extent {
   /// Where the extent is, without its flags.
   fileprivate var place: [UInt64] { [logical, physical, length] }
 }
-
-extension FilesystemKind {
-  /// XFS.
-  fileprivate static let xfs = FilesystemKind(rawValue: 0x5846_5342)
-}

@@ -488,8 +488,9 @@ public final class Store: Sendable {
   }
 
   /// Removes the objects of `digests` as ``remove(_:)`` does, in batches
-  /// of up to 1,000: each batch is one durable index transaction for all
-  /// its objects, then their files are unlinked from several threads.
+  /// of up to 32,768, each in parts of 8,192 whose steps are pipelined:
+  /// one durable index transaction removes a part's rows and records its
+  /// removals while the files of the part before it are unlinked.
   /// A digest given twice is removed once (the second is not there).
   ///
   /// - Returns: for each digest, in order, whether the store held it.
@@ -504,8 +505,8 @@ public final class Store: Sendable {
     var seen = Set<BlobDigest>()
     let firsts = digests.indices.filter { seen.insert(digests[$0]).inserted }
     var failure: TroveError?
-    for start in stride(from: 0, to: firsts.count, by: 1000) {
-      let positions = Array(firsts[start..<min(start + 1000, firsts.count)])
+    for start in stride(from: 0, to: firsts.count, by: Self.sweepBatch) {
+      let positions = Array(firsts[start..<min(start + Self.sweepBatch, firsts.count)])
       let (present, failures) = try objects.drop(positions.map { digests[$0] })
       for (position, held) in zip(positions, present) { results[position] = held }
       failure = failure ?? failures.first

@@ -15,6 +15,8 @@ public struct FilesystemKind: RawRepresentable, Hashable, Sendable, CustomString
     0x0BD0_0BD0: "lustre", 0x4750_4653: "gpfs",
   ]
 
+  /// XFS.
+  public static let xfs = FilesystemKind(rawValue: 0x5846_5342)
   /// NFS.
   public static let nfs = FilesystemKind(rawValue: 0x6969)
   /// CIFS (SMB 1).
