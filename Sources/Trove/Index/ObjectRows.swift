@@ -241,24 +241,101 @@ extension IndexSession {
   /// no unexpired pin. Returns which rows were deleted; their pins and keys
   /// are the caller's to delete (``deleteReferences(to:)``) once their
   /// files are gone.
+  ///
+  /// The totals are updated once for all of them: while the `bulk_removal`
+  /// counter exists — only inside this call, in its transaction, so no
+  /// other connection ever sees it — the `objects_removed` trigger stands
+  /// aside (its five counter updates per row were half the cost of an
+  /// eviction's index work), and the deleted rows' sums are taken off
+  /// after.
   func deleteIfEvictable(_ entries: [StoreEntry], now: Int64) throws(TroveError) -> [Bool] {
     try run { db throws(SQLiteConnection.Failure) in
-      try db.repeated(
-        "DELETE FROM objects AS o WHERE digest = ? AND last_access = ? AND NOT \(Self.pinned)",
-        entries.map { [.text($0.digest.hex), .integer($0.lastAccessNanoseconds), .integer(now)] }
-      ).map { $0 > 0 }
+      try db.query("INSERT OR REPLACE INTO counters(name, value) VALUES ('bulk_removal', 1)")
+      do throws(SQLiteConnection.Failure) {
+        let deleted = try deleteCounted(db, entries, now: now)
+        try db.query("DELETE FROM counters WHERE name = 'bulk_removal'")
+        return deleted
+      } catch {
+        // The transaction rolls back; the trigger must not stand aside
+        // for anything else it might do first.
+        try? db.query("DELETE FROM counters WHERE name = 'bulk_removal'")
+        throw error
+      }
     }
+  }
+
+  /// The deletes of ``deleteIfEvictable(_:now:)``, the totals taken off once.
+  private func deleteCounted(_ db: SQLiteConnection, _ entries: [StoreEntry], now: Int64)
+    throws(SQLiteConnection.Failure) -> [Bool]
+  {
+    var deleted = [Bool](repeating: false, count: entries.count)
+    var (count, size, allocated, stored, compressed): (Int64, Int64, Int64, Int64, Int64) =
+      (0, 0, 0, 0, 0)
+    for (i, entry) in entries.enumerated() {
+      try db.query(
+        """
+        DELETE FROM objects AS o WHERE digest = ? AND last_access = ? AND NOT \(Self.pinned)
+          RETURNING size, allocated, COALESCE(stored, size), compressed
+        """,
+        [.text(entry.digest.hex), .integer(entry.lastAccessNanoseconds), .integer(now)]
+      ) { row in
+        deleted[i] = true
+        count += 1
+        size += row.integer(0)
+        allocated += row.integer(1)
+        stored += row.integer(2)
+        compressed += row.integer(3)
+      }
+    }
+    try db.query(
+      """
+      UPDATE counters SET value = value - CASE name WHEN 'entries' THEN ?
+        WHEN 'logical_bytes' THEN ? WHEN 'allocated_bytes' THEN ?
+        WHEN 'stored_bytes' THEN ? ELSE ? END
+      WHERE name IN
+        ('entries', 'logical_bytes', 'allocated_bytes', 'stored_bytes', 'compressed_entries')
+      """,
+      [
+        .integer(count), .integer(size), .integer(allocated), .integer(stored),
+        .integer(compressed),
+      ]
+    )
+    return deleted
   }
 
   /// Deletes the pins, keys and checksums that name `digests` (objects
   /// that are gone); returns those of `digests` that had a pin or a key.
   func deleteReferences(to digests: [BlobDigest]) throws(TroveError) -> [BlobDigest] {
     try run { db throws(SQLiteConnection.Failure) in
-      let rows = digests.map { [SQLiteValue.text($0.hex)] }
-      let pins = try db.repeated("DELETE FROM pins WHERE digest = ?", rows)
-      let keys = try db.repeated("DELETE FROM keys WHERE digest = ?", rows)
-      _ = try db.repeated("DELETE FROM checksums WHERE digest = ?", rows)
-      return digests.indices.filter { pins[$0] + keys[$0] > 0 }.map { digests[$0] }
+      var named = Set<String>()
+      for table in ["pins", "keys", "checksums"] {
+        try Self.inChunks(digests) { (marks, values) throws(SQLiteConnection.Failure) in
+          try db.query(
+            "DELETE FROM \(table) WHERE digest IN (\(marks)) RETURNING digest", values
+          ) { row in if table != "checksums" { named.insert(row.text(0)) } }
+        }
+      }
+      return digests.filter { named.contains($0.hex) }
+    }
+  }
+
+  /// Runs `body` for `digests` in chunks of up to 500: the chunk's `?`
+  /// marks (for an `IN (…)` list) and its values. A statement per chunk
+  /// rather than per digest. A chunk is padded (its last digest repeated)
+  /// to 1, 16, 128 or 500 marks, so that a statement's texts stay few in
+  /// the connection's cache of prepared statements.
+  static func inChunks(
+    _ digests: [BlobDigest],
+    _ body: (_ marks: String, _ values: [SQLiteValue]) throws(SQLiteConnection.Failure) -> Void
+  ) throws(SQLiteConnection.Failure) {
+    var start = 0
+    while start < digests.count {
+      let chunk = digests[start..<min(start + 500, digests.count)]
+      start += chunk.count
+      let width = [1, 16, 128, 500].first { $0 >= chunk.count } ?? 500
+      var values = chunk.map { SQLiteValue.text($0.hex) }
+      values += Array(repeating: values[values.count - 1], count: width - values.count)
+      try body(Array(repeating: "?", count: width).joined(separator: ","), values)
     }
   }
 
@@ -300,24 +377,21 @@ extension IndexSession {
 
   /// Takes the removal records of `digests`: each one's, or nil when there
   /// was none (a dedup hit, a read or a pin kept the object meanwhile).
-  /// Two statements for the whole batch, however many digests.
+  /// One statement per 500 digests.
   func takeRemovals(_ digests: [BlobDigest]) throws(TroveError) -> [Removal?] {
     var found: [BlobDigest: Removal] = [:]
-    var start = 0
-    while start < digests.count {
-      let chunk = digests[start..<min(start + 500, digests.count)]
-      start += chunk.count
-      try run { db throws(SQLiteConnection.Failure) in
-        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+    try run { db throws(SQLiteConnection.Failure) in
+      try Self.inChunks(digests) { (marks, values) throws(SQLiteConnection.Failure) in
         try db.query(
-          "SELECT explicit, raw_file, zst_file, digest FROM removing WHERE digest IN (\(marks))",
-          chunk.map { .text($0.hex) }
+          """
+          DELETE FROM removing WHERE digest IN (\(marks))
+            RETURNING explicit, raw_file, zst_file, digest
+          """, values
         ) { row in
           if let d = BlobDigest(hex: Substring(row.text(3))) { found[d] = Self.removal(d, row) }
         }
       }
     }
-    _ = try deleteRemovals(digests.filter { found[$0] != nil })
     return digests.map { found[$0] }
   }
 

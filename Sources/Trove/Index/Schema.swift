@@ -14,11 +14,14 @@ import Foundation
 ///   publishers' checksums verified against objects (`checksums`).
 /// - 6: what each remote is known to hold (`remote_objects`), from which
 ///   the upload queue follows.
+/// - 7: the `objects_removed` trigger stands aside while a `bulk_removal`
+///   counter exists (inside a batch eviction's own transaction, which
+///   takes the batch's totals off at once).
 ///
 /// Opening an older index upgrades it in one transaction; another process
 /// may do it first. A newer one is refused.
 enum Schema {
-  static let version: Int64 = 6
+  static let version: Int64 = 7
   /// The oldest version a read-only store's index is read at, as it is:
   /// 5 lacks only what remotes hold (`remote_objects`), which reads of a
   /// store that cannot be written do without.
@@ -156,7 +159,9 @@ enum Schema {
       WHERE name IN
         ('entries', 'logical_bytes', 'allocated_bytes', 'stored_bytes', 'compressed_entries');
     END;
-    CREATE TRIGGER objects_removed AFTER DELETE ON objects BEGIN
+    CREATE TRIGGER objects_removed AFTER DELETE ON objects
+      WHEN NOT EXISTS (SELECT 1 FROM counters WHERE name = 'bulk_removal')
+    BEGIN
       UPDATE counters SET value = value - CASE name WHEN 'entries' THEN 1
         WHEN 'logical_bytes' THEN OLD.size WHEN 'allocated_bytes' THEN OLD.allocated
         WHEN 'stored_bytes' THEN COALESCE(OLD.stored, OLD.size) ELSE OLD.compressed END
