@@ -105,7 +105,6 @@ extension Store {
       let outcomes = objects.publish(group: group.map(\.put.staged))
       var stored: [(index: Int, digest: BlobDigest)] = []
       for ((index, put), outcome) in zip(group, outcomes) {
-        put.staged.file.close()
         switch outcome {
         case .success(let published):
           results[index] = .success(
