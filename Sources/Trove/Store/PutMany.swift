@@ -12,10 +12,11 @@ struct PendingPut {
   var sweeps: [SweepReport]
   var binding: KeyRequest?
 
-  /// Publishes the object alone: its own syncs and transaction.
+  /// Publishes the object as a single put: alone, with its own syncs and
+  /// transaction, or in one group commit with the single puts other
+  /// threads of this process make at the same time (``CommitQueue``).
   func publish() throws(TroveError) -> PutResult {
-    defer { staged.file.close() }
-    let outcome = try store.objects.publish(staged, binding: binding)
+    let outcome = try store.objects.publishCoalescing(staged, binding: binding)
     for key in binding?.keys ?? [] { store.records.note(staged.digest, key: key) }
     return store.finishPut(outcome, method: method, sweeps: sweeps)
   }
