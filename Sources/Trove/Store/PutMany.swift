@@ -114,10 +114,7 @@ extension Store {
               batch: batch))
           if case .stored = published { stored.append((index, put.staged.digest)) }
         case .failure(let error):
-          results[index] = .failure(
-            TroveError(
-              error.code, "\(error.message) for '\(paths[index])'", path: paths[index],
-              value: error.value, cause: error.cause))
+          results[index] = .failure(Self.naming(paths[index], in: error))
         }
       }
       if let last = stored.last,
@@ -146,7 +143,7 @@ extension Store {
           groupBytes += put.staged.storedBytes
         }
       } catch {
-        results[index] = .failure(error)
+        results[index] = .failure(Self.naming(path, in: error))
       }
       if group.count >= Self.groupCommitObjects || groupBytes >= Self.groupCommitBytes {
         commitGroup()
@@ -156,6 +153,16 @@ extension Store {
     if !group.isEmpty { commitGroup() }
     report()
     return results.map { $0! }
+  }
+
+  /// `error`, for input `path` of a put of many files: its message names
+  /// the input, as every line of such a put does (a write that failed names
+  /// the temp file it was writing, a failed publish the object).
+  static func naming(_ path: String, in error: TroveError) -> TroveError {
+    if error.message.contains("'\(path)'") { return error }
+    return TroveError(
+      error.code, "\(error.message) for '\(path)'", path: path, value: error.value,
+      cause: error.cause)
   }
 
   /// Opens the file at `path` to be put, with the errors a put gives.
