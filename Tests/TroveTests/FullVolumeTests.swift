@@ -148,6 +148,74 @@ struct FullVolumeTests {
     }
   }
 
+  /// Fills `volume` to its last block, then gives `bytes` back by cutting
+  /// the filler short: a volume with that much room left.
+  func fill(_ volume: String, leaving bytes: Int64) throws {
+    try fill(volume)
+    let size = try fileStatus(volume + "/fill").size
+    #expect(truncate(volume + "/fill", off_t(max(0, size - bytes))) == 0)
+    sync()
+  }
+
+  @Test(
+    "a put of many files onto a nearly full volume: the files that fit are stored, the others named, nothing partial"
+  )
+  func groupOnNearlyFullVolume() throws {
+    try onEachVolume { volume, scratch in
+      let store = scratch["store"]
+      _ = try Store(StoreConfiguration(root: store))  // made, with its ballast
+      let inputs = try Scratch()  // off the volume
+      // 24 distinct files of 256 KiB (6 MiB), then 100 of 4 KiB, into an
+      // empty store with 3 MiB left: one group, whose files fill the volume
+      // to its last blocks as they are written (the small ones fill what
+      // the large ones leave), and whose index transaction then finds no
+      // room for its journal.
+      var paths: [String] = []
+      var contents: [String: [UInt8]] = [:]
+      for i in 0..<124 {
+        let data = Bytes.random(i < 24 ? 256 << 10 : 4096, seed: UInt64(600 + i))
+        let path = try inputs.write("in\(i)", data)
+        paths.append(path)
+        contents[path] = data
+      }
+      try fill(volume, leaving: 3 << 20)
+      let put = try CLI.run(["--store", store, "put"] + paths)
+      #expect(put.status != 0, "\(volume): the volume cannot hold every file")
+      let printed = Dictionary(
+        put.out.split(separator: "\n").map { line in
+          let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+          return (String(parts.last ?? ""), String(parts.first ?? ""))
+        }, uniquingKeysWith: { a, _ in a })
+      var stored: Set<String> = []
+      for path in paths {
+        let digest = XXH3Hasher.digest(contents[path]!)
+        if let said = printed[path] {
+          #expect(said == digest.description, "\(volume): \(path) printed \(said)")
+          let get = try CLI.run(["--store", store, "get", digest.description, "-"])
+          let same = get.stdout == contents[path]!  // not in #expect: 256 KiB
+          #expect(same, "\(volume): a stored object is whole")
+          stored.insert(digest.hex)
+        } else {
+          let lines = put.errorLines.filter { $0.contains("'\(path)'") }
+          #expect(lines.count == 1, "\(volume): one line names \(path): \(put.stderr)")
+          let has = try CLI.run(["--store", store, "has", digest.description])
+          #expect(has.status == 1, "\(volume): a failed input's object is absent")
+        }
+      }
+      #expect(put.errorLines.count == paths.count - stored.count, "\(volume): \(put.stderr)")
+      // About 3 MiB of room: most of the large files that fit are stored,
+      // not one or none.
+      #expect(stored.count >= 8, "\(volume): only \(stored.count) of \(paths.count) stored")
+      #expect(stored.count < paths.count, "\(volume): \(stored.count) of \(paths.count) stored")
+      #expect(scratch.list("store/tmp").isEmpty, "\(volume): nothing partial left in tmp/")
+      let files = try FileManager.default.subpathsOfDirectory(atPath: store + "/objects")
+        .filter { $0.contains("/") }
+        .map { String($0.split(separator: "/").last!) }
+      #expect(Set(files) == stored, "\(volume): objects/ holds exactly what was stored")
+      try auditStore(store)
+    }
+  }
+
   /// Every object's bytes hash to its name, and the index agrees.
   func auditStore(_ store: String) throws {
     let verify = try CLI.run(["--store", store, "verify"])

@@ -12,10 +12,11 @@ struct PendingPut {
   var sweeps: [SweepReport]
   var binding: KeyRequest?
 
-  /// Publishes the object alone: its own syncs and transaction.
+  /// Publishes the object as a single put: alone, with its own syncs and
+  /// transaction, or in one group commit with the single puts other
+  /// threads of this process make at the same time (``CommitQueue``).
   func publish() throws(TroveError) -> PutResult {
-    defer { staged.file.close() }
-    let outcome = try store.objects.publish(staged, binding: binding)
+    let outcome = try store.objects.publishCoalescing(staged, binding: binding)
     for key in binding?.keys ?? [] { store.records.note(staged.digest, key: key) }
     return store.finishPut(outcome, method: method, sweeps: sweeps)
   }
@@ -105,7 +106,6 @@ extension Store {
       let outcomes = objects.publish(group: group.map(\.put.staged))
       var stored: [(index: Int, digest: BlobDigest)] = []
       for ((index, put), outcome) in zip(group, outcomes) {
-        put.staged.file.close()
         switch outcome {
         case .success(let published):
           results[index] = .success(
@@ -114,10 +114,7 @@ extension Store {
               batch: batch))
           if case .stored = published { stored.append((index, put.staged.digest)) }
         case .failure(let error):
-          results[index] = .failure(
-            TroveError(
-              error.code, "\(error.message) for '\(paths[index])'", path: paths[index],
-              value: error.value, cause: error.cause))
+          results[index] = .failure(Self.naming(paths[index], in: error))
         }
       }
       if let last = stored.last,
@@ -146,7 +143,7 @@ extension Store {
           groupBytes += put.staged.storedBytes
         }
       } catch {
-        results[index] = .failure(error)
+        results[index] = .failure(Self.naming(path, in: error))
       }
       if group.count >= Self.groupCommitObjects || groupBytes >= Self.groupCommitBytes {
         commitGroup()
@@ -156,6 +153,16 @@ extension Store {
     if !group.isEmpty { commitGroup() }
     report()
     return results.map { $0! }
+  }
+
+  /// `error`, for input `path` of a put of many files: its message names
+  /// the input, as every line of such a put does (a write that failed names
+  /// the temp file it was writing, a failed publish the object).
+  static func naming(_ path: String, in error: TroveError) -> TroveError {
+    if error.message.contains("'\(path)'") { return error }
+    return TroveError(
+      error.code, "\(error.message) for '\(path)'", path: path, value: error.value,
+      cause: error.cause)
   }
 
   /// Opens the file at `path` to be put, with the errors a put gives.

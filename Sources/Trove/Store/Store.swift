@@ -16,6 +16,9 @@ import Synchronization
 /// many processes may open the same root: every writer has its own
 /// temporary file, and objects are published by a rename that never
 /// replaces, so correctness never depends on a lock being honoured.
+/// Single puts made by several threads at once are published together in
+/// group commits, each returning once its own object is durable and
+/// indexed (see <doc:Guarantees>).
 public final class Store: Sendable {
   /// How this store was opened.
   public let configuration: StoreConfiguration

@@ -3,8 +3,9 @@ extension ObjectTable {
   /// Publishes every object of `group` as ``publish(_:binding:)`` publishes
   /// one, with the sequence's costs paid once for the group instead of once
   /// per object; returns one outcome per object, in order. Each staged file
-  /// is gone from `tmp/` when this returns, and every object is either
-  /// published and recorded or absent, with its own error.
+  /// is gone from `tmp/` and its descriptor closed when this returns, and
+  /// every object is either published and recorded or absent, with its own
+  /// error.
   ///
   /// The sequence, for the group:
   /// 1. Objects of one digest inside the group: the first stands for the
@@ -25,6 +26,15 @@ extension ObjectTable {
   ///    for one object.
   /// 4. A failed commit takes every file renamed in it back out: they all
   ///    fail with the commit's error.
+  ///
+  /// A volume too full for the group (a fan-out folder that cannot be
+  /// made, or an index transaction that finds no room for its journal):
+  /// the objects it stopped are published alone afterwards, in order, by
+  /// ``publish(_:binding:)`` — their files renamed back into `tmp/` when
+  /// the transaction had renamed them — so that each one that finds no
+  /// room fails alone and gives its blocks back to the volume for the
+  /// next: the objects that fit are stored, and each of the others fails
+  /// with its own error.
   ///
   /// An object whose bytes were thought stored but were evicted meanwhile,
   /// or whose name was taken between the look and the rename, is published
@@ -61,8 +71,10 @@ extension ObjectTable {
     }
     let fresh = leaders.filter { !known.contains($0) && failures[$0] == nil }
     let allocated = syncData(group, fresh, failures: &failures)
-    // The folders still missing, made (durably) now.
+    // The folders still missing, made (durably) now. A folder the volume
+    // has no room for: its objects are published alone after the group.
     var folderErrors = [String: TroveError]()
+    var roomless: [Int] = []
     for i in fresh where failures[i] == nil {
       let name = StoreLayout.fanout(group[i].digest)
       if folders[name] == nil, folderErrors[name] == nil {
@@ -72,7 +84,9 @@ extension ObjectTable {
           folderErrors[name] = error
         }
       }
-      if let error = folderErrors[name] { failures[i] = error }
+      if let error = folderErrors[name] {
+        if error.code == .noSpace { roomless.append(i) } else { failures[i] = error }
+      }
     }
 
     let now = currentTimeNanoseconds()
@@ -164,6 +178,19 @@ extension ObjectTable {
         }
         return out
       }
+    } catch  where error.code == .noSpace {
+      // No room for the index's journal: nothing of the transaction
+      // stands. What it renamed goes back to `tmp/`, and every object it
+      // held is published alone below: each that finds no room fails and
+      // frees its blocks for the next.
+      let back = takeBack(renamed.map { group[$0] })
+      for (i, returned) in zip(renamed, back) where !returned {
+        undoPublish(group[i])
+        failures[i] = error
+      }
+      alone = leaders.filter { failures[$0] == nil && failedInside[$0] == nil }
+      roomless = []
+      renamed = []
     } catch {
       // Nothing of the transaction stands: take back what it renamed.
       for i in renamed { undoPublish(group[i]) }
@@ -172,10 +199,20 @@ extension ObjectTable {
       }
       renamed = []
       alone = []
+      roomless = []
     }
     for (i, error) in failedInside { failures[i] = error }
+    alone = (alone + roomless).sorted()
     // Objects of the group not yet settled drop their temp files (a failed
-    // or known leader's), unless they are published alone now.
+    // or known leader's), unless they are published alone now; each file
+    // is closed as soon as it is settled, so that the blocks of one that
+    // failed go back to the volume (an open file keeps them) before the
+    // next is published alone.
+    let waiting = Set(alone)
+    for i in leaders where !renamed.contains(i) && !waiting.contains(i) {
+      try? tmpDirectory.removeFile(group[i].name)
+    }
+    for i in group.indices where !waiting.contains(i) { group[i].file.close() }
     for i in alone {
       do throws(TroveError) {
         outcomes[i] = try publish(group[i])
@@ -187,9 +224,7 @@ extension ObjectTable {
       } catch {
         failures[i] = error
       }
-    }
-    for i in leaders where !renamed.contains(i) && !alone.contains(i) {
-      try? tmpDirectory.removeFile(group[i].name)
+      group[i].file.close()
     }
     return group.indices.map { i in
       if let outcome = outcomes[i] { return .success(outcome) }
@@ -200,6 +235,40 @@ extension ObjectTable {
           .ioError, "cannot store \(group[i].digest): it was not published",
           path: path(group[i].digest)))
     }
+  }
+
+  /// Renames each of `staged`, published by a group transaction that then
+  /// failed, from its fan-out folder back to its name in `tmp/`, if it is
+  /// still that file and no row records it; whether each went back. One
+  /// index write transaction (it writes no row), as every change to
+  /// `objects/` takes.
+  func takeBack(_ staged: [StagedObject]) -> [Bool] {
+    guard !staged.isEmpty else { return [] }
+    let inodes = staged.map { try? $0.file.status().inode }
+    let back = try? index().write("take back \(staged.count) objects") {
+      (tx) throws(TroveError) -> [Bool] in
+      var back: [Bool] = []
+      for (object, inode) in zip(staged, inodes) {
+        guard let inode, try tx.entry(for: object.digest) == nil,
+          let folder = try openFolder(of: object.digest)
+        else {
+          back.append(false)
+          continue
+        }
+        defer { folder.close() }
+        let name = StoreLayout.objectName(object.digest, compressed: object.isCompressed)
+        guard
+          try status(object.digest, compressed: object.isCompressed, in: folder)?.inode == inode,
+          (try? folder.renameWithoutReplacing(name, to: object.name, in: tmpDirectory)) != nil
+        else {
+          back.append(false)
+          continue
+        }
+        back.append(true)
+      }
+      return back
+    }
+    return back ?? staged.map { _ in false }
   }
 
   /// Makes the data of `group[fresh]` durable and returns each file's

@@ -94,6 +94,8 @@ final class ObjectTable: Sendable {
   /// Told, in one line, of what the store repaired on its own.
   let warn: @Sendable (String) -> Void
   private let state = Mutex<IndexState>(.closed)
+  /// The single puts of this process waiting to be published together.
+  let commits = CommitQueue()
   private let rebuilt = Mutex<ReconcileReport?>(nil)
 
   var objectsPath: String { root + "/" + StoreLayout.objects }
