@@ -363,7 +363,8 @@ final class Index: Sendable {
       defer { if durable { try? db.execute("PRAGMA synchronous=NORMAL") } }
       do throws(TroveError) {
         let value = try body(
-          IndexSession(db: db, path: path, action: action, isDurable: durable))
+          IndexSession(
+            db: db, path: path, action: action, isDurable: durable, inTransaction: true))
         do throws(SQLiteConnection.Failure) {
           try db.execute("COMMIT")
         } catch
@@ -405,6 +406,8 @@ struct IndexSession {
   let action: String
   /// Whether this transaction's commit will be on disk when it returns.
   var isDurable = false
+  /// Whether this session is a write transaction (``Index/write(_:durable:_:)``).
+  var inTransaction = false
 
   /// Asks for this transaction to be committed durably: when it would not
   /// be, throws, and ``Index/write(_:durable:_:)`` runs it again so.
@@ -414,9 +417,20 @@ struct IndexSession {
   }
 
   /// Runs one step against the connection, naming `action` if it fails.
+  ///
+  /// In a write transaction, refuses to run once SQLite has rolled the
+  /// transaction back by itself (an I/O error, a full volume, no memory
+  /// can end it inside any statement): a step that went on would commit
+  /// alone, and the write lock the caller counts on is gone.
   func run<T>(_ body: (SQLiteConnection) throws(SQLiteConnection.Failure) -> T)
     throws(TroveError) -> T
   {
+    guard !inTransaction || db.isInTransaction else {
+      throw TroveError(
+        .indexFailure,
+        "cannot \(action) '\(path)': the transaction was rolled back by an earlier failure",
+        path: path)
+    }
     do throws(SQLiteConnection.Failure) {
       return try body(db)
     } catch {

@@ -304,18 +304,14 @@ extension IndexSession {
   }
 
   /// Deletes the pins, keys and checksums that name `digests` (objects
-  /// that are gone); returns those of `digests` that had a pin or a key.
-  func deleteReferences(to digests: [BlobDigest]) throws(TroveError) -> [BlobDigest] {
+  /// that are gone).
+  func deleteReferences(to digests: [BlobDigest]) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
-      var named = Set<String>()
       for table in ["pins", "keys", "checksums"] {
         try Self.inChunks(digests) { (marks, values) throws(SQLiteConnection.Failure) in
-          try db.query(
-            "DELETE FROM \(table) WHERE digest IN (\(marks)) RETURNING digest", values
-          ) { row in if table != "checksums" { named.insert(row.text(0)) } }
+          try db.query("DELETE FROM \(table) WHERE digest IN (\(marks))", values)
         }
       }
-      return digests.filter { named.contains($0.hex) }
     }
   }
 

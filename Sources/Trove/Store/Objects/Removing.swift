@@ -13,7 +13,7 @@ extension ObjectTable {
   /// a second unlinks the files of those whose removal still stands (a
   /// dedup hit, a read or a pin in between keeps the object) and removes
   /// their keys. Many entries go in parts, pipelined (see
-  /// ``removeInParts(_:_:firstStep:)``). A crash between or within the
+  /// ``removeInParts(_:_:part:explicit:firstStep:)``). A crash between or within the
   /// steps leaves files whose row is gone — adopted again by the next read
   /// or reconcile — never a row whose file is gone. A file that cannot be
   /// unlinked (an immutable file: EPERM) keeps its object, and the others
@@ -22,19 +22,18 @@ extension ObjectTable {
   ///
   /// A reader that already opened an object keeps reading correct bytes;
   /// clones, copies and hard links made from it earlier are not touched.
-  func evict(_ entries: [StoreEntry], now: Int64)
+  func evict(_ entries: [StoreEntry], now: Int64, part: Int = removalPart)
     throws(TroveError) -> (evicted: [Bool], failures: [TroveError])
   {
     guard !entries.isEmpty else { return ([], []) }
     var deleted = [Bool](repeating: false, count: entries.count)
-    let finished = try removeInParts(entries.map(\.digest), "evict") {
-      (range, tx) throws(TroveError) -> [BlobDigest] in
+    let finished = try removeInParts(entries.map(\.digest), "evict", part: part, explicit: false) {
+      (range, looked, tx) throws(TroveError) -> [BlobDigest] in
       let part = Array(entries[range])
       let rows = try tx.deleteIfEvictable(part, now: now)
       for (position, row) in zip(range, rows) { deleted[position] = row }
-      let gone = part.indices.filter { rows[$0] }.map { part[$0].digest }
-      try tx.insertRemovals(try removals(of: gone, explicit: false), now: now)
-      return gone
+      try tx.insertRemovals(part.indices.filter { rows[$0] }.map { looked[$0] }, now: now)
+      return part.indices.filter { rows[$0] }.map { part[$0].digest }
     }
     // What was evicted stays evicted; the files that could not be unlinked
     // are the caller's to report.
@@ -47,23 +46,33 @@ extension ObjectTable {
   /// How many objects one transaction of a removal takes at once.
   static let removalPart = 8192
 
-  /// Removes in parts of ``removalPart`` of `digests` (each once), the
-  /// first step of a part (`firstStep`: delete the rows of those of the
-  /// part that are to go, record their removals, and return their
-  /// digests) pipelined with the second step of the part before it: one
-  /// durable index transaction takes the records of part k, unlinks its
-  /// files on other threads while this one runs the first step of part
-  /// k + 1, then deletes part k's pins and keys. Every first step is on
-  /// disk before any file of its part goes (the transaction is durable),
-  /// and every unlink happens under the index's write lock, as in
-  /// ``finishRemovals(_:)``: on XFS, whose unlinks wait for its inode
-  /// workers, the index's work per entry overlaps those waits. Returns the
-  /// digests removed (their record was taken and their files are gone),
-  /// those that had a file to unlink, and each failure to unlink a file
-  /// (that object was adopted back).
+  /// Removes `digests` (each once) in parts of `size` (``removalPart``), the
+  /// two steps of consecutive parts sharing a transaction: one durable
+  /// index transaction takes the removal records of part k and unlinks
+  /// its files on another thread while this one looks up the files of
+  /// part k + 1 (their identities: the filesystem only); once the unlinks
+  /// are done, it adopts back the objects whose files could not be
+  /// unlinked, deletes part k's pins and keys, and runs the first step of
+  /// part k + 1 (`firstStep`: given the part's range and its files as
+  /// looked up, delete the rows of those that are to go, record their
+  /// removals, and return their digests). One commit per part instead of
+  /// two, and the lookups overlap the unlinks.
+  ///
+  /// Every first step is on disk before any file of its part goes (the
+  /// transaction is durable), and every unlink happens under the index's
+  /// write lock, as in ``finishRemovals(_:)``. No statement runs while
+  /// files are being unlinked: SQLite rolls a transaction back by itself
+  /// when a statement meets an I/O error or a full volume, which would
+  /// give up the write lock — and let another process call a removal off —
+  /// in the middle of the unlinks. Files looked up before their rows are
+  /// deleted are still those files: the write lock is held, and every
+  /// change of an object's files (a publish, a conversion, a removal)
+  /// takes it. Returns the digests removed (their record was taken and
+  /// their files are gone), those that had a file to unlink, and each
+  /// failure to unlink a file (that object was adopted back).
   private func removeInParts(
-    _ digests: [BlobDigest], _ what: String,
-    firstStep: (Range<Int>, IndexSession) throws(TroveError) -> [BlobDigest]
+    _ digests: [BlobDigest], _ what: String, part size: Int, explicit: Bool,
+    firstStep: (Range<Int>, [Removal], IndexSession) throws(TroveError) -> [BlobDigest]
   ) throws(TroveError) -> (
     removed: Set<BlobDigest>, unlinked: Set<BlobDigest>, failures: [TroveError]
   ) {
@@ -73,21 +82,23 @@ extension ObjectTable {
     var pending: [BlobDigest] = []
     var start = 0
     while start < digests.count || !pending.isEmpty {
-      let part = start..<min(start + Self.removalPart, digests.count)
+      let part = start..<min(start + max(1, size), digests.count)
       let finishing = pending
       do throws(TroveError) {
         let step = try index().write(
           "\(what) \(finishing.count + part.count) objects", durable: !part.isEmpty
         ) { (tx) throws(TroveError) in
           let unlinking = try startUnlinking(finishing, tx)
-          let recorded: [BlobDigest]
+          let looked: Result<[Removal], TroveError>
           do throws(TroveError) {
-            recorded = part.isEmpty ? [] : try firstStep(part, tx)
+            looked = .success(
+              part.isEmpty ? [] : try removals(of: Array(digests[part]), explicit: explicit))
           } catch {
-            _ = unlinking.wait()
-            throw error
+            looked = .failure(error)
           }
-          return (recorded, try finishUnlinking(unlinking, tx))
+          let finished = try finishUnlinking(unlinking, tx)
+          let recorded = part.isEmpty ? [] : try firstStep(part, try looked.get(), tx)
+          return (recorded, finished)
         }
         pending = step.0
         removed.formUnion(step.1.removed)
@@ -168,7 +179,11 @@ extension ObjectTable {
       removed[position] = false
     }
     let gone = digests.indices.filter { removed[$0] }.map { digests[$0] }
-    journalDrops(try tx.deleteReferences(to: gone), tx)
+    try tx.deleteReferences(to: gone)
+    // A drop line for each, pins and keys or not: the log may hold a pin
+    // or a key the index no longer has (an unpin whose line could not be
+    // written), which a rebuild must not bring back onto a later copy.
+    journalDrops(gone, tx)
     return (gone, digests.indices.filter { unlinked[$0] }.map { digests[$0] }, failed.map(\.value))
   }
 
@@ -221,22 +236,21 @@ extension ObjectTable {
 
   /// ``drop(_:)`` of many objects (`digests`, each once) in the same two
   /// steps, pipelined in parts as evictions are
-  /// (``removeInParts(_:_:firstStep:)``): each first step on disk before
+  /// (``removeInParts(_:_:part:explicit:firstStep:)``): each first step on disk before
   /// any file of its part goes, the unlinks from other threads. Returns,
   /// for each, whether there was anything, and why the objects whose files
   /// could not be unlinked were kept.
-  func drop(_ digests: [BlobDigest]) throws(TroveError) -> (
+  func drop(_ digests: [BlobDigest], part: Int = removalPart) throws(TroveError) -> (
     present: [Bool], failures: [TroveError]
   ) {
     guard !digests.isEmpty else { return ([], []) }
     var hadRows = [Bool](repeating: false, count: digests.count)
-    let finished = try removeInParts(digests, "remove") {
-      (range, tx) throws(TroveError) -> [BlobDigest] in
+    let finished = try removeInParts(digests, "remove", part: part, explicit: true) {
+      (range, looked, tx) throws(TroveError) -> [BlobDigest] in
       let part = Array(digests[range])
       for (position, digest) in zip(range, part) { hadRows[position] = try tx.deleteObject(digest) }
-      let removals = try removals(of: part, explicit: true)
       journalDrops(part, tx)
-      try tx.insertRemovals(removals, now: currentTimeNanoseconds())
+      try tx.insertRemovals(looked, now: currentTimeNanoseconds())
       return part
     }
     let present = digests.indices.map { hadRows[$0] || finished.unlinked.contains(digests[$0]) }
