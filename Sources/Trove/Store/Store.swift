@@ -491,9 +491,10 @@ public final class Store: Sendable {
   }
 
   /// Removes the objects of `digests` as ``remove(_:)`` does, in batches
-  /// of up to 32,768, each in parts of 8,192 whose steps are pipelined:
-  /// one durable index transaction removes a part's rows and records its
-  /// removals while the files of the part before it are unlinked.
+  /// of up to 32,768, each in parts of 8,192, two parts to a durable index
+  /// transaction: the files of one part are unlinked while the next
+  /// part's are looked up, then the next part's rows are removed and its
+  /// removals recorded.
   /// A digest given twice is removed once (the second is not there).
   ///
   /// - Returns: for each digest, in order, whether the store held it.

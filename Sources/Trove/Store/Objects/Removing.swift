@@ -224,7 +224,7 @@ extension ObjectTable {
   }
 
   /// Removes `digest`'s object whatever its state — row, pins and keys,
-  /// then its files — in the two steps ``evict(_:now:)`` takes. Only a put
+  /// then its files — in the two steps ``evict(_:now:part:)`` takes. Only a put
   /// of the same bytes in between calls it off (the put stores them
   /// again); a read, a pin or a key finds the object gone. Whether there
   /// was anything.
