@@ -76,8 +76,8 @@ struct EvictionTests {
       let store = try scratch.store()
       try FileManager.default.createDirectory(
         atPath: scratch["in"], withIntermediateDirectories: true)
-      // Enough for several objects in most of the 256 fan-out folders, and
-      // two sweep batches.
+      // Enough for several objects in most of the 256 fan-out folders (the
+      // parts of a large removal: RemovalPartsTests).
       let results = try store.put(
         files: try (0..<1_500).map {
           try scratch.write("in/\($0)", Bytes.random(64, seed: UInt64($0)))
