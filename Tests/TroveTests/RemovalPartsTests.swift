@@ -109,6 +109,51 @@ struct RemovalPartsTests {
   }
 
   @Test(
+    "an index an older trove left at schema 6 is upgraded: evictions after keep the totals exact")
+  func upgradeFromSix() throws {
+    let scratch = try Scratch()
+    let root = scratch["store"]
+    _ = try populated(scratch, count: 20)
+    // Schema 6 as it was: the totals trigger without its WHEN clause.
+    let oldTrigger = """
+      CREATE TRIGGER objects_removed AFTER DELETE ON objects BEGIN \
+      UPDATE counters SET value = value - CASE name WHEN 'entries' THEN 1 \
+      WHEN 'logical_bytes' THEN OLD.size WHEN 'allocated_bytes' THEN OLD.allocated \
+      WHEN 'stored_bytes' THEN COALESCE(OLD.stored, OLD.size) ELSE OLD.compressed END \
+      WHERE name IN ('entries', 'logical_bytes', 'allocated_bytes', 'stored_bytes', \
+      'compressed_entries'); END
+      """
+    let downgrade = """
+      import sys, sqlite3
+      c = sqlite3.connect(sys.argv[1])
+      c.execute("DROP TRIGGER objects_removed")
+      c.execute(sys.argv[2])
+      c.execute("PRAGMA user_version = 6")
+      c.commit()
+      """
+    let python = try #require(FaultServer.python, FaultServer.missing)
+    let run = try CLI.run(
+      [], prefix: [python, "-c", downgrade, root + "/index.sqlite", oldTrigger])
+    #expect(run.status == 0, "\(run.stderr)")
+
+    let store = try Store(StoreConfiguration(root: root))
+    try expectConsistent(store, "after the upgrade")
+    let total = try store.statistics().allocatedBytes
+    #expect(try store.sweep(SweepOptions(budget: total / 2)).removedEntries > 0)
+    try expectConsistent(store, "after a sweep")
+    let look = """
+      import sys, sqlite3
+      c = sqlite3.connect(sys.argv[1])
+      print(c.execute("PRAGMA user_version").fetchone()[0])
+      print(c.execute("SELECT sql FROM sqlite_master WHERE name = 'objects_removed'").fetchone()[0])
+      """
+    let schema = try CLI.run([], prefix: [python, "-c", look, root + "/index.sqlite"])
+    let text = String(decoding: schema.stdout, as: UTF8.self)
+    #expect(schema.status == 0 && text.hasPrefix("7\n"), "\(text) \(schema.stderr)")
+    #expect(text.contains("bulk_removal"), "\(text)")
+  }
+
+  @Test(
     "a file that cannot be unlinked in a middle part keeps its object; the parts around it go",
     .enabled(
       if: LeftoverTests.immutableBase != nil,
