@@ -9,9 +9,8 @@ import Foundation
 struct JournalRecord: Codable, Equatable {
   enum Operation: String, Codable {
     case pin, unpin, bind, unbind
-    /// The object's row went, with every pin and key of it (an `rm`, a
-    /// quarantine, a reconcile that found its file gone, an eviction of an
-    /// object that had a pin or a key).
+    /// The object's row went, with every pin and key of it (an `rm`, an
+    /// eviction, a quarantine, a reconcile that found its file gone).
     case drop
   }
   var op: Operation
