@@ -12,7 +12,7 @@ extension ObjectTable {
   /// one index transaction deletes their rows and records the removals;
   /// a second unlinks the files of those whose removal still stands (a
   /// dedup hit, a read or a pin in between keeps the object) and removes
-  /// their keys. Many entries go in parts, pipelined (see
+  /// their keys. Many entries go in parts, two to a transaction (see
   /// ``removeInParts(_:_:part:explicit:firstStep:)``). A crash between or within the
   /// steps leaves files whose row is gone — adopted again by the next read
   /// or reconcile — never a row whose file is gone. A file that cannot be
