@@ -235,9 +235,9 @@ extension ObjectTable {
   }
 
   /// ``drop(_:)`` of many objects (`digests`, each once) in the same two
-  /// steps, pipelined in parts as evictions are
-  /// (``removeInParts(_:_:part:explicit:firstStep:)``): each first step on disk before
-  /// any file of its part goes, the unlinks from other threads. Returns,
+  /// steps, in parts as evictions are
+  /// (``removeInParts(_:_:part:explicit:firstStep:)``): each first step on
+  /// disk before any file of its part goes. Returns,
   /// for each, whether there was anything, and why the objects whose files
   /// could not be unlinked were kept.
   func drop(_ digests: [BlobDigest], part: Int = removalPart) throws(TroveError) -> (
