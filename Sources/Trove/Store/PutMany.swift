@@ -135,7 +135,7 @@ extension Store {
         if let onProgress { progress = { @Sendable report in onProgress(index, report) } }
         switch try prepare(
           source, path: path, key: nil, expectedSize: nil, priority: priority,
-          onProgress: progress, grouped: true, batch: batch)
+          onProgress: progress, grouped: true, batch: batch, atStart: true)
         {
         case .finished(let result): results[index] = .success(result)
         case .staged(let put):
