@@ -193,17 +193,111 @@ struct GroupCommitTests {
   }
 
   @Test(
-    "an fsync of a folder fails (objects/ for a new fan-out folder, or a fan-out folder after the renames): its objects published and indexed, or absent"
+    "an fsync of a folder fails (objects/ for the new fan-out folders, or a fan-out folder after the renames): its objects published and indexed, or absent"
   )
   func folderSyncFails() throws {
-    for (skip, times) in [(0, 1), (3, 1), (11, 1), (30, 1), (5, Int.max)] {
+    guard Sys.syncfsReportsErrors else { return }
+    // With syncfs failing, the 40 files are synced one by one, then
+    // `objects/` once for the new folders, then each fan-out folder the
+    // renames touched.
+    let objectsSync = "syncfs:5,fsync:5:40:1"
+    for fault in [
+      objectsSync, "syncfs:5,fsync:5:41:1", "syncfs:5,fsync:5:50:1", "syncfs:5,fsync:5:45",
+    ] {
       let scratch = try Scratch()
-      let inputs = try files(scratch, 40, seed: 40 + UInt64(skip))
-      let fault = "fsync:5:\(skip)" + (times == 1 ? ":1" : "")
+      let inputs = try files(scratch, 40, seed: 40 + UInt64(fault.count))
       let outcome = try expectEachPublishedOrAbsent(scratch, inputs, fault: fault)
       #expect(outcome.failed >= 1, "\(fault): the fault hit nothing: \(outcome)")
-      if times == 1 { #expect(outcome.stored >= 30, "\(fault): one failed sync took \(outcome)") }
+      if fault == objectsSync {
+        // Every folder is new in a new store: none is known durable.
+        #expect(outcome.stored == 0, "\(fault): \(outcome)")
+      } else if fault.hasSuffix(":1") {
+        #expect(outcome.stored >= 30, "\(fault): one failed sync took \(outcome)")
+      }
     }
+  }
+
+  @Test("new fan-out folders are made durable by the group's data syncfs: no fsync at all")
+  func newFoldersDurableBySyncfs() throws {
+    guard Sys.syncfsReportsErrors else { return }
+    let scratch = try Scratch()
+    let inputs = try files(scratch, 40, seed: 60)
+    // Every fsync would fail: a put that made one would lose an object.
+    let outcome = try expectEachPublishedOrAbsent(scratch, inputs, fault: "fsync:5")
+    #expect(outcome.stored == 40 && outcome.failed == 0, "\(outcome)")
+  }
+
+  @Test(
+    "a settings change by another process during a long put: every group begun after it follows it"
+  )
+  func settingsChangeBetweenGroups() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let group = Store.groupCommitObjects
+    let count = 2 * group + 20
+    let paths = try (0..<count).map { i in
+      try scratch.write("g\(i)", Bytes.random(5000, seed: UInt64(7000 + i)))
+    }
+    // Another store object on the same root stands for another process:
+    // it lowers max-object-size under the 5,000-byte inputs as soon as the
+    // first group is acknowledged. The second group may be staged by then
+    // (it is, when commits overlap staging); the third begins after.
+    let other = try Store(StoreConfiguration(root: scratch["store"]))
+    var changed = false
+    let results = try store.put(
+      files: paths,
+      onResult: { index, _ in
+        guard index == group - 1 else { return }
+        _ = try? other.updatePolicy { $0.maximumObjectSize = 4096 }
+        changed = true
+      })
+    #expect(changed)
+    var second = 0
+    for (i, result) in results.enumerated() {
+      if i < group {
+        #expect((try? result.get().isDuplicate) == false, "input \(i) of the first group")
+      } else if i >= 2 * group {
+        if case .failure(let error) = result {
+          #expect(error.code == .tooLarge, "input \(i): \(error)")
+        } else {
+          Issue.record("input \(i) of the third group was stored over the new max-object-size")
+        }
+      } else if (try? result.get()) != nil {
+        second += 1
+      }
+    }
+    #expect(try store.entries().count == group + second)
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
+  @Test(
+    "an object's name taken by a folder in a group: that object is settled alone, the odd thing set aside"
+  )
+  func nameTakenInGroup() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let inputs = try files(scratch, 6, seed: 70)
+    let digest = XXH3Hasher.digest(inputs[2].1)
+    let folder = scratch["store/objects/" + StoreLayout.fanout(digest)]
+    try FileManager.default.createDirectory(
+      atPath: folder + "/" + StoreLayout.objectName(digest), withIntermediateDirectories: true)
+    let results = try store.put(files: inputs.map(\.0))
+    for (i, (_, bytes)) in inputs.enumerated() {
+      #expect(try results[i].get().digest == XXH3Hasher.digest(bytes), "input \(i)")
+      #expect(try store.bytes(for: XXH3Hasher.digest(bytes)) == bytes)
+    }
+    #expect(try store.entries().count == 6)
+    #expect(scratch.list("store/quarantine").count == 1)
+    #expect(scratch.list("store/tmp").isEmpty)
+  }
+
+  @Test("temp names: one prefix per process, a count after it, never the same name twice")
+  func temporaryNames() {
+    let names = (0..<2000).map { _ in StoreLayout.temporaryName("put") }
+    #expect(Set(names).count == names.count)
+    let prefixes = Set(names.map { $0.split(separator: "-").prefix(3).joined(separator: "-") })
+    #expect(prefixes.count == 1 && prefixes.first?.hasPrefix("put-\(getpid())-") == true)
+    #expect(names.allSatisfy { $0.hasSuffix(".tmp") })
   }
 
   @Test("a fan-out folder's sync after the renames fails: its new objects are taken back and named")

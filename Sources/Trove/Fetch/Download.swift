@@ -267,7 +267,8 @@ final class Download: HTTPBodySink {
     let staged: StagedObject
     do throws(TroveError) {
       staged = try store.stage(
-        raw: name, file: file, digest: body.digest, size: body.size, writes: &writes)
+        raw: name, file: file, digest: body.digest, size: body.size,
+        policy: store.currentSettings().policy, writes: &writes)
     } catch {
       try? store.tmpDirectory.removeFile(name)
       throw error

@@ -52,6 +52,11 @@ public final class BlobWriter {
   /// The frame being written, once the sample said to compress.
   private var compressor: Zstd.Compressor?
   private var storedBytes: Int64 = 0
+  /// The policy of a group's settings (``PutBatch``), read once for the
+  /// group: the writer decides by it instead of reading `config.json`'s
+  /// status again. Nil for a put alone, which reads the settings as it
+  /// decides.
+  private let groupPolicy: CachePolicy?
 
   private enum State {
     case open
@@ -62,10 +67,11 @@ public final class BlobWriter {
 
   init(
     store: Store, expectedSize: Int64?, sizeIsExact: Bool = false, mayCompress: Bool = false,
-    priority: PutPriority = .important, sweeps: [SweepReport] = [], limit: SizeLimit
+    priority: PutPriority = .important, sweeps: [SweepReport] = [], limit: SizeLimit,
+    batch: PutBatch? = nil
   ) throws(TroveError) {
     // The policy before the temp file: settings that cannot be used leave nothing.
-    let policy = try store.currentSettings().policy
+    let policy = try store.settings(for: batch).policy
     let name = StoreLayout.temporaryName("put")
     file = try attempt("create temporary file in", store.tmpPath) { () throws(SystemCallError) in
       try FileDescriptor.open(
@@ -77,6 +83,7 @@ public final class BlobWriter {
     self.sizeIsExact = sizeIsExact && expectedSize != nil
     self.sweeps = sweeps
     self.limit = limit
+    groupPolicy = batch?.settings.policy
     writes = PressuredWrites(store: store, priority: priority)
     if mayCompress, policy.compression != .none {
       sample = UnsafeMutableRawBufferPointer.allocate(
@@ -154,7 +161,7 @@ public final class BlobWriter {
     sample = nil
     defer { held.deallocate() }
     let bytes = UnsafeRawBufferPointer(rebasing: held[..<sampled])
-    let policy = try store.currentSettings().policy
+    let policy = try currentPolicy()
     // Unknown length: judged on what is known; a stream too short for the
     // policy's minimum is written raw and judged again when it ends.
     let decision = policy.storage(size: expectedSize ?? Int64(sampled)) { bytes }
@@ -194,6 +201,12 @@ public final class BlobWriter {
     passedOn += Int64(bytes.count)
   }
 
+  /// The group's policy, or the store's settings as they are now.
+  private func currentPolicy() throws(TroveError) -> CachePolicy {
+    if let groupPolicy { return groupPolicy }
+    return try store.currentSettings().policy
+  }
+
   private func streamError(_ error: Zstd.StreamError) -> TroveError {
     switch error {
     case .reading(let e), .writing(let e): return TroveError.system(e, "write", path: path)
@@ -204,6 +217,13 @@ public final class BlobWriter {
 
   /// Reads `source` to its end into this writer: one 1 MiB buffer, or a
   /// smaller one for an input known to be smaller (`sizeHint`).
+  ///
+  /// With `sizeHint` (a regular file's length from its status), a read that
+  /// brings the input to that length in a buffer it does not fill ends it:
+  /// a 4 KiB file takes one `read(2)`, not a second one to find its end.
+  /// The bytes stored are still exactly the bytes hashed; a file that grows
+  /// at that moment is stored as it was when read, as if it had grown just
+  /// after.
   func absorb(
     from source: FileDescriptor, path sourcePath: String, sizeHint: Int64? = nil,
     progress: ByteProgress? = nil
@@ -211,10 +231,14 @@ public final class BlobWriter {
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: Transfer.bufferSize(for: sizeHint), alignment: 4096)
     defer { buffer.deallocate() }
+    var total: Int64 = 0
     while true {
       let n: Int
       do throws(SystemCallError) {
-        n = try source.readFully(into: buffer)
+        let rest = sizeHint.map { $0 - total }
+        let enough = rest.flatMap { $0 > 0 && $0 < Int64(buffer.count) ? Int($0) : nil }
+        n = try source.readFully(into: buffer, enough: enough)
+        total += Int64(n)
       } catch {
         throw fail(TroveError.system(error, "read", path: sourcePath))
       }
@@ -348,7 +372,9 @@ public final class BlobWriter {
         ? StagedObject(
           name: name, file: file, digest: digest, size: size, isCompressed: true,
           storedBytes: storedBytes)
-        : try store.stage(raw: name, file: file, digest: digest, size: size, writes: &writes)
+        : try store.stage(
+          raw: name, file: file, digest: digest, size: size, policy: currentPolicy(),
+          writes: &writes)
     } catch {
       file.close()
       try? store.tmpDirectory.removeFile(name)

@@ -228,10 +228,13 @@ extension Store {
   /// ``groupedCloneMinimum`` is copied rather than cloned (one read of
   /// cached pages and a write, where a clone costs the FIEMAP calls of its
   /// proof, or a read of the fresh clone from the disk when that fails).
+  /// `batch`, when given, holds the settings every decision here and in
+  /// the writer takes (read once for a group). `atStart` says `source` was
+  /// just opened, so its offset is 0 without asking.
   func prepare(
     _ source: FileDescriptor, path: String, key: String?, expectedSize: Int64?,
     priority: PutPriority, onProgress: ProgressHandler?, grouped: Bool = false,
-    batch: PutBatch? = nil
+    batch: PutBatch? = nil, atStart: Bool = false
   ) throws(TroveError) -> Ingested {
     let binding = key.map { KeyRequest(key: $0) }
     // Settings that cannot be used stop a put before it reads a byte, even
@@ -242,7 +245,7 @@ extension Store {
       throw TroveError(.sourceNotFile, "cannot put '\(path)': it is a directory", path: path)
     }
     let start =
-      status.isRegular
+      status.isRegular && !atStart
       ? try attempt("read", path) { () throws(SystemCallError) in try source.offset() } : 0
     let size = status.isRegular ? status.size - start : nil
     if let size { try limit.checkAnnounced(size) }
@@ -284,7 +287,7 @@ extension Store {
     // writer from its first bytes.
     let writer = try BlobWriter(
       store: self, expectedSize: size, mayCompress: !status.isRegular, priority: priority,
-      sweeps: sweeps, limit: limit)
+      sweeps: sweeps, limit: limit, batch: batch)
     writer.binding = binding
     if canClone {
       var cloned = false
@@ -312,12 +315,13 @@ extension Store {
         }
         return .staged(try writer.finish(method: .clone))
       }
-      sweeps = try admit(size: size, priority: priority, input: path)
+      sweeps = try admit(size: size, priority: priority, input: path, batch: batch)
       writer.sweeps += sweeps
     }
     // One pass through user space: read, hash, write. (An in-kernel
     // copy_file_range and a re-read measured 7× slower on ext4 here.)
-    source.adviseSequential()
+    // A file that one read takes whole needs no read-ahead advice.
+    if !status.isRegular || (size ?? 0) >= Int64(Transfer.bufferSize) { source.adviseSequential() }
     if status.isFIFO {
       // A 1 MiB pipe instead of 64 KiB: 16× fewer sleeps and wake-ups
       // between the writer and us (`cat | trove put -` and zstd spent half
@@ -452,10 +456,9 @@ extension Store {
   /// file is removed when it is replaced or when this throws; the caller
   /// closes a new staged file (one whose descriptor is not `file`).
   func stage(
-    raw name: String, file: FileDescriptor, digest: BlobDigest, size: Int64,
+    raw name: String, file: FileDescriptor, digest: BlobDigest, size: Int64, policy: CachePolicy,
     writes: inout PressuredWrites
   ) throws(TroveError) -> StagedObject {
-    let policy = try currentSettings().policy
     var sample: UnsafeMutableRawBufferPointer?
     defer { sample?.deallocate() }
     let decision = policy.storage(size: size) {

@@ -64,7 +64,12 @@ extension Store {
   /// hashed after a clone) block by block, out of its length, as
   /// ``put(file:key:expectedSize:priority:onProgress:)-87pwb``'s does.
   /// `onResult`, when given, hears of each input's result as soon as it is
-  /// acknowledged, in the order of `paths`.
+  /// acknowledged, in the order of `paths`, on the calling thread.
+  ///
+  /// A group commits on a thread of its own while the calling thread stages
+  /// the next group (one commit at a time), when the process may open
+  /// enough files for two groups (3,072 descriptors): its syncs are
+  /// waited for while the next files are read and written.
   ///
   /// - Returns: one result per path, in order.
   /// - Throws: `.readOnlyStore` before reading anything; every other
@@ -81,6 +86,8 @@ extension Store {
     var groupBytes: Int64 = 0
     // The settings and the free-space measurement the group's files share.
     var batch: PutBatch?
+    // The group committing on its own thread while the next is staged.
+    var committing: GroupInFlight?
 
     func report() {
       while reported < results.count, let result = results[reported] {
@@ -88,41 +95,27 @@ extension Store {
         reported += 1
       }
     }
+    // Takes the outcomes of the group committing, once it is done (or, with
+    // `wait`, when it is).
+    func collect(wait: Bool) {
+      guard let inFlight = committing, wait || inFlight.isFinished else { return }
+      for (index, result) in inFlight.wait() { results[index] = result }
+      committing = nil
+      report()
+    }
     func commitGroup() {
-      defer {
-        group = []
-        groupBytes = 0
-        batch = nil
-      }
-      if group.count == 1, let only = group.first {
-        // One object: its own fsync, never a sync of the whole filesystem.
-        do throws(TroveError) {
-          results[only.index] = .success(try only.put.publish())
-        } catch {
-          results[only.index] = .failure(error)
-        }
-        return
-      }
-      let outcomes = objects.publish(group: group.map(\.put.staged))
-      var stored: [(index: Int, digest: BlobDigest)] = []
-      for ((index, put), outcome) in zip(group, outcomes) {
-        switch outcome {
-        case .success(let published):
-          results[index] = .success(
-            finishPut(
-              published, method: put.method, sweeps: put.sweeps, sweepingOverBudget: false,
-              batch: batch))
-          if case .stored = published { stored.append((index, put.staged.digest)) }
-        case .failure(let error):
-          results[index] = .failure(Self.naming(paths[index], in: error))
-        }
-      }
-      if let last = stored.last,
-        let sweep = try? sweepIfOverBudget(protecting: stored.map(\.digest)),
-        case .success(var result) = results[last.index]
-      {
-        result.sweeps.append(sweep)
-        results[last.index] = .success(result)
+      let members = group
+      let shared = batch
+      group = []
+      groupBytes = 0
+      batch = nil
+      // One group commits at a time: the next waits for this one.
+      collect(wait: true)
+      let work = { [self] in commit(group: members, batch: shared, paths: paths) }
+      if Self.groupCommitsOverlap, members.count > 1 {
+        committing = GroupInFlight(work)
+      } else {
+        for (index, result) in work() { results[index] = result }
       }
     }
 
@@ -135,7 +128,7 @@ extension Store {
         if let onProgress { progress = { @Sendable report in onProgress(index, report) } }
         switch try prepare(
           source, path: path, key: nil, expectedSize: nil, priority: priority,
-          onProgress: progress, grouped: true, batch: batch)
+          onProgress: progress, grouped: true, batch: batch, atStart: true)
         {
         case .finished(let result): results[index] = .success(result)
         case .staged(let put):
@@ -148,11 +141,67 @@ extension Store {
       if group.count >= Self.groupCommitObjects || groupBytes >= Self.groupCommitBytes {
         commitGroup()
       }
+      collect(wait: false)
       report()
     }
     if !group.isEmpty { commitGroup() }
+    collect(wait: true)
     report()
     return results.map { $0! }
+  }
+
+  /// Whether a put of many files commits a group on a thread of its own
+  /// while it stages the next: when this process may open enough files for
+  /// two groups at once (each holds a descriptor per object and per fan-out
+  /// folder until it is committed) and many more besides.
+  static let groupCommitsOverlap: Bool = {
+    guard let limit = Sys.openFileLimit else { return false }
+    return limit >= UInt64(4 * (groupCommitObjects + 256))
+  }()
+
+  /// Publishes `group` (staged inputs of a put of many files, with their
+  /// indexes in `paths`) in one group commit, and returns each input's
+  /// result; a sweep after the group, if the store went over its budget,
+  /// appears under its last new object. Safe to run on another thread
+  /// than the one staging the next group.
+  private func commit(
+    group: [(index: Int, put: PendingPut)], batch: PutBatch?, paths: [String]
+  ) -> GroupInFlight.Outcomes {
+    if group.count == 1, let only = group.first {
+      // One object: its own fsync, never a sync of the whole filesystem.
+      do throws(TroveError) {
+        return [(only.index, .success(try only.put.publish()))]
+      } catch {
+        return [(only.index, .failure(error))]
+      }
+    }
+    let outcomes = objects.publish(group: group.map(\.put.staged))
+    var results: GroupInFlight.Outcomes = []
+    var stored: [(position: Int, digest: BlobDigest)] = []
+    for ((index, put), outcome) in zip(group, outcomes) {
+      switch outcome {
+      case .success(let published):
+        if case .stored = published { stored.append((results.count, put.staged.digest)) }
+        results.append(
+          (
+            index,
+            .success(
+              finishPut(
+                published, method: put.method, sweeps: put.sweeps, sweepingOverBudget: false,
+                batch: batch))
+          ))
+      case .failure(let error):
+        results.append((index, .failure(Self.naming(paths[index], in: error))))
+      }
+    }
+    if let last = stored.last,
+      let sweep = try? sweepIfOverBudget(protecting: stored.map(\.digest)),
+      case .success(var result) = results[last.position].result
+    {
+      result.sweeps.append(sweep)
+      results[last.position].result = .success(result)
+    }
+    return results
   }
 
   /// `error`, for input `path` of a put of many files: its message names

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -75,10 +77,21 @@ enum StoreLayout {
     digest.hex + (compressed ? compressedSuffix : "")
   }
 
-  /// A name no other writer will pick: the purpose, the process id and 64
-  /// random bits. Each writer has its own temp file; none relies on a lock.
+  /// A name no other writer will pick: the purpose, this process's
+  /// prefix (its id and 64 random bits, drawn once) and a count of the
+  /// names it gave before. Each writer has its own temp file; none relies
+  /// on a lock, and every one is created `O_EXCL`, so a name taken anyway
+  /// (a process forked without `exec`, which shares the prefix and the
+  /// count) is refused, never written through.
   static func temporaryName(_ purpose: String) -> String {
-    let random = UInt64.random(in: .min ... .max)
-    return "\(purpose)-\(getpid())-\(String(random, radix: 16)).tmp"
+    let n = temporaryCount.add(1, ordering: .relaxed).oldValue
+    return purpose + "-" + temporaryPrefix + String(n, radix: 16) + ".tmp"
   }
+
+  /// `PID-RANDOM-`: drawn once per process, so a temp name costs no
+  /// `getrandom` and no `getpid`.
+  private static let temporaryPrefix =
+    "\(getpid())-\(String(UInt64.random(in: .min ... .max), radix: 16))-"
+  /// Temp names given by this process.
+  private static let temporaryCount = Atomic<UInt64>(0)
 }

@@ -55,12 +55,18 @@ struct FileDescriptor: Sendable, Hashable {
   }
 
   /// Reads until `buffer` is full or the file ends; returns the bytes read.
-  func readFully(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
+  /// With `enough`, stops as well once that many bytes are in (a regular
+  /// file's remaining length, as its status gave it: its end is then known
+  /// without one more read).
+  func readFully(into buffer: UnsafeMutableRawBufferPointer, enough: Int? = nil)
+    throws(SystemCallError) -> Int
+  {
     var filled = 0
     while filled < buffer.count {
       let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
       if n == 0 { break }
       filled += n
+      if filled == enough { break }
     }
     return filled
   }

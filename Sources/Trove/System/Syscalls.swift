@@ -86,6 +86,14 @@ enum Sys {
     return (parts[0], parts[1]) >= (5, 8)
   }()
 
+  /// The soft limit on this process's open descriptors (`RLIMIT_NOFILE`),
+  /// nil when it cannot be read. `getrlimit(2)`.
+  static var openFileLimit: UInt64? {
+    var limit = rlimit()
+    guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+    return UInt64(limit.rlim_cur)
+  }
+
   /// The effective user id of this process. The corresponding C function
   /// is `geteuid`.
   static var effectiveUserID: UInt32 { geteuid() }

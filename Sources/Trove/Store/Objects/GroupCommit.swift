@@ -11,13 +11,17 @@ extension ObjectTable {
   /// 1. Objects of one digest inside the group: the first stands for the
   ///    rest, whose temp files are dropped (they hold the same bytes) and
   ///    which count as dedup hits once it is in.
-  /// 2. Data: the files of objects not already stored are made durable
-  ///    together — one `syncfs(2)` of the store's filesystem, on kernels
-  ///    where it reports write-back errors (Linux 5.8+); where it fails or
-  ///    cannot report, an `fsync(2)` of each file, and a file whose sync
-  ///    fails is not published (its own error).
+  /// 2. Fan-out folders still missing are made, then the data: the files
+  ///    of objects not already stored are made durable together — one
+  ///    `syncfs(2)` of the store's filesystem, on kernels where it reports
+  ///    write-back errors (Linux 5.8+), which makes the new folders durable
+  ///    too; where it fails or cannot report, an `fsync(2)` of each file (a
+  ///    file whose sync fails is not published: its own error) and one of
+  ///    `objects/` for the new folders.
   /// 3. In one index write transaction: dedup hits for digests the store
-  ///    holds; a rename that never replaces of each new file into its
+  ///    holds (for an object the look before the sync did not find, only
+  ///    its other form is looked for again: the rename finds its own); a
+  ///    rename that never replaces of each new file into its
   ///    fan-out folder; the new names made durable — one more `syncfs(2)`,
   ///    or where it fails or cannot report, an `fsync(2)` of each folder a
   ///    rename touched, once (a folder whose sync fails takes its new
@@ -53,39 +57,72 @@ extension ObjectTable {
         leaders.append(i)
       }
     }
-    // Each fan-out folder opened once; leaders whose bytes the store
-    // holds are not synced (a hit below).
+    // Each fan-out folder opened (or found missing) once; leaders whose
+    // bytes the store holds are not synced (a hit below).
     var folders = [String: FileDescriptor]()
+    var missing = Set<String>()
     defer { for folder in folders.values { folder.close() } }
     var known = Set<Int>()
     for i in leaders {
       let name = StoreLayout.fanout(group[i].digest)
       do throws(TroveError) {
-        if folders[name] == nil { folders[name] = try openFolder(of: group[i].digest) }
-        if let folder = folders[name], try locate(group[i].digest, in: folder) != nil {
-          known.insert(i)
+        if folders[name] == nil, !missing.contains(name) {
+          if let folder = try openFolder(of: group[i].digest) {
+            folders[name] = folder
+          } else {
+            missing.insert(name)
+          }
+        }
+        // Each form once (``locate(_:in:)`` looks at the raw form twice, for
+        // a conversion racing past): a miss here only means the file is
+        // synced, and the transaction looks again before it renames.
+        if let folder = folders[name] {
+          if try status(group[i].digest, compressed: false, in: folder) != nil {
+            known.insert(i)
+          } else if try status(group[i].digest, compressed: true, in: folder) != nil {
+            known.insert(i)
+          }
         }
       } catch {
         failures[i] = error
       }
     }
     let fresh = leaders.filter { !known.contains($0) && failures[$0] == nil }
-    let allocated = syncData(group, fresh, failures: &failures)
-    // The folders still missing, made (durably) now. A folder the volume
-    // has no room for: its objects are published alone after the group.
+    // The folders still missing, made before the data sync, which makes
+    // them durable with the data (else one fsync of `objects/` for all of
+    // them, below). A folder the volume has no room for: its objects are
+    // published alone after the group.
     var folderErrors = [String: TroveError]()
+    var created: [String] = []
     var roomless: [Int] = []
-    for i in fresh where failures[i] == nil {
+    for i in fresh {
       let name = StoreLayout.fanout(group[i].digest)
       if folders[name] == nil, folderErrors[name] == nil {
         do throws(TroveError) {
-          folders[name] = try fanoutFolder(group[i].digest)
+          let (folder, made) = try makeFanoutFolder(group[i].digest)
+          folders[name] = folder
+          if made { created.append(name) }
         } catch {
           folderErrors[name] = error
         }
       }
       if let error = folderErrors[name] {
         if error.code == .noSpace { roomless.append(i) } else { failures[i] = error }
+      }
+    }
+    let (allocated, syncedTogether) = syncData(
+      group, fresh.filter { failures[$0] == nil }, failures: &failures)
+    if !created.isEmpty, !syncedTogether {
+      do throws(SystemCallError) {
+        try objectsDirectory.sync()
+      } catch {
+        // The new folders may not outlast a power loss: nothing goes in them.
+        let lost = Set(created)
+        for i in fresh
+        where failures[i] == nil && lost.contains(StoreLayout.fanout(group[i].digest)) {
+          failures[i] = TroveError.system(
+            error, "create folder", path: objectsPath + "/" + StoreLayout.fanout(group[i].digest))
+        }
       }
     }
 
@@ -107,6 +144,16 @@ extension ObjectTable {
         for i in leaders where failures[i] == nil {
           let staged = group[i]
           let folder = folders[StoreLayout.fanout(staged.digest)]
+          // A fresh object's look before the sync found neither form, and
+          // nothing changes `objects/` while this transaction is open: of
+          // what another process published in between, the other form is
+          // looked for here, and the rename below, which never replaces,
+          // finds its own (that object is then settled alone).
+          if let folder, !known.contains(i),
+            try status(staged.digest, compressed: !staged.isCompressed, in: folder) == nil
+          {
+            continue
+          }
           if let entry = try hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
             out[i] = .duplicate(entry)
           } else if known.contains(i) {
@@ -119,14 +166,13 @@ extension ObjectTable {
           let fanout = StoreLayout.fanout(staged.digest)
           guard let folder = folders[fanout] else { continue }
           let name = StoreLayout.objectName(staged.digest, compressed: staged.isCompressed)
-          if let odd = try? folder.status(of: name, followSymlinks: false), !odd.isRegular {
-            var report = ReconcileReport()
-            try setAside(name, inFolder: fanout, repair: true, into: &report)
-          }
           do throws(SystemCallError) {
             try tmpDirectory.renameWithoutReplacing(staged.name, to: name, in: folder)
           } catch  where error.errno == .fileExists {
-            alone.append(i)  // appeared since the look: settled alone, after
+            // Appeared since the look, or something that is not an object
+            // (a link, a folder) under its name: settled alone, after, as a
+            // put alone settles it (a hit, or the odd thing set aside).
+            alone.append(i)
             continue
           } catch {
             failedInside[i] = TroveError.system(
@@ -278,7 +324,7 @@ extension ObjectTable {
   /// lost its bytes.
   private func syncData(
     _ group: [StagedObject], _ fresh: [Int], failures: inout [Int: TroveError]
-  ) -> [Int: Int64] {
+  ) -> (allocated: [Int: Int64], syncedTogether: Bool) {
     var ready: [Int] = []
     for i in fresh {
       do throws(SystemCallError) {
@@ -307,6 +353,6 @@ extension ObjectTable {
         failures[i] = TroveError.system(error, "store", path: path(group[i].digest))
       }
     }
-    return allocated
+    return (allocated, syncedTogether)
   }
 }

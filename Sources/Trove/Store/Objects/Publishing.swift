@@ -162,19 +162,31 @@ extension ObjectTable {
   /// it. Something else under its name (a symbolic link, a file) is never
   /// written through: an error asks for `verify --repair`.
   func fanoutFolder(_ digest: BlobDigest) throws(TroveError) -> FileDescriptor {
+    let (folder, created) = try makeFanoutFolder(digest)
+    if created {
+      do throws(SystemCallError) {
+        try objectsDirectory.sync()
+      } catch {
+        folder.close()
+        throw TroveError.system(
+          error, "create folder", path: objectsPath + "/" + StoreLayout.fanout(digest))
+      }
+    }
+    return folder
+  }
+
+  /// Opens `digest`'s fan-out folder, creating it when missing, and says
+  /// whether it was created: the caller makes a new folder durable in
+  /// `objects/` before anything put in it can be (``fanoutFolder(_:)``
+  /// with an `fsync(2)` of `objects/`; a group commit with the `syncfs(2)`
+  /// of its data).
+  func makeFanoutFolder(_ digest: BlobDigest) throws(TroveError) -> (
+    FileDescriptor, created: Bool
+  ) {
     let name = StoreLayout.fanout(digest)
     let folderPath = objectsPath + "/" + name
     do throws(SystemCallError) {
-      let (folder, created) = try objectsDirectory.makeStoreFolder(name, access: access)
-      if created {
-        do throws(SystemCallError) {
-          try objectsDirectory.sync()
-        } catch {
-          folder.close()
-          throw error
-        }
-      }
-      return folder
+      return try objectsDirectory.makeStoreFolder(name, access: access)
     } catch  where error.errno.meansNotAFolder {
       throw TroveError(
         .corruptObject,
