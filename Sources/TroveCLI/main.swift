@@ -10,6 +10,19 @@ import Trove
 // A closed pipe (`trove get D - | head`) is an EPIPE error, not a signal.
 signal(SIGPIPE, SIG_IGN)
 
+// A put of many files keeps two groups' files open while one of them
+// commits (Store.put(files:priority:onProgress:onResult:) overlaps them
+// only when the process may open 3,072 files): the soft limit on open
+// files goes up to the hard one, as Go's runtime does for every program.
+// Where that fails, the put commits its groups in turn.
+var openFiles = rlimit()
+if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &openFiles) == 0,
+  openFiles.rlim_cur < openFiles.rlim_max
+{
+  openFiles.rlim_cur = min(openFiles.rlim_max, 1 << 20)
+  _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &openFiles)
+}
+
 let version = "0.1.0"
 
 func main() -> Int32 {

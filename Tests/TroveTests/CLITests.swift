@@ -385,4 +385,28 @@ struct CLITests {
     #expect(ls.out.split(separator: "\n").count == 1)
     #expect(scratch.list("store/tmp").isEmpty)
   }
+
+  @Test("trove raises its soft limit on open files to the hard one (two groups of a put stay open)")
+  func openFileLimit() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    // /proc/self/limits, opened by the shell and read by the trove it
+    // becomes: trove's own limits, stored as an object.
+    let put = try CLI.run(
+      [],
+      prefix: [
+        "/bin/sh", "-c",
+        "ulimit -Sn 1024 && exec \"$0\" --store \"$1\" put - < /proc/self/limits",
+        CLI.executable, store,
+      ])
+    #expect(put.status == 0, "\(put.stderr)")
+    let digest = String(put.out.split(separator: " ").first ?? "")
+    let limits = try CLI.run(["--store", store, "get", digest, "-"]).out
+    let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+    let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+    // "Max open files <soft> <hard> files"
+    let (soft, hard) = (fields[3], fields[4])
+    #expect(soft == hard || (Int(soft) ?? 0) >= 1 << 20, "\(line)")
+    #expect(soft != "1024" || hard == "1024", "\(line)")
+  }
 }
