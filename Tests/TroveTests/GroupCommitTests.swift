@@ -180,6 +180,25 @@ struct GroupCommitTests {
     #expect(outcome.stored == 20 && outcome.failed == 0)
   }
 
+  @Test(
+    "a syncfs that lost a write vouches for no later group: they sync each file and folder, whose failures are their own"
+  )
+  func syncfsFailureIsNotForgotten() throws {
+    guard Sys.syncfsReportsErrors else { return }
+    let scratch = try Scratch()
+    // Three groups. The first group's data syncfs fails (a lost write is
+    // reported once per open file description: it may have been another
+    // group's), so its files are fsynced alone (512), then objects/ and
+    // each folder its renames touched. The 701st fsync fails: a folder of
+    // the first group, whose objects fail. Were the later syncfs calls
+    // believed, no 701st fsync would ever happen and nothing would fail.
+    let inputs = try files(scratch, 1_100, seed: 8)
+    let outcome = try expectEachPublishedOrAbsent(
+      scratch, inputs, fault: "syncfs:5:0:1,fsync:5:700:1")
+    #expect(outcome.failed >= 1 && outcome.failed <= 20, "\(outcome)")
+    #expect(outcome.stored + outcome.failed == 1_100)
+  }
+
   @Test("syncfs and one file's fsync fail: that object is absent and named, the others stored")
   func syncfsAndOneFsyncFail() throws {
     guard Sys.syncfsReportsErrors else { return }

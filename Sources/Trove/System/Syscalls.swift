@@ -72,8 +72,9 @@ enum Sys {
   }
 
   /// Whether `syncfs(2)` reports write-back errors: since Linux 5.8 it
-  /// returns an error recorded on the filesystem since the descriptor was
-  /// opened; before, it always returned 0, so a batch synced that way
+  /// returns an error recorded on the filesystem since the last `syncfs`
+  /// through the same open file description reported one (or since it was
+  /// opened); before, it always returned 0, so a batch synced that way
   /// could not learn that a write was lost.
   static let syncfsReportsErrors: Bool = {
     var names = utsname()

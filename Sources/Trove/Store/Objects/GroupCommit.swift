@@ -187,7 +187,7 @@ extension ObjectTable {
         // it fails or cannot report a failure, an fsync of each folder.
         var namesSynced = false
         if touched.count > 1, Sys.syncfsReportsErrors {
-          namesSynced = (try? tmpDirectory.syncFilesystem()) != nil
+          namesSynced = syncFilesystem()
         }
         for (fanout, members) in touched where !namesSynced {
           do throws(SystemCallError) {
@@ -317,6 +317,29 @@ extension ObjectTable {
     return back ?? staged.map { _ in false }
   }
 
+  /// One `syncfs(2)` of the store's filesystem through ``tmpDirectory``;
+  /// whether it vouches for every write of this process's files since they
+  /// were created. A lost write is reported once per open file
+  /// description, and every group of this process syncs through the same
+  /// one: a failure reported to one group may be another's (a group
+  /// staged while this one committed), whose own `syncfs` then succeeds.
+  /// So once one has failed, none vouches again for this table, and every
+  /// later group syncs each file and folder on its own, whose errors are
+  /// each file's. The call and the record of its failure are made under
+  /// one lock, so no other group's sync can slip between them.
+  func syncFilesystem() -> Bool {
+    syncfsLostWrites.withLock { lost in
+      guard !lost else { return false }
+      do throws(SystemCallError) {
+        try tmpDirectory.syncFilesystem()
+        return true
+      } catch {
+        lost = true
+        return false
+      }
+    }
+  }
+
   /// Makes the data of `group[fresh]` durable and returns each file's
   /// allocated bytes; a file that cannot be synced gets its error in
   /// `failures`. One `syncfs(2)` when it can report a lost write, else
@@ -334,16 +357,9 @@ extension ObjectTable {
         failures[i] = TroveError.system(error, "store", path: path(group[i].digest))
       }
     }
-    var syncedTogether = false
-    if ready.count > 1, Sys.syncfsReportsErrors {
-      do throws(SystemCallError) {
-        try tmpDirectory.syncFilesystem()
-        syncedTogether = true
-      } catch {
-        // Some write of this filesystem was lost (perhaps not ours): each
-        // file's own sync says whose.
-      }
-    }
+    // When the sync fails, some write of this filesystem was lost
+    // (perhaps not ours): each file's own sync says whose.
+    let syncedTogether = ready.count > 1 && Sys.syncfsReportsErrors && syncFilesystem()
     var allocated = [Int: Int64]()
     for i in ready {
       do throws(SystemCallError) {

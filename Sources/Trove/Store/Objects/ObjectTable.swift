@@ -96,6 +96,9 @@ final class ObjectTable: Sendable {
   private let state = Mutex<IndexState>(.closed)
   /// The single puts of this process waiting to be published together.
   let commits = CommitQueue()
+  /// Whether a `syncfs(2)` through ``tmpDirectory`` has reported a lost
+  /// write (see ``syncFilesystem()``).
+  let syncfsLostWrites = Mutex(false)
   private let rebuilt = Mutex<ReconcileReport?>(nil)
 
   var objectsPath: String { root + "/" + StoreLayout.objects }
