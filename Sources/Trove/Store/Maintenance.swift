@@ -10,7 +10,9 @@ extension Store {
   /// Removes entries in `tmp/` not modified for `seconds`: leftovers of
   /// writers that died. A live writer touches its file as it writes; one
   /// idle that long and then removed fails its publish cleanly (ENOENT),
-  /// never publishing wrong bytes. Interrupted downloads in `partial/` and
+  /// never publishing wrong bytes. This process's own temp files are kept,
+  /// however old: a put of many files stages its next group while the
+  /// sweep after its last group runs. Interrupted downloads in `partial/` and
   /// URL locks in `locks/` that old go too (a lock only when no fetch
   /// holds it). Whatever an entry is — a file, a symbolic link (removed as
   /// a link, never followed), a FIFO, a folder with everything in it (see
@@ -22,7 +24,11 @@ extension Store {
     olderThan seconds: Int64, dryRun: Bool, now: Int64 = currentTimeNanoseconds()
   ) -> Leftovers {
     let cutoff = now / 1_000_000_000 - min(seconds, Int64.max / 4)
-    var removed = removeOld(in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun)
+    // This process's own temp files are in use (a put of many files stages
+    // its next group while a sweep runs after the last), however old.
+    var removed = removeOld(
+      in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun,
+      keep: StoreLayout.isThisProcessTemporary)
     let locks = try? FileDescriptor.open(
       StoreLayout.locks, in: rootDirectory, [.directory, .noFollow])
     defer { locks?.close() }
@@ -91,7 +97,7 @@ extension Store {
   private func removeOld(
     in folder: FileDescriptor, _ path: String, before cutoff: Int64, dryRun: Bool,
     age: KeyPath<FileStatus, Int64> = \.modificationTime,
-    lock lockFile: ((String) -> FileDescriptor?)? = nil
+    lock lockFile: ((String) -> FileDescriptor?)? = nil, keep: (String) -> Bool = { _ in false }
   ) -> Leftovers {
     var result = Leftovers()
     let names: [String]
@@ -101,7 +107,7 @@ extension Store {
       result.fail(TroveError.system(error, "list", path: path))
       return result
     }
-    for name in names {
+    for name in names where !keep(name) {
       guard let status = try? folder.status(of: name, followSymlinks: false),
         status[keyPath: age] < cutoff
       else { continue }

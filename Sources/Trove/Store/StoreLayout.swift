@@ -88,6 +88,11 @@ enum StoreLayout {
     return purpose + "-" + temporaryPrefix + String(n, radix: 16) + ".tmp"
   }
 
+  /// Whether `name` is a temp name this process gave.
+  static func isThisProcessTemporary(_ name: String) -> Bool {
+    name.contains("-" + temporaryPrefix)
+  }
+
   /// `PID-RANDOM-`: drawn once per process, so a temp name costs no
   /// `getrandom` and no `getpid`.
   private static let temporaryPrefix =
