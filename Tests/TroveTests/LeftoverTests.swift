@@ -55,6 +55,22 @@ struct LeftoverTests {
     return base
   }()
 
+  @Test("a sweep keeps this process's own temp files, however old, and removes another's")
+  func ownTemporariesKept() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let own = StoreLayout.temporaryName("put")
+    let other = "put-1-abc-0.tmp"
+    for name in [own, other] {
+      let path = try scratch.write("store/tmp/" + name, [1, 2, 3])
+      Self.backdate(path)
+    }
+    #expect(StoreLayout.isThisProcessTemporary(own) && !StoreLayout.isThisProcessTemporary(other))
+    let removed = store.removeStaleTemporaries(olderThan: 1, dryRun: false)
+    #expect(removed.count == 1)
+    #expect(scratch.list("store/tmp") == [own])
+  }
+
   @Test(
     "a stale folder with files, a FIFO and links in tmp/ are removed: exit 0, the link targets untouched"
   )
