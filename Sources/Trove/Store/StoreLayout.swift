@@ -77,26 +77,27 @@ enum StoreLayout {
     digest.hex + (compressed ? compressedSuffix : "")
   }
 
-  /// A name no other writer will pick: the purpose, this process's
-  /// prefix (its id and 64 random bits, drawn once) and a count of the
-  /// names it gave before. Each writer has its own temp file; none relies
-  /// on a lock, and every one is created `O_EXCL`, so a name taken anyway
-  /// (a process forked without `exec`, which shares the prefix and the
-  /// count) is refused, never written through.
+  /// A name no other writer will pick: the purpose, this process's id,
+  /// 64 random bits drawn once per process, and a count of the names it
+  /// gave before. Each writer has its own temp file; none relies on a
+  /// lock, and every one is created `O_EXCL`, so a name taken anyway is
+  /// refused, never written through. The id is read for each name (one
+  /// `getpid`): a child forked without `exec` shares the random bits and
+  /// the count, not the id.
   static func temporaryName(_ purpose: String) -> String {
     let n = temporaryCount.add(1, ordering: .relaxed).oldValue
-    return purpose + "-" + temporaryPrefix + String(n, radix: 16) + ".tmp"
+    return purpose + "-" + processPrefix + String(n, radix: 16) + ".tmp"
   }
 
   /// Whether `name` is a temp name this process gave.
   static func isThisProcessTemporary(_ name: String) -> Bool {
-    name.contains("-" + temporaryPrefix)
+    name.contains("-" + processPrefix)
   }
 
-  /// `PID-RANDOM-`: drawn once per process, so a temp name costs no
-  /// `getrandom` and no `getpid`.
-  private static let temporaryPrefix =
-    "\(getpid())-\(String(UInt64.random(in: .min ... .max), radix: 16))-"
+  /// `PID-RANDOM-`: the random part drawn once per process, so a temp name
+  /// costs no `getrandom`.
+  private static var processPrefix: String { "\(getpid())-" + temporaryRandom }
+  private static let temporaryRandom = String(UInt64.random(in: .min ... .max), radix: 16) + "-"
   /// Temp names given by this process.
   private static let temporaryCount = Atomic<UInt64>(0)
 }
