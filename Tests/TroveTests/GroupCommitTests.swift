@@ -199,6 +199,16 @@ struct GroupCommitTests {
     #expect(outcome.stored + outcome.failed == 1_100)
   }
 
+  @Test("a rename in a group finds no room (ENOSPC): that object is tried alone after, and stored")
+  func renameFindsNoRoom() throws {
+    let scratch = try Scratch()
+    let inputs = try files(scratch, 20, seed: 11)
+    // The fourth rename (inside the group's transaction) fails; the same
+    // object's rename alone, after the group, finds room.
+    let outcome = try expectEachPublishedOrAbsent(scratch, inputs, fault: "renameat2:28:3:1")
+    #expect(outcome.stored == 20 && outcome.failed == 0, "\(outcome)")
+  }
+
   @Test("syncfs and one file's fsync fail: that object is absent and named, the others stored")
   func syncfsAndOneFsyncFail() throws {
     guard Sys.syncfsReportsErrors else { return }

@@ -32,7 +32,8 @@ extension ObjectTable {
   ///    fail with the commit's error.
   ///
   /// A volume too full for the group (a fan-out folder that cannot be
-  /// made, or an index transaction that finds no room for its journal):
+  /// made, a rename that finds no room in its folder, or an index
+  /// transaction that finds no room for its journal):
   /// the objects it stopped are published alone afterwards, in order, by
   /// ``publish(_:binding:)`` — their files renamed back into `tmp/` when
   /// the transaction had renamed them — so that each one that finds no
@@ -168,10 +169,12 @@ extension ObjectTable {
           let name = StoreLayout.objectName(staged.digest, compressed: staged.isCompressed)
           do throws(SystemCallError) {
             try tmpDirectory.renameWithoutReplacing(staged.name, to: name, in: folder)
-          } catch  where error.errno == .fileExists {
+          } catch  where error.errno == .fileExists || error.errno == .noSpace {
             // Appeared since the look, or something that is not an object
             // (a link, a folder) under its name: settled alone, after, as a
-            // put alone settles it (a hit, or the odd thing set aside).
+            // put alone settles it (a hit, or the odd thing set aside). Or
+            // no room for the name in its folder: tried alone, after, once
+            // the objects that failed have given their blocks back.
             alone.append(i)
             continue
           } catch {
