@@ -159,4 +159,37 @@ static inline int trove_fiemap_extents(int fd, uint64_t start, int sync,
   return 0;
 }
 
+
+/// XFS_IOC_FSGEOMETRY_V1's answer (xfs_fs.h, xfsprogs; the layout has not
+/// changed since it was introduced).
+struct trove_xfs_geometry_v1 {
+  uint32_t blocksize, rtextsize, agblocks, agcount, logblocks, sectsize;
+  uint32_t inodesize, imaxpct;
+  uint64_t datablocks, rtblocks, rtextents, logstart;
+  unsigned char uuid[16];
+  uint32_t sunit, swidth;
+  int32_t version;
+  uint32_t flags, logsectsize, rtsectsize, dirblocksize;
+};
+
+/// ioctl(XFS_IOC_FSGEOMETRY_V1) on any file of an XFS filesystem: how many
+/// low bits of an inode number count within its allocation group
+/// (sb_agblklog + sb_inopblog), so that `inode >> bits` is the group; the
+/// number of groups in `*groups`. -1 and errno on failure (ENOTTY off XFS).
+static inline int trove_xfs_group_bits(int fd, uint32_t *groups) {
+  struct trove_xfs_geometry_v1 g;
+  memset(&g, 0, sizeof g);
+  if (ioctl(fd, _IOR('X', 100, struct trove_xfs_geometry_v1), &g) < 0) return -1;
+  if (g.agblocks == 0 || g.inodesize == 0 || g.blocksize < g.inodesize) {
+    errno = EINVAL;
+    return -1;
+  }
+  int agblklog = 0;
+  while ((1ULL << agblklog) < g.agblocks) agblklog++;
+  int inopblog = 0;
+  while ((2U << inopblog) <= g.blocksize / g.inodesize) inopblog++;
+  *groups = g.agcount;
+  return agblklog + inopblog;
+}
+
 #endif

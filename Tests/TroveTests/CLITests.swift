@@ -365,7 +365,7 @@ struct CLITests {
       reindex.errorLines == [
         "trove: index rebuilt: 0 added, 0 dropped, 0 corrected, 0 twins removed"
       ])
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("four processes putting the same file at once store it once")
@@ -383,7 +383,7 @@ struct CLITests {
     #expect(outputs[0].hasPrefix("xxh128:"))
     let ls = try CLI.run(["--store", store, "ls"])
     #expect(ls.out.split(separator: "\n").count == 1)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("trove raises its soft limit on open files to the hard one (two groups of a put stay open)")

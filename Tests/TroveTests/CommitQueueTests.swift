@@ -86,7 +86,7 @@ struct CommitQueueTests {
     let queue = store.objects.commits.statistics
     #expect(queue.groups > 0, "no puts were coalesced: \(queue)")
     #expect(queue.objectsInGroups > queue.groups, "\(queue)")
-    #expect(scratch.list("store/tmp").isEmpty, "tmp/ holds \(scratch.list("store/tmp"))")
+    #expect(scratch.temporaries("store").isEmpty, "tmp/ holds \(scratch.temporaries("store"))")
     let audit = try StoreAudit(store: scratch["store"], context: "concurrent", io: scratch["io"])
     audit.expectIntact(try audit.walk())
     #expect(try audit.indexRows() == distinctDigests)
@@ -238,7 +238,8 @@ struct CommitQueueTests {
         }
       }
     }
-    #expect(scratch.list("store/tmp").isEmpty, "\(fault): tmp/ holds \(scratch.list("store/tmp"))")
+    #expect(
+      scratch.temporaries("store").isEmpty, "\(fault): tmp/ holds \(scratch.temporaries("store"))")
     audit.expectIntact(try audit.walk())
     return (stored, failed, groups)
   }

@@ -65,7 +65,7 @@ struct CompressionTests {
       #expect(got.method == (size >= 1000 ? .decompress : got.method))
       #expect(try contents(scratch["out-\(size)"]) == data)
     }
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test(
@@ -97,7 +97,7 @@ struct CompressionTests {
     let put = try store.put(file: file)
     #expect(put.digest == XXH3Hasher.digest(data) && !put.isDuplicate)
     #expect(try store.objects.locate(put.digest)?.isCompressed == true)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     let again = try store.put(file: try scratch.write("again.txt", data))
     #expect(again.isDuplicate && again.digest == put.digest)
     let stats = try store.statistics()
@@ -130,7 +130,7 @@ struct CompressionTests {
         try writer.write(Array(data[start..<start + (64 << 10)]))
       }
       // Mid-stream, the temp file holds a frame, not 3 MiB of raw bytes.
-      let temps = scratch.list("store/tmp")
+      let temps = scratch.temporaries("store")
       #expect(temps.count == 1)
       let tempSize = try fileStatus(scratch["store/tmp/" + temps[0]]).size
       #expect(tempSize > 0 && tempSize < 2 << 20, "temp file of \(tempSize) bytes")
@@ -139,7 +139,7 @@ struct CompressionTests {
       digest = put.digest
       #expect(put.digest == XXH3Hasher.digest(data) && put.size == Int64(data.count))
       #expect(try store.objects.locate(put.digest)?.isCompressed == true)
-      #expect(scratch.list("store/tmp").isEmpty)
+      #expect(scratch.temporaries("store").isEmpty)
       #expect(try store.bytes(for: put.digest) == data)
       let stats = try store.statistics()
       #expect(stats.logicalBytes == Int64(data.count) && stats.storedBytes < Int64(data.count) / 2)
@@ -186,7 +186,7 @@ struct CompressionTests {
     let stats = try store.statistics()
     #expect(stats.skippedIncompressible == 1 && stats.skippedSmall == 1)
     #expect(stats.compressedEntries == 2)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("incompressible and small objects are stored raw (and clonable), and counted")
@@ -262,7 +262,7 @@ struct CompressionTests {
     #expect(stats.compressedEntries == 0 && stats.storedBytes == stats.logicalBytes)
     #expect(try store.bytes(for: db) == b)
     #expect(try store.verify().isClean)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("a damaged frame or a wrong payload is an error, never wrong bytes at the destination")

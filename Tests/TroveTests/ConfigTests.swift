@@ -67,7 +67,7 @@ struct ConfigTests {
       #expect(run.errorLines == [line], "\(command)")
     }
     #expect(try Self.objectFiles(scratch).count == 2)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
 
     let set = try CLI.run(["--store", store, "config", "set", "budget", "1G"])
     #expect(set.status == 0, "\(set.stderr)")

@@ -34,7 +34,7 @@ struct DoctorTests {
     let store = try xfsStore(scratch)
     try FileManager.default.createDirectory(
       atPath: scratch["work"], withIntermediateDirectories: false)
-    let before = scratch.list("store/tmp")
+    let before = scratch.temporaries("store")
     let run = try CLI.run(["--store", store, "doctor", scratch["work"]])
     #expect(run.status == 0, "\(run.stderr)")
     let lines = run.out.split(separator: "\n").map(String.init)
@@ -49,7 +49,7 @@ struct DoctorTests {
     #expect(run.out.contains("objects clone into '\(scratch["work"])' (xfs to xfs)"))
     #expect(!run.out.contains("advice:"))
     #expect(scratch.list("work").isEmpty)
-    #expect(scratch.list("store/tmp") == before)
+    #expect(scratch.temporaries("store") == before)
   }
 
   @Test(

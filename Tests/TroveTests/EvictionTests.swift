@@ -95,6 +95,64 @@ struct EvictionTests {
     }
   }
 
+  @Test(
+    "on XFS, puts spread a store's objects over allocation groups, and a removal unlinks each group's files from one thread",
+    .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing))
+  func allocationGroups() throws {
+    let xfs = try #require(TestFilesystems.xfs)
+    let scratch = try Scratch(under: xfs)
+    let store = try scratch.store()
+    // What the kernel says of the filesystem, against what xfs_db reads
+    // from its superblock (the image the test setup mounted).
+    let geometry = try #require(store.objects.allocationGroups)
+    let db = Process()
+    db.executableURL = URL(fileURLWithPath: "/usr/sbin/xfs_db")
+    db.arguments = ["-r", "-c", "sb 0", "-c", "p agblklog inopblog agcount", xfs + ".img"]
+    let pipe = Pipe()
+    db.standardOutput = pipe
+    try db.run()
+    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    db.waitUntilExit()
+    var superblock: [String: Int] = [:]
+    for line in text.split(separator: "\n") {
+      let parts = line.split(separator: "=").map { $0.trimmingCharacters(in: .whitespaces) }
+      if parts.count == 2, let value = Int(parts[1]) { superblock[parts[0]] = value }
+    }
+    #expect(geometry.inodeBits == (superblock["agblklog"] ?? -1) + (superblock["inopblog"] ?? -1))
+    #expect(geometry.count == superblock["agcount"])
+
+    try FileManager.default.createDirectory(
+      atPath: scratch["in"], withIntermediateDirectories: true)
+    let digests = try store.put(
+      files: try (0..<200).map {
+        try scratch.write("in/\($0)", Bytes.random(100, seed: UInt64($0)))
+      }
+    ).map { try $0.get().digest }
+    let records = try store.objects.removals(of: digests, explicit: true)
+    let groupOf = records.map { $0.raw!.inode >> UInt64(geometry.inodeBits) }
+    let groups = Set(groupOf)
+    // Eight staging folders, each in the group XFS chose for it in turn.
+    if geometry.count >= 2 { #expect(groups.count >= 2, "objects' groups: \(groups)") }
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    let lanes = store.objects.unlinkLanes(records, Array(digests.indices))
+    if min(groups.count, cores) < 2 {
+      #expect(lanes == nil)
+    } else {
+      let lanes = try #require(lanes)
+      #expect(lanes.count == min(groups.count, cores, 8))
+      #expect(lanes.joined().sorted() == Array(digests.indices))
+      // A group's files all go from one thread.
+      for group in groups {
+        let holding = lanes.filter { $0.contains { groupOf[$0] == group } }
+        #expect(holding.count == 1, "group \(group) is in \(holding.count) lanes")
+      }
+    }
+    let (present, failures) = try store.objects.drop(digests)
+    #expect(present.allSatisfy { $0 } && failures.isEmpty)
+    #expect(scratch.list("store/objects").flatMap { scratch.list("store/objects/" + $0) } == [])
+    #expect(try store.verify().isClean)
+  }
+
   @Test("parallel work visits every index once and reports the first failure")
   func parallelForEach() throws {
     struct Odd: Error { let index: Int }
@@ -250,23 +308,38 @@ struct EvictionTests {
     #expect(try store.sweep(SweepOptions(wait: false)).removedEntries == 0)
   }
 
-  @Test("a sweep removes dead writers' leftovers in tmp/ and keeps fresh ones")
+  @Test(
+    "a sweep removes dead writers' leftovers in tmp/ and its staging folders, keeps fresh ones and the folders"
+  )
   func leftovers() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
+    // A put makes the staging folder it writes in, and leaves it empty.
+    try store.put(bytes: [1, 2, 3])
+    let folder = try #require(
+      StoreLayout.stagingFolders.first {
+        FileManager.default.fileExists(atPath: scratch["store/tmp/" + $0])
+      })
+    #expect(scratch.temporaries("store").isEmpty)
     try scratch.write("store/tmp/put-1-dead.tmp", [UInt8](repeating: 1, count: 5000))
     try scratch.write("store/tmp/put-2-alive.tmp", [2])
-    var old = [
-      timespec(tv_sec: time(nil) - 7200, tv_nsec: 0),
-      timespec(tv_sec: time(nil) - 7200, tv_nsec: 0),
-    ]
-    #expect(utimensat(AT_FDCWD, scratch["store/tmp/put-1-dead.tmp"], &old, 0) == 0)
+    try scratch.write("store/tmp/\(folder)/put-3-dead.tmp", [UInt8](repeating: 3, count: 5000))
+    try scratch.write("store/tmp/\(folder)/put-4-alive.tmp", [4])
+    // The folder itself is old too: only what is in it is aged.
+    for name in ["put-1-dead.tmp", "\(folder)/put-3-dead.tmp", folder] {
+      var old = [
+        timespec(tv_sec: time(nil) - 7200, tv_nsec: 0),
+        timespec(tv_sec: time(nil) - 7200, tv_nsec: 0),
+      ]
+      #expect(utimensat(AT_FDCWD, scratch["store/tmp/" + name], &old, 0) == 0)
+    }
     let plan = try store.sweep(SweepOptions(dryRun: true))
-    #expect(plan.temporaryFiles == 1)
-    #expect(scratch.list("store/tmp").count == 2)
+    #expect(plan.temporaryFiles == 2)
+    #expect(scratch.temporaries("store").count == 4)
     let report = try store.sweep()
-    #expect(report.temporaryFiles == 1 && report.temporaryBytes >= 5000)
-    #expect(scratch.list("store/tmp") == ["put-2-alive.tmp"])
+    #expect(report.temporaryFiles == 2 && report.temporaryBytes >= 10000)
+    #expect(scratch.temporaries("store") == ["\(folder)/put-4-alive.tmp", "put-2-alive.tmp"])
+    #expect(scratch.list("store/tmp").contains(folder))
   }
 
   @Test("settings persist in config.json for every process; bad values are refused")

@@ -39,7 +39,7 @@ struct ExchangeFixTests {
     let run = try CLI.run(["--store", fresh, "import", scratch["set.tar"]])
     #expect(run.status == 65 && run.stderr.contains("max-object-size"), "\(run.stderr)")
     #expect(!run.stderr.contains("hash"), "\(run.stderr)")
-    #expect(scratch.list("fresh/tmp").isEmpty)
+    #expect(scratch.temporaries("fresh").isEmpty)
     let audit = try StoreAudit(store: fresh, context: "too large", io: scratch["io"])
     #expect(try !audit.digestsOnDisk().contains(digest))
   }

@@ -39,7 +39,7 @@ struct FaultTests {
         && "\(error)".contains("No space left on device")
     }
     #expect(throws: TroveError.self) { try writer.commit() }
-    #expect(small.list("store/tmp").isEmpty)
+    #expect(small.temporaries("store").isEmpty)
     #expect(small.list("store/objects").isEmpty)
     #expect(try store.entries().isEmpty)
     let ok = try store.put(bytes: Bytes.random(100_000, seed: 32))
@@ -76,7 +76,7 @@ struct FaultTests {
     #expect(put.errorLines.count == 1)
     #expect(put.errorLines.first?.hasPrefix("Error: cannot ") == true)
     #expect(put.errorLines.first?.contains("cannot put '\(big)': it needs 16.0 MiB") == true)
-    #expect(small.list("store/tmp").isEmpty && small.list("store/objects").isEmpty)
+    #expect(small.temporaries("store").isEmpty && small.list("store/objects").isEmpty)
   }
 
   @Test(
@@ -101,7 +101,7 @@ struct FaultTests {
     #expect(try store.bytes(for: result.digest) == data)
     #expect(try store.contains(kept[5]))  // pinned: never evicted
     #expect(try store.contains(kept[0]) == false)  // the least recently used went first
-    #expect(small.list("store/tmp").isEmpty)
+    #expect(small.temporaries("store").isEmpty)
   }
 
   @Test(
@@ -130,7 +130,7 @@ struct FaultTests {
     #expect(try store.entries().first { $0.digest == result.digest }?.isCompressed == true)
     #expect(try store.contains(kept[5]))  // pinned: never evicted
     #expect(try store.contains(kept[0]) == false)  // the least recently used went first
-    #expect(small.list("store/tmp").isEmpty)
+    #expect(small.temporaries("store").isEmpty)
   }
 
   @Test(
@@ -151,7 +151,7 @@ struct FaultTests {
         && "\(error)".contains("cannot put '\(big)': it needs 12.0 MiB")
         && "\(error)".contains("1.0 MiB more if every unpinned entry were evicted")
     }
-    #expect(small.list("store/tmp").isEmpty)
+    #expect(small.temporaries("store").isEmpty)
     #expect(Set(try store.entries().map(\.digest)) == [pinned, other])
     #expect(try store.bytes(for: pinned).count == 1 << 20)
     let after = try store.put(bytes: Bytes.random(100_000, seed: 74))
@@ -176,7 +176,7 @@ struct FaultTests {
       for i in 0..<16 { try writer.write(Bytes.random(1 << 20, seed: UInt64(150 + i))) }
     } throws: { ($0 as? TroveError)?.code == .noSpace }
     for digest in kept { #expect(try store.contains(digest)) }
-    #expect(small.list("store/tmp").isEmpty)
+    #expect(small.temporaries("store").isEmpty)
   }
 
   @Test(
@@ -196,7 +196,7 @@ struct FaultTests {
     } throws: { error in
       (error as? TroveError)?.code == .lowOnSpace && "\(error)".contains("min-free")
     }
-    #expect(small.list("store/tmp").isEmpty)
+    #expect(small.temporaries("store").isEmpty)
     #expect(try store.entries().count == 5)
     let file = try scratch.write("f.bin", Bytes.random(100_000, seed: 91))
     let cli = try CLI.run(["--store", small["store"], "put", "--optional", file])
@@ -227,7 +227,7 @@ struct FaultTests {
       unreadable.errorLines == [
         "Error: cannot read '\(secret)': Permission denied (open, errno 13)"
       ])
-    #expect(scratch.list("nobody-store/tmp").isEmpty)
+    #expect(scratch.temporaries("nobody-store").isEmpty)
     let readable = try scratch.write("public.bin", [4, 5, 6])
     chmod(readable, 0o644)
     let unwritable = try CLI.run(
@@ -260,7 +260,7 @@ struct FaultTests {
       ["--store", store, "put", other], environment: ["TROVE_INJECT_FAULT": "fsync:5"])
     #expect(put.status == 74)
     #expect(put.errorLines.count == 1 && put.errorLines[0].contains("(fsync, errno 5)"))
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     #expect(try CLI.run(["--store", store, "ls"]).out.split(separator: "\n").count == 1)
   }
 }

@@ -29,7 +29,7 @@ struct FetchFaultTests {
       Set(try store.entries().map(\.digest)) == digests, sourceLocation: sourceLocation)
     let verify = try CLI.run(["--store", scratch["store"], "verify"])
     #expect(verify.status == 0, "\(verify.stderr)", sourceLocation: sourceLocation)
-    #expect(scratch.list("store/tmp").isEmpty, sourceLocation: sourceLocation)
+    #expect(scratch.temporaries("store").isEmpty, sourceLocation: sourceLocation)
   }
 
   @Test(

@@ -144,7 +144,7 @@ struct FetchTests {
     #expect(!FileManager.default.fileExists(atPath: scratch["out.tar"]))
     let s = try scratch.store()
     #expect(try s.entries().isEmpty && s.keys().isEmpty)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     #expect(scratch.list("store/partial").isEmpty)
     // Not an http(s) URL: a usage-class error before any request.
     let bad = try Self.fetch(store, ["ftp://127.0.0.1/x"])

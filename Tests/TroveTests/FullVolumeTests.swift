@@ -143,7 +143,7 @@ struct FullVolumeTests {
         }
       }
       #expect(stored < paths.count, "\(volume): \(stored) of \(paths.count) stored")
-      #expect(scratch.list("store/tmp").isEmpty, "\(volume): nothing partial left in tmp/")
+      #expect(scratch.temporaries("store").isEmpty, "\(volume): nothing partial left in tmp/")
       try auditStore(store)
     }
   }
@@ -207,7 +207,7 @@ struct FullVolumeTests {
       // not one or none.
       #expect(stored.count >= 8, "\(volume): only \(stored.count) of \(paths.count) stored")
       #expect(stored.count < paths.count, "\(volume): \(stored.count) of \(paths.count) stored")
-      #expect(scratch.list("store/tmp").isEmpty, "\(volume): nothing partial left in tmp/")
+      #expect(scratch.temporaries("store").isEmpty, "\(volume): nothing partial left in tmp/")
       let files = try FileManager.default.subpathsOfDirectory(atPath: store + "/objects")
         .filter { $0.contains("/") }
         .map { String($0.split(separator: "/").last!) }

@@ -61,7 +61,7 @@ struct GroupCommitTests {
     if case .failure(let error) = results[31] { #expect(error.code == .sourceMissing) }
     if case .failure(let error) = results[32] { #expect(error.code == .sourceNotFile) }
     #expect(try store.entries().count == 30)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     let audit = try StoreAudit(store: scratch["store"], context: "libraryBatch", io: scratch["io"])
     audit.expectIntact(try audit.walk())
     try audit.expectVerifyClean(allowingRepair: false)
@@ -79,7 +79,7 @@ struct GroupCommitTests {
     let results = try store.put(files: paths)
     #expect(results.allSatisfy { (try? $0.get().isDuplicate) == false })
     #expect(try store.entries().count == count)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("max-object-size in a batch: the inputs over it fail alone, the others are stored")
@@ -102,7 +102,7 @@ struct GroupCommitTests {
     let small = inputs.filter { $0.1.count <= 10_000 }
     #expect(!small.isEmpty && small.count < inputs.count)
     #expect(try store.entries().count == small.count)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("a batch over the budget: one sweep after the group, which keeps the batch's objects")
@@ -166,7 +166,8 @@ struct GroupCommitTests {
     }
     #expect(put.status == (failed == 0 ? 0 : 74), "\(fault): exit \(put.status): \(put.stderr)")
     #expect(put.errorLines.count == failed, "\(fault): \(put.stderr)")
-    #expect(scratch.list("store/tmp").isEmpty, "\(fault): tmp/ holds \(scratch.list("store/tmp"))")
+    #expect(
+      scratch.temporaries("store").isEmpty, "\(fault): tmp/ holds \(scratch.temporaries("store"))")
     audit.expectIntact(try audit.walk())
     return (stored, failed)
   }
@@ -296,7 +297,7 @@ struct GroupCommitTests {
       }
     }
     #expect(try store.entries().count == group + second)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test(
@@ -317,7 +318,7 @@ struct GroupCommitTests {
     }
     #expect(try store.entries().count == 6)
     #expect(scratch.list("store/quarantine").count == 1)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("temp names: one prefix per process, a count after it, never the same name twice")

@@ -68,7 +68,7 @@ struct LeftoverTests {
     #expect(StoreLayout.isThisProcessTemporary(own) && !StoreLayout.isThisProcessTemporary(other))
     let removed = store.removeStaleTemporaries(olderThan: 1, dryRun: false)
     #expect(removed.count == 1)
-    #expect(scratch.list("store/tmp") == [own])
+    #expect(scratch.temporaries("store") == [own])
   }
 
   @Test(
@@ -118,7 +118,7 @@ struct LeftoverTests {
     #expect(report["temporaryFailures"] as? Int == 0)
     #expect((report["temporaryBytes"] as? Int ?? 0) >= 10_000)
     #expect(report["evictedEntries"] as? Int == 3)
-    #expect(scratch.list("store/tmp") == ["put-1-alive.tmp"])
+    #expect(scratch.temporaries("store") == ["put-1-alive.tmp"])
     #expect(scratch.list("store/partial").isEmpty)
     // Nothing outside the store was followed into or changed.
     #expect(try contents(canary) == Array("do not touch".utf8))
@@ -169,7 +169,7 @@ struct LeftoverTests {
     #expect(report["temporaryErrors"] as? [String] == [reason])
     #expect(sweep.errorLines == ["trove: warning: \(reason); left in place"])
     // What could go went: the dead file, and the loose file beside the frozen folder.
-    #expect(scratch.list("store/tmp") == ["stuck"])
+    #expect(scratch.temporaries("store") == ["stuck"])
     #expect(scratch.list("store/tmp/stuck") == ["frozen"])
     #expect(scratch.list("store/tmp/stuck/frozen") == ["held.tmp"])
     #expect(try CLI.run(["--store", store, "ls"]).out.isEmpty)

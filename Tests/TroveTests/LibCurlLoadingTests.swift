@@ -68,7 +68,7 @@ import Testing
     #expect(
       fetch.stderr.contains("cannot load libcurl (libcurl.so.4): ")
         && fetch.stderr.contains("; install libcurl4"), "\(fetch.stderr)")
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
 
     // A WebDAV remote needs libcurl too: one line each, exit 69; adding and
     // listing it do not.

@@ -63,7 +63,7 @@ struct LibraryAPITests {
     }
     #expect(try !store.contains(right))
     #expect(try store.binding(forKey: "k") == nil)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     // A later commit says why the writer is gone.
     #expect(throws: TroveError.self) { try writer.commit() }
 
@@ -73,7 +73,7 @@ struct LibraryAPITests {
       try short.commit(expecting: right, size: Int64(data.count) + 1)
     } throws: { ($0 as! TroveError).code == .checksumMismatch }
     #expect(try !store.contains(right))
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
 
     let good = try store.makeWriter()
     try good.write(data)

@@ -546,6 +546,6 @@ struct LifecycleTests {
     try committed.write([5])
     _ = try committed.commit()
     #expect(throws: TroveError.self) { try committed.commit() }
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 }

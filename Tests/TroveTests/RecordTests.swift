@@ -344,7 +344,7 @@ struct RecordTests {
       #expect(try !audit.digestsOnDisk().isEmpty)
       #expect(try !audit.digestsOnDisk().contains(victim))
       #expect(try !audit.digestsOnDisk().contains(XXH3Hasher.digest(tampered)))
-      #expect(scratch.list("fresh/tmp").isEmpty)
+      #expect(scratch.temporaries("fresh").isEmpty)
     }
   }
 

@@ -35,7 +35,7 @@ struct ReflinkTests {
     let object = try extents(store.path(for: put.digest))
     #expect(object.isFullyShared, "object extents: \(object)")
     #expect(try extents(source).isFullyShared)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("a second put of the same content allocates no new blocks")
@@ -53,7 +53,7 @@ struct ReflinkTests {
     // index's WAL, XFS's speculative preallocation being trimmed) but far
     // less than the content.
     #expect(before - after < 2 * 1024 * 1024, "free space fell by \(before - after) bytes")
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     #expect(try store.entries().count == 1)
   }
 
@@ -108,7 +108,7 @@ struct ReflinkTests {
       #expect(summary.isFullyShared, "exported object extents: \(summary)")
       #expect(try exported.bytes(for: digest) == bytes)
     }
-    #expect(scratch.list("export/tmp").isEmpty)
+    #expect(scratch.temporaries("export").isEmpty)
     let verify = try CLI.run(["--store", scratch["export"], "verify"])
     #expect(verify.status == 0, "\(verify.stderr)")
 

@@ -44,7 +44,7 @@ struct RemoteTests {
 
   /// The names in a store's `tmp/` (what a failed write would leave).
   static func leftovers(_ root: String) -> [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: root + "/tmp")) ?? []).sorted()
+    storeTemporaries(root)
   }
 
   /// Two stores with `url` added as remote `shared`.

@@ -18,7 +18,7 @@ struct SizeLimitTests {
     _ scratch: Scratch, sourceLocation: SourceLocation = #_sourceLocation
   ) throws {
     #expect(try objectFiles(scratch).isEmpty, sourceLocation: sourceLocation)
-    #expect(scratch.list("store/tmp").isEmpty, sourceLocation: sourceLocation)
+    #expect(scratch.temporaries("store").isEmpty, sourceLocation: sourceLocation)
     #expect(scratch.list("store/partial").isEmpty, sourceLocation: sourceLocation)
     #expect(try scratch.store().entries().isEmpty, sourceLocation: sourceLocation)
   }
@@ -59,7 +59,7 @@ struct SizeLimitTests {
     // At the limit exactly: stored.
     let fits = try CLI.run(["--store", store, "put", "-"], stdin: Array(big.prefix(1 << 20)))
     #expect(fits.status == 0, "\(fits.stderr)")
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     let library = try scratch.store()
     #expect { try library.put(bytes: big) } throws: { ($0 as? TroveError)?.code == .tooLarge }
     #expect { try library.makeWriter(expectedSize: 2 << 20) } throws: {
@@ -68,7 +68,7 @@ struct SizeLimitTests {
     let writer = try library.makeWriter()
     try writer.write(Array(big.prefix(1 << 20)))
     #expect { try writer.write([1]) } throws: { ($0 as? TroveError)?.code == .tooLarge }
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test(

@@ -52,7 +52,7 @@ struct StoreTests {
     let got = try store.materialize(put.digest, at: scratch["out.bin"])
     #expect(try contents(scratch["out.bin"]) == data)
     #expect(got.size == Int64(data.count))
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("bytes and streams are stored like files", arguments: [0, 1, 240, 1 << 20, (1 << 20) + 1])
@@ -90,7 +90,7 @@ struct StoreTests {
     #expect(stats.logicalBytes == 100_000)
     #expect(stats.dedupHits == 1)
     #expect(stats.dedupSavedBytes == 100_000)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     #expect(scratch.list("store/objects/\(first.digest.hex.prefix(2))").count == 1)
   }
 
@@ -108,7 +108,7 @@ struct StoreTests {
     #expect(!third.isDuplicate && third.method == .copy)
     #expect(try store.bytes(for: third.digest) == other)
     #expect(try store.statistics().dedupHits == 1)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("a cancelled or dropped writer leaves nothing behind")
@@ -118,13 +118,13 @@ struct StoreTests {
     do {
       let writer = try store.makeWriter()
       try writer.write([1, 2, 3])
-      #expect(scratch.list("store/tmp").count == 1)
+      #expect(scratch.temporaries("store").count == 1)
     }
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     let writer = try store.makeWriter()
     try writer.write([1, 2, 3])
     writer.cancel()
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     #expect(try store.entries().isEmpty)
   }
 
@@ -144,7 +144,7 @@ struct StoreTests {
     #expect(results.filter { !$0.isDuplicate }.count == 1)
     #expect(try store.entries().count == 1)
     #expect(try store.statistics().dedupHits == 7)
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
     #expect(try store.bytes(for: results[0].digest) == data)
   }
 
@@ -334,7 +334,7 @@ struct StoreTests {
     #expect {
       try store.put(file: scratch.path)
     } throws: { ($0 as? TroveError)?.code == .sourceNotFile && "\($0)".contains("is a directory") }
-    #expect(scratch.list("store/tmp").isEmpty)
+    #expect(scratch.temporaries("store").isEmpty)
   }
 
   @Test("a corrupted object is never handed out as a copy")

@@ -72,10 +72,9 @@ public final class BlobWriter {
   ) throws(TroveError) {
     // The policy before the temp file: settings that cannot be used leave nothing.
     let policy = try store.settings(for: batch).policy
-    let name = StoreLayout.temporaryName("put")
+    let name = StoreLayout.stagingName("put")
     file = try attempt("create temporary file in", store.tmpPath) { () throws(SystemCallError) in
-      try FileDescriptor.open(
-        name, in: store.tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
+      try store.objects.createStagingFile(name)
     }
     self.store = store
     self.name = name

@@ -7,8 +7,8 @@
 /// that lets the index record evictions on a full volume. Removing objects
 /// is ``ObjectTable``'s; what to remove is decided in Policy/.
 extension Store {
-  /// Removes entries in `tmp/` not modified for `seconds`: leftovers of
-  /// writers that died. A live writer touches its file as it writes; one
+  /// Removes entries in `tmp/` and its staging folders not modified for
+  /// `seconds`: leftovers of writers that died. A live writer touches its file as it writes; one
   /// idle that long and then removed fails its publish cleanly (ENOENT),
   /// never publishing wrong bytes. This process's own temp files are kept,
   /// however old: a put of many files stages its next group while the
@@ -26,9 +26,22 @@ extension Store {
     let cutoff = now / 1_000_000_000 - min(seconds, Int64.max / 4)
     // This process's own temp files are in use (a put of many files stages
     // its next group while a sweep runs after the last), however old.
+    // The staging folders stay; what is in them is aged file by file (a
+    // long write touches its file, not its folder).
+    let staging = Set(StoreLayout.stagingFolders)
     var removed = removeOld(
       in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun,
-      keep: StoreLayout.isThisProcessTemporary)
+      keep: { staging.contains($0) || StoreLayout.isThisProcessTemporary($0) })
+    for name in StoreLayout.stagingFolders {
+      guard
+        let folder = try? FileDescriptor.open(name, in: tmpDirectory, [.directory, .noFollow])
+      else { continue }
+      defer { folder.close() }
+      removed.add(
+        removeOld(
+          in: folder, tmpPath + "/" + name, before: cutoff, dryRun: dryRun,
+          keep: StoreLayout.isThisProcessTemporary))
+    }
     let locks = try? FileDescriptor.open(
       StoreLayout.locks, in: rootDirectory, [.directory, .noFollow])
     defer { locks?.close() }

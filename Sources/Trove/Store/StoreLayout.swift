@@ -17,6 +17,7 @@ import Synchronization
 ///   objects/ab/<hex>    one read-only file per digest, fanned out by its first two hex digits
 ///   objects/ab/<hex>.zst  the same, stored as a zstd frame
 ///   tmp/                in-flight data, on the store's filesystem
+///   tmp/0 … tmp/7       the temp files of puts, spread over eight folders
 ///   partial/<k>.part    an interrupted download's body so far (k: XXH3-128 of the URL)
 ///   partial/<k>.json    what it is a part of: URL, validator, length, boot
 ///   locks/<k>.lock      held (flock) by the process fetching that URL
@@ -87,6 +88,23 @@ enum StoreLayout {
   static func temporaryName(_ purpose: String) -> String {
     let n = temporaryCount.add(1, ordering: .relaxed).oldValue
     return purpose + "-" + processPrefix + String(n, radix: 16) + ".tmp"
+  }
+
+  /// The folders of `tmp/` that the temp files of puts are spread over,
+  /// made when first used. A filesystem that allocates a file's inode
+  /// near its folder's (XFS: in the folder's allocation group; folders
+  /// are spread over the groups) then spreads a store's objects as it
+  /// would spread any tree of files, instead of putting them all where
+  /// `tmp/` is; a removal can then unlink the files of different groups
+  /// from different threads without each waiting for one group's lock.
+  static let stagingFolders = (0..<8).map { String($0) }
+
+  /// ``temporaryName(_:)`` inside one of the ``stagingFolders`` (taken in
+  /// turn): `FOLDER/NAME`, relative to `tmp/`.
+  static func stagingName(_ purpose: String) -> String {
+    let n = temporaryCount.add(1, ordering: .relaxed).oldValue
+    return stagingFolders[Int(n % UInt64(stagingFolders.count))] + "/" + purpose + "-"
+      + processPrefix + String(n, radix: 16) + ".tmp"
   }
 
   /// Whether `name` is a temp name this process gave.

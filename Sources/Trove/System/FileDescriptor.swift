@@ -135,6 +135,16 @@ struct FileDescriptor: Sendable, Hashable {
     try Sys.call("fcntl(F_SETPIPE_SZ)") { trove_set_pipe_size(rawValue, bytes) }
   }
 
+  /// Where XFS puts inodes, asked through any file of the filesystem: the
+  /// number of allocation groups, and how many low bits of an inode
+  /// number count within its group (`inode >> bits` is the group).
+  /// `ioctl(XFS_IOC_FSGEOMETRY_V1)`; ENOTTY on other filesystems.
+  func xfsAllocationGroups() throws(SystemCallError) -> (count: Int, inodeBits: Int) {
+    var groups: UInt32 = 0
+    let bits = try Sys.call("ioctl(XFS_IOC_FSGEOMETRY)") { trove_xfs_group_bits(rawValue, &groups) }
+    return (Int(groups), Int(bits))
+  }
+
   /// Makes this file share all of `source`'s extents, copy-on-write.
   /// `ioctl(FICLONE)`; EOPNOTSUPP, EXDEV or EINVAL where the filesystem
   /// cannot clone.

@@ -303,7 +303,7 @@ struct StoreAudit {
   func expectNoLeftovers(
     exceptFrom killed: Set<Int32>, sourceLocation: SourceLocation = #_sourceLocation
   ) {
-    let names = (try? FileManager.default.contentsOfDirectory(atPath: store + "/tmp")) ?? []
+    let names = storeTemporaries(store)
     for name in names.sorted() {
       let pid = name.split(separator: "-").lazy.compactMap { Int32($0) }.first
       if let pid, killed.contains(pid) { continue }

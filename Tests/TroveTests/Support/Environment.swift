@@ -93,6 +93,29 @@ final class Scratch {
   func list(_ name: String) -> [String] {
     ((try? FileManager.default.contentsOfDirectory(atPath: self[name])) ?? []).sorted()
   }
+
+  /// The temp files of the store at `name` (see ``storeTemporaries(_:)``).
+  func temporaries(_ name: String) -> [String] { storeTemporaries(self[name]) }
+}
+
+/// What is in the `tmp/` of the store at `root`, sorted: its entries, the
+/// staging folders' own entries as `FOLDER/NAME` in their place (the
+/// folders are the store's, made by its first put).
+func storeTemporaries(_ root: String) -> [String] {
+  let manager = FileManager.default
+  var names: [String] = []
+  for name in (try? manager.contentsOfDirectory(atPath: root + "/tmp")) ?? [] {
+    var isFolder: ObjCBool = false
+    if StoreLayout.stagingFolders.contains(name),
+      manager.fileExists(atPath: root + "/tmp/" + name, isDirectory: &isFolder), isFolder.boolValue
+    {
+      let inside = (try? manager.contentsOfDirectory(atPath: root + "/tmp/" + name)) ?? []
+      names += inside.map { name + "/" + $0 }
+    } else {
+      names.append(name)
+    }
+  }
+  return names.sorted()
 }
 
 /// Deterministic bytes: `(i * 31 + 7) mod 251` (the known-answer pattern),

@@ -84,6 +84,10 @@ final class ObjectTable: Sendable {
   let tmpDirectory: FileDescriptor
   /// The kind of filesystem the store is on (for the index's journal mode).
   let filesystem: FilesystemKind
+  /// On XFS, where it puts inodes (see
+  /// ``FileDescriptor/xfsAllocationGroups()``): removals unlink the files
+  /// of different allocation groups from different threads. Nil elsewhere.
+  let allocationGroups: (count: Int, inodeBits: Int)?
   /// Who may read and write the store: the modes of what the table makes.
   let access: StoreAccess
   /// The store's root folder by a path with no symbolic link, for SQLite.
@@ -119,6 +123,7 @@ final class ObjectTable: Sendable {
     objectsDirectory = objects
     tmpDirectory = tmp
     self.filesystem = filesystem
+    allocationGroups = filesystem == .xfs ? try? objects.xfsAllocationGroups() : nil
   }
 
   /// The absolute path of `digest`'s object file in one form (whether or not it exists).

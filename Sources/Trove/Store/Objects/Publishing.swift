@@ -157,6 +157,25 @@ extension ObjectTable {
     return try tx.entry(for: digest)
   }
 
+  /// Creates the temp file `name` (a ``StoreLayout/stagingName(_:)``,
+  /// `FOLDER/NAME` in `tmp/`) for writing, `O_EXCL`, mode 0600, making its
+  /// folder if it is missing. The folder is opened first, never through a
+  /// symbolic link, and the file made in it.
+  func createStagingFile(_ name: String) throws(SystemCallError) -> FileDescriptor {
+    let slash = name.firstIndex(of: "/") ?? name.startIndex
+    let folderName = String(name[..<slash])
+    let folder: FileDescriptor
+    do throws(SystemCallError) {
+      folder = try FileDescriptor.open(folderName, in: tmpDirectory, [.directory, .noFollow])
+    } catch  where error.errno == .noSuchFileOrDirectory {
+      folder = try tmpDirectory.makeStoreFolder(folderName, access: access).0
+    }
+    defer { folder.close() }
+    return try FileDescriptor.open(
+      String(name[name.index(after: slash)...]), in: folder, [.readWrite, .create, .exclusive],
+      permissions: 0o600)
+  }
+
   /// Opens `digest`'s fan-out folder, creating it when missing; a folder
   /// created here is made durable in `objects/` before anything is put in
   /// it. Something else under its name (a symbolic link, a file) is never

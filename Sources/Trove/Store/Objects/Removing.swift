@@ -146,8 +146,10 @@ extension ObjectTable {
     let claimed = digests.indices.filter { records[$0] != nil }
     guard !claimed.isEmpty else { return unlinking }
     unlinking.done.enter()
+    let lanes = unlinkLanes(records, claimed)
     Thread { [self] in
-      inFolders(of: digests, claimed) { [self] (folder, position) in
+      let unlink: @Sendable (Result<FileDescriptor?, TroveError>, Int) -> Void = {
+        [self] (folder, position) in
         guard let record = records[position] else { return }
         do throws(TroveError) {
           let found = try unlinkFiles(of: record, in: try folder.get())
@@ -156,9 +158,46 @@ extension ObjectTable {
           unlinking.failures.withLock { $0[position] = error }
         }
       }
+      if let lanes {
+        inFolders(of: digests, lanes: lanes, unlink)
+      } else {
+        inFolders(of: digests, claimed, unlink)
+      }
       unlinking.done.leave()
     }.start()
     return unlinking
+  }
+
+  /// On XFS, how the unlinks of `positions` (indices into `records`) are
+  /// shared among threads: by the allocation group of each file's inode,
+  /// whole groups to a thread, as many threads as groups up to the number
+  /// of processors. An XFS unlink takes its inode's group lock (to put the
+  /// inode on the group's unlinked list), as does the background worker
+  /// that frees the inode afterwards; threads unlinking in one group only
+  /// queue for that lock (two threads took twice as long as one over
+  /// files all in one group, two-thirds as long over files spread over
+  /// four groups). Nil elsewhere, or when there is one thread's worth.
+  func unlinkLanes(_ records: [Removal?], _ positions: [Int]) -> [[Int]]? {
+    guard let groups = allocationGroups, positions.count >= 16 else { return nil }
+    var byGroup: [UInt64: [Int]] = [:]
+    for position in positions {
+      guard let record = records[position], let file = record.raw ?? record.compressed else {
+        continue
+      }
+      byGroup[file.inode >> UInt64(groups.inodeBits), default: []].append(position)
+    }
+    let width = min(byGroup.count, ProcessInfo.processInfo.activeProcessorCount, 8)
+    guard width > 1 else { return nil }
+    // The largest group first, each to the lane with the fewest files.
+    var lanes = [[Int]](repeating: [], count: width)
+    for group in byGroup.values.sorted(by: { $0.count > $1.count }) {
+      let lane = lanes.indices.min { lanes[$0].count < lanes[$1].count } ?? 0
+      lanes[lane] += group
+    }
+    // A record with no file left to unlink goes too (it finds nothing).
+    let laned = Set(lanes.joined())
+    lanes[0] += positions.filter { !laned.contains($0) }
+    return lanes
   }
 
   /// Ends `unlinking` in its transaction: waits for its unlinks, adopts
@@ -187,10 +226,9 @@ extension ObjectTable {
     return (gone, digests.indices.filter { unlinked[$0] }.map { digests[$0] }, failed.map(\.value))
   }
 
-  /// How many fan-out folders a removal works in at once: on XFS, whose
-  /// unlinks each wait for its per-CPU inode worker, more threads than
-  /// cores only queue (evicting 100,000 entries, the unlinks took as long
-  /// from 1 or 2 threads as the others from 8, and longer in all); on
+  /// How many fan-out folders a removal works in at once: on XFS, one
+  /// (its unlinks go by allocation group instead, see
+  /// ``unlinkLanes(_:_:)``, when the files are spread over several); on
   /// ext4 mounted with `discard` an unlink waits for the device, and the
   /// waits overlap (8000 files: 0.81 s one by one, 0.32 s from 8 threads).
   var unlinkWidth: Int { filesystem == .xfs ? 1 : 8 }
@@ -212,15 +250,44 @@ extension ObjectTable {
     let groups = Array(Dictionary(grouping: positions) { StoreLayout.fanout(digests[$0]) }.values)
     Parallel.forEach(groups.count, width: positions.count < 16 ? 1 : unlinkWidth) {
       [self] (g) throws(Never) in
-      let folder: Result<FileDescriptor?, TroveError>
-      do throws(TroveError) {
-        folder = .success(try openFolder(of: digests[groups[g][0]]))
-      } catch {
-        folder = .failure(error)
+      inFolder(of: digests[groups[g][0]]) { folder in
+        for position in groups[g] { body(folder, position) }
       }
-      defer { if case .success(let open?) = folder { open.close() } }
-      for position in groups[g] { body(folder, position) }
     }
+  }
+
+  /// ``inFolders(of:_:_:)`` with the positions shared out beforehand: one
+  /// thread for each of `lanes`, which works through its positions folder
+  /// by folder (each folder opened once by that thread).
+  private func inFolders(
+    of digests: [BlobDigest], lanes: [[Int]],
+    _ body:
+      @escaping @Sendable (_ folder: Result<FileDescriptor?, TroveError>, _ position: Int) ->
+      Void
+  ) {
+    Parallel.forEach(lanes.count, width: lanes.count) { [self] (lane) throws(Never) in
+      let byFolder = Dictionary(grouping: lanes[lane]) { StoreLayout.fanout(digests[$0]) }
+      for positions in byFolder.values {
+        inFolder(of: digests[positions[0]]) { folder in
+          for position in positions { body(folder, position) }
+        }
+      }
+    }
+  }
+
+  /// Runs `body` with `digest`'s fan-out folder open — or the error
+  /// opening it, nil when it is missing — and closes it.
+  private func inFolder(
+    of digest: BlobDigest, _ body: (Result<FileDescriptor?, TroveError>) -> Void
+  ) {
+    let folder: Result<FileDescriptor?, TroveError>
+    do throws(TroveError) {
+      folder = .success(try openFolder(of: digest))
+    } catch {
+      folder = .failure(error)
+    }
+    defer { if case .success(let open?) = folder { open.close() } }
+    body(folder)
   }
 
   /// Removes `digest`'s object whatever its state — row, pins and keys,
