@@ -39,9 +39,6 @@ final class Index: Sendable {
   /// transaction only reads, and a statement that would write fails with
   /// `.readOnlyStore`.
   let isReadOnly: Bool
-  /// The lock every write transaction also holds (``WriteGate``), if the
-  /// store has one.
-  let gate: WriteGate?
   /// Whether SQLite was told the file cannot change (`immutable=1`): how a
   /// read-only index is opened when nothing else works (see
   /// ``init(path:resolvedPath:filesystem:blockSize:readOnly:)``).
@@ -138,12 +135,11 @@ final class Index: Sendable {
   /// did not change since the open (``UnlockedIndexLook``), or fails `.busy`.
   init(
     path: String, resolvedPath: String, filesystem: FilesystemKind, blockSize: Int64,
-    readOnly: Bool, gate: WriteGate? = nil
+    readOnly: Bool
   )
     throws(TroveError)
   {
     self.path = path
-    self.gate = gate
     self.resolvedPath = resolvedPath
     isReadOnly = readOnly
     if readOnly {
@@ -365,22 +361,10 @@ final class Index: Sendable {
         return .failure(Self.error(error, action, path))
       }
       defer { if durable { try? db.execute("PRAGMA synchronous=NORMAL") } }
-      // The second lock, after SQLite's (see WriteGate).
-      let gate = isReadOnly ? nil : gate
-      if let gate {
-        do throws(TroveError) {
-          try gate.enter()
-        } catch {
-          try? db.execute("ROLLBACK")
-          return .failure(error)
-        }
-      }
-      defer { gate?.leave() }
       do throws(TroveError) {
         let value = try body(
           IndexSession(
-            db: db, path: path, action: action, isDurable: durable, inTransaction: true,
-            gate: gate))
+            db: db, path: path, action: action, isDurable: durable, inTransaction: true))
         do throws(SQLiteConnection.Failure) {
           try db.execute("COMMIT")
         } catch
@@ -424,9 +408,6 @@ struct IndexSession {
   var isDurable = false
   /// Whether this session is a write transaction (``Index/write(_:durable:_:)``).
   var inTransaction = false
-  /// The store's second lock, held shared by this write transaction (nil
-  /// in a read, or where the filesystem keeps no such locks).
-  var gate: WriteGate? = nil
 
   /// Asks for this transaction to be committed durably: when it would not
   /// be, throws, and ``Index/write(_:durable:_:)`` runs it again so.

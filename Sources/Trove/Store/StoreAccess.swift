@@ -166,7 +166,7 @@ extension Store {
       }
     }
     let sharedAtRoot = Set(
-      [StoreLayout.sweepLock, StoreLayout.removalLock, StoreLayout.journal, StoreLayout.index]
+      [StoreLayout.sweepLock, StoreLayout.journal, StoreLayout.index]
         + ObjectTable.indexCompanions.map { StoreLayout.index + $0 })
     func walkFolder(_ name: String, shared: Bool) {
       guard let folder = try? FileDescriptor.open(name, in: rootDirectory, [.directory, .noFollow])

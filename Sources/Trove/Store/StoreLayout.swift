@@ -10,7 +10,6 @@ import Synchronization
 /// ROOT/
 ///   CACHEDIR.TAG        backup tools skip the store
 ///   sweep.lock          held by the sweeping process
-///   removal.lock        held shared by each write transaction, exclusively while a removal unlinks
 ///   reserve             1 MiB of ballast, released on a full disk
 ///   config.json         format version and settings
 ///   index.sqlite        the index (WAL: -wal, -shm beside it)
@@ -42,9 +41,6 @@ enum StoreLayout {
   static let cacheDirTag = "CACHEDIR.TAG"
   /// Held (flock) by the process sweeping the store, which writes its pid in it.
   static let sweepLock = "sweep.lock"
-  /// Held shared by every write transaction, exclusively by a removal's
-  /// unlinks (``WriteGate``).
-  static let removalLock = "removal.lock"
   /// Ballast: disk space released when the volume is full, so the index
   /// can record evictions (SQLite needs room to delete rows).
   static let reserve = "reserve"

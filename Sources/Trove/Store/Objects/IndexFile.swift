@@ -77,33 +77,11 @@ extension ObjectTable {
     (try? rootDirectory.removeFile(StoreLayout.reserve)) != nil
   }
 
-  /// The store's ``WriteGate`` (`removal.lock`, made if missing), or nil
-  /// when the file cannot be made or locked: removals then never overlap
-  /// their unlinks with statements.
-  private func openGate() -> WriteGate? {
-    let name = StoreLayout.removalLock
-    guard
-      let file = try? FileDescriptor.open(
-        name, in: rootDirectory, [.readWrite, .create, .noFollow, .nonBlocking],
-        permissions: access.sharedFileMode)
-    else { return nil }
-    guard (try? file.status().isRegular) == true else {
-      file.close()
-      return nil
-    }
-    file.shareForStore(access)
-    guard let gate = WriteGate(file: file, path: root + "/" + name) else {
-      file.close()
-      return nil
-    }
-    return gate
-  }
-
   private func makeIndex() throws(TroveError) -> Index {
     let blockSize = (try? rootDirectory.status().blockSize) ?? 4096
     let index = try Index(
       path: indexPath, resolvedPath: resolvedRoot + "/" + StoreLayout.index,
-      filesystem: filesystem, blockSize: blockSize, readOnly: false, gate: openGate())
+      filesystem: filesystem, blockSize: blockSize, readOnly: false)
     index.onFull = { [weak self] in self?.releaseReserve() ?? false }
     if access == .group {
       // SQLite made them with the umask's mode; every member writes them.

@@ -49,30 +49,27 @@ extension ObjectTable {
   /// Removes `digests` (each once) in parts of `size` (``removalPart``), the
   /// two steps of consecutive parts sharing a transaction: one durable
   /// index transaction takes the removal records of part k and unlinks
-  /// its files on other threads while this one looks up the files of
-  /// part k + 1 (their identities: the filesystem only) and runs its first
-  /// step (`firstStep`: given the part's range and its files as looked up,
-  /// delete the rows of those that are to go, record their removals, and
-  /// return their digests); once the unlinks are done, it adopts back the
-  /// objects whose files could not be unlinked and deletes part k's pins
-  /// and keys. One commit per part instead of two, and the index's work
-  /// overlaps the unlinks.
+  /// its files on another thread while this one looks up the files of
+  /// part k + 1 (their identities: the filesystem only); once the unlinks
+  /// are done, it adopts back the objects whose files could not be
+  /// unlinked, deletes part k's pins and keys, and runs the first step of
+  /// part k + 1 (`firstStep`: given the part's range and its files as
+  /// looked up, delete the rows of those that are to go, record their
+  /// removals, and return their digests). One commit per part instead of
+  /// two, and the lookups overlap the unlinks.
   ///
   /// Every first step is on disk before any file of its part goes (the
   /// transaction is durable), and every unlink happens under the index's
-  /// write lock, as in ``finishRemovals(_:)``, and under the store's
-  /// ``WriteGate`` held exclusively. SQLite rolls a transaction back by
-  /// itself when a statement meets an I/O error or a full volume, giving
-  /// up the write lock in the middle of the unlinks; the gate keeps the
-  /// next writer waiting until they are over, so no other process can
-  /// call a removal off and count on a file that is about to go. Where
-  /// the store has no gate, no statement runs during the unlinks. Files
-  /// looked up before their rows are deleted are still those files: the
-  /// write lock is held, and every change of an object's files (a
-  /// publish, a conversion, a removal) takes it. Returns the digests
-  /// removed (their record was taken and their files are gone), those
-  /// that had a file to unlink, and each failure to unlink a file (that
-  /// object was adopted back).
+  /// write lock, as in ``finishRemovals(_:)``. No statement runs while
+  /// files are being unlinked: SQLite rolls a transaction back by itself
+  /// when a statement meets an I/O error or a full volume, which would
+  /// give up the write lock — and let another process call a removal off —
+  /// in the middle of the unlinks. Files looked up before their rows are
+  /// deleted are still those files: the write lock is held, and every
+  /// change of an object's files (a publish, a conversion, a removal)
+  /// takes it. Returns the digests removed (their record was taken and
+  /// their files are gone), those that had a file to unlink, and each
+  /// failure to unlink a file (that object was adopted back).
   private func removeInParts(
     _ digests: [BlobDigest], _ what: String, part size: Int, explicit: Bool,
     firstStep: (Range<Int>, [Removal], IndexSession) throws(TroveError) -> [BlobDigest]
@@ -99,28 +96,8 @@ extension ObjectTable {
           } catch {
             looked = .failure(error)
           }
-          // Part k + 1's first step while part k's files go, where the
-          // gate keeps other writers out should SQLite end this
-          // transaction meanwhile; after them otherwise.
-          var next: Result<[BlobDigest], TroveError>? = nil
-          if tx.gate != nil, !part.isEmpty, case .success(let files) = looked {
-            do throws(TroveError) {
-              next = .success(try firstStep(part, files, tx))
-            } catch {
-              next = .failure(error)
-            }
-          }
-          if case .failure(let error) = next {
-            _ = unlinking.end(tx)
-            throw error
-          }
           let finished = try finishUnlinking(unlinking, tx)
-          let recorded: [BlobDigest]
-          if let next {
-            recorded = try next.get()
-          } else {
-            recorded = part.isEmpty ? [] : try firstStep(part, try looked.get(), tx)
-          }
+          let recorded = part.isEmpty ? [] : try firstStep(part, try looked.get(), tx)
           return (recorded, finished)
         }
         pending = step.0
@@ -151,19 +128,16 @@ extension ObjectTable {
       unlinked = Mutex([Bool](repeating: false, count: digests.count))
     }
 
-    /// Waits for the unlinks and hands the gate back to the transaction's
-    /// shared hold; returns which files were found and unlinked.
-    func end(_ tx: IndexSession) -> [Bool] {
+    /// Waits for the unlinks; returns which files were found and unlinked.
+    func wait() -> [Bool] {
       done.wait()
-      tx.gate?.holdShared()
       return unlinked.withLock { $0 }
     }
   }
 
   /// Takes the removal records of `digests` (inside a write transaction)
-  /// and starts unlinking the files they name, on other threads, holding
-  /// the store's ``WriteGate`` exclusively until they are done; the caller
-  /// must ``Unlinking/end(_:)`` them before its transaction ends.
+  /// and starts unlinking the files they name, on other threads; the
+  /// caller must ``Unlinking/wait()`` before its transaction ends.
   private func startUnlinking(_ digests: [BlobDigest], _ tx: IndexSession) throws(TroveError)
     -> Unlinking
   {
@@ -171,7 +145,6 @@ extension ObjectTable {
     let unlinking = Unlinking(digests, claimed: records.map { $0 != nil })
     let claimed = digests.indices.filter { records[$0] != nil }
     guard !claimed.isEmpty else { return unlinking }
-    try tx.gate?.holdExclusively()
     unlinking.done.enter()
     let lanes = unlinkLanes(records, claimed)
     Thread { [self] in
@@ -235,7 +208,7 @@ extension ObjectTable {
   {
     let digests = unlinking.digests
     guard !digests.isEmpty else { return ([], [], []) }
-    let unlinked = unlinking.end(tx)
+    let unlinked = unlinking.wait()
     var removed = unlinking.claimed
     let failed = unlinking.failures.withLock { $0 }.sorted { $0.key < $1.key }
     for (position, _) in failed {
