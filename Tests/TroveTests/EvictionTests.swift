@@ -342,6 +342,43 @@ struct EvictionTests {
     #expect(scratch.list("store/tmp").contains(folder))
   }
 
+  @Test(
+    "a file or a link under a staging folder's name is passed over: puts write in tmp/ itself, and the sweep removes it once old"
+  )
+  func stagingNameTaken() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    try FileManager.default.createDirectory(
+      atPath: scratch["store/tmp"], withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      atPath: scratch["elsewhere"], withIntermediateDirectories: true)
+    for (i, name) in StoreLayout.stagingFolders.enumerated() {
+      let path = scratch["store/tmp/" + name]
+      if i % 2 == 0 {
+        try scratch.write("store/tmp/" + name, [UInt8(i)])
+      } else {
+        #expect(symlink(scratch["elsewhere"], path) == 0)
+      }
+      var old = [
+        timespec(tv_sec: time(nil) - 7200, tv_nsec: 0),
+        timespec(tv_sec: time(nil) - 7200, tv_nsec: 0),
+      ]
+      #expect(utimensat(AT_FDCWD, path, &old, AT_SYMLINK_NOFOLLOW) == 0)
+    }
+    var digests: [BlobDigest] = []
+    for i in 0..<16 {
+      digests.append(try store.put(bytes: Bytes.random(700, seed: UInt64(i))).digest)
+    }
+    for digest in digests { #expect(try store.contains(digest)) }
+    // Nothing went through the links, and nothing was left.
+    #expect(scratch.list("elsewhere").isEmpty)
+    #expect(scratch.temporaries("store") == StoreLayout.stagingFolders.sorted())
+    let report = try store.sweep()
+    #expect(report.temporaryFiles == StoreLayout.stagingFolders.count)
+    #expect(scratch.temporaries("store").isEmpty)
+    #expect(try store.verify().isClean)
+  }
+
   @Test("settings persist in config.json for every process; bad values are refused")
   func policyPersists() throws {
     let scratch = try Scratch()

@@ -72,12 +72,10 @@ public final class BlobWriter {
   ) throws(TroveError) {
     // The policy before the temp file: settings that cannot be used leave nothing.
     let policy = try store.settings(for: batch).policy
-    let name = StoreLayout.stagingName("put")
-    file = try attempt("create temporary file in", store.tmpPath) { () throws(SystemCallError) in
-      try store.objects.createStagingFile(name)
+    (file, name) = try attempt("create temporary file in", store.tmpPath) {
+      () throws(SystemCallError) in try store.objects.createStagingFile("put")
     }
     self.store = store
-    self.name = name
     self.expectedSize = expectedSize
     self.sizeIsExact = sizeIsExact && expectedSize != nil
     self.sweeps = sweeps

@@ -1,4 +1,5 @@
-/// The mechanism of compressed objects: writing a zstd frame into `tmp/`,
+/// The mechanism of compressed objects: writing a zstd frame into `tmp/` (a
+/// staging folder),
 /// reading one back verified, and staging an object in the other form for
 /// ``ObjectTable/replaceForm(of:with:)``. Whether to compress is decided in
 /// Policy/CompressionPolicy.swift.
@@ -15,12 +16,10 @@ extension Store {
   ) throws(TroveError) -> (
     name: String, file: FileDescriptor, storedBytes: Int64, reliefs: [SweepReport]
   ) {
-    let name = StoreLayout.temporaryName("zst")
-    let tempPath = tmpPath + "/" + name
-    let file = try attempt("create temporary file in", tmpPath) { () throws(SystemCallError) in
-      try FileDescriptor.open(
-        name, in: tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
+    let (file, name) = try attempt("create temporary file in", tmpPath) {
+      () throws(SystemCallError) in try objects.createStagingFile("zst")
     }
+    let tempPath = tmpPath + "/" + name
     do throws(TroveError) {
       if rewind {
         try attempt("read", path) { () throws(SystemCallError) in try source.seek(to: 0) }
@@ -87,11 +86,8 @@ extension Store {
         throw corrupt(digest, actual: actual)
       }
     } else {
-      let name = StoreLayout.temporaryName("raw")
-      let file = try attempt("create temporary file in", tmpPath) {
-        () throws(SystemCallError) in
-        try FileDescriptor.open(
-          name, in: tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
+      let (file, name) = try attempt("create temporary file in", tmpPath) {
+        () throws(SystemCallError) in try objects.createStagingFile("raw")
       }
       do throws(TroveError) {
         let size = try decompressVerified(

@@ -28,11 +28,14 @@ extension Store {
     // its next group while a sweep runs after the last), however old.
     // The staging folders stay; what is in them is aged file by file (a
     // long write touches its file, not its folder).
-    let staging = Set(StoreLayout.stagingFolders)
+    let staging = Set(
+      StoreLayout.stagingFolders.filter {
+        (try? tmpDirectory.status(of: $0, followSymlinks: false))?.isDirectory == true
+      })
     var removed = removeOld(
       in: tmpDirectory, tmpPath, before: cutoff, dryRun: dryRun,
       keep: { staging.contains($0) || StoreLayout.isThisProcessTemporary($0) })
-    for name in StoreLayout.stagingFolders {
+    for name in staging.sorted() {
       guard
         let folder = try? FileDescriptor.open(name, in: tmpDirectory, [.directory, .noFollow])
       else { continue }

@@ -105,10 +105,9 @@ func storeTemporaries(_ root: String) -> [String] {
   let manager = FileManager.default
   var names: [String] = []
   for name in (try? manager.contentsOfDirectory(atPath: root + "/tmp")) ?? [] {
-    var isFolder: ObjCBool = false
-    if StoreLayout.stagingFolders.contains(name),
-      manager.fileExists(atPath: root + "/tmp/" + name, isDirectory: &isFolder), isFolder.boolValue
-    {
+    // lstat: a link under a staging name is listed as itself.
+    let type = (try? manager.attributesOfItem(atPath: root + "/tmp/" + name))?[.type]
+    if StoreLayout.stagingFolders.contains(name), type as? FileAttributeType == .typeDirectory {
       let inside = (try? manager.contentsOfDirectory(atPath: root + "/tmp/" + name)) ?? []
       names += inside.map { name + "/" + $0 }
     } else {

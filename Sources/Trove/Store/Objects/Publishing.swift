@@ -157,23 +157,35 @@ extension ObjectTable {
     return try tx.entry(for: digest)
   }
 
-  /// Creates the temp file `name` (a ``StoreLayout/stagingName(_:)``,
-  /// `FOLDER/NAME` in `tmp/`) for writing, `O_EXCL`, mode 0600, making its
-  /// folder if it is missing. The folder is opened first, never through a
-  /// symbolic link, and the file made in it.
-  func createStagingFile(_ name: String) throws(SystemCallError) -> FileDescriptor {
+  /// Creates a temp file for an object on its way in (`purpose`: `put`,
+  /// `zst`, `raw`), `O_EXCL`, mode 0600, in one of `tmp/`'s staging
+  /// folders (``StoreLayout/stagingName(_:)``), making the folder if it is
+  /// missing; returns it and its name relative to `tmp/`. The folder is
+  /// opened first, never through a symbolic link, and the file made in it.
+  /// Something else under the folder's name (a file, a link) is passed
+  /// over: the file is made in `tmp/` itself.
+  func createStagingFile(_ purpose: String) throws(SystemCallError) -> (
+    file: FileDescriptor, name: String
+  ) {
+    let options: FileDescriptor.Options = [.readWrite, .create, .exclusive]
+    let name = StoreLayout.stagingName(purpose)
     let slash = name.firstIndex(of: "/") ?? name.startIndex
     let folderName = String(name[..<slash])
     let folder: FileDescriptor
     do throws(SystemCallError) {
-      folder = try FileDescriptor.open(folderName, in: tmpDirectory, [.directory, .noFollow])
-    } catch  where error.errno == .noSuchFileOrDirectory {
-      folder = try tmpDirectory.makeStoreFolder(folderName, access: access).0
+      do throws(SystemCallError) {
+        folder = try FileDescriptor.open(folderName, in: tmpDirectory, [.directory, .noFollow])
+      } catch  where error.errno == .noSuchFileOrDirectory {
+        folder = try tmpDirectory.makeStoreFolder(folderName, access: access).0
+      }
+    } catch  where error.errno.meansNotAFolder {
+      let flat = StoreLayout.temporaryName(purpose)
+      return (try FileDescriptor.open(flat, in: tmpDirectory, options, permissions: 0o600), flat)
     }
     defer { folder.close() }
-    return try FileDescriptor.open(
-      String(name[name.index(after: slash)...]), in: folder, [.readWrite, .create, .exclusive],
-      permissions: 0o600)
+    let file = try FileDescriptor.open(
+      String(name[name.index(after: slash)...]), in: folder, options, permissions: 0o600)
+    return (file, name)
   }
 
   /// Opens `digest`'s fan-out folder, creating it when missing; a folder
