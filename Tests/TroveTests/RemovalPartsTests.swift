@@ -130,7 +130,16 @@ struct RemovalPartsTests {
     }
     try expectConsistent(store, "after the rm")
     #expect(try dropLines(store).isSuperset(of: digests[5...]))
+    // Their pins and keys went with them; those of the five kept stayed.
+    #expect(Set(try store.pins().map(\.digest)) == [digests[0]])
+    #expect(try store.digest(forKey: "key-6") == nil)
+    #expect(try store.digest(forKey: "key-3") == digests[3])
     #expect(try store.verify().isClean)
+    // The rm turned its connection's triggers off around its deletes and
+    // on again: a put and a removal after it keep the totals.
+    _ = try store.put(bytes: Bytes.random(5000, seed: 7199))
+    #expect(try store.remove(digests[1]))
+    try expectConsistent(store, "after a put and a remove that followed the rm")
   }
 
   @Test(

@@ -96,7 +96,7 @@ final class SQLiteConnection: @unchecked Sendable {
     return out
   }
 
-  private func failure(_ rc: Int32) -> Failure {
+  fileprivate func failure(_ rc: Int32) -> Failure {
     Failure(
       code: rc, message: String(cString: sqlite3_errmsg(handle)),
       systemErrno: sqlite3_system_errno(handle))
@@ -124,6 +124,30 @@ final class SQLiteConnection: @unchecked Sendable {
     }
   }
 
+  /// Runs `body` with this connection's triggers off
+  /// (`SQLITE_DBCONFIG_ENABLE_TRIGGER`), for this connection only: other
+  /// connections, and other processes, fire them as ever. Prepared
+  /// statements are prepared again when the setting changes (SQLite does
+  /// it by itself, on their next run). Triggers are on again when this
+  /// returns or throws (turning them on fails only for a misused handle,
+  /// and is then this call's error).
+  func withoutTriggers<T>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+    var rc = trove_sqlite_enable_triggers(handle, 0)
+    let result: Result<T, Failure>
+    if rc == SQLITE_OK {
+      do throws(Failure) {
+        result = .success(try body())
+      } catch {
+        result = .failure(error)
+      }
+    } else {
+      result = .failure(failure(rc))
+    }
+    rc = trove_sqlite_enable_triggers(handle, 1)
+    guard rc == SQLITE_OK else { throw failure(rc) }
+    return try result.get()
+  }
+
   /// Rows changed by the last statement.
   var changes: Int { Int(sqlite3_changes(handle)) }
 
@@ -135,58 +159,76 @@ final class SQLiteConnection: @unchecked Sendable {
   )
     throws(Failure)
   {
-    // Taken out of the cache while it runs: a query of the same text from
-    // inside `row` prepares its own.
-    var rc: Int32
-    let statement: OpaquePointer
+    try prepared(sql) { (statement) throws(Failure) in try statement.run(values, row: row) }
+  }
+
+  /// Prepares `sql` (or takes it prepared from the cache) and gives it to
+  /// `body`, which may run it many times: a loop of one statement looks
+  /// it up once, not once a row. Taken out of the cache meanwhile (a
+  /// query of the same text from inside `body` prepares its own), put
+  /// back after.
+  func prepared<T>(_ sql: String, _ body: (Statement) throws(Failure) -> T) throws(Failure) -> T {
+    let handle: OpaquePointer
     if let cached = statements.removeValue(forKey: sql) {
-      statement = cached
+      handle = cached
     } else {
       var prepared: OpaquePointer?
-      rc = sqlite3_prepare_v2(handle, sql, -1, &prepared, nil)
+      let rc = sqlite3_prepare_v2(self.handle, sql, -1, &prepared, nil)
       guard rc == SQLITE_OK, let prepared else { throw failure(rc) }
-      statement = prepared
+      handle = prepared
     }
     defer {
-      sqlite3_reset(statement)
-      sqlite3_clear_bindings(statement)
+      sqlite3_reset(handle)
+      sqlite3_clear_bindings(handle)
       if statements[sql] == nil && statements.count < Self.statementCacheLimit {
-        statements[sql] = statement
+        statements[sql] = handle
       } else {
-        sqlite3_finalize(statement)
+        sqlite3_finalize(handle)
       }
     }
-    try bind(values, to: statement)
-    while true {
-      rc = sqlite3_step(statement)
-      if rc == SQLITE_DONE { return }
-      guard rc == SQLITE_ROW else { throw failure(rc) }
-      try row(Row(statement: statement))
+    return try body(Statement(handle: handle, connection: self))
+  }
+
+  /// A prepared statement, lent by ``prepared(_:_:)``.
+  struct Statement {
+    fileprivate let handle: OpaquePointer
+    fileprivate let connection: SQLiteConnection
+
+    /// Binds `values` and calls `row` for each result row; resets the
+    /// statement after, so it holds no read lock and can run again.
+    func run(_ values: [SQLiteValue], row: (Row) throws(Failure) -> Void = { _ in })
+      throws(Failure)
+    {
+      defer {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+      }
+      try connection.bind(values, to: handle)
+      while true {
+        let rc = sqlite3_step(handle)
+        if rc == SQLITE_DONE { return }
+        guard rc == SQLITE_ROW else { throw connection.failure(rc) }
+        try row(Row(statement: handle))
+      }
     }
   }
 
   /// Prepares `sql` once and runs it for each set of `rows` of values,
   /// returning the rows each run changed. For batches inside a transaction.
   func repeated(_ sql: String, _ rows: [[SQLiteValue]]) throws(Failure) -> [Int] {
-    var statement: OpaquePointer?
-    var rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
-    guard rc == SQLITE_OK, let statement else { throw failure(rc) }
-    defer { sqlite3_finalize(statement) }
-    var changed: [Int] = []
-    changed.reserveCapacity(rows.count)
-    for values in rows {
-      sqlite3_reset(statement)
-      sqlite3_clear_bindings(statement)
-      try bind(values, to: statement)
-      rc = sqlite3_step(statement)
-      guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw failure(rc) }
-      changed.append(Int(sqlite3_changes(handle)))
+    try prepared(sql) { (statement) throws(Failure) in
+      var changed: [Int] = []
+      changed.reserveCapacity(rows.count)
+      for values in rows {
+        try statement.run(values)
+        changed.append(changes)
+      }
+      return changed
     }
-    return changed
   }
 
   /// Binds `values` to a prepared statement's parameters, in order.
-  private func bind(_ values: [SQLiteValue], to statement: OpaquePointer) throws(Failure) {
+  fileprivate func bind(_ values: [SQLiteValue], to statement: OpaquePointer) throws(Failure) {
     for (i, value) in values.enumerated() {
       let index = Int32(i + 1)
       let rc: Int32

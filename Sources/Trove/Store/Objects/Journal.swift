@@ -54,11 +54,11 @@ extension ObjectTable {
   }
 
   /// Deletes `digests`' rows with their pins, keys and checksums (see
-  /// ``IndexSession/deleteObject(_:)``), and says so in the log, so that a
+  /// ``IndexSession/deleteObjects(_:)``), and says so in the log, so that a
   /// rebuild never brings their pins and keys back onto a later copy.
   /// Call inside the write transaction.
   func forget(_ digests: [BlobDigest], _ tx: IndexSession) throws(TroveError) {
-    for digest in digests { _ = try tx.deleteObject(digest) }
+    _ = try tx.deleteObjects(digests)
     journalDrops(digests, tx)
   }
 

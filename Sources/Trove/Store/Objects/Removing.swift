@@ -161,7 +161,7 @@ extension ObjectTable {
       if let lanes {
         inFolders(of: digests, lanes: lanes, unlink)
       } else {
-        inFolders(of: digests, claimed, unlink)
+        inFolders(of: digests, claimed, width: unlinkWidth, unlink)
       }
       unlinking.done.leave()
     }.start()
@@ -237,18 +237,17 @@ extension ObjectTable {
   /// digest's fan-out folder open — or the error opening it, nil and nil
   /// when the folder is missing — folder by folder: each folder is opened
   /// once for all of its objects, and its objects are worked through by
-  /// one thread, with up to ``unlinkWidth`` folders at once (one thread
-  /// alone for fewer than 16). Lookups and unlinks then go by name
-  /// relative to the open folder, and no two threads contend for one
-  /// folder's lock.
+  /// one thread, with up to `width` folders at once (one thread alone for
+  /// fewer than 16). Lookups and unlinks then go by name relative to the
+  /// open folder, and no two threads contend for one folder's lock.
   private func inFolders(
-    of digests: [BlobDigest], _ positions: [Int],
+    of digests: [BlobDigest], _ positions: [Int], width: Int,
     _ body:
       @escaping @Sendable (_ folder: Result<FileDescriptor?, TroveError>, _ position: Int) ->
       Void
   ) {
     let groups = Array(Dictionary(grouping: positions) { StoreLayout.fanout(digests[$0]) }.values)
-    Parallel.forEach(groups.count, width: positions.count < 16 ? 1 : unlinkWidth) {
+    Parallel.forEach(groups.count, width: positions.count < 16 ? 1 : width) {
       [self] (g) throws(Never) in
       inFolder(of: digests[groups[g][0]]) { folder in
         for position in groups[g] { body(folder, position) }
@@ -256,7 +255,7 @@ extension ObjectTable {
     }
   }
 
-  /// ``inFolders(of:_:_:)`` with the positions shared out beforehand: one
+  /// ``inFolders(of:_:width:_:)`` with the positions shared out beforehand: one
   /// thread for each of `lanes`, which works through its positions folder
   /// by folder (each folder opened once by that thread).
   private func inFolders(
@@ -315,7 +314,7 @@ extension ObjectTable {
     let finished = try removeInParts(digests, "remove", part: part, explicit: true) {
       (range, looked, tx) throws(TroveError) -> [BlobDigest] in
       let part = Array(digests[range])
-      for (position, digest) in zip(range, part) { hadRows[position] = try tx.deleteObject(digest) }
+      for (position, had) in zip(range, try tx.deleteObjects(part)) { hadRows[position] = had }
       journalDrops(part, tx)
       try tx.insertRemovals(looked, now: currentTimeNanoseconds())
       return part
@@ -339,12 +338,14 @@ extension ObjectTable {
   }
 
   /// ``removal(of:explicit:)`` of each of `digests`, looked up folder by
-  /// folder from several threads (an inode not in memory is a read from
-  /// the device). Throws the first failure to look one up.
+  /// folder from 8 threads (an inode not in memory is a read from the
+  /// device; a lookup takes no allocation group's lock on XFS, where
+  /// unlinks go one thread a group). Throws the first failure to look one
+  /// up.
   func removals(of digests: [BlobDigest], explicit: Bool) throws(TroveError) -> [Removal] {
     let found = Mutex([Removal?](repeating: nil, count: digests.count))
     let failure = Mutex<TroveError?>(nil)
-    inFolders(of: digests, Array(digests.indices)) { [self] (folder, i) in
+    inFolders(of: digests, Array(digests.indices), width: 8) { [self] (folder, i) in
       do throws(TroveError) {
         let folder = try folder.get()
         func identity(_ compressed: Bool) throws(TroveError) -> FileIdentity? {
