@@ -135,11 +135,37 @@ struct RemovalPartsTests {
     #expect(try store.digest(forKey: "key-6") == nil)
     #expect(try store.digest(forKey: "key-3") == digests[3])
     #expect(try store.verify().isClean)
-    // The rm turned its connection's triggers off around its deletes and
-    // on again: a put and a removal after it keep the totals.
-    _ = try store.put(bytes: Bytes.random(5000, seed: 7199))
-    #expect(try store.remove(digests[1]))
-    try expectConsistent(store, "after a put and a remove that followed the rm")
+  }
+
+  @Test(
+    "an rm and an eviction of more than 64 rows turn the totals trigger off and on again: the totals stay exact"
+  )
+  func bulkRemovalTotals() throws {
+    let scratch = try Scratch()
+    let (store, _) = try populated(scratch, count: 10)
+    let many = (0..<(IndexSession.bulkRemovalMinimum + 6)).map { i in
+      i % 2 == 0
+        ? Bytes.random(700 + 31 * i, seed: UInt64(7300 + i))
+        : CompressionTests.text(4200 + 67 * i, seed: UInt64(7300 + i))
+    }
+    let removed = try many.map { try store.put(bytes: $0).digest }
+    #expect(try store.remove(removed).allSatisfy { $0 })
+    try expectConsistent(store, "after an rm of \(removed.count)")
+    // Triggers are on again: a put and a single removal keep the totals.
+    let one = try store.put(bytes: Bytes.random(5000, seed: 7399)).digest
+    try expectConsistent(store, "after a put that followed the rm")
+    #expect(try store.remove(one))
+    try expectConsistent(store, "after a remove that followed the rm")
+    // The same for an eviction of them all, in one part.
+    for bytes in many { _ = try store.put(bytes: bytes) }
+    let pinned = Set(try store.pins().map(\.digest))
+    let entries = try store.entries().filter { !pinned.contains($0.digest) }
+    #expect(entries.count >= IndexSession.bulkRemovalMinimum)
+    let (evicted, failures) = try store.objects.evict(entries, now: currentTimeNanoseconds())
+    #expect(failures.isEmpty && evicted.allSatisfy { $0 })
+    try expectConsistent(store, "after an eviction of \(entries.count)")
+    _ = try store.put(bytes: Bytes.random(6000, seed: 7400))
+    try expectConsistent(store, "after a put that followed the eviction")
   }
 
   @Test(

@@ -226,12 +226,13 @@ extension IndexSession {
 
   /// Deletes the rows of `digests`, whatever their state, with their
   /// pins, keys and checksums; returns which had a row. A statement per
-  /// 500 digests, the totals taken off once (see
-  /// ``deleteIfEvictable(_:now:)``).
+  /// 500 digests; for many, the totals taken off once (see
+  /// ``inBulkRemoval(_:rows:_:)``).
   func deleteObjects(_ digests: [BlobDigest]) throws(TroveError) -> [Bool] {
     var had = Set<BlobDigest>()
     try run { db throws(SQLiteConnection.Failure) in
-      try Self.inBulkRemoval(db) { (totals) throws(SQLiteConnection.Failure) in
+      let delete: (inout RemovedTotals) throws(SQLiteConnection.Failure) -> Void = {
+        (totals) throws(SQLiteConnection.Failure) in
         try Self.inChunks(digests) { (marks, values) throws(SQLiteConnection.Failure) in
           try db.query(
             "DELETE FROM objects WHERE digest IN (\(marks)) RETURNING \(RemovedTotals.columns), digest",
@@ -242,6 +243,7 @@ extension IndexSession {
           }
         }
       }
+      try Self.inBulkRemoval(db, rows: digests.count, delete)
     }
     try deleteReferences(to: digests)
     return digests.map { had.contains($0) }
@@ -262,7 +264,7 @@ extension IndexSession {
   /// once.
   func deleteIfEvictable(_ entries: [StoreEntry], now: Int64) throws(TroveError) -> [Bool] {
     try run { db throws(SQLiteConnection.Failure) in
-      try Self.inBulkRemoval(db) { (totals) throws(SQLiteConnection.Failure) in
+      try Self.inBulkRemoval(db, rows: entries.count) { (totals) throws(SQLiteConnection.Failure) in
         var deleted = [Bool](repeating: false, count: entries.count)
         try db.prepared(
           """
@@ -285,6 +287,10 @@ extension IndexSession {
     }
   }
 
+  /// The fewest rows ``inBulkRemoval(_:rows:_:)`` deletes with the
+  /// connection's triggers off.
+  static let bulkRemovalMinimum = 64
+
   /// What the rows deleted in bulk held, to take off the totals at once.
   struct RemovedTotals {
     /// The columns a bulk delete returns first, in the order ``add(_:)``
@@ -306,19 +312,23 @@ extension IndexSession {
     }
   }
 
-  /// Runs `deletes` — which delete rows of `objects`, adding each to the
-  /// totals it is given — with this connection's triggers off, then takes
-  /// the totals off the counters at once: the `objects_removed` trigger's
-  /// five counter updates per row were half the cost of an eviction's
-  /// index work, and it cost a third of it even standing aside. Other
-  /// connections fire it as ever (older releases make it stand aside
-  /// while a `bulk_removal` counter exists, inside their own
-  /// transaction).
+  /// Runs `deletes` — which delete up to `rows` rows of `objects`, adding
+  /// each to the totals it is given — with this connection's triggers
+  /// off, then takes the totals off the counters at once: the
+  /// `objects_removed` trigger's five counter updates per row were half
+  /// the cost of an eviction's index work, and it cost a third of it even
+  /// standing aside. Other connections fire it as ever (older releases
+  /// make it stand aside while a `bulk_removal` counter exists, inside
+  /// their own transaction). For fewer than ``bulkRemovalMinimum`` rows the
+  /// trigger keeps the totals: turning it off and on costs more (every
+  /// prepared statement is prepared again after; a repair forgets objects
+  /// one at a time).
   private static func inBulkRemoval<T>(
-    _ db: SQLiteConnection,
+    _ db: SQLiteConnection, rows: Int,
     _ deletes: (inout RemovedTotals) throws(SQLiteConnection.Failure) -> T
   ) throws(SQLiteConnection.Failure) -> T {
     var totals = RemovedTotals()
+    guard rows >= bulkRemovalMinimum else { return try deletes(&totals) }
     let result = try db.withoutTriggers { () throws(SQLiteConnection.Failure) in
       try deletes(&totals)
     }

@@ -130,7 +130,9 @@ final class SQLiteConnection: @unchecked Sendable {
   /// statements are prepared again when the setting changes (SQLite does
   /// it by itself, on their next run). Triggers are on again when this
   /// returns or throws (turning them on fails only for a misused handle,
-  /// and is then this call's error).
+  /// and is then this call's error): not to be nested. Every prepared
+  /// statement of the connection is prepared again after each change, so
+  /// this is for bulk work.
   func withoutTriggers<T>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
     var rc = trove_sqlite_enable_triggers(handle, 0)
     let result: Result<T, Failure>
