@@ -46,8 +46,9 @@ extension ObjectTable {
   /// How many objects one transaction of a removal takes at once.
   static let removalPart = 8192
 
-  /// Removes `digests` (each once) in parts of `size` (``removalPart``), the
-  /// two steps of consecutive parts sharing a transaction: one durable
+  /// Removes `digests` (each once) in parts of `size` (``removalPart``; the
+  /// first a quarter of that), the two steps of consecutive parts sharing
+  /// a transaction: one durable
   /// index transaction takes the removal records of part k and unlinks
   /// its files on another thread while this one looks up the files of
   /// part k + 1 (their identities: the filesystem only); once the unlinks
@@ -81,36 +82,58 @@ extension ObjectTable {
     var failures: [TroveError] = []
     var pending: [BlobDigest] = []
     var start = 0
-    while start < digests.count || !pending.isEmpty {
-      let part = start..<min(start + max(1, size), digests.count)
-      let finishing = pending
-      do throws(TroveError) {
-        let step = try index().write(
-          "\(what) \(finishing.count + part.count) objects", durable: !part.isEmpty
-        ) { (tx) throws(TroveError) in
-          let unlinking = try startUnlinking(finishing, tx)
-          let looked: Result<[Removal], TroveError>
-          do throws(TroveError) {
-            looked = .success(
-              part.isEmpty ? [] : try removals(of: Array(digests[part]), explicit: explicit))
-          } catch {
-            looked = .failure(error)
+    let interval = checkpointPages(removing: digests.count, part: size)
+    return try index().withCheckpointInterval(pages: interval) { () throws(TroveError) in
+      while start < digests.count || !pending.isEmpty {
+        // The first part is a quarter of the others: its lookups and its
+        // first step overlap nothing, and the sooner its unlinks start, the
+        // sooner the next part's lookups run beside them.
+        let width = start == 0 && digests.count > size / 4 ? max(1, size / 4) : max(1, size)
+        let part = start..<min(start + width, digests.count)
+        let finishing = pending
+        do throws(TroveError) {
+          let step = try index().write(
+            "\(what) \(finishing.count + part.count) objects", durable: !part.isEmpty
+          ) { (tx) throws(TroveError) in
+            let unlinking = try startUnlinking(finishing, tx)
+            let looked: Result<[Removal], TroveError>
+            do throws(TroveError) {
+              looked = .success(
+                part.isEmpty ? [] : try removals(of: Array(digests[part]), explicit: explicit))
+            } catch {
+              looked = .failure(error)
+            }
+            let finished = try finishUnlinking(unlinking, tx)
+            let recorded = part.isEmpty ? [] : try firstStep(part, try looked.get(), tx)
+            return (recorded, finished)
           }
-          let finished = try finishUnlinking(unlinking, tx)
-          let recorded = part.isEmpty ? [] : try firstStep(part, try looked.get(), tx)
-          return (recorded, finished)
+          pending = step.0
+          removed.formUnion(step.1.removed)
+          unlinked.formUnion(step.1.unlinked)
+          failures += step.1.failures
+        } catch {
+          journalAsIs(digests: finishing + digests[part])
+          throw error
         }
-        pending = step.0
-        removed.formUnion(step.1.removed)
-        unlinked.formUnion(step.1.unlinked)
-        failures += step.1.failures
-      } catch {
-        journalAsIs(digests: finishing + digests[part])
-        throw error
+        start = part.upperBound
       }
-      start = part.upperBound
+      return (removed, unlinked, failures)
     }
-    return (removed, unlinked, failures)
+  }
+
+  /// How many pages the WAL may hold before a commit checkpoints it,
+  /// during a removal of `count` objects in parts of `part`: 16,384 (64
+  /// MiB) for one of several parts on a volume with at least 1 GiB free,
+  /// else SQLite's default (1,000). Each part's commit changes most of
+  /// the index's pages, and checkpointing them after every part took half
+  /// of the commits' time (evicting 100,000 on XFS: 0.55–0.62 s of commits,
+  /// against 0.94–1.31 s). Where space is short (an eviction for
+  /// pressure), the WAL stays as small as ever.
+  private func checkpointPages(removing count: Int, part: Int) -> Int {
+    guard count > part, let space = try? Sys.spaceAvailable(at: root),
+      space.available >= 1 << 30
+    else { return 1000 }
+    return 16384
   }
 
   /// The second step of a removal under way: the records taken, the
