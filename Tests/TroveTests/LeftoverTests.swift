@@ -219,7 +219,7 @@ struct LeftoverTests {
     for (digest, since) in [(stale, now - 120_000_000_000), (fresh, now)] {
       let removal = try store.objects.removal(of: digest, explicit: true)
       try store.index().write("remove halfway") { (tx) throws(TroveError) in
-        _ = try tx.deleteObject(digest)
+        _ = try tx.deleteObjects([digest])
         try tx.insertRemovals([removal], now: since)
       }
     }
@@ -257,7 +257,7 @@ struct LeftoverTests {
       for digest in [stuck, gone] {
         let removal = try store.objects.removal(of: digest, explicit: true)
         try store.index().write("remove halfway") { (tx) throws(TroveError) in
-          _ = try tx.deleteObject(digest)
+          _ = try tx.deleteObjects([digest])
           try tx.insertRemovals([removal], now: currentTimeNanoseconds() - 120_000_000_000)
         }
       }

@@ -51,7 +51,7 @@ func age(_ digest: BlobDigest, by seconds: Int64, in store: Store) throws {
 /// keys, for an `rm`), a removal record naming the file, the file itself.
 func cutRemoval(_ digest: BlobDigest, explicit: Bool, in store: Store) throws {
   try store.index().write("test: a removal's first step") { (tx) throws(TroveError) in
-    _ = try tx.deleteObject(digest)
+    _ = try tx.deleteObjects([digest])
     try tx.insertRemovals(
       [try store.objects.removal(of: digest, explicit: explicit)], now: currentTimeNanoseconds())
   }

@@ -249,11 +249,6 @@ extension IndexSession {
     return digests.map { had.contains($0) }
   }
 
-  /// Deletes `digest`'s row, pins, keys and checksums; whether there was a row.
-  func deleteObject(_ digest: BlobDigest) throws(TroveError) -> Bool {
-    try deleteObjects([digest])[0]
-  }
-
   /// Deletes each entry's row if it is still evictable as it was chosen:
   /// its last access unchanged (no recorded read or dedup hit since) and
   /// no unexpired pin. Returns which rows were deleted; their pins and keys

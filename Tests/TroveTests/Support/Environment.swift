@@ -172,6 +172,6 @@ func freeBytes(_ path: String) throws -> Int64 {
 /// store's back, leaving its file: an orphan, as a crash would leave one.
 func dropRow(_ digest: BlobDigest, in store: Store) throws {
   _ = try store.index().write("test: drop row") { (tx) throws(TroveError) in
-    try tx.deleteObject(digest)
+    _ = try tx.deleteObjects([digest])
   }
 }

@@ -46,9 +46,8 @@ extension ObjectTable {
   /// How many objects one transaction of a removal takes at once.
   static let removalPart = 8192
 
-  /// Removes `digests` (each once) in parts of `size` (``removalPart``; the
-  /// first a quarter of that), the two steps of consecutive parts sharing
-  /// a transaction: one durable
+  /// Removes `digests` (each once) in parts of `size` (``removalPart``), the
+  /// two steps of consecutive parts sharing a transaction: one durable
   /// index transaction takes the removal records of part k and unlinks
   /// its files on another thread while this one looks up the files of
   /// part k + 1 (their identities: the filesystem only); once the unlinks
@@ -85,11 +84,7 @@ extension ObjectTable {
     let interval = checkpointPages(removing: digests.count, part: size)
     return try index().withCheckpointInterval(pages: interval) { () throws(TroveError) in
       while start < digests.count || !pending.isEmpty {
-        // The first part is a quarter of the others: its lookups and its
-        // first step overlap nothing, and the sooner its unlinks start, the
-        // sooner the next part's lookups run beside them.
-        let width = start == 0 && digests.count > size / 4 ? max(1, size / 4) : max(1, size)
-        let part = start..<min(start + width, digests.count)
+        let part = start..<min(start + max(1, size), digests.count)
         let finishing = pending
         do throws(TroveError) {
           let step = try index().write(
