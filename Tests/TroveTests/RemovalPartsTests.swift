@@ -179,6 +179,51 @@ struct RemovalPartsTests {
   }
 
   @Test(
+    "a removal of 64 objects or more journals a drop only where the log names the digest; a lost index brings none of their pins or keys back"
+  )
+  func dropsWhereNamed() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let count = IndexSession.bulkRemovalMinimum + 16
+    let blobs = (0..<count).map { Bytes.random(600 + 13 * $0, seed: UInt64(7500 + $0)) }
+    let digests = try blobs.map { try store.put(bytes: $0).digest }
+    // Named by the log: a pin, a key, and a pin taken off again.
+    try store.pin(digests[0], name: "keep")
+    try store.bind(key: "k", to: digests[1])
+    try store.pin(digests[2], name: "gone")
+    #expect(try store.unpin(digests[2], name: "gone"))
+    #expect(try store.remove(digests).allSatisfy { $0 })
+    #expect(try dropLines(store) == Set(digests.prefix(3)))
+    // The same bytes again, then the index lost: replaying the log onto
+    // the new copies brings back no pin and no key.
+    for bytes in blobs.prefix(3) { _ = try store.put(bytes: bytes) }
+    for suffix in ["", "-wal", "-shm"] {
+      try FileManager.default.removeItem(atPath: store.root + "/index.sqlite" + suffix)
+    }
+    let reopened = try Store(StoreConfiguration(root: store.root))
+    #expect(Set(try reopened.entries().map(\.digest)) == Set(digests.prefix(3)))
+    #expect(try reopened.pins().isEmpty)
+    #expect(try reopened.binding(forKey: "k") == nil)
+  }
+
+  @Test("the digests a log names: those of every line but drops, a line cut short included")
+  func digestsNamedByLog() {
+    let (a, b, c, d) = (
+      XXH3Hasher.digest([1]), XXH3Hasher.digest([2]), XXH3Hasher.digest([3]),
+      XXH3Hasher.digest([4])
+    )
+    let log = """
+      {"digest":"\(a)","name":"keep","op":"pin"}
+      {"digest":"\(b)","op":"drop"}
+      {"digest":"\(c)","key":"https://example.com/\(d)","op":"bind"}
+      {"digest":"\(b)","na
+      {"digest":"xxh128:0123","op":"unpin"}
+
+      """
+    #expect(ObjectTable.digestsNamed(in: Array(log.utf8)) == [a, b, c, d])
+  }
+
+  @Test(
     "an index an older trove left at schema 6 is upgraded: evictions after keep the totals exact")
   func upgradeFromSix() throws {
     let scratch = try Scratch()

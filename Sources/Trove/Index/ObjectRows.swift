@@ -494,10 +494,9 @@ struct FileIdentity: Hashable, Sendable {
   }
 
   init?(text: String) {
-    let parts = text.split(separator: ":")
-    guard parts.count == 2, let inode = UInt64(parts[0]), let time = Int64(parts[1]) else {
-      return nil
-    }
+    guard let colon = text.utf8.firstIndex(of: UInt8(ascii: ":")),
+      let inode = UInt64(text[..<colon]), let time = Int64(text[text.index(after: colon)...])
+    else { return nil }
     self.inode = inode
     writeTime = time
   }

@@ -108,8 +108,8 @@ let removeCommand = CommandSpec(
         status = ExitStatus.failure
       }
     }
-    // All of them in batches: one index transaction and parallel unlinks
-    // for up to 1,000 objects, not one of each per object.
+    // All of them at once, in parts: an index transaction and parallel
+    // unlinks for thousands of objects, not one of each per object.
     for (digest, removed) in zip(digests, try store.remove(digests)) {
       if removed {
         if invocation.flag("--verbose") { Output.error("trove: removed \(digest)") }

@@ -43,11 +43,23 @@ extension ObjectTable {
     return (evicted, finished.failures)
   }
 
-  /// How many objects one transaction of a removal takes at once.
+  /// How many objects the first transaction of a removal takes at once.
   static let removalPart = 8192
 
-  /// Removes `digests` (each once) in parts of `size` (``removalPart``), the
-  /// two steps of consecutive parts sharing a transaction: one durable
+  /// How much larger than the first a later part may grow: each part is
+  /// twice the one before, up to this many times the first. A part's
+  /// commit writes most of the index's pages whatever its size (its rows'
+  /// digests, the keys, are spread over all of them), so fewer, larger
+  /// parts write less (evicting 100,000 on XFS: 318–337 ms of commits in
+  /// six transactions, against 682–814 ms in fourteen), while the first
+  /// part stays small enough for its unlinks to start soon. The write lock
+  /// is held for a part's unlinks: on XFS about 0.8 s for 32,768 files.
+  static let removalGrowth = 4
+
+  /// Removes `digests` (each once) in parts, the first of `size`
+  /// (``removalPart``) and each after it twice the one before, up to
+  /// ``removalGrowth`` times the first; the two steps of consecutive parts
+  /// sharing a transaction: one durable
   /// index transaction takes the removal records of part k and unlinks
   /// its files on another thread while this one looks up the files of
   /// part k + 1 (their identities: the filesystem only); once the unlinks
@@ -82,9 +94,12 @@ extension ObjectTable {
     var pending: [BlobDigest] = []
     var start = 0
     let interval = checkpointPages(removing: digests.count, part: size)
+    var size = max(1, size)
+    let largest = size * Self.removalGrowth
     return try index().withCheckpointInterval(pages: interval) { () throws(TroveError) in
       while start < digests.count || !pending.isEmpty {
-        let part = start..<min(start + max(1, size), digests.count)
+        let part = start..<min(start + size, digests.count)
+        size = min(size * 2, largest)
         let finishing = pending
         do throws(TroveError) {
           let step = try index().write(
@@ -166,15 +181,22 @@ extension ObjectTable {
     unlinking.done.enter()
     let lanes = unlinkLanes(records, claimed)
     Thread { [self] in
-      let unlink: @Sendable (Result<FileDescriptor?, TroveError>, Int) -> Void = {
-        [self] (folder, position) in
-        guard let record = records[position] else { return }
-        do throws(TroveError) {
-          let found = try unlinkFiles(of: record, in: try folder.get())
-          unlinking.unlinked.withLock { $0[position] = found }
-        } catch {
-          unlinking.failures.withLock { $0[position] = error }
+      // A folder's outcomes are kept aside and published under one lock:
+      // a lock taken per file had the threads spin for it.
+      let unlink: @Sendable (Result<FileDescriptor?, TroveError>, [Int]) -> Void = {
+        [self] (folder, positions) in
+        var found: [Int] = []
+        var failed: [(Int, TroveError)] = []
+        for position in positions {
+          guard let record = records[position] else { continue }
+          do throws(TroveError) {
+            if try unlinkFiles(of: record, in: try folder.get()) { found.append(position) }
+          } catch {
+            failed.append((position, error))
+          }
         }
+        if !found.isEmpty { unlinking.unlinked.withLock { for i in found { $0[i] = true } } }
+        if !failed.isEmpty { unlinking.failures.withLock { for (i, e) in failed { $0[i] = e } } }
       }
       if let lanes {
         inFolders(of: digests, lanes: lanes, unlink)
@@ -251,25 +273,25 @@ extension ObjectTable {
   /// waits overlap (8000 files: 0.81 s one by one, 0.32 s from 8 threads).
   var unlinkWidth: Int { filesystem == .xfs ? 1 : 8 }
 
-  /// Runs `body` for each of `positions` (indices into `digests`) with its
-  /// digest's fan-out folder open — or the error opening it, nil and nil
-  /// when the folder is missing — folder by folder: each folder is opened
-  /// once for all of its objects, and its objects are worked through by
-  /// one thread, with up to `width` folders at once (one thread alone for
-  /// fewer than 16). Lookups and unlinks then go by name relative to the
-  /// open folder, and no two threads contend for one folder's lock.
+  /// Runs `body` for `positions` (indices into `digests`) folder by
+  /// folder: once for each fan-out folder, with the folder open — or the
+  /// error opening it, nil when it is missing — and the positions of the
+  /// digests in it. Each folder is opened once and worked through by one
+  /// thread, with up to `width` folders at once (one thread alone for
+  /// fewer than 16 positions). Lookups and unlinks then go by name
+  /// relative to the open folder, no two threads contend for one folder's
+  /// lock, and a body that gathers its folder's outcomes publishes them
+  /// under one lock, not one per object.
   private func inFolders(
     of digests: [BlobDigest], _ positions: [Int], width: Int,
     _ body:
-      @escaping @Sendable (_ folder: Result<FileDescriptor?, TroveError>, _ position: Int) ->
+      @escaping @Sendable (_ folder: Result<FileDescriptor?, TroveError>, _ positions: [Int]) ->
       Void
   ) {
     let groups = Array(Dictionary(grouping: positions) { StoreLayout.fanout(digests[$0]) }.values)
     Parallel.forEach(groups.count, width: positions.count < 16 ? 1 : width) {
       [self] (g) throws(Never) in
-      inFolder(of: digests[groups[g][0]]) { folder in
-        for position in groups[g] { body(folder, position) }
-      }
+      inFolder(of: digests[groups[g][0]]) { folder in body(folder, groups[g]) }
     }
   }
 
@@ -279,15 +301,13 @@ extension ObjectTable {
   private func inFolders(
     of digests: [BlobDigest], lanes: [[Int]],
     _ body:
-      @escaping @Sendable (_ folder: Result<FileDescriptor?, TroveError>, _ position: Int) ->
+      @escaping @Sendable (_ folder: Result<FileDescriptor?, TroveError>, _ positions: [Int]) ->
       Void
   ) {
     Parallel.forEach(lanes.count, width: lanes.count) { [self] (lane) throws(Never) in
       let byFolder = Dictionary(grouping: lanes[lane]) { StoreLayout.fanout(digests[$0]) }
       for positions in byFolder.values {
-        inFolder(of: digests[positions[0]]) { folder in
-          for position in positions { body(folder, position) }
-        }
+        inFolder(of: digests[positions[0]]) { folder in body(folder, positions) }
       }
     }
   }
@@ -363,19 +383,27 @@ extension ObjectTable {
   func removals(of digests: [BlobDigest], explicit: Bool) throws(TroveError) -> [Removal] {
     let found = Mutex([Removal?](repeating: nil, count: digests.count))
     let failure = Mutex<TroveError?>(nil)
-    inFolders(of: digests, Array(digests.indices), width: 8) { [self] (folder, i) in
+    inFolders(of: digests, Array(digests.indices), width: 8) { [self] (folder, positions) in
       do throws(TroveError) {
         let folder = try folder.get()
-        func identity(_ compressed: Bool) throws(TroveError) -> FileIdentity? {
+        func identity(_ i: Int, _ compressed: Bool) throws(TroveError) -> FileIdentity? {
           guard let folder, let status = try status(digests[i], compressed: compressed, in: folder),
             status.isRegular
           else { return nil }
           return FileIdentity(status)
         }
-        let removal = Removal(
-          digest: digests[i], isExplicit: explicit, raw: try identity(false),
-          compressed: try identity(true))
-        found.withLock { $0[i] = removal }
+        var removals: [(Int, Removal)] = []
+        removals.reserveCapacity(positions.count)
+        for i in positions {
+          removals.append(
+            (
+              i,
+              Removal(
+                digest: digests[i], isExplicit: explicit, raw: try identity(i, false),
+                compressed: try identity(i, true))
+            ))
+        }
+        found.withLock { for (i, removal) in removals { $0[i] = removal } }
       } catch {
         failure.withLock { if $0 == nil { $0 = error } }
       }
