@@ -184,7 +184,7 @@ struct RemovalPartsTests {
   func dropsWhereNamed() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
-    let count = IndexSession.bulkRemovalMinimum + 16
+    let count = ObjectTable.journalScanMinimum + 16
     let blobs = (0..<count).map { Bytes.random(600 + 13 * $0, seed: UInt64(7500 + $0)) }
     let digests = try blobs.map { try store.put(bytes: $0).digest }
     // Named by the log: a pin, a key, and a pin taken off again.
@@ -206,14 +206,36 @@ struct RemovalPartsTests {
     #expect(try reopened.binding(forKey: "k") == nil)
   }
 
+  @Test("a log larger than the scan limit gets a drop line for every digest removed")
+  func dropsForEveryDigestPastTheLimit() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digests = try (0..<(ObjectTable.journalScanMinimum + 4)).map {
+      try store.put(bytes: Bytes.random(500 + 11 * $0, seed: UInt64(7600 + $0))).digest
+    }
+    // A key of half the limit on another object (so that the log, four
+    // times what it describes at most, is not compacted), then a line that
+    // names none of them: the log is too large to read.
+    let keeper = try store.put(bytes: Bytes.random(4000, seed: 7699)).digest
+    try store.bind(key: String(repeating: "k", count: ObjectTable.journalScanLimit / 2), to: keeper)
+    let key = String(repeating: "u", count: ObjectTable.journalScanLimit)
+    let log = try FileHandle(forWritingTo: URL(fileURLWithPath: store.root + "/references.log"))
+    try log.seekToEnd()
+    try log.write(contentsOf: Data("{\"key\":\"\(key)\",\"op\":\"unbind\"}\n".utf8))
+    try log.close()
+    #expect(try store.remove(digests).allSatisfy { $0 })
+    #expect(try dropLines(store) == Set(digests))
+  }
+
   @Test("the digests a log names: those of every line but drops, a line cut short included")
   func digestsNamedByLog() {
-    let (a, b, c, d) = (
+    let (a, b, c, d, e) = (
       XXH3Hasher.digest([1]), XXH3Hasher.digest([2]), XXH3Hasher.digest([3]),
-      XXH3Hasher.digest([4])
+      XXH3Hasher.digest([4]), XXH3Hasher.digest([5])
     )
     let log = """
       {"digest":"\(a)","name":"keep","op":"pin"}
+      {"digest":"\(e)","op":"drop"}
       {"digest":"\(b)","op":"drop"}
       {"digest":"\(c)","key":"https://example.com/\(d)","op":"bind"}
       {"digest":"\(b)","na
