@@ -112,6 +112,7 @@ extension ObjectTable {
   /// that are not drops: a superset of those a pin or key line names (a
   /// key or a checksum may read like a digest; a line cut short by a crash
   /// and run into the next is never replayed).
+  ///
   /// A plain loop over the bytes: a log of 4 MiB is read in a few
   /// milliseconds, under the write lock.
   static func digestsNamed(in log: [UInt8]) -> Set<BlobDigest> {
