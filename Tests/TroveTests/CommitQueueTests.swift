@@ -11,12 +11,6 @@ import Testing
 /// per object, as in a put of many files.
 @Suite("Group commit: concurrent single puts", .serialized)
 struct CommitQueueTests {
-  /// Why the syncfs fault tests are skipped: before Linux 5.8 syncfs(2)
-  /// returns 0 whatever write-back lost, so there is no failure to inject
-  /// that the store would see.
-  static let syncfsSilent = Comment(
-    "syncfs(2) reports no write-back errors before Linux 5.8; the store fsyncs each file instead")
-
   static let childVariable = "TROVE_TEST_COMMIT_QUEUE_CHILD"
 
   /// Distinct bytes for put `i` of thread `t` (1–9 KiB).
@@ -252,7 +246,7 @@ struct CommitQueueTests {
 
   @Test(
     "syncfs fails in coalesced groups: each file is synced alone, and all are stored",
-    .enabled(if: Sys.syncfsReportsErrors, Self.syncfsSilent))
+    .enabled(if: Sys.syncfsReportsErrors, GroupCommitTests.syncfsSilent))
   func syncfsFails() throws {
     let outcome = try expectEachPublishedOrAbsent(fault: "syncfs:5")
     #expect(outcome.groups > 0, "no group formed: the fault hit nothing")
@@ -261,7 +255,7 @@ struct CommitQueueTests {
 
   @Test(
     "syncfs and one fsync fail in coalesced groups: the objects it touched are absent and named, the others stored",
-    .enabled(if: Sys.syncfsReportsErrors, Self.syncfsSilent))
+    .enabled(if: Sys.syncfsReportsErrors, GroupCommitTests.syncfsSilent))
   func syncfsAndOneFsyncFail() throws {
     for skip in [0, 40, 150] {
       let fault = "syncfs:5,fsync:5:\(skip):1"
