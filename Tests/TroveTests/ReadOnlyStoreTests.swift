@@ -291,16 +291,22 @@ struct ReadOnlyStoreTests {
         c = sqlite3.connect(os.sys.argv[1])
         c.execute("DROP TABLE remote_objects")
         c.execute("DROP INDEX objects_by_created")
+        c.execute("DROP TABLE removals")
+        c.execute(os.sys.argv[2])
         c.execute("PRAGMA user_version = 5")
         c.commit()
         c.close()
         """
       let python = try #require(FaultServer.python, FaultServer.missing)
-      let run = try CLI.run([], prefix: [python, "-c", script, store + "/index.sqlite"])
+      let run = try CLI.run(
+        [],
+        prefix: [
+          python, "-c", script, store + "/index.sqlite", RemovalPartsTests.removingTable,
+        ])
       #expect(run.status == 0, "\(run.stderr)")
     }
     let before = try volume.snapshot()
-    for command in [["ls"], ["stats"], ["pins"], ["keys"], ["remote", "status"]] {
+    for command in [["ls"], ["stats"], ["pins"], ["keys"], ["remote", "status"], ["verify"]] {
       let run = try CLI.run(["--store", store] + command)
       #expect(run.status == 0, "\(command): \(run.stderr)")
     }

@@ -265,12 +265,15 @@ struct RemovalPartsTests {
       c = sqlite3.connect(sys.argv[1])
       c.execute("DROP TRIGGER objects_removed")
       c.execute(sys.argv[2])
+      c.execute("DROP TABLE removals")
+      c.execute(sys.argv[3])
       c.execute("PRAGMA user_version = 6")
       c.commit()
       """
     let python = try #require(FaultServer.python, FaultServer.missing)
     let run = try CLI.run(
-      [], prefix: [python, "-c", downgrade, root + "/index.sqlite", oldTrigger])
+      [], prefix: [python, "-c", downgrade, root + "/index.sqlite", oldTrigger, Self.removingTable]
+    )
     #expect(run.status == 0, "\(run.stderr)")
 
     let store = try Store(StoreConfiguration(root: root))
@@ -286,8 +289,81 @@ struct RemovalPartsTests {
       """
     let schema = try CLI.run([], prefix: [python, "-c", look, root + "/index.sqlite"])
     let text = String(decoding: schema.stdout, as: UTF8.self)
-    #expect(schema.status == 0 && text.hasPrefix("7\n"), "\(text) \(schema.stderr)")
+    #expect(schema.status == 0 && text.hasPrefix("8\n"), "\(text) \(schema.stderr)")
     #expect(text.contains("bulk_removal"), "\(text)")
+  }
+
+  /// Schema 7's table of removals in progress, a row per object.
+  static let removingTable = """
+    CREATE TABLE removing(digest TEXT PRIMARY KEY NOT NULL, since INTEGER NOT NULL, \
+    explicit INTEGER NOT NULL DEFAULT 0, raw_file TEXT, zst_file TEXT) WITHOUT ROWID
+    """
+
+  @Test("an upgrade from schema 7 keeps the removals in progress, as parts, and they finish")
+  func upgradeFromSevenKeepsRemovals() throws {
+    let scratch = try Scratch()
+    let root = scratch["store"]
+    let (store, digests) = try populated(scratch, count: 6)
+    // What removers killed between their two steps left at schema 7: the
+    // rows gone, a record per object naming its files. Two `rm`s from two
+    // minutes ago (one of a compressed file), an eviction from now.
+    let chosen = [digests[2], digests[3], digests[4]]
+    let paths = try chosen.map { (digest) throws -> String in
+      try #require(
+        [false, true].map { store.objects.path(digest, compressed: $0) }.first {
+          FileManager.default.fileExists(atPath: $0)
+        })
+    }
+    #expect(paths[1].hasSuffix(StoreLayout.compressedSuffix), "object 3 is stored compressed")
+    _ = try store.index().write("remove halfway") { (tx) throws(TroveError) in
+      try tx.deleteObjects(chosen)
+    }
+    let now = currentTimeNanoseconds()
+    let downgrade = """
+      import sys, os, sqlite3
+      c = sqlite3.connect(sys.argv[1])
+      c.execute("DROP TABLE removals")
+      c.execute(sys.argv[2])
+      now = int(sys.argv[3])
+      for i, (digest, path) in enumerate(zip(sys.argv[4:7], sys.argv[7:10])):
+        st = os.stat(path)
+        ident = "%d:%d" % (st.st_ino, st.st_mtime_ns)
+        raw, zst = (None, ident) if path.endswith(".zst") else (ident, None)
+        since, explicit = (now, 0) if i == 2 else (now - 120000000000, 1)
+        c.execute("INSERT INTO removing VALUES (?,?,?,?,?)", (digest, since, explicit, raw, zst))
+      c.execute("PRAGMA user_version = 7")
+      c.commit()
+      """
+    let python = try #require(FaultServer.python, FaultServer.missing)
+    let run = try CLI.run(
+      [],
+      prefix: [python, "-c", downgrade, root + "/index.sqlite", Self.removingTable, "\(now)"]
+        + chosen.map(\.hex) + paths)
+    #expect(run.status == 0, "\(run.stderr)")
+
+    let upgraded = try Store(StoreConfiguration(root: root))
+    let found = try upgraded.index().read("removals") { (tx) throws(TroveError) in
+      try tx.removals(withPrefix: "")
+    }
+    #expect(Set(found.keys) == Set(chosen), "every record kept")
+    for (digest, path) in zip(chosen, paths) {
+      let file = try FileDescriptor.open(path, [])
+      defer { file.close() }
+      let removal = try #require(found[digest])
+      #expect((removal.raw ?? removal.compressed) == FileIdentity(try file.status()), "\(path)")
+      #expect(removal.isExplicit == (digest != chosen[2]))
+    }
+    // The two stale `rm`s finish at the next sweep; the fresh eviction is
+    // its remover's, for now.
+    let finished = try upgraded.objects.finishStaleRemovals(olderThan: 60_000_000_000)
+    #expect(finished.finished == 2 && finished.failure == nil)
+    #expect(!FileManager.default.fileExists(atPath: paths[0]))
+    #expect(!FileManager.default.fileExists(atPath: paths[1]))
+    #expect(FileManager.default.fileExists(atPath: paths[2]))
+    let left = try upgraded.index().read("removals") { (tx) throws(TroveError) in
+      try tx.removals(withPrefix: "")
+    }
+    #expect(Set(left.keys) == [chosen[2]])
   }
 
   @Test(

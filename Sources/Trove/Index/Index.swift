@@ -343,7 +343,11 @@ final class Index: Sendable {
   {
     let result: Result<T, TroveError> = connection.withLock { db in
       do throws(TroveError) {
-        return .success(try body(IndexSession(db: db, path: path, action: action)))
+        return .success(
+          try body(
+            IndexSession(
+              db: db, path: path, action: action,
+              legacyRemovals: schemaVersion < Schema.partedRemovals)))
       } catch {
         return .failure(error)
       }
@@ -379,7 +383,8 @@ final class Index: Sendable {
       do throws(TroveError) {
         let value = try body(
           IndexSession(
-            db: db, path: path, action: action, isDurable: durable, inTransaction: true))
+            db: db, path: path, action: action, isDurable: durable, inTransaction: true,
+            legacyRemovals: schemaVersion < Schema.partedRemovals))
         do throws(SQLiteConnection.Failure) {
           try db.execute("COMMIT")
         } catch
@@ -423,6 +428,9 @@ struct IndexSession {
   var isDurable = false
   /// Whether this session is a write transaction (``Index/write(_:durable:_:)``).
   var inTransaction = false
+  /// Whether the index keeps removals a row per object (`removing`, schema
+  /// 7 and older: a read-only store's), not a row per part.
+  var legacyRemovals = false
 
   /// Asks for this transaction to be committed durably: when it would not
   /// be, throws, and ``Index/write(_:durable:_:)`` runs it again so.

@@ -154,7 +154,7 @@ final class SQLiteConnection: @unchecked Sendable {
   var changes: Int { Int(sqlite3_changes(handle)) }
 
   /// Prepares `sql` (or takes it prepared from the cache), binds `values`
-  /// (Int64, String, or nil) and calls `row` for each result row. The
+  /// (Int64, String, bytes, or nil) and calls `row` for each result row. The
   /// statement is reset when this returns, so it holds no read lock.
   func query(
     _ sql: String, _ values: [SQLiteValue] = [], row: (Row) throws(Failure) -> Void = { _ in }
@@ -238,6 +238,12 @@ final class SQLiteConnection: @unchecked Sendable {
       case .integer(let v): rc = sqlite3_bind_int64(statement, index, v)
       case .text(let v): rc = sqlite3_bind_text(statement, index, v, -1, trove_sqlite_transient())
       case .null: rc = sqlite3_bind_null(statement, index)
+      case .blob(let v):
+        rc = v.withUnsafeBytes {
+          sqlite3_bind_blob64(
+            statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64($0.count),
+            trove_sqlite_transient())
+        }
       }
       guard rc == SQLITE_OK else { throw failure(rc) }
     }
@@ -268,6 +274,14 @@ final class SQLiteConnection: @unchecked Sendable {
       return String(cString: p)
     }
     func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+    /// The bytes of a blob column (empty for NULL or an empty blob).
+    func blob(_ column: Int32) -> [UInt8] {
+      // The pointer first, then the size (SQLite's order: asking for the
+      // size first could convert the value).
+      guard let p = sqlite3_column_blob(statement, column) else { return [] }
+      let count = Int(sqlite3_column_bytes(statement, column))
+      return [UInt8](UnsafeRawBufferPointer(start: p, count: count))
+    }
   }
 }
 
@@ -275,5 +289,6 @@ final class SQLiteConnection: @unchecked Sendable {
 enum SQLiteValue {
   case integer(Int64)
   case text(String)
+  case blob([UInt8])
   case null
 }

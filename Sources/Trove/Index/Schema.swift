@@ -17,11 +17,17 @@ import Foundation
 /// - 7: the `objects_removed` trigger stands aside while a `bulk_removal`
 ///   counter exists (inside a batch eviction's own transaction, which
 ///   takes the batch's totals off at once).
+/// - 8: removals between their two steps a row per part (`removals`, the
+///   records packed in a blob), not a row per object (`removing`, whose
+///   rows become parts and which is dropped: a release that still writes
+///   it fails on this index rather than lose a removal).
 ///
 /// Opening an older index upgrades it in one transaction; another process
 /// may do it first. A newer one is refused.
 enum Schema {
-  static let version: Int64 = 7
+  static let version: Int64 = 8
+  /// The version that keeps removals a row per part.
+  static let partedRemovals: Int64 = 8
   /// The oldest version a read-only store's index is read at, as it is:
   /// 5 lacks only what remotes hold (`remote_objects`), which reads of a
   /// store that cannot be written do without.
@@ -56,6 +62,7 @@ enum Schema {
             "INSERT OR REPLACE INTO counters(name, value) VALUES ('rebuild_pending', 1)")
         }
         if (1...3).contains(version) { try db.execute(toVersion4) }
+        if (4...7).contains(version) { try toVersion8(db) }
         try db.execute("PRAGMA user_version = \(Self.version)")
       }
     }
@@ -105,13 +112,14 @@ enum Schema {
       created INTEGER NOT NULL,
       PRIMARY KEY(digest, name)
     ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS removing(
-      digest TEXT PRIMARY KEY NOT NULL,
+    CREATE TABLE IF NOT EXISTS removals(
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
       since INTEGER NOT NULL,
-      explicit INTEGER NOT NULL DEFAULT 0,
-      raw_file TEXT,
-      zst_file TEXT
-    ) WITHOUT ROWID;
+      explicit INTEGER NOT NULL,
+      first TEXT NOT NULL,
+      last TEXT NOT NULL,
+      records BLOB NOT NULL
+    );
     CREATE TABLE IF NOT EXISTS sweeps(
       id INTEGER PRIMARY KEY,
       time INTEGER NOT NULL,
@@ -133,6 +141,32 @@ enum Schema {
       ('compressed_entries', (SELECT COUNT(*) FROM objects WHERE compressed = 1)),
       ('skipped_incompressible', 0), ('skipped_small', 0);
     """
+
+  /// From version 7 (4 or newer): the removals in progress, a row per
+  /// object in `removing`, recorded again as parts — one for each time
+  /// and kind, so that the stale ones still finish when they are due —
+  /// and `removing` dropped.
+  private static func toVersion8(_ db: SQLiteConnection) throws(SQLiteConnection.Failure) {
+    var exists = false
+    try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'removing'") { _ in
+      exists = true
+    }
+    guard exists else { return }
+    var groups: [[Int64]: [Removal]] = [:]
+    try db.query("SELECT digest, since, explicit, raw_file, zst_file FROM removing") { row in
+      guard let digest = BlobDigest(hex: Substring(row.text(0))) else { return }
+      let explicit = row.integer(2) != 0
+      groups[[row.integer(1), explicit ? 1 : 0], default: []].append(
+        Removal(
+          digest: digest, isExplicit: explicit,
+          raw: row.optionalText(3).flatMap { FileIdentity(text: $0) },
+          compressed: row.optionalText(4).flatMap { FileIdentity(text: $0) }))
+    }
+    for (key, removals) in groups {
+      _ = try RemovalPart.insert(removals, since: key[0], db)
+    }
+    try db.execute("DROP TABLE removing")
+  }
 
   /// The columns a fetch fills in `keys` (all NULL for `put --key`).
   private static let originColumns = """

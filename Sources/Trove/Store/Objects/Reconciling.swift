@@ -120,8 +120,8 @@ extension ObjectTable {
       // report otherwise.
       let removals = try tx.removals(withPrefix: name)
       if repair {
+        _ = try tx.deleteRemovals(Array(removals.keys))
         for (digest, record) in removals {
-          _ = try tx.deleteRemovals([digest])
           if rows[digest] == nil {
             if try unlinkFiles(of: record) { report.removalsFinished += 1 }
             try forget([digest], tx)  // pins and keys a crash left

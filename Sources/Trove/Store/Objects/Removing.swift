@@ -28,12 +28,12 @@ extension ObjectTable {
     guard !entries.isEmpty else { return ([], []) }
     var deleted = [Bool](repeating: false, count: entries.count)
     let finished = try removeInParts(entries.map(\.digest), "evict", part: part, explicit: false) {
-      (range, looked, tx) throws(TroveError) -> [BlobDigest] in
+      (range, looked, tx) throws(TroveError) -> (digests: [BlobDigest], parts: [Int64]) in
       let part = Array(entries[range])
       let rows = try tx.deleteIfEvictable(part, now: now)
       for (position, row) in zip(range, rows) { deleted[position] = row }
-      try tx.insertRemovals(part.indices.filter { rows[$0] }.map { looked[$0] }, now: now)
-      return part.indices.filter { rows[$0] }.map { part[$0].digest }
+      let ids = try tx.insertRemovals(part.indices.filter { rows[$0] }.map { looked[$0] }, now: now)
+      return (part.indices.filter { rows[$0] }.map { part[$0].digest }, ids)
     }
     // What was evicted stays evicted; the files that could not be unlinked
     // are the caller's to report.
@@ -85,14 +85,16 @@ extension ObjectTable {
   /// failure to unlink a file (that object was adopted back).
   private func removeInParts(
     _ digests: [BlobDigest], _ what: String, part size: Int, explicit: Bool,
-    firstStep: (Range<Int>, [Removal], IndexSession) throws(TroveError) -> [BlobDigest]
+    firstStep: (Range<Int>, [Removal], IndexSession) throws(TroveError) -> (
+      digests: [BlobDigest], parts: [Int64]
+    )
   ) throws(TroveError) -> (
     removed: Set<BlobDigest>, unlinked: Set<BlobDigest>, failures: [TroveError]
   ) {
     var removed = Set<BlobDigest>()
     var unlinked = Set<BlobDigest>()
     var failures: [TroveError] = []
-    var pending: [BlobDigest] = []
+    var pending: (digests: [BlobDigest], parts: [Int64]) = ([], [])
     var start = 0
     let interval = checkpointPages(removing: digests.count, part: size)
     var size = max(1, size)
@@ -101,15 +103,15 @@ extension ObjectTable {
     // unlinked.
     let largest = size * (filesystem.isShared ? 1 : Self.removalGrowth)
     return try index().withCheckpointInterval(pages: interval) { () throws(TroveError) in
-      while start < digests.count || !pending.isEmpty {
+      while start < digests.count || !pending.digests.isEmpty {
         let part = start..<min(start + size, digests.count)
         size = min(size * 2, largest)
-        let finishing = pending
+        let (finishing, parts) = pending
         do throws(TroveError) {
           let step = try index().write(
             "\(what) \(finishing.count + part.count) objects", durable: !part.isEmpty
           ) { (tx) throws(TroveError) in
-            let unlinking = try startUnlinking(finishing, tx)
+            let unlinking = try startUnlinking(finishing, parts: parts, tx)
             let looked: Result<[Removal], TroveError>
             do throws(TroveError) {
               looked = .success(
@@ -118,7 +120,7 @@ extension ObjectTable {
               looked = .failure(error)
             }
             let finished = try finishUnlinking(unlinking, tx)
-            let recorded = part.isEmpty ? [] : try firstStep(part, try looked.get(), tx)
+            let recorded = part.isEmpty ? ([], []) : try firstStep(part, try looked.get(), tx)
             return (recorded, finished)
           }
           pending = step.0
@@ -174,11 +176,22 @@ extension ObjectTable {
 
   /// Takes the removal records of `digests` (inside a write transaction)
   /// and starts unlinking the files they name, on other threads; the
-  /// caller must ``Unlinking/wait()`` before its transaction ends.
-  private func startUnlinking(_ digests: [BlobDigest], _ tx: IndexSession) throws(TroveError)
-    -> Unlinking
+  /// caller must ``Unlinking/wait()`` before its transaction ends. With
+  /// `parts`, the records are those parts' (recorded by this remover for
+  /// exactly `digests`), taken whole; else each digest's is looked for.
+  private func startUnlinking(_ digests: [BlobDigest], parts: [Int64]? = nil, _ tx: IndexSession)
+    throws(TroveError) -> Unlinking
   {
-    let records = digests.isEmpty ? [] : try tx.takeRemovals(digests)
+    let records: [Removal?]
+    if digests.isEmpty {
+      records = []
+    } else if let parts {
+      var taken: [BlobDigest: Removal] = [:]
+      for removal in try tx.takeRemovals(parts: parts) { taken[removal.digest] = removal }
+      records = digests.map { taken[$0] }
+    } else {
+      records = try tx.takeRemovals(digests)
+    }
     let unlinking = Unlinking(digests, claimed: records.map { $0 != nil })
     let claimed = digests.indices.filter { records[$0] != nil }
     guard !claimed.isEmpty else { return unlinking }
@@ -355,12 +368,11 @@ extension ObjectTable {
     guard !digests.isEmpty else { return ([], []) }
     var hadRows = [Bool](repeating: false, count: digests.count)
     let finished = try removeInParts(digests, "remove", part: part, explicit: true) {
-      (range, looked, tx) throws(TroveError) -> [BlobDigest] in
+      (range, looked, tx) throws(TroveError) -> (digests: [BlobDigest], parts: [Int64]) in
       let part = Array(digests[range])
       for (position, had) in zip(range, try tx.deleteObjects(part)) { hadRows[position] = had }
       journalDrops(part, tx)
-      try tx.insertRemovals(looked, now: currentTimeNanoseconds())
-      return part
+      return (part, try tx.insertRemovals(looked, now: currentTimeNanoseconds()))
     }
     let present = digests.indices.map { hadRows[$0] || finished.unlinked.contains(digests[$0]) }
     return (present, finished.failures)
