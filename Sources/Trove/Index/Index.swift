@@ -347,7 +347,7 @@ final class Index: Sendable {
           try body(
             IndexSession(
               db: db, path: path, action: action,
-              legacyRemovals: schemaVersion < Schema.partedRemovals)))
+              legacyRemovals: schemaVersion < Schema.packedRemovals)))
       } catch {
         return .failure(error)
       }
@@ -384,7 +384,7 @@ final class Index: Sendable {
         let value = try body(
           IndexSession(
             db: db, path: path, action: action, isDurable: durable, inTransaction: true,
-            legacyRemovals: schemaVersion < Schema.partedRemovals))
+            legacyRemovals: schemaVersion < Schema.packedRemovals))
         do throws(SQLiteConnection.Failure) {
           try db.execute("COMMIT")
         } catch
@@ -429,7 +429,7 @@ struct IndexSession {
   /// Whether this session is a write transaction (``Index/write(_:durable:_:)``).
   var inTransaction = false
   /// Whether the index keeps removals a row per object (`removing`, schema
-  /// 7 and older: a read-only store's), not a row per part.
+  /// 7 and older: a read-only store's), not packed in runs.
   var legacyRemovals = false
 
   /// Asks for this transaction to be committed durably: when it would not

@@ -1,60 +1,59 @@
 import Foundation
 
-/// Removals between their two steps, a row per part (`removals`): the
-/// records of a part — each object's digest and the files it is to
-/// unlink — packed into one blob, in the order of their digests.
+/// Removals between their two steps (`removals`): the records of a
+/// removal's part — each object's digest and the files it is to unlink —
+/// packed into blobs, a row for each run of up to ``RemovalRow/capacity``
+/// in the order of their digests.
 ///
-/// A removal of many objects records each part in one row and takes it
-/// back in one statement; a row per object made those two steps cost
-/// about 4 µs an object (evicting 100,000: 142 ms to insert the records,
-/// 255–293 ms to take them). Looking up one digest reads the parts whose
-/// digest range holds it (there are none unless a removal is under way)
-/// and searches each by halves. Calling one removal off writes its part
-/// again without it: rare (a put of bytes being removed), and a part is
-/// at most 1.5 MiB.
+/// A removal of many objects records each part in a few rows and takes
+/// them back by id; a row per object made those two steps cost about 4 µs
+/// an object (evicting 100,000: 142 ms to insert the records, 255–293 ms
+/// to take them). Looking up one digest reads the rows whose digest range
+/// holds it (there are none unless a removal is under way) and searches
+/// each by halves. Calling one removal off writes its row again without
+/// it: rare (a put of bytes being removed), and a row is at most 50 KiB.
 extension IndexSession {
   /// Records the first step of removing each of `removals` (their rows are
   /// gone), at `now`: which files are to go, named by their identity so
-  /// that no later step can unlink another file under the same name. One
-  /// part for `rm`'s removals and one for the others; returns the ids of
-  /// the parts recorded (never reused, so only their remover takes them
-  /// by id).
+  /// that no later step can unlink another file under the same name.
+  /// Returns the ids of the rows recorded (never reused, so only their
+  /// remover takes them by id).
   @discardableResult
   func insertRemovals(_ removals: [Removal], now: Int64) throws(TroveError) -> [Int64] {
     try run { db throws(SQLiteConnection.Failure) in
-      try RemovalPart.insert(removals, since: now, db)
+      try RemovalRow.insert(removals, since: now, db)
     }
   }
 
   /// The removal in progress of `digest`, if any.
   func removal(of digest: BlobDigest) throws(TroveError) -> Removal? {
     if legacyRemovals { return try legacyRemovals(where: "digest = ?", [.text(digest.hex)]).first }
-    return try parts(holding: digest, digest).lazy.compactMap { part in
-      part.index(of: digest).map { part.removal(at: $0) }
+    return try rows(holding: digest, digest).lazy.compactMap { row in
+      row.index(of: digest).map { row.removal(at: $0) }
     }.first
   }
 
-  /// Takes the removal records of the parts `ids`, as their remover does
+  /// Takes the removal records of the rows `ids`, as their remover does
   /// in its second step: what is left of them (a put, a read, a pin or a
   /// reconcile may have called some off, or taken them all).
-  func takeRemovals(parts ids: [Int64]) throws(TroveError) -> [Removal] {
+  func takeRemovals(rows ids: [Int64]) throws(TroveError) -> [Removal] {
     try run { db throws(SQLiteConnection.Failure) in
       var found: [Removal] = []
       for id in ids {
         try db.query(
           "DELETE FROM removals WHERE id = ? RETURNING id, explicit, records", [.integer(id)]
         ) { row in
-          let part = RemovalPart(row)
-          found += (0..<part.count).map { part.removal(at: $0) }
+          let taken = RemovalRow(row)
+          found += (0..<taken.count).map { taken.removal(at: $0) }
         }
       }
       return found
     }
   }
 
-  /// Takes the removal records of `digests`, whichever parts hold them:
+  /// Takes the removal records of `digests`, whichever rows hold them:
   /// each one's, or nil when there was none (a dedup hit, a read or a pin
-  /// kept the object meanwhile). Each part touched is written again
+  /// kept the object meanwhile). Each row touched is written again
   /// without them, or deleted when none is left.
   func takeRemovals(_ digests: [BlobDigest]) throws(TroveError) -> [Removal?] {
     if legacyRemovals {
@@ -70,17 +69,17 @@ extension IndexSession {
     }
     guard let low = digests.min(), let high = digests.max() else { return [] }
     var found: [BlobDigest: Removal] = [:]
-    for part in try parts(holding: low, high) {
+    for row in try rows(holding: low, high) {
       var taken: [Int] = []
       for digest in digests {
-        if let position = part.index(of: digest) { taken.append(position) }
+        if let position = row.index(of: digest) { taken.append(position) }
       }
       guard !taken.isEmpty else { continue }
       for position in taken {
-        let removal = part.removal(at: position)
+        let removal = row.removal(at: position)
         found[removal.digest] = removal
       }
-      try run { db throws(SQLiteConnection.Failure) in try part.write(removing: Set(taken), db) }
+      try run { db throws(SQLiteConnection.Failure) in try row.write(removing: Set(taken), db) }
     }
     return digests.map { found[$0] }
   }
@@ -102,9 +101,9 @@ extension IndexSession {
       var found: [BlobDigest] = []
       try db.query("SELECT id, explicit, records FROM removals WHERE since < ?", [.integer(time)]) {
         row in
-        let part = RemovalPart(row)
-        for position in 0..<min(part.count, limit - found.count) {
-          found.append(part.digest(at: position))
+        let stale = RemovalRow(row)
+        for position in 0..<min(stale.count, limit - found.count) {
+          found.append(stale.digest(at: position))
         }
       }
       return found
@@ -123,26 +122,26 @@ extension IndexSession {
     guard let first = BlobDigest(hex: Substring(low)), let last = BlobDigest(hex: Substring(high))
     else { return [:] }
     var found: [BlobDigest: Removal] = [:]
-    for part in try parts(holding: first, last) {
-      for position in part.positions(from: first, through: last) {
-        let removal = part.removal(at: position)
+    for row in try rows(holding: first, last) {
+      for position in row.positions(from: first, through: last) {
+        let removal = row.removal(at: position)
         found[removal.digest] = removal
       }
     }
     return found
   }
 
-  /// The parts whose digest range meets `low...high`.
-  private func parts(holding low: BlobDigest, _ high: BlobDigest) throws(TroveError)
-    -> [RemovalPart]
+  /// The rows whose digest range meets `low...high`.
+  private func rows(holding low: BlobDigest, _ high: BlobDigest) throws(TroveError)
+    -> [RemovalRow]
   {
     try run { db throws(SQLiteConnection.Failure) in
-      var parts: [RemovalPart] = []
+      var rows: [RemovalRow] = []
       try db.query(
         "SELECT id, explicit, records FROM removals WHERE first <= ? AND last >= ?",
         [.text(high.hex), .text(low.hex)]
-      ) { row in parts.append(RemovalPart(row)) }
-      return parts
+      ) { row in rows.append(RemovalRow(row)) }
+      return rows
     }
   }
 
@@ -168,13 +167,13 @@ extension IndexSession {
   }
 }
 
-/// One part of a removal as the index keeps it (a row of `removals`):
-/// whether it is `rm`'s, and its records packed in the order of their
+/// A row of `removals`: a run of one removal's part, whether it is `rm`'s,
+/// and its records packed in the order of their
 /// digests, ``width`` bytes each — the digest's 16 bytes (high half first,
 /// big-endian, so that bytes sort as digests do), a byte of flags (1: a
 /// raw file, 2: a compressed one), then each file's inode and write time
 /// (nanoseconds), 8 bytes each, little-endian, zero where there is no file.
-struct RemovalPart {
+struct RemovalRow {
   var id: Int64
   var isExplicit: Bool
   var records: [UInt8]
@@ -182,7 +181,7 @@ struct RemovalPart {
   /// The bytes of one record.
   static let width = 49
 
-  /// How many records the part holds.
+  /// How many records the row holds.
   var count: Int { records.count / Self.width }
 
   /// Reads a row selected as `id, explicit, records`.
@@ -192,31 +191,40 @@ struct RemovalPart {
     records = row.blob(2)
   }
 
-  /// Records `removals` at `since`: one part for `rm`'s and one for the
-  /// others; returns the parts' ids.
+  /// The most records a row holds: a removal's part of up to 32,768
+  /// objects is recorded as rows of 1,024 (50 KiB of records), so that a
+  /// lookup of one digest — a put's, while a removal is under way or left
+  /// by a remover that was killed — reads one row's records, not a part's.
+  static let capacity = 1024
+
+  /// Records `removals` at `since`, `rm`'s apart from the others, in rows
+  /// of up to ``capacity``; returns the rows' ids.
   static func insert(_ removals: [Removal], since: Int64, _ db: SQLiteConnection)
     throws(SQLiteConnection.Failure) -> [Int64]
   {
     var ids: [Int64] = []
     for explicit in [false, true] {
       let kind = removals.filter { $0.isExplicit == explicit }.sorted { $0.digest < $1.digest }
-      guard let first = kind.first, let last = kind.last else { continue }
-      try db.query(
-        """
-        INSERT INTO removals(since, explicit, first, last, records) VALUES (?,?,?,?,?)
-          RETURNING id
-        """,
-        [
-          .integer(since), .integer(explicit ? 1 : 0), .text(first.digest.hex),
-          .text(last.digest.hex), .blob(encode(kind)),
-        ]
-      ) { row in ids.append(row.integer(0)) }
+      for start in stride(from: 0, to: kind.count, by: capacity) {
+        let run = kind[start..<min(start + capacity, kind.count)]
+        guard let first = run.first, let last = run.last else { continue }
+        try db.query(
+          """
+          INSERT INTO removals(since, explicit, first, last, records) VALUES (?,?,?,?,?)
+            RETURNING id
+          """,
+          [
+            .integer(since), .integer(explicit ? 1 : 0), .text(first.digest.hex),
+            .text(last.digest.hex), .blob(encode(run)),
+          ]
+        ) { row in ids.append(row.integer(0)) }
+      }
     }
     return ids
   }
 
   /// `removals` (in the order of their digests) packed as records.
-  static func encode(_ removals: [Removal]) -> [UInt8] {
+  static func encode(_ removals: ArraySlice<Removal>) -> [UInt8] {
     var bytes = [UInt8]()
     bytes.reserveCapacity(removals.count * width)
     func append(_ value: UInt64, bigEndian: Bool = false) {
@@ -273,7 +281,7 @@ struct RemovalPart {
     return low
   }
 
-  /// The position of `digest`'s record, if the part holds one.
+  /// The position of `digest`'s record, if the row holds one.
   func index(of digest: BlobDigest) -> Int? {
     let position = lowerBound(digest)
     return position < count && self.digest(at: position) == digest ? position : nil
@@ -287,7 +295,7 @@ struct RemovalPart {
     return start..<end
   }
 
-  /// Writes the part again without the records at `positions`, or
+  /// Writes the row again without the records at `positions`, or
   /// deletes it when none is left.
   func write(removing positions: Set<Int>, _ db: SQLiteConnection) throws(SQLiteConnection.Failure)
   {

@@ -17,17 +17,18 @@ import Foundation
 /// - 7: the `objects_removed` trigger stands aside while a `bulk_removal`
 ///   counter exists (inside a batch eviction's own transaction, which
 ///   takes the batch's totals off at once).
-/// - 8: removals between their two steps a row per part (`removals`, the
-///   records packed in a blob), not a row per object (`removing`, whose
-///   rows become parts and which is dropped: a release that still writes
-///   it fails on this index rather than lose a removal).
+/// - 8: removals between their two steps a row per run of up to 1,024
+///   objects (`removals`, the records packed in a blob), not a row per
+///   object (`removing`, whose rows are recorded again so and which is
+///   dropped: a release that still writes it fails on this index rather
+///   than miss a removal).
 ///
 /// Opening an older index upgrades it in one transaction; another process
 /// may do it first. A newer one is refused.
 enum Schema {
   static let version: Int64 = 8
-  /// The version that keeps removals a row per part.
-  static let partedRemovals: Int64 = 8
+  /// The version that keeps removals a row per run of objects.
+  static let packedRemovals: Int64 = 8
   /// The oldest version a read-only store's index is read at, as it is:
   /// 5 lacks only what remotes hold (`remote_objects`), which reads of a
   /// store that cannot be written do without.
@@ -143,9 +144,9 @@ enum Schema {
     """
 
   /// From version 7 (4 or newer): the removals in progress, a row per
-  /// object in `removing`, recorded again as parts — one for each time
-  /// and kind, so that the stale ones still finish when they are due —
-  /// and `removing` dropped.
+  /// object in `removing`, recorded again in `removals` — in rows of
+  /// their own for each time and kind, so that the stale ones still
+  /// finish when they are due — and `removing` dropped.
   private static func toVersion8(_ db: SQLiteConnection) throws(SQLiteConnection.Failure) {
     var exists = false
     try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'removing'") { _ in
@@ -163,7 +164,7 @@ enum Schema {
           compressed: row.optionalText(4).flatMap { FileIdentity(text: $0) }))
     }
     for (key, removals) in groups {
-      _ = try RemovalPart.insert(removals, since: key[0], db)
+      _ = try RemovalRow.insert(removals, since: key[0], db)
     }
     try db.execute("DROP TABLE removing")
   }

@@ -28,10 +28,11 @@ extension ObjectTable {
     guard !entries.isEmpty else { return ([], []) }
     var deleted = [Bool](repeating: false, count: entries.count)
     let finished = try removeInParts(entries.map(\.digest), "evict", part: part, explicit: false) {
-      (range, looked, tx) throws(TroveError) -> (digests: [BlobDigest], parts: [Int64]) in
+      (range, lookups, tx) throws(TroveError) -> (digests: [BlobDigest], rows: [Int64]) in
       let part = Array(entries[range])
       let rows = try tx.deleteIfEvictable(part, now: now)
       for (position, row) in zip(range, rows) { deleted[position] = row }
+      let looked = try lookups.wait()
       let ids = try tx.insertRemovals(part.indices.filter { rows[$0] }.map { looked[$0] }, now: now)
       return (part.indices.filter { rows[$0] }.map { part[$0].digest }, ids)
     }
@@ -62,14 +63,15 @@ extension ObjectTable {
   /// ``removalGrowth`` times the first; the two steps of consecutive parts
   /// sharing a transaction: one durable
   /// index transaction takes the removal records of part k and unlinks
-  /// its files on another thread while this one looks up the files of
-  /// part k + 1 (their identities: the filesystem only); once the unlinks
-  /// are done, it adopts back the objects whose files could not be
-  /// unlinked, deletes part k's pins and keys, and runs the first step of
-  /// part k + 1 (`firstStep`: given the part's range and its files as
-  /// looked up, delete the rows of those that are to go, record their
-  /// removals, and return their digests). One commit per part instead of
-  /// two, and the lookups overlap the unlinks.
+  /// its files on one thread while another looks up the files of part
+  /// k + 1 (their identities: the filesystem only); once the unlinks are
+  /// done, it adopts back the objects whose files could not be unlinked,
+  /// deletes part k's pins and keys, and runs the first step of part
+  /// k + 1 (`firstStep`: given the part's range and its lookups, delete
+  /// the rows of those that are to go, wait for the lookups, record their
+  /// removals, and return their digests and the rows recorded). One
+  /// commit per part instead of two; the lookups overlap the unlinks, and
+  /// the first part's the deletes of its rows.
   ///
   /// Every first step is on disk before any file of its part goes (the
   /// transaction is durable), and every unlink happens under the index's
@@ -85,8 +87,8 @@ extension ObjectTable {
   /// failure to unlink a file (that object was adopted back).
   private func removeInParts(
     _ digests: [BlobDigest], _ what: String, part size: Int, explicit: Bool,
-    firstStep: (Range<Int>, [Removal], IndexSession) throws(TroveError) -> (
-      digests: [BlobDigest], parts: [Int64]
+    firstStep: (Range<Int>, Lookups, IndexSession) throws(TroveError) -> (
+      digests: [BlobDigest], rows: [Int64]
     )
   ) throws(TroveError) -> (
     removed: Set<BlobDigest>, unlinked: Set<BlobDigest>, failures: [TroveError]
@@ -94,7 +96,7 @@ extension ObjectTable {
     var removed = Set<BlobDigest>()
     var unlinked = Set<BlobDigest>()
     var failures: [TroveError] = []
-    var pending: (digests: [BlobDigest], parts: [Int64]) = ([], [])
+    var pending: (digests: [BlobDigest], rows: [Int64]) = ([], [])
     var start = 0
     let interval = checkpointPages(removing: digests.count, part: size)
     var size = max(1, size)
@@ -106,21 +108,17 @@ extension ObjectTable {
       while start < digests.count || !pending.digests.isEmpty {
         let part = start..<min(start + size, digests.count)
         size = min(size * 2, largest)
-        let (finishing, parts) = pending
+        let (finishing, rows) = pending
         do throws(TroveError) {
           let step = try index().write(
             "\(what) \(finishing.count + part.count) objects", durable: !part.isEmpty
           ) { (tx) throws(TroveError) in
-            let unlinking = try startUnlinking(finishing, parts: parts, tx)
-            let looked: Result<[Removal], TroveError>
-            do throws(TroveError) {
-              looked = .success(
-                part.isEmpty ? [] : try removals(of: Array(digests[part]), explicit: explicit))
-            } catch {
-              looked = .failure(error)
-            }
+            let unlinking = try startUnlinking(finishing, rows: rows, tx)
+            let lookups = Lookups()
+            if !part.isEmpty { lookups.start(self, Array(digests[part]), explicit: explicit) }
+            defer { _ = try? lookups.wait() }
             let finished = try finishUnlinking(unlinking, tx)
-            let recorded = part.isEmpty ? ([], []) : try firstStep(part, try looked.get(), tx)
+            let recorded = part.isEmpty ? ([], []) : try firstStep(part, lookups, tx)
             return (recorded, finished)
           }
           pending = step.0
@@ -134,6 +132,35 @@ extension ObjectTable {
         start = part.upperBound
       }
       return (removed, unlinked, failures)
+    }
+  }
+
+  /// The lookups of a part's files (``removals(of:explicit:)``), made on
+  /// another thread while the remover unlinks the part before it, and
+  /// then deletes this part's rows.
+  final class Lookups: Sendable {
+    private let done = DispatchGroup()
+    private let result = Mutex<Result<[Removal], TroveError>>(.success([]))
+
+    /// Starts looking up the files of `digests` in `objects`.
+    func start(_ objects: ObjectTable, _ digests: [BlobDigest], explicit: Bool) {
+      done.enter()
+      Thread { [self] in
+        let found: Result<[Removal], TroveError>
+        do throws(TroveError) {
+          found = .success(try objects.removals(of: digests, explicit: explicit))
+        } catch {
+          found = .failure(error)
+        }
+        result.withLock { $0 = found }
+        done.leave()
+      }.start()
+    }
+
+    /// Waits for the lookups; the files found, or the first failure.
+    func wait() throws(TroveError) -> [Removal] {
+      done.wait()
+      return try result.withLock { $0 }.get()
     }
   }
 
@@ -177,17 +204,17 @@ extension ObjectTable {
   /// Takes the removal records of `digests` (inside a write transaction)
   /// and starts unlinking the files they name, on other threads; the
   /// caller must ``Unlinking/wait()`` before its transaction ends. With
-  /// `parts`, the records are those parts' (recorded by this remover for
+  /// `rows`, the records are those rows' (recorded by this remover for
   /// exactly `digests`), taken whole; else each digest's is looked for.
-  private func startUnlinking(_ digests: [BlobDigest], parts: [Int64]? = nil, _ tx: IndexSession)
+  private func startUnlinking(_ digests: [BlobDigest], rows: [Int64]? = nil, _ tx: IndexSession)
     throws(TroveError) -> Unlinking
   {
     let records: [Removal?]
     if digests.isEmpty {
       records = []
-    } else if let parts {
+    } else if let rows {
       var taken: [BlobDigest: Removal] = [:]
-      for removal in try tx.takeRemovals(parts: parts) { taken[removal.digest] = removal }
+      for removal in try tx.takeRemovals(rows: rows) { taken[removal.digest] = removal }
       records = digests.map { taken[$0] }
     } else {
       records = try tx.takeRemovals(digests)
@@ -368,11 +395,11 @@ extension ObjectTable {
     guard !digests.isEmpty else { return ([], []) }
     var hadRows = [Bool](repeating: false, count: digests.count)
     let finished = try removeInParts(digests, "remove", part: part, explicit: true) {
-      (range, looked, tx) throws(TroveError) -> (digests: [BlobDigest], parts: [Int64]) in
+      (range, lookups, tx) throws(TroveError) -> (digests: [BlobDigest], rows: [Int64]) in
       let part = Array(digests[range])
       for (position, had) in zip(range, try tx.deleteObjects(part)) { hadRows[position] = had }
       journalDrops(part, tx)
-      return (part, try tx.insertRemovals(looked, now: currentTimeNanoseconds()))
+      return (part, try tx.insertRemovals(try lookups.wait(), now: currentTimeNanoseconds()))
     }
     let present = digests.indices.map { hadRows[$0] || finished.unlinked.contains(digests[$0]) }
     return (present, finished.failures)
