@@ -51,7 +51,10 @@ struct RemovalRowsTests {
     let byDigest = Dictionary(uniqueKeysWithValues: all.map { ($0.digest, $0) })
     let sorted = all.map(\.digest).sorted()
     // Called off: the first and last of every row, and one inside.
-    let calledOff = [sorted[0], sorted[capacity - 1], sorted[capacity], sorted[1500], sorted[2499]]
+    let calledOff = [
+      sorted[0], sorted[capacity - 1], sorted[capacity], sorted[1500], sorted[2 * capacity - 1],
+      sorted[2 * capacity], sorted[2499],
+    ]
     let absent = BlobDigest(high: 0, low: 7)
     let taken = try store.index().write("call off") { (tx) throws(TroveError) in
       for digest in sorted.enumerated().filter({ $0.offset % 97 == 0 }).map(\.element) {
@@ -86,6 +89,35 @@ struct RemovalRowsTests {
       #expect(try tx.removals(withPrefix: "").isEmpty)
       #expect(try tx.takeRemovals(rows: ids).isEmpty)
     }
+  }
+
+  @Test("a removal recorded again replaces the record: an rm during an eviction is an rm")
+  func oneRecordPerDigest() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let evicting = removals(3000, seed: 47, explicit: { _ in false })
+    let removing = Array(evicting[1000..<1040]).map {
+      var removal = $0
+      removal.isExplicit = true
+      removal.raw = FileIdentity(inode: 99, writeTime: 1)
+      return removal
+    }
+    let (evictionRows, rmRows) = try store.index().write("record") { (tx) throws(TroveError) in
+      (try tx.insertRemovals(evicting, now: 5), try tx.insertRemovals(removing, now: 6))
+    }
+    try store.index().read("look") { (tx) throws(TroveError) in
+      #expect(try tx.removals(withPrefix: "").count == evicting.count)
+      for removal in removing {
+        let found = try tx.removal(of: removal.digest)
+        #expect(found?.isExplicit == true && found?.raw == removal.raw, "\(removal.digest)")
+      }
+      #expect(try tx.removals(recordedBefore: 6, limit: 5000).count == evicting.count - 40)
+    }
+    let taken = try store.index().write("take") { (tx) throws(TroveError) in
+      (try tx.takeRemovals(rows: evictionRows), try tx.takeRemovals(rows: rmRows))
+    }
+    #expect(taken.0.count == evicting.count - 40 && taken.1.count == 40)
+    #expect(taken.1.allSatisfy { $0.isExplicit })
   }
 
   @Test("rm's removals and the others go in rows of their own; row ids are never reused")

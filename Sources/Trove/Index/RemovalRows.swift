@@ -15,12 +15,15 @@ import Foundation
 extension IndexSession {
   /// Records the first step of removing each of `removals` (their rows are
   /// gone), at `now`: which files are to go, named by their identity so
-  /// that no later step can unlink another file under the same name.
-  /// Returns the ids of the rows recorded (never reused, so only their
-  /// remover takes them by id).
+  /// that no later step can unlink another file under the same name. A
+  /// record of the same digest already there is replaced: there is one
+  /// per digest (an `rm` of an object whose eviction is under way is an
+  /// `rm`, which a read does not call off). Returns the ids of the rows
+  /// recorded (never reused, so only their remover takes them by id).
   @discardableResult
   func insertRemovals(_ removals: [Removal], now: Int64) throws(TroveError) -> [Int64] {
-    try run { db throws(SQLiteConnection.Failure) in
+    _ = try takeRemovals(removals.map(\.digest))
+    return try run { db throws(SQLiteConnection.Failure) in
       try RemovalRow.insert(removals, since: now, db)
     }
   }
@@ -67,12 +70,23 @@ extension IndexSession {
         return found
       }
     }
-    guard let low = digests.min(), let high = digests.max() else { return [] }
+    let sorted = digests.sorted()
+    guard let low = sorted.first, let high = sorted.last else { return [] }
     var found: [BlobDigest: Removal] = [:]
-    for row in try rows(holding: low, high) {
+    for row in try rows(holding: low, high) where row.count > 0 {
+      // Only the digests within the row's range are looked for in it.
+      let first = row.digest(at: 0)
+      let last = row.digest(at: row.count - 1)
+      var start = 0
+      var end = sorted.count
+      while start < end {
+        let middle = (start + end) / 2
+        if sorted[middle] < first { start = middle + 1 } else { end = middle }
+      }
       var taken: [Int] = []
-      for digest in digests {
-        if let position = row.index(of: digest) { taken.append(position) }
+      while start < sorted.count && sorted[start] <= last {
+        if let position = row.index(of: sorted[start]) { taken.append(position) }
+        start += 1
       }
       guard !taken.isEmpty else { continue }
       for position in taken {

@@ -70,8 +70,8 @@ extension ObjectTable {
   /// k + 1 (`firstStep`: given the part's range and its lookups, delete
   /// the rows of those that are to go, wait for the lookups, record their
   /// removals, and return their digests and the rows recorded). One
-  /// commit per part instead of two; the lookups overlap the unlinks, and
-  /// the first part's the deletes of its rows.
+  /// commit per part instead of two; the lookups overlap the unlinks of
+  /// the part before and the deletes of their own part's rows.
   ///
   /// Every first step is on disk before any file of its part goes (the
   /// transaction is durable), and every unlink happens under the index's
@@ -398,8 +398,9 @@ extension ObjectTable {
       (range, lookups, tx) throws(TroveError) -> (digests: [BlobDigest], rows: [Int64]) in
       let part = Array(digests[range])
       for (position, had) in zip(range, try tx.deleteObjects(part)) { hadRows[position] = had }
+      let looked = try lookups.wait()
       journalDrops(part, tx)
-      return (part, try tx.insertRemovals(try lookups.wait(), now: currentTimeNanoseconds()))
+      return (part, try tx.insertRemovals(looked, now: currentTimeNanoseconds()))
     }
     let present = digests.indices.map { hadRows[$0] || finished.unlinked.contains(digests[$0]) }
     return (present, finished.failures)
