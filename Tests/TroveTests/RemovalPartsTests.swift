@@ -394,3 +394,61 @@ struct RemovalPartsTests {
     try expectConsistent(store, "after an eviction with a stuck file")
   }
 }
+
+/// The lookups of a removal's files: one listing of a fan-out folder for
+/// many of its objects, a lookup per name for a few; both find the same.
+@Suite("Removal lookups by listing a folder")
+struct RemovalLookupTests {
+  @Test("40 objects of one folder: listed, each form found as looking each up finds it")
+  func listingAgreesWithLookups() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digests = (0..<40).map { BlobDigest(high: 0xAB00_0000_0000_0000 | UInt64($0), low: 9) }
+    let folder = store.objects.path(digests[0]).split(separator: "/").dropLast().joined(
+      separator: "/")
+    try FileManager.default.createDirectory(
+      atPath: "/" + folder, withIntermediateDirectories: true)
+    // Raw, compressed, both (a conversion cut short), or neither; one a
+    // folder, which is no object file.
+    for (i, digest) in digests.enumerated() {
+      if i % 8 != 7 && i % 8 != 6 {
+        try Data([1]).write(to: URL(fileURLWithPath: store.objects.path(digest)))
+      }
+      if i % 4 == 1 || i % 8 == 6 {
+        try Data([2]).write(
+          to: URL(fileURLWithPath: store.objects.path(digest, compressed: true)))
+      }
+    }
+    try FileManager.default.createDirectory(
+      atPath: store.objects.path(digests[39], compressed: true), withIntermediateDirectories: false)
+    let open = try FileDescriptor.open("/" + folder, [.directory])
+    defer { open.close() }
+    // 30 raw files, 15 compressed ones and the folder.
+    #expect(ObjectTable.names(in: open, lookingUpMany: 40)?.count == 46)
+    #expect(ObjectTable.names(in: open, lookingUpMany: 31) == nil, "too few to list for")
+
+    let listed = try store.objects.removals(of: digests, explicit: false)
+    for (i, digest) in digests.enumerated() {
+      let one = try store.objects.removal(of: digest, explicit: false)
+      #expect(listed[i].raw == one.raw && listed[i].compressed == one.compressed, "\(i)")
+      #expect((one.raw != nil) == (i % 8 != 7 && i % 8 != 6), "\(i) raw")
+      #expect((one.compressed != nil) == ((i % 4 == 1 || i % 8 == 6) && i != 39), "\(i) zst")
+    }
+  }
+
+  @Test("a folder much larger than the objects looked up in it is not listed")
+  func largeFolderNotListed() throws {
+    let scratch = try Scratch()
+    let folder = scratch["many"]
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    for i in 0..<2000 {
+      FileManager.default.createFile(
+        atPath: folder + "/" + String(repeating: "a", count: 24)
+          + String(i, radix: 16).leftPadded(to: 8), contents: nil)
+    }
+    let open = try FileDescriptor.open(folder, [.directory])
+    defer { open.close() }
+    #expect(ObjectTable.names(in: open, lookingUpMany: 32) == nil)
+    #expect(ObjectTable.names(in: open, lookingUpMany: 2000)?.count == 2000)
+  }
+}

@@ -431,8 +431,11 @@ extension ObjectTable {
     inFolders(of: digests, Array(digests.indices), width: 8) { [self] (folder, positions) in
       do throws(TroveError) {
         let folder = try folder.get()
+        let present = folder.flatMap { Self.names(in: $0, lookingUpMany: positions.count) }
         func identity(_ i: Int, _ compressed: Bool) throws(TroveError) -> FileIdentity? {
-          guard let folder, let status = try status(digests[i], compressed: compressed, in: folder),
+          guard let folder,
+            present?.contains(StoreLayout.objectName(digests[i], compressed: compressed)) ?? true,
+            let status = try status(digests[i], compressed: compressed, in: folder),
             status.isRegular
           else { return nil }
           return FileIdentity(status)
@@ -455,6 +458,25 @@ extension ObjectTable {
     }
     if let error = failure.withLock({ $0 }) { throw error }
     return found.withLock { $0.map { $0! } }
+  }
+
+  /// The names in fan-out `folder`, listed when `count` objects are to
+  /// be looked up in it and the folder is not much larger (at most about
+  /// 8 names for each): each object has one form but for a moment in a
+  /// conversion, and a lookup of the absent one costs a search of the
+  /// folder's entries (100,000 failed lookups on XFS took 0.28 s of CPU,
+  /// listing all 256 folders 27 ms). Nil otherwise, or when the listing
+  /// fails: then each name is looked up.
+  ///
+  /// The listing is as good as the lookups: a name published after it —
+  /// none is while the write lock is held — would only be left out of
+  /// the removal, to be adopted back as an object.
+  static func names(in folder: FileDescriptor, lookingUpMany count: Int) -> Set<String>? {
+    // A folder's size is about 40 bytes a name on XFS and ext4, or more.
+    guard count >= 32, let status = try? folder.status(), status.size / 40 <= Int64(count) * 8,
+      let names = try? folder.entries()
+    else { return nil }
+    return Set(names)
   }
 
   /// Finishes removals recorded more than `age` nanoseconds ago, whose
