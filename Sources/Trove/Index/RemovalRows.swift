@@ -70,10 +70,13 @@ extension IndexSession {
         return found
       }
     }
+    guard let low = digests.min(), let high = digests.max() else { return [] }
+    let holding = try rows(holding: low, high)
+    // Most often there is no removal under way: nothing to sort for.
+    guard !holding.isEmpty else { return digests.map { _ in nil } }
     let sorted = digests.sorted()
-    guard let low = sorted.first, let high = sorted.last else { return [] }
     var found: [BlobDigest: Removal] = [:]
-    for row in try rows(holding: low, high) where row.count > 0 {
+    for row in holding where row.count > 0 {
       // Only the digests within the row's range are looked for in it.
       let first = row.digest(at: 0)
       let last = row.digest(at: row.count - 1)
