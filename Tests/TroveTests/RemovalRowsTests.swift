@@ -10,25 +10,13 @@ struct RemovalRowsTests {
   /// `count` removals of made-up digests, every third with a raw file,
   /// every fifth with a compressed one; `rm`'s where `explicit` says.
   func removals(_ count: Int, seed: UInt64, explicit: (Int) -> Bool) -> [Removal] {
-    var generator = SplitMix(seed)
+    var generator = SeededGenerator(seed: seed)
     return (0..<count).map { i in
       Removal(
         digest: BlobDigest(high: generator.next(), low: generator.next()),
         isExplicit: explicit(i),
         raw: i % 3 == 0 ? FileIdentity(inode: generator.next(), writeTime: -Int64(i)) : nil,
         compressed: i % 5 == 0 ? FileIdentity(inode: UInt64(i + 1), writeTime: Int64(i)) : nil)
-    }
-  }
-
-  struct SplitMix {
-    var state: UInt64
-    init(_ seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
     }
   }
 
