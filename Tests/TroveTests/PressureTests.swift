@@ -113,10 +113,43 @@ struct PressureTests {
       try JSONSerialization.jsonObject(
         with: Data(try CLI.run(["--store", store, "stats", "--json"]).stdout)) as? [String: Any])
     let pressure = try #require(stats["lastPressureEviction"] as? [String: Any])
-    // One batch went, measured nothing freed, and the eviction stopped there.
-    #expect(pressure["removedEntries"] as? Int == PressurePolicy.batchSize)
+    // The first batch, one entry, went, measured nothing freed, and the
+    // eviction stopped there.
+    #expect(pressure["removedEntries"] as? Int == 1)
     #expect((pressure["freedBytes"] as? Int ?? .max) < 1 << 20)
-    #expect(stats["entries"] as? Int == 40 - PressurePolicy.batchSize + 1)
+    #expect(stats["entries"] as? Int == 40 - 1 + 1)
+  }
+
+  @Test(
+    "a stream of unknown length on a full volume where eviction frees nothing: one entry goes, then it fails"
+  )
+  func streamStopsAfterTheFirstBatchThatFreedNothing() throws {
+    let scratch = try Scratch(under: TestFilesystems.pressure!)
+    let store = scratch["store"]
+    _ = try CLI.run(["--store", store, "config", "set", "min-free", "0"])
+    // Four 16 MiB objects cloned in from files that stay: evicting one frees nothing.
+    var files: [String] = []
+    for i in 0..<4 {
+      files.append(try scratch.write("src\(i)", Bytes.random(16 << 20, seed: UInt64(1100 + i))))
+    }
+    let put = try CLI.run(["--store", store, "put"] + files)
+    try #require(put.status == 0, "\(put.stderr)")
+    let digests = put.out.split(separator: "\n").map { String($0.prefix(39)) }
+    let filler = scratch["filler"]
+    let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
+    defer { close(fd) }
+    try #require(posix_fallocate(fd, 0, off_t(try freeBytes(scratch.path) - (2 << 20))) == 0)
+    // Through a pipe: a length nobody knows until its end.
+    let elsewhere = try Scratch()
+    let bytes = try elsewhere.write("stream.bin", Bytes.random(8 << 20, seed: 1110))
+    let stream = try CLI.run(
+      ["--store", store, "put", "-v", "-"],
+      prefix: ["/bin/sh", "-c", "cat '\(bytes)' | \"$0\" \"$@\""])
+    let left = try freeBytes(scratch.path)
+    #expect(stream.status != 0, "an 8 MiB stream fit, \(left) bytes free after: \(stream.stderr)")
+    let present = try digests.filter { try CLI.run(["--store", store, "has", $0]).status == 0 }
+    #expect(present.count == 3, "evicted \(4 - present.count) of 4 for a stream that could not fit")
+    #expect(scratch.temporaries("store").isEmpty, "\(scratch.temporaries("store"))")
   }
 
   @Test(

@@ -282,9 +282,8 @@ extension Store {
   ) throws(TroveError) -> PutResult {
     let writer = try makeWriter(
       expectedSize: size, priority: .important,
-      source: "\(reader.name) member \(MessageText.excerpt(member))")
+      source: "\(reader.name) member \(MessageText.excerpt(member))", binding: binding)
     defer { writer.cancel() }
-    writer.binding = binding
     var left = size
     while left > 0 {
       let chunk = try reader.bytes(Int(min(left, 1 << 20)))

@@ -50,9 +50,9 @@ extension Store {
         try object.status().size
       }
     }
-    let writer = try makeWriter(expectedSize: size, priority: .important, source: objectPath)
+    let writer = try makeWriter(
+      expectedSize: size, priority: .important, source: objectPath, binding: binding)
     defer { writer.cancel() }
-    writer.binding = binding
     var method = IngestMethod.stream
     object.adviseSequential()
     if isCompressed {

@@ -43,6 +43,8 @@ final class Download: HTTPBodySink {
   private var hasher = XXH3Hasher()
   private let shaHashers: [SHA2Hasher]
   private var writer: BlobWriter?
+  /// The part file's admission (a private writer has its own).
+  private var admission: Admission?
   private var writes: PressuredWrites
   /// Received bytes are gathered here and hashed and written 1 MiB at a
   /// time: libcurl hands out 16–512 KiB pieces.
@@ -140,7 +142,9 @@ final class Download: HTTPBodySink {
         } else {
           try part.restart(resumeInfo(head))
         }
-        sweeps = try store.admit(
+        let admission = try Admission(store: store)
+        self.admission = admission
+        sweeps = try admission.admit(
           size: total.map { $0 - offset }, priority: request.priority, input: request.url)
       } else {
         writer = try store.makeWriter(
@@ -251,31 +255,26 @@ final class Download: HTTPBodySink {
       digest: hasher.finalize(), size: size, checksums: shaHashers.map { $0.finalize() })
   }
 
-  /// Publishes a finished body: the part file is moved into `tmp/` and
-  /// staged (compressed if the policy says so), or the writer commits.
+  /// Publishes a finished body through the ingest pipeline: the writer
+  /// commits, or the part file is moved into `tmp/`, staged in the form
+  /// the policy chooses and published as a put of its own.
   func publish(_ body: Body) throws(TroveError) -> PutResult {
     if let writer {
       self.writer = nil
       return try writer.commit()
     }
-    guard let part, let file = part.file else {
+    guard let part, let file = part.file, let admission else {
       // An empty body of unknown length wrote nothing: store it from memory.
       return try store.put(bytes: [UInt8](), priority: request.priority)
     }
     let name = try part.handOver()
-    defer { file.close() }
-    let staged: StagedObject
-    do throws(TroveError) {
-      staged = try store.stage(
-        raw: name, file: file, digest: body.digest, size: body.size,
-        policy: store.currentSettings().policy, writes: &writes)
-    } catch {
-      try? store.tmpDirectory.removeFile(name)
-      throw error
-    }
-    defer { if staged.file != file { staged.file.close() } }
-    let outcome = try store.objects.publish(staged)
-    return store.finishPut(outcome, method: .stream, sweeps: sweeps + writes.reliefs)
+    let staged = try store.stage(
+      raw: name, file: file, digest: body.digest, size: body.size, admission: admission,
+      writes: &writes)
+    return try StagedPut(
+      store: store, staged: staged, method: .stream, sweeps: sweeps + writes.reliefs,
+      admission: admission
+    ).publish()
   }
 
   /// Ends a transfer that failed: what arrived whole is written to the

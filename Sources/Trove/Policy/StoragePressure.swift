@@ -39,10 +39,11 @@ public struct FreeSpace: Sendable, Hashable, Codable {
 /// - A put that could not fit even if every unpinned entry went fails at
 ///   once, before writing, naming its input, what it needs and what is free.
 /// - A write that finds the volume full evicts what is still to be written
-///   (one batch when that is unknown), measures, and retries, a bounded
+///   (64 MiB worth when that is unknown), measures, and retries, a bounded
 ///   number of times.
-/// - Evictions for space go batch by batch, each followed by a `statvfs`,
-///   and stop as soon as a batch freed nothing measurable: objects whose
+/// - Evictions for space go batch by batch, each followed by a `statvfs`
+///   — the first batch one entry, each next twice the last —, and stop as
+///   soon as a batch freed nothing measurable: objects whose
 ///   blocks are shared with clones handed out earlier free nothing, and
 ///   removing more of them would empty the cache for nothing.
 ///
@@ -89,24 +90,17 @@ extension Store {
     }
   }
 
-  /// Before a put of `size` bytes of data (nil when unknown; 0 for a
-  /// clone, which takes no data blocks) from `input`: one `statvfs` when
-  /// there is room; else the rules of ``PressurePolicy``. Returns the
-  /// evictions it made (recorded in the sweep log).
+  /// The rule that admits a put of `size` bytes of data (nil when
+  /// unknown; 0 for a clone, which takes no data blocks) from `input` under
+  /// `policy`: one `statvfs` when there is room; else the rules of
+  /// ``PressurePolicy``. Returns the evictions it made (recorded in the
+  /// sweep log) and the free space it measured when that was enough without
+  /// evicting (nil when it evicted, or for a size not known). Ingests reach
+  /// it through their ``Admission``.
   ///
   /// - Throws: `.lowOnSpace` for an opportunistic put below `min-free`;
   ///   `.noSpace` naming `input` when the put cannot fit at all.
-  func admit(size: Int64?, priority: PutPriority, input: String) throws(TroveError)
-    -> [SweepReport]
-  {
-    try admit(size: size, priority: priority, input: input, policy: currentSettings().policy)
-      .sweeps
-  }
-
-  /// ``admit(size:priority:input:)`` under `policy` (settings already
-  /// read); also returns the free space it measured when that was enough
-  /// without evicting (nil when it evicted, or for a size not known).
-  func admit(size: Int64?, priority: PutPriority, input: String, policy: CachePolicy)
+  func makeRoom(size: Int64?, priority: PutPriority, input: String, policy: CachePolicy)
     throws(TroveError) -> (sweeps: [SweepReport], room: FreeSpace?)
   {
     let space = try freeSpace(policy: policy)
@@ -145,7 +139,7 @@ extension Store {
     }
   }
 
-  /// The important put's part of ``admit(size:priority:input:)`` below
+  /// The important put's part of ``makeRoom(size:priority:input:policy:)`` below
   /// `min-free`: the normal sweep, then evictions worth about its size.
   private func relieveLowSpace(size: Int64?, needed: Int64) throws(TroveError) -> [SweepReport] {
     try withSweepLock(waitingAtMost: PressurePolicy.lockWait) {
@@ -178,8 +172,11 @@ extension Store {
   /// Evicts least recently used unpinned entries, batch by batch, each
   /// followed by a `statvfs`, until they recorded `worth` bytes, the volume
   /// has `until` bytes available, `batches` batches were evicted, or a
-  /// batch freed nothing measurable. With `sizedToNeed`, entries larger
-  /// than `worth` are passed over: a small put never costs a large object.
+  /// batch freed nothing measurable. The first batch is one entry, and
+  /// each next one twice the last, up to ``PressurePolicy/batchSize``: where
+  /// eviction frees nothing (blocks shared with clones handed out), one
+  /// entry goes, not a batch. With `sizedToNeed`, entries larger than
+  /// `worth` are passed over: a small put never costs a large object.
   /// Hold the sweep lock.
   private func evictForSpace(
     worth: Int64, until: Int64?, batches: Int, sizedToNeed: Bool
@@ -189,7 +186,7 @@ extension Store {
     var left = batches
     return try removeLeastRecentlyUsed(
       before: nil, now: currentTimeNanoseconds(), dryRun: false, protected: [],
-      planned: &planned, pageSize: PressurePolicy.batchSize,
+      planned: &planned, pageSize: PressurePolicy.batchSize, firstPageSize: 1,
       largest: sizedToNeed ? worth : nil,
       afterBatch: { (batch) throws(TroveError) -> Bool in
         let now = try settledSpace(after: available, freeing: batch.bytes)
@@ -222,8 +219,8 @@ extension Store {
 
   /// After a write found the volume full: gives back the ballast when the
   /// volume is nearly full (so the index can record deletions), evicts
-  /// least recently used entries worth `needed` bytes (one batch when
-  /// unknown), and records it. Returns the report; its `freedBytes` says
+  /// least recently used entries worth `needed` bytes
+  /// (``PressurePolicy/unknownSizeBatch`` when unknown), and records it. Returns the report; its `freedBytes` says
   /// whether retrying can help.
   func relieveFullDisk(needed: Int64?) throws(TroveError) -> SweepReport {
     try withSweepLock(waitingAtMost: PressurePolicy.lockWait) {
@@ -241,7 +238,7 @@ extension Store {
       let relief = try evictForSpace(
         worth: needed.map { $0 + PressurePolicy.margin(for: $0) }
           ?? PressurePolicy.unknownSizeBatch,
-        until: nil, batches: needed == nil ? 1 : .max, sizedToNeed: false)
+        until: nil, batches: .max, sizedToNeed: false)
       var report = SweepReport(reason: .diskFull)
       report.evictedEntries = relief.entries
       report.removedBytes = relief.bytes
@@ -259,7 +256,7 @@ extension Store {
 
 /// Writes into a temp file of `tmp/` under storage pressure: a full
 /// filesystem (ENOSPC, EDQUOT) is met by ``Store/relieveFullDisk(needed:)``
-/// — evicting what is still to be written, or one batch when that is
+/// — evicting what is still to be written, or 64 MiB worth when that is
 /// unknown — and the failed write is retried from where it stopped; bytes
 /// already written are kept. It gives up, throwing the write's error, when
 /// an eviction freed nothing or after ``PressurePolicy/fullDiskRounds``; an

@@ -345,9 +345,12 @@ extension Store {
   /// are enough, or `batches` pages were removed. In a dry run, adds them
   /// to `planned` instead. Entries in `protected` or already `planned` are
   /// passed over, and so are those larger than `largest` (allocated bytes);
-  /// one that changed since it was chosen is skipped and the walk goes on. Each page of up to `pageSize` entries is one
+  /// one that changed since it was chosen is skipped and the walk goes on.
+  /// Each page of up to `pageSize` entries is one
   /// ``ObjectTable/evict(_:now:part:)``; `afterBatch` runs after each and may
-  /// stop the walk. O(removed · log n) through the index's access order.
+  /// stop the walk. With `firstPageSize`, pages start that small and double
+  /// up to `pageSize`, so a caller that measures after each batch stops
+  /// after little when the first frees nothing. O(removed · log n) through the index's access order.
   ///
   /// With the policy's ``CachePolicy/evictRemoteBackedFirst`` (the default)
   /// in a store with remotes, the walk takes the objects a remote is known
@@ -357,7 +360,8 @@ extension Store {
   /// remotes.
   func removeLeastRecentlyUsed(
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<BlobDigest>,
-    planned: inout Set<BlobDigest>, pageSize: Int = Store.sweepBatch, largest: Int64? = nil,
+    planned: inout Set<BlobDigest>, pageSize: Int = Store.sweepBatch, firstPageSize: Int? = nil,
+    largest: Int64? = nil,
     afterBatch: (_ batch: Removal) throws(TroveError) -> Bool = { _ in true },
     until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Removal {
@@ -373,32 +377,36 @@ extension Store {
       let goOn = try removeLeastRecentlyUsed(
         index, remoteBacked: remoteBacked, confirming: remoteBacked == true ? check : nil,
         before: cutoff, now: now, dryRun: dryRun, protected: protected, planned: &planned,
-        pageSize: pageSize, largest: largest, removal: &removal, afterBatch: afterBatch,
-        until: done)
+        pageSize: pageSize, firstPageSize: firstPageSize, largest: largest, removal: &removal,
+        afterBatch: afterBatch, until: done)
       if !goOn || done(removal.bytes) { break }
     }
     return removal
   }
 
-  /// One walk of ``removeLeastRecentlyUsed(before:now:dryRun:protected:planned:pageSize:largest:afterBatch:until:)``:
+  /// One walk of ``removeLeastRecentlyUsed(before:now:dryRun:protected:planned:pageSize:firstPageSize:largest:afterBatch:until:)``:
   /// only over objects a remote holds when `remoteBacked` is true, only
   /// over the others when false; adds to `removal`.
   /// Returns false when `afterBatch` stopped it.
   private func removeLeastRecentlyUsed(
     _ index: Index, remoteBacked: Bool?, confirming check: RemoteCopyCheck?,
     before cutoff: Int64?, now: Int64, dryRun: Bool,
-    protected: Set<BlobDigest>, planned: inout Set<BlobDigest>, pageSize: Int, largest: Int64?,
-    removal: inout Removal, afterBatch: (_ batch: Removal) throws(TroveError) -> Bool,
+    protected: Set<BlobDigest>, planned: inout Set<BlobDigest>, pageSize: Int,
+    firstPageSize: Int?, largest: Int64?, removal: inout Removal,
+    afterBatch: (_ batch: Removal) throws(TroveError) -> Bool,
     until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Bool {
     var cursor: (Int64, String) = (.min, "")
+    var size = min(firstPageSize ?? pageSize, pageSize)
     while !done(removal.bytes) {
       let after = cursor
+      let limit = size
       let page = try index.read("list eviction candidates") { (tx) throws(TroveError) in
         try tx.leastRecentlyUsed(
           after: after, before: cutoff, largest: largest, now: now, remoteBacked: remoteBacked,
-          limit: pageSize)
+          limit: limit)
       }
+      size = min(size * 2, pageSize)
       guard !page.isEmpty else { return true }
       var batch: [StoreEntry] = []
       var batchBytes: Int64 = 0

@@ -1,35 +1,5 @@
 import Foundation
 
-/// A put whose bytes are staged in `tmp/` in their final form, not yet
-/// published: published alone (``publish()``) or with others in one group
-/// commit (``Store/put(files:priority:onProgress:onResult:)``).
-struct PendingPut {
-  let store: Store
-  /// The staged file; this put owns its descriptor.
-  var staged: StagedObject
-  var method: IngestMethod
-  /// Evictions made for this put so far.
-  var sweeps: [SweepReport]
-  var binding: KeyRequest?
-
-  /// Publishes the object as a single put: alone, with its own syncs and
-  /// transaction, or in one group commit with the single puts other
-  /// threads of this process make at the same time (``CommitQueue``).
-  func publish() throws(TroveError) -> PutResult {
-    let outcome = try store.objects.publishCoalescing(staged, binding: binding)
-    for key in binding?.keys ?? [] { store.records.note(staged.digest, key: key) }
-    return store.finishPut(outcome, method: method, sweeps: sweeps)
-  }
-}
-
-/// How far an ingest took an input.
-enum Ingested {
-  /// All the way: the store held the bytes, and the hit is recorded.
-  case finished(PutResult)
-  /// To a staged object, for the caller to publish.
-  case staged(PendingPut)
-}
-
 extension Store {
   /// At most this many objects share one group commit: the temp files
   /// stay open until it (a descriptor each).
@@ -82,10 +52,10 @@ extension Store {
     try requireWritable()
     var results = [Result<PutResult, TroveError>?](repeating: nil, count: paths.count)
     var reported = 0
-    var group: [(index: Int, put: PendingPut)] = []
+    var group: [(index: Int, put: StagedPut)] = []
     var groupBytes: Int64 = 0
     // The settings and the free-space measurement the group's files share.
-    var batch: PutBatch?
+    var admission: Admission?
     // The group committing on its own thread while the next is staged.
     var committing: GroupInFlight?
 
@@ -105,13 +75,12 @@ extension Store {
     }
     func commitGroup() {
       let members = group
-      let shared = batch
       group = []
       groupBytes = 0
-      batch = nil
+      admission = nil
       // One group commits at a time: the next waits for this one.
       collect(wait: true)
-      let work = { [self] in commit(group: members, batch: shared, paths: paths) }
+      let work = { [self] in commit(group: members, paths: paths) }
       if Self.groupCommitsOverlap, members.count > 1 {
         committing = GroupInFlight(work)
       } else {
@@ -121,14 +90,20 @@ extension Store {
 
     for (index, path) in paths.enumerated() {
       do throws(TroveError) {
-        if batch?.isExpired ?? true { batch = try PutBatch(store: self) }
+        let shared: Admission
+        if let current = admission, !current.isExpired {
+          shared = current
+        } else {
+          shared = try Admission(store: self)
+          admission = shared
+        }
         let source = try openSource(path)
         defer { source.close() }
         var progress: ProgressHandler?
         if let onProgress { progress = { @Sendable report in onProgress(index, report) } }
         switch try prepare(
           source, path: path, key: nil, expectedSize: nil, priority: priority,
-          onProgress: progress, grouped: true, batch: batch, atStart: true)
+          onProgress: progress, grouped: true, admission: shared, atStart: true)
         {
         case .finished(let result): results[index] = .success(result)
         case .staged(let put):
@@ -161,47 +136,14 @@ extension Store {
 
   /// Publishes `group` (staged inputs of a put of many files, with their
   /// indexes in `paths`) in one group commit, and returns each input's
-  /// result; a sweep after the group, if the store went over its budget,
-  /// appears under its last new object. Safe to run on another thread
-  /// than the one staging the next group.
-  private func commit(
-    group: [(index: Int, put: PendingPut)], batch: PutBatch?, paths: [String]
-  ) -> GroupInFlight.Outcomes {
-    if group.count == 1, let only = group.first {
-      // One object: its own fsync, never a sync of the whole filesystem.
-      do throws(TroveError) {
-        return [(only.index, .success(try only.put.publish()))]
-      } catch {
-        return [(only.index, .failure(error))]
-      }
+  /// result. Safe to run on another thread than the one staging the next
+  /// group.
+  private func commit(group: [(index: Int, put: StagedPut)], paths: [String])
+    -> GroupInFlight.Outcomes
+  {
+    zip(group, publish(group.map(\.put))).map { member, result in
+      (member.index, result.mapError { Self.naming(paths[member.index], in: $0) })
     }
-    let outcomes = objects.publish(group: group.map(\.put.staged))
-    var results: GroupInFlight.Outcomes = []
-    var stored: [(position: Int, digest: BlobDigest)] = []
-    for ((index, put), outcome) in zip(group, outcomes) {
-      switch outcome {
-      case .success(let published):
-        if case .stored = published { stored.append((results.count, put.staged.digest)) }
-        results.append(
-          (
-            index,
-            .success(
-              finishPut(
-                published, method: put.method, sweeps: put.sweeps, sweepingOverBudget: false,
-                batch: batch))
-          ))
-      case .failure(let error):
-        results.append((index, .failure(Self.naming(paths[index], in: error))))
-      }
-    }
-    if let last = stored.last,
-      let sweep = try? sweepIfOverBudget(protecting: stored.map(\.digest)),
-      case .success(var result) = results[last.position].result
-    {
-      result.sweeps.append(sweep)
-      results[last.position].result = .success(result)
-    }
-    return results
   }
 
   /// `error`, for input `path` of a put of many files: its message names

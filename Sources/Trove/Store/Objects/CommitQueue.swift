@@ -31,7 +31,7 @@ final class CommitQueue: Sendable {
   struct Statistics: Sendable, Equatable {
     /// Commits led, of one object or more.
     var commits = 0
-    /// Of those, commits of more than one object (``ObjectTable/publish(group:)``).
+    /// Of those, commits of more than one object.
     var groups = 0
     /// Objects published by those group commits.
     var objectsInGroups = 0
@@ -140,32 +140,11 @@ final class CommitQueue: Sendable {
 }
 
 extension ObjectTable {
-  /// ``publish(_:binding:)`` for a single put, coalesced with the single
-  /// puts other threads of this process publish at the same time (see
-  /// ``CommitQueue``): a group of several is published by
-  /// ``publish(group:)``, one alone by ``publish(_:binding:)``. The
-  /// staged file is gone from `tmp/` and its descriptor closed when this
-  /// returns or throws.
-  ///
-  /// A put that binds a key is published alone, outside the queue: a group
-  /// commit carries no bindings.
-  func publishCoalescing(_ staged: StagedObject, binding: KeyRequest? = nil) throws(TroveError)
-    -> PublishOutcome
-  {
-    if binding != nil {
-      defer { staged.file.close() }
-      return try publish(staged, binding: binding)
-    }
-    return try commits.publish(staged) { group in
-      if group.count > 1 { return publish(group: group) }
-      // One object: its own fsync, never a sync of the whole filesystem.
-      let only = group[0]
-      defer { only.file.close() }
-      do throws(TroveError) {
-        return [.success(try publish(only))]
-      } catch {
-        return [.failure(error)]
-      }
-    }.get()
+  /// ``publish(_:)`` for a single put, coalesced with the single puts
+  /// other threads of this process publish at the same time (see
+  /// ``CommitQueue``) into one ``publish(group:)``. The staged file is gone
+  /// from `tmp/` and its descriptor closed when this returns or throws.
+  func publishCoalescing(_ staged: StagedObject) throws(TroveError) -> PublishOutcome {
+    try commits.publish(staged) { group in publish(group: group) }.get()
   }
 }

@@ -1,377 +1,501 @@
-/// Group commit: many staged objects published by one durability sequence.
-extension ObjectTable {
-  /// Publishes every object of `group` as ``publish(_:binding:)`` publishes
-  /// one, with the sequence's costs paid once for the group instead of once
-  /// per object; returns one outcome per object, in order. Each staged file
-  /// is gone from `tmp/` and its descriptor closed when this returns, and
-  /// every object is either published and recorded or absent, with its own
-  /// error.
-  ///
-  /// The sequence, for the group:
-  /// 1. Objects of one digest inside the group: the first stands for the
-  ///    rest, whose temp files are dropped (they hold the same bytes) and
-  ///    which count as dedup hits once it is in.
-  /// 2. Fan-out folders still missing are made, then the data: the files
-  ///    of objects not already stored are made durable together — one
-  ///    `syncfs(2)` of the store's filesystem, on kernels where it reports
-  ///    write-back errors (Linux 5.8+), which makes the new folders durable
-  ///    too; where it fails or cannot report, an `fsync(2)` of each file (a
-  ///    file whose sync fails is not published: its own error) and one of
-  ///    `objects/` for the new folders.
-  /// 3. In one index write transaction: dedup hits for digests the store
-  ///    holds (for an object the look before the sync did not find, only
-  ///    its other form is looked for again: the rename finds its own); a
-  ///    rename that never replaces of each new file into its
-  ///    fan-out folder; the new names made durable — one more `syncfs(2)`,
-  ///    or where it fails or cannot report, an `fsync(2)` of each folder a
-  ///    rename touched, once (a folder whose sync fails takes its new
-  ///    objects back out: they fail); then the rows of the objects whose
-  ///    names are durable. So the name is durable before the row can be, as
-  ///    for one object.
-  /// 4. A failed commit takes every file renamed in it back out: they all
-  ///    fail with the commit's error.
-  ///
-  /// A volume too full for the group (a fan-out folder that cannot be
-  /// made, a rename that finds no room in its folder, or an index
-  /// transaction that finds no room for its journal):
-  /// the objects it stopped are published alone afterwards, in order, by
-  /// ``publish(_:binding:)`` — their files renamed back into `tmp/` when
-  /// the transaction had renamed them — so that each one that finds no
-  /// room fails alone and gives its blocks back to the volume for the
-  /// next: the objects that fit are stored, and each of the others fails
-  /// with its own error.
-  ///
-  /// An object whose bytes were thought stored but were evicted meanwhile,
-  /// or whose name was taken between the look and the rename, is published
-  /// alone afterwards by ``publish(_:binding:)``.
-  func publish(group: [StagedObject]) -> [Result<PublishOutcome, TroveError>] {
-    var failures = [Int: TroveError]()
-    var leaders: [Int] = []
-    var followers = [Int: [Int]]()
-    var first = [BlobDigest: Int]()
-    for (i, staged) in group.enumerated() {
-      if let leader = first[staged.digest] {
-        followers[leader, default: []].append(i)
-        try? tmpDirectory.removeFile(staged.name)
-      } else {
-        first[staged.digest] = i
-        leaders.append(i)
-      }
-    }
-    // Each fan-out folder opened (or found missing) once; leaders whose
-    // bytes the store holds are not synced (a hit below).
-    var folders = [String: FileDescriptor]()
-    var missing = Set<String>()
+/// The durability sequence, written once: it publishes a group of staged
+/// objects, and a single put is a group of one.
+///
+/// The sequence, for the group:
+/// 1. Objects of one digest inside the group: the first stands for the
+///    rest, whose temp files are dropped (they hold the same bytes) and
+///    which count as dedup hits once it is in.
+/// 2. A look in each fan-out folder: objects the store already holds are
+///    not synced (they are hits in step 4).
+/// 3. Fan-out folders still missing are made, then the data of the objects
+///    not already stored is made durable — one `syncfs(2)` of the store's
+///    filesystem for a group, on kernels where it reports write-back
+///    errors (Linux 5.8+), which makes the new folders durable too; alone,
+///    or where it fails or cannot report, an `fsync(2)` of each file (a file
+///    whose sync fails is not published: its own error) and one of
+///    `objects/` for the new folders.
+/// 4. In one index write transaction: dedup hits first (one may ask for a
+///    durable commit, which runs the body again, and nothing is renamed
+///    yet); a rename that never replaces of each new file into its fan-out
+///    folder; the new names made durable — one more `syncfs(2)` for a group
+///    touching several folders, else an `fsync(2)` of each folder a rename
+///    touched (a folder whose sync fails takes its new objects back out:
+///    they fail); then the rows, and each object's key binding, of the
+///    objects whose names are durable. So the name is durable before the
+///    row can be.
+/// 5. A failed commit takes every file renamed in it back out: they all
+///    fail with the commit's error.
+///
+/// What a group cannot settle inside its transaction is published alone
+/// after it, as a group of one, in order: an object whose name was taken
+/// between the look and the rename (a hit, or something that is not an
+/// object, which a put alone sets aside into `quarantine/`), one whose
+/// bytes were thought stored but were evicted meanwhile, and those a full
+/// volume stopped (a fan-out folder or a name with no room, an index
+/// journal with no room; files the transaction had renamed go back into
+/// `tmp/` first) — so each that finds no room fails alone and gives its
+/// blocks back to the volume for the next.
+///
+/// Every staged file is gone from `tmp/` and its descriptor closed when
+/// ``run()`` returns; every object is then published and recorded, or
+/// absent with its own error.
+struct GroupCommit {
+  /// Where one object of the group stands.
+  enum State {
+    /// Waiting for the next phase.
+    case pending
+    /// Holds the same digest as the earlier member `leader`: a hit on it.
+    case follower(of: Int)
+    /// The store held the digest at the look: not synced; a hit.
+    case known
+    /// Not stored at the look: its data is synced, then it is renamed.
+    case fresh
+    /// Synced; renamed inside the transaction.
+    case synced(allocated: Int64)
+    /// Renamed into its fan-out folder by the transaction under way.
+    case renamed(allocated: Int64)
+    /// Done.
+    case settled(PublishOutcome)
+    /// To be published alone after the group.
+    case alone
+    /// Failed, with its own error.
+    case failed(TroveError)
+  }
+
+  private struct Member {
+    let staged: StagedObject
+    var state = State.pending
+  }
+
+  private let table: ObjectTable
+  private var members: [Member]
+  /// A group of one: what it finds at its name is settled inside its own
+  /// transaction (a hit, or an odd thing set aside), never deferred.
+  private let isAlone: Bool
+  /// Open fan-out folders by name; names known to be missing.
+  private var folders: [String: FileDescriptor] = [:]
+  private var missingFolders = Set<String>()
+  private var createdFolders: [String] = []
+
+  /// A commit of `group`. `assumingAbsent`: the look of step 2 is skipped
+  /// (the object was thought stored and was not).
+  init(_ table: ObjectTable, _ group: [StagedObject], assumingAbsent: Bool = false) {
+    self.table = table
+    members = group.map { Member(staged: $0, state: assumingAbsent ? .fresh : .pending) }
+    isAlone = group.count == 1
+  }
+
+  /// Runs the sequence; one outcome per object, in order.
+  mutating func run() -> [Result<PublishOutcome, TroveError>] {
     defer { for folder in folders.values { folder.close() } }
-    var known = Set<Int>()
-    for i in leaders {
-      let name = StoreLayout.fanout(group[i].digest)
-      do throws(TroveError) {
-        if folders[name] == nil, !missing.contains(name) {
-          if let folder = try openFolder(of: group[i].digest) {
-            folders[name] = folder
-          } else {
-            missing.insert(name)
-          }
-        }
-        // Each form once (``locate(_:in:)`` looks at the raw form twice, for
-        // a conversion racing past): a miss here only means the file is
-        // synced, and the transaction looks again before it renames.
-        if let folder = folders[name] {
-          if try status(group[i].digest, compressed: false, in: folder) != nil {
-            known.insert(i)
-          } else if try status(group[i].digest, compressed: true, in: folder) != nil {
-            known.insert(i)
-          }
-        }
-      } catch {
-        failures[i] = error
+    assignLeaders()
+    look()
+    makeFolders()
+    let syncedTogether = syncData()
+    syncNewFolders(syncedTogether: syncedTogether)
+    commit()
+    closeSettled()
+    publishAlone()
+    return outcomes()
+  }
+
+  // MARK: Phases before the transaction
+
+  private mutating func assignLeaders() {
+    var first = [BlobDigest: Int]()
+    for i in members.indices {
+      if let leader = first[members[i].staged.digest] {
+        members[i].state = .follower(of: leader)
+        try? table.tmpDirectory.removeFile(members[i].staged.name)
+      } else {
+        first[members[i].staged.digest] = i
       }
     }
-    let fresh = leaders.filter { !known.contains($0) && failures[$0] == nil }
-    // The folders still missing, made before the data sync, which makes
-    // them durable with the data (else one fsync of `objects/` for all of
-    // them, below). A folder the volume has no room for: its objects are
-    // published alone after the group.
-    var folderErrors = [String: TroveError]()
-    var created: [String] = []
-    var roomless: [Int] = []
-    for i in fresh {
-      let name = StoreLayout.fanout(group[i].digest)
-      if folders[name] == nil, folderErrors[name] == nil {
+  }
+
+  /// Each form looked for once (``ObjectTable/locate(_:)`` looks at the raw
+  /// form twice, for a conversion racing past): a miss here only means the
+  /// file is synced, and the transaction looks again before it renames.
+  private mutating func look() {
+    for i in members.indices where isPending(i) {
+      let digest = members[i].staged.digest
+      do throws(TroveError) {
+        guard let folder = try folder(of: digest) else {
+          members[i].state = .fresh
+          continue
+        }
+        var held = try table.status(digest, compressed: false, in: folder) != nil
+        if !held { held = try table.status(digest, compressed: true, in: folder) != nil }
+        members[i].state = held ? .known : .fresh
+      } catch {
+        members[i].state = .failed(error)
+      }
+    }
+  }
+
+  /// The missing folders of fresh objects, made before the data sync, which
+  /// makes them durable with the data (else one `fsync(2)` of `objects/`).
+  /// A folder the volume has no room for: in a group, its objects are
+  /// published alone after it.
+  private mutating func makeFolders() {
+    var errors = [String: TroveError]()
+    for i in members.indices where isFresh(i) {
+      let digest = members[i].staged.digest
+      let name = StoreLayout.fanout(digest)
+      if folders[name] == nil, errors[name] == nil {
         do throws(TroveError) {
-          let (folder, made) = try makeFanoutFolder(group[i].digest)
+          let (folder, made) = try table.makeFanoutFolder(digest)
           folders[name] = folder
-          if made { created.append(name) }
+          missingFolders.remove(name)
+          if made { createdFolders.append(name) }
         } catch {
-          folderErrors[name] = error
+          errors[name] = error
         }
       }
-      if let error = folderErrors[name] {
-        if error.code == .noSpace { roomless.append(i) } else { failures[i] = error }
-      }
-    }
-    let (allocated, syncedTogether) = syncData(
-      group, fresh.filter { failures[$0] == nil }, failures: &failures)
-    if !created.isEmpty, !syncedTogether {
-      do throws(SystemCallError) {
-        try objectsDirectory.sync()
-      } catch {
-        // The new folders may not outlast a power loss: nothing goes in them.
-        let lost = Set(created)
-        for i in fresh
-        where failures[i] == nil && lost.contains(StoreLayout.fanout(group[i].digest)) {
-          failures[i] = TroveError.system(
-            error, "create folder", path: objectsPath + "/" + StoreLayout.fanout(group[i].digest))
-        }
-      }
-    }
-
-    let now = currentTimeNanoseconds()
-    var outcomes = [Int: PublishOutcome]()
-    var renamed: [Int] = []
-    var alone: [Int] = []
-    var failedInside = [Int: TroveError]()
-    do throws(TroveError) {
-      outcomes = try index().write("store \(group.count) objects") {
-        (tx) throws(TroveError) -> [Int: PublishOutcome] in
-        // The body may run again (durably): it starts afresh.
-        renamed = []
-        alone = []
-        failedInside = [:]
-        var out = [Int: PublishOutcome]()
-        // Hits first: one may ask for a durable commit (a removal it calls
-        // off), which reruns this body, and nothing is renamed yet.
-        for i in leaders where failures[i] == nil {
-          let staged = group[i]
-          let folder = folders[StoreLayout.fanout(staged.digest)]
-          // A fresh object's look before the sync found neither form, and
-          // nothing changes `objects/` while this transaction is open: of
-          // what another process published in between, the other form is
-          // looked for here, and the rename below, which never replaces,
-          // finds its own (that object is then settled alone).
-          if let folder, !known.contains(i),
-            try status(staged.digest, compressed: !staged.isCompressed, in: folder) == nil
-          {
-            continue
-          }
-          if let entry = try hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
-            out[i] = .duplicate(entry)
-          } else if known.contains(i) {
-            alone.append(i)  // evicted since the look: its file was not synced
-          }
-        }
-        var touched = [String: [Int]]()
-        for i in fresh where failures[i] == nil && out[i] == nil {
-          let staged = group[i]
-          let fanout = StoreLayout.fanout(staged.digest)
-          guard let folder = folders[fanout] else { continue }
-          let name = StoreLayout.objectName(staged.digest, compressed: staged.isCompressed)
-          do throws(SystemCallError) {
-            try tmpDirectory.renameWithoutReplacing(staged.name, to: name, in: folder)
-          } catch  where error.errno == .fileExists || error.errno == .noSpace {
-            // Appeared since the look, or something that is not an object
-            // (a link, a folder) under its name: settled alone, after, as a
-            // put alone settles it (a hit, or the odd thing set aside). Or
-            // no room for the name in its folder: tried alone, after, once
-            // the objects that failed have given their blocks back.
-            alone.append(i)
-            continue
-          } catch {
-            failedInside[i] = TroveError.system(
-              error, "store", path: path(staged.digest, compressed: staged.isCompressed))
-            continue
-          }
-          renamed.append(i)
-          touched[fanout, default: []].append(i)
-        }
-        // The new names durable before any row: one syncfs for all the
-        // folders (their renames are in the filesystem's journal), or, when
-        // it fails or cannot report a failure, an fsync of each folder.
-        var namesSynced = false
-        if touched.count > 1, Sys.syncfsReportsErrors {
-          namesSynced = syncFilesystem()
-        }
-        for (fanout, members) in touched where !namesSynced {
-          do throws(SystemCallError) {
-            try folders[fanout]?.sync()
-          } catch {
-            for i in members {
-              let staged = group[i]
-              try? folders[fanout]?.removeFile(
-                StoreLayout.objectName(staged.digest, compressed: staged.isCompressed))
-              failedInside[i] = TroveError.system(
-                error, "store", path: path(staged.digest, compressed: staged.isCompressed))
-            }
-            renamed.removeAll { members.contains($0) }
-          }
-        }
-        for i in renamed {
-          let staged = group[i]
-          let entry = StoreEntry(
-            digest: staged.digest, size: staged.size, allocatedBytes: allocated[i] ?? staged.size,
-            created: now, lastAccess: now, isCompressed: staged.isCompressed,
-            storedBytes: staged.storedBytes)
-          try tx.upsert(entry)
-          if let skip = staged.skipped { try tx.countSkip(skip) }
-          out[i] = .stored(entry)
-        }
-        // The others of each digest: hits on what is now in place.
-        for (leader, others) in followers where out[leader] != nil {
-          for i in others {
-            let folder = folders[StoreLayout.fanout(group[i].digest)]
-            if let entry = try hit(tx, group[i].digest, size: group[i].size, now: now, in: folder) {
-              out[i] = .duplicate(entry)
-            }
-          }
-        }
-        return out
-      }
-    } catch  where error.code == .noSpace {
-      // No room for the index's journal: nothing of the transaction
-      // stands. What it renamed goes back to `tmp/`, and every object it
-      // held is published alone below: each that finds no room fails and
-      // frees its blocks for the next.
-      let back = takeBack(renamed.map { group[$0] })
-      for (i, returned) in zip(renamed, back) where !returned {
-        undoPublish(group[i])
-        failures[i] = error
-      }
-      alone = leaders.filter { failures[$0] == nil && failedInside[$0] == nil }
-      roomless = []
-      renamed = []
-    } catch {
-      // Nothing of the transaction stands: take back what it renamed.
-      for i in renamed { undoPublish(group[i]) }
-      for i in leaders + followers.values.flatMap({ $0 }) where failures[i] == nil {
-        failures[i] = error
-      }
-      renamed = []
-      alone = []
-      roomless = []
-    }
-    for (i, error) in failedInside { failures[i] = error }
-    alone = (alone + roomless).sorted()
-    // Objects of the group not yet settled drop their temp files (a failed
-    // or known leader's), unless they are published alone now; each file
-    // is closed as soon as it is settled, so that the blocks of one that
-    // failed go back to the volume (an open file keeps them) before the
-    // next is published alone.
-    let waiting = Set(alone)
-    for i in leaders where !renamed.contains(i) && !waiting.contains(i) {
-      try? tmpDirectory.removeFile(group[i].name)
-    }
-    for i in group.indices where !waiting.contains(i) { group[i].file.close() }
-    for i in alone {
-      do throws(TroveError) {
-        outcomes[i] = try publish(group[i])
-        for other in followers[i] ?? [] {
-          if let entry = try recordHit(group[other].digest, size: group[other].size) {
-            outcomes[other] = .duplicate(entry)
-          }
-        }
-      } catch {
-        failures[i] = error
-      }
-      group[i].file.close()
-    }
-    return group.indices.map { i in
-      if let outcome = outcomes[i] { return .success(outcome) }
-      let leader = first[group[i].digest] ?? i
-      if let error = failures[i] ?? failures[leader] { return .failure(error) }
-      return .failure(
-        TroveError(
-          .ioError, "cannot store \(group[i].digest): it was not published",
-          path: path(group[i].digest)))
-    }
-  }
-
-  /// Renames each of `staged`, published by a group transaction that then
-  /// failed, from its fan-out folder back to its name in `tmp/`, if it is
-  /// still that file and no row records it; whether each went back. One
-  /// index write transaction (it writes no row), as every change to
-  /// `objects/` takes.
-  func takeBack(_ staged: [StagedObject]) -> [Bool] {
-    guard !staged.isEmpty else { return [] }
-    let inodes = staged.map { try? $0.file.status().inode }
-    let back = try? index().write("take back \(staged.count) objects") {
-      (tx) throws(TroveError) -> [Bool] in
-      var back: [Bool] = []
-      for (object, inode) in zip(staged, inodes) {
-        guard let inode, try tx.entry(for: object.digest) == nil,
-          let folder = try openFolder(of: object.digest)
-        else {
-          back.append(false)
-          continue
-        }
-        defer { folder.close() }
-        let name = StoreLayout.objectName(object.digest, compressed: object.isCompressed)
-        guard
-          try status(object.digest, compressed: object.isCompressed, in: folder)?.inode == inode,
-          (try? folder.renameWithoutReplacing(name, to: object.name, in: tmpDirectory)) != nil
-        else {
-          back.append(false)
-          continue
-        }
-        back.append(true)
-      }
-      return back
-    }
-    return back ?? staged.map { _ in false }
-  }
-
-  /// One `syncfs(2)` of the store's filesystem through ``tmpDirectory``;
-  /// whether it vouches for every write of this process's files since they
-  /// were created. A lost write is reported once per open file
-  /// description, and every group of this process syncs through the same
-  /// one: a failure reported to one group may be another's (a group
-  /// staged while this one committed), whose own `syncfs` then succeeds.
-  /// So once one has failed, none vouches again for this table, and every
-  /// later group syncs each file and folder on its own, whose errors are
-  /// each file's. The call and the record of its failure are made under
-  /// one lock, so no other group's sync can slip between them.
-  func syncFilesystem() -> Bool {
-    syncfsLostWrites.withLock { lost in
-      guard !lost else { return false }
-      do throws(SystemCallError) {
-        try tmpDirectory.syncFilesystem()
-        return true
-      } catch {
-        lost = true
-        return false
+      if let error = errors[name] {
+        members[i].state = error.code == .noSpace && !isAlone ? .alone : .failed(error)
       }
     }
   }
 
-  /// Makes the data of `group[fresh]` durable and returns each file's
-  /// allocated bytes; a file that cannot be synced gets its error in
-  /// `failures`. One `syncfs(2)` when it can report a lost write, else
-  /// (or when it fails) an `fsync(2)` per file, which tells which file
-  /// lost its bytes.
-  private func syncData(
-    _ group: [StagedObject], _ fresh: [Int], failures: inout [Int: TroveError]
-  ) -> (allocated: [Int: Int64], syncedTogether: Bool) {
+  /// Makes the data of the fresh objects durable and notes each file's
+  /// allocated bytes; whether one `syncfs(2)` did it for all. When that
+  /// fails, some write of this filesystem was lost (perhaps not ours): each
+  /// file's own `fsync(2)` says whose.
+  private mutating func syncData() -> Bool {
     var ready: [Int] = []
-    for i in fresh {
+    for i in members.indices where isFresh(i) {
       do throws(SystemCallError) {
-        try group[i].file.setPermissions(StoreLayout.objectPermissions)
+        try members[i].staged.file.setPermissions(StoreLayout.objectPermissions)
         ready.append(i)
       } catch {
-        failures[i] = TroveError.system(error, "store", path: path(group[i].digest))
+        members[i].state = .failed(storeError(error, i))
       }
     }
-    // When the sync fails, some write of this filesystem was lost
-    // (perhaps not ours): each file's own sync says whose.
-    let syncedTogether = ready.count > 1 && Sys.syncfsReportsErrors && syncFilesystem()
-    var allocated = [Int: Int64]()
+    let together = ready.count > 1 && Sys.syncfsReportsErrors && table.syncFilesystem()
     for i in ready {
       do throws(SystemCallError) {
-        if !syncedTogether { try group[i].file.sync() }
-        allocated[i] = try group[i].file.status().contentBytes
+        if !together { try members[i].staged.file.sync() }
+        members[i].state = .synced(allocated: try members[i].staged.file.status().contentBytes)
       } catch {
-        failures[i] = TroveError.system(error, "store", path: path(group[i].digest))
+        members[i].state = .failed(storeError(error, i))
       }
     }
-    return (allocated, syncedTogether)
+    return together
+  }
+
+  /// Folders made by ``makeFolders()`` that the data's `syncfs(2)` did not
+  /// make durable: one `fsync(2)` of `objects/`; if it fails, they may not
+  /// outlast a power loss, and nothing goes in them.
+  private mutating func syncNewFolders(syncedTogether: Bool) {
+    guard !createdFolders.isEmpty, !syncedTogether else { return }
+    do throws(SystemCallError) {
+      try table.objectsDirectory.sync()
+    } catch {
+      let lost = Set(createdFolders)
+      for i in members.indices {
+        guard case .synced = members[i].state else { continue }
+        let name = StoreLayout.fanout(members[i].staged.digest)
+        guard lost.contains(name) else { continue }
+        members[i].state = .failed(
+          TroveError.system(error, "create folder", path: table.objectsPath + "/" + name))
+      }
+    }
+  }
+
+  // MARK: The transaction
+
+  /// Step 4, and step 5 when the commit fails.
+  private mutating func commit() {
+    let work = members.map(\.state)
+    let needed = work.contains { state in
+      switch state {
+      case .known, .synced: return true
+      default: return false
+      }
+    }
+    guard needed else { return }
+    let now = currentTimeNanoseconds()
+    var inside = work
+    do throws(TroveError) {
+      let count = members.count
+      try table.index().write(
+        count == 1 ? "store \(members[0].staged.digest)" : "store \(count) objects"
+      ) {
+        (tx) throws(TroveError) in
+        // The body may run again (durably): it starts afresh.
+        inside = work
+        try recordHits(tx, now: now, &inside)
+        var touched = [String: [Int]]()
+        for i in inside.indices {
+          guard case .synced(let allocated) = inside[i] else { continue }
+          inside[i] = try rename(i, allocated: allocated, tx, now: now)
+          if case .renamed = inside[i] {
+            touched[StoreLayout.fanout(members[i].staged.digest), default: []].append(i)
+          }
+        }
+        syncNames(touched, &inside)
+        try writeRows(tx, now: now, &inside)
+      }
+      for i in inside.indices { members[i].state = inside[i] }
+    } catch {
+      undo(after: error, inside)
+    }
+  }
+
+  /// Dedup hits, before anything is renamed. A fresh object's look found
+  /// neither form, and nothing changes `objects/` while the transaction is
+  /// open: of what another process published since, the other form is
+  /// looked for here, and the rename, which never replaces, finds its own.
+  private func recordHits(_ tx: IndexSession, now: Int64, _ work: inout [State])
+    throws(TroveError)
+  {
+    for i in work.indices {
+      let staged = members[i].staged
+      let folder = folders[StoreLayout.fanout(staged.digest)]
+      switch work[i] {
+      case .known:
+        if let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
+          try table.record(staged.binding, for: staged.digest, tx)
+          work[i] = .settled(.duplicate(entry))
+        } else {
+          work[i] = .alone  // evicted since the look: its file was not synced
+        }
+      case .synced:
+        guard let folder,
+          try table.status(staged.digest, compressed: !staged.isCompressed, in: folder) != nil,
+          let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder)
+        else { continue }
+        try table.record(staged.binding, for: staged.digest, tx)
+        work[i] = .settled(.duplicate(entry))
+      default: continue
+      }
+    }
+  }
+
+  /// Renames member `i`'s file into its fan-out folder, never replacing,
+  /// and returns what became of it. Something at its name
+  /// settles a group of one here (a hit; something that is not an object
+  /// is set aside first) and a member of a larger group alone, after; so
+  /// does a folder with no room for the name.
+  private func rename(_ i: Int, allocated: Int64, _ tx: IndexSession, now: Int64)
+    throws(TroveError) -> State
+  {
+    let staged = members[i].staged
+    let name = StoreLayout.objectName(staged.digest, compressed: staged.isCompressed)
+    guard let folder = folders[StoreLayout.fanout(staged.digest)] else {
+      return .failed(table.notFound(staged.digest))
+    }
+    if isAlone, let odd = try? folder.status(of: name, followSymlinks: false), !odd.isRegular {
+      // Something that is not an object (a link, a folder, a FIFO) makes
+      // way for the real one, kept in quarantine.
+      var report = ReconcileReport()
+      try table.setAside(
+        name, inFolder: StoreLayout.fanout(staged.digest), repair: true, into: &report)
+    }
+    do throws(SystemCallError) {
+      try table.tmpDirectory.renameWithoutReplacing(staged.name, to: name, in: folder)
+    } catch  where !isAlone && (error.errno == .fileExists || error.errno == .noSpace) {
+      return .alone
+    } catch  where error.errno == .fileExists {
+      // Only a lock that was not honoured gets here: a file appeared
+      // between the look and the rename. It holds these bytes if it is an
+      // object at all.
+      guard let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder)
+      else {
+        return .failed(
+          table.notAFile(staged.digest, compressed: staged.isCompressed, what: "not a regular file")
+        )
+      }
+      try table.record(staged.binding, for: staged.digest, tx)
+      return .settled(.duplicate(entry))
+    } catch {
+      return .failed(storeError(error, i))
+    }
+    return .renamed(allocated: allocated)
+  }
+
+  /// The new names made durable before any row: one `syncfs(2)` for several
+  /// folders (their renames are in the filesystem's journal), or, when it
+  /// fails or cannot report a failure, an `fsync(2)` of each folder. A
+  /// folder whose sync fails takes its new objects back out.
+  private func syncNames(_ touched: [String: [Int]], _ work: inout [State]) {
+    let together = touched.count > 1 && Sys.syncfsReportsErrors && table.syncFilesystem()
+    guard !together else { return }
+    for (name, renamed) in touched {
+      do throws(SystemCallError) {
+        try folders[name]?.sync()
+      } catch {
+        for i in renamed {
+          let staged = members[i].staged
+          try? folders[name]?.removeFile(
+            StoreLayout.objectName(staged.digest, compressed: staged.isCompressed))
+          work[i] = .failed(storeError(error, i))
+        }
+      }
+    }
+  }
+
+  /// The rows of the renamed objects and their bindings, then the hits of
+  /// the followers on their leaders, now in place.
+  private func writeRows(_ tx: IndexSession, now: Int64, _ work: inout [State]) throws(TroveError) {
+    for i in work.indices {
+      guard case .renamed(let allocated) = work[i] else { continue }
+      let staged = members[i].staged
+      let entry = StoreEntry(
+        digest: staged.digest, size: staged.size, allocatedBytes: allocated, created: now,
+        lastAccess: now, isCompressed: staged.isCompressed, storedBytes: staged.storedBytes)
+      try tx.upsert(entry)
+      if let skip = staged.skipped { try tx.countSkip(skip) }
+      try table.record(staged.binding, for: staged.digest, tx)
+      work[i] = .settled(.stored(entry))
+    }
+    for i in work.indices {
+      guard case .follower(let leader) = work[i], leaderIsIn(work[leader]) else { continue }
+      let staged = members[i].staged
+      let folder = folders[StoreLayout.fanout(staged.digest)]
+      if let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
+        try table.record(staged.binding, for: staged.digest, tx)
+        work[i] = .settled(.duplicate(entry))
+      }
+    }
+  }
+
+  private func leaderIsIn(_ state: State) -> Bool {
+    if case .settled = state { true } else { false }
+  }
+
+  /// Step 5: nothing of the transaction stands. Files it renamed go back
+  /// out. A journal with no room, in a group: they go back into `tmp/`,
+  /// and every object it held is published alone, so each that finds no
+  /// room fails and frees its blocks for the next. Otherwise they all fail
+  /// with the commit's error; their keys are journalled as the index has them.
+  private mutating func undo(after error: TroveError, _ inside: [State]) {
+    let renamed = inside.indices.filter { i in
+      switch inside[i] {
+      case .renamed, .settled(.stored): return true
+      default: return false
+      }
+    }
+    if error.code == .noSpace, !isAlone {
+      let back = table.takeBack(renamed.map { members[$0].staged })
+      let returned = Set(zip(renamed, back).filter(\.1).map(\.0))
+      for i in members.indices {
+        if renamed.contains(i), !returned.contains(i) {
+          table.undoPublish(members[i].staged)
+          members[i].state = .failed(error)
+          continue
+        }
+        switch members[i].state {
+        case .known, .synced, .pending, .fresh, .alone: members[i].state = .alone
+        default: continue
+        }
+      }
+      return
+    }
+    for i in renamed { table.undoPublish(members[i].staged) }
+    for i in members.indices {
+      if case .failed = members[i].state { continue }
+      members[i].state = .failed(error)
+      for key in members[i].staged.binding?.keys ?? [] { table.journalAsIs(key: key) }
+    }
+  }
+
+  // MARK: After the transaction
+
+  /// Drops the temp files of members that are settled or failed (a
+  /// renamed file is no longer there) and closes them; a file is closed
+  /// as soon as it is settled, so that the blocks of one that failed go
+  /// back to the volume (an open file keeps them) before the next is
+  /// published alone.
+  private mutating func closeSettled() {
+    for i in members.indices {
+      if case .alone = members[i].state { continue }
+      if case .follower = members[i].state {
+      } else if case .settled(.stored) = members[i].state {
+      } else {
+        try? table.tmpDirectory.removeFile(members[i].staged.name)
+      }
+      members[i].staged.file.close()
+    }
+  }
+
+  /// Publishes, in order, the members set aside as groups of one; their
+  /// followers are hits on them once they are in.
+  private mutating func publishAlone() {
+    for i in members.indices {
+      guard case .alone = members[i].state else { continue }
+      // Alone already, it was thought stored and was not: no look again.
+      var single = GroupCommit(table, [members[i].staged], assumingAbsent: isAlone)
+      members[i].state = single.runAlone()
+      guard case .settled = members[i].state else { continue }
+      for j in members.indices {
+        guard case .follower(let leader) = members[j].state, leader == i else { continue }
+        let staged = members[j].staged
+        do throws(TroveError) {
+          if let entry = try table.recordHit(
+            staged.digest, size: staged.size, binding: staged.binding)
+          {
+            members[j].state = .settled(.duplicate(entry))
+          }
+        } catch {
+          members[j].state = .failed(error)
+        }
+      }
+    }
+  }
+
+  /// ``run()`` for a group of one, returning its member's final state.
+  private mutating func runAlone() -> State {
+    let outcome = run()[0]
+    switch outcome {
+    case .success(let published): return .settled(published)
+    case .failure(let error): return .failed(error)
+    }
+  }
+
+  private func outcomes() -> [Result<PublishOutcome, TroveError>] {
+    members.indices.map { i in
+      switch members[i].state {
+      case .settled(let outcome): return .success(outcome)
+      case .failed(let error): return .failure(error)
+      case .follower(let leader):
+        if case .failed(let error) = members[leader].state { return .failure(error) }
+      default: break
+      }
+      let digest = members[i].staged.digest
+      return .failure(
+        TroveError(
+          .ioError, "cannot store \(digest): it was not published", path: table.path(digest)))
+    }
+  }
+
+  // MARK: Helpers
+
+  private func isPending(_ i: Int) -> Bool {
+    if case .pending = members[i].state { true } else { false }
+  }
+
+  private func isFresh(_ i: Int) -> Bool {
+    if case .fresh = members[i].state { true } else { false }
+  }
+
+  /// `digest`'s fan-out folder, opened (or found missing) once per group.
+  private mutating func folder(of digest: BlobDigest) throws(TroveError) -> FileDescriptor? {
+    let name = StoreLayout.fanout(digest)
+    if let open = folders[name] { return open }
+    if missingFolders.contains(name) { return nil }
+    guard let folder = try table.openFolder(of: digest) else {
+      missingFolders.insert(name)
+      return nil
+    }
+    folders[name] = folder
+    return folder
+  }
+
+  private func storeError(_ error: SystemCallError, _ i: Int) -> TroveError {
+    let staged = members[i].staged
+    return TroveError.system(
+      error, "store", path: table.path(staged.digest, compressed: staged.isCompressed))
   }
 }

@@ -28,9 +28,12 @@ struct StagedObject {
   var storedBytes: Int64
   /// Why it is raw although compression was on, if it is.
   var skipped: CompressionSkip?
+  /// The key to bind in the transaction that publishes the object or
+  /// counts its dedup hit.
+  var binding: KeyRequest?
 }
 
-/// What ``ObjectTable/publish(_:)`` did.
+/// What ``ObjectTable/publish(group:)`` did to one object.
 enum PublishOutcome {
   /// The staged file is now the object.
   case stored(StoreEntry)

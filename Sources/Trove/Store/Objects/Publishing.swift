@@ -2,98 +2,23 @@
   import Glibc
 #endif
 
-/// Publishing: the one durability sequence, and dedup hits.
+/// Publishing (the one durability sequence, ``GroupCommit``), and dedup hits.
 extension ObjectTable {
-  /// Publishes `staged` as its digest's object, or — when the store
-  /// already holds those bytes — drops it and counts a dedup hit. The
-  /// staged file is gone from `tmp/` when this returns or throws.
-  ///
-  /// The durability sequence: data sync, fan-out folder, then in one index
-  /// transaction a rename that never replaces, the row, and a sync of the
-  /// folder. A failure after the rename undoes it: the put throws and
-  /// leaves nothing. `binding`, when given, is bound in the transaction
-  /// that publishes the object or counts its hit.
-  func publish(_ staged: StagedObject, binding: KeyRequest? = nil) throws(TroveError)
-    -> PublishOutcome
-  {
-    let digest = staged.digest
-    let objectPath = path(digest, compressed: staged.isCompressed)
-    let temp = staged.name
-    var renamed = false
-    defer { if !renamed { try? tmpDirectory.removeFile(temp) } }
+  /// Publishes each of `group` as its digest's object, or — when the store
+  /// already holds those bytes, or an earlier member of the group holds
+  /// them — drops it and counts a dedup hit, binding each member's key in
+  /// the transaction that publishes its object or counts its hit. Returns
+  /// one outcome per object, in order. Every staged file is gone from
+  /// `tmp/` and its descriptor closed when this returns; every object is
+  /// published and recorded, or absent with its own error.
+  func publish(group: [StagedObject]) -> [Result<PublishOutcome, TroveError>] {
+    var commit = GroupCommit(self, group)
+    return commit.run()
+  }
 
-    // Known content: drop the copy before paying for a sync.
-    if try locate(digest) != nil,
-      let entry = try recordHit(digest, size: staged.size, binding: binding)
-    {
-      return .duplicate(entry)
-    }
-    let allocated = try attempt("store", objectPath) { () throws(SystemCallError) -> Int64 in
-      try staged.file.setPermissions(StoreLayout.objectPermissions)
-      try staged.file.sync()
-      return try staged.file.status().contentBytes
-    }
-    let folder = try fanoutFolder(digest)
-    defer { folder.close() }
-    let now = currentTimeNanoseconds()
-    let entry = StoreEntry(
-      digest: digest, size: staged.size, allocatedBytes: allocated, created: now, lastAccess: now,
-      isCompressed: staged.isCompressed, storedBytes: staged.storedBytes)
-    let outcome: PublishOutcome
-    do throws(TroveError) {
-      outcome = try index().write("store \(digest)") {
-        (tx) throws(TroveError) -> PublishOutcome in
-        if let hit = try hit(tx, digest, size: staged.size, now: now) {
-          try record(binding, for: digest, tx)
-          return .duplicate(hit)
-        }
-        // Something that is not an object under its name (a link, a
-        // folder, a FIFO) makes way for the real one, kept in quarantine.
-        let name = StoreLayout.objectName(digest, compressed: staged.isCompressed)
-        if let odd = try? folder.status(of: name, followSymlinks: false), !odd.isRegular {
-          var report = ReconcileReport()
-          try setAside(name, inFolder: StoreLayout.fanout(digest), repair: true, into: &report)
-        }
-        do throws(SystemCallError) {
-          try tmpDirectory.renameWithoutReplacing(
-            temp, to: StoreLayout.objectName(digest, compressed: staged.isCompressed), in: folder)
-        } catch  where error.errno == .fileExists {
-          // Only a lock that was not honoured gets here: a file appeared
-          // between the look above and the rename. It holds these bytes
-          // if it is an object at all.
-          if let hit = try hit(tx, digest, size: staged.size, now: now) {
-            try record(binding, for: digest, tx)
-            return .duplicate(hit)
-          }
-          throw notAFile(digest, compressed: staged.isCompressed, what: "not a regular file")
-        } catch {
-          throw TroveError.system(error, "store", path: objectPath)
-        }
-        renamed = true
-        do throws(TroveError) {
-          try tx.upsert(entry)
-          if let skip = staged.skipped { try tx.countSkip(skip) }
-          try record(binding, for: digest, tx)
-          // The new name is durable before the row can be: whatever survives
-          // a power loss, no row names a file that did not.
-          try attempt("store", objectPath) { () throws(SystemCallError) in try folder.sync() }
-        } catch {
-          // Not published after all: no other writer can have counted on
-          // the file (they wait for this transaction), so it goes.
-          try? folder.removeFile(StoreLayout.objectName(digest, compressed: staged.isCompressed))
-          throw error
-        }
-        return .stored(entry)
-      }
-    } catch {
-      // Renamed, but the commit failed (a full disk, an I/O error, a busy
-      // network filesystem): take the file back, in a transaction of its
-      // own, unless another writer has recorded it since.
-      if renamed { undoPublish(staged) }
-      for key in binding?.keys ?? [] { journalAsIs(key: key) }
-      throw error
-    }
-    return outcome
+  /// ``publish(group:)`` of one object: a group of one.
+  func publish(_ staged: StagedObject) throws(TroveError) -> PublishOutcome {
+    try publish(group: [staged])[0].get()
   }
 
   /// Unlinks the object file `staged` became, if it is still that file
@@ -107,6 +32,63 @@ extension ObjectTable {
         try status(digest, compressed: staged.isCompressed)?.inode == inode
       else { return }
       try? unlinkObject(digest, compressed: staged.isCompressed)
+    }
+  }
+
+  /// Renames each of `staged`, published by a group transaction that then
+  /// failed, from its fan-out folder back to its name in `tmp/`, if it is
+  /// still that file and no row records it; whether each went back. One
+  /// index write transaction (it writes no row), as every change to
+  /// `objects/` takes.
+  func takeBack(_ staged: [StagedObject]) -> [Bool] {
+    guard !staged.isEmpty else { return [] }
+    let inodes = staged.map { try? $0.file.status().inode }
+    let back = try? index().write("take back \(staged.count) objects") {
+      (tx) throws(TroveError) -> [Bool] in
+      var back: [Bool] = []
+      for (object, inode) in zip(staged, inodes) {
+        guard let inode, try tx.entry(for: object.digest) == nil,
+          let folder = try openFolder(of: object.digest)
+        else {
+          back.append(false)
+          continue
+        }
+        defer { folder.close() }
+        let name = StoreLayout.objectName(object.digest, compressed: object.isCompressed)
+        guard
+          try status(object.digest, compressed: object.isCompressed, in: folder)?.inode == inode,
+          (try? folder.renameWithoutReplacing(name, to: object.name, in: tmpDirectory)) != nil
+        else {
+          back.append(false)
+          continue
+        }
+        back.append(true)
+      }
+      return back
+    }
+    return back ?? staged.map { _ in false }
+  }
+
+  /// One `syncfs(2)` of the store's filesystem through ``tmpDirectory``;
+  /// whether it vouches for every write of this process's files since they
+  /// were created. A lost write is reported once per open file
+  /// description, and every group of this process syncs through the same
+  /// one: a failure reported to one group may be another's (a group
+  /// staged while this one committed), whose own `syncfs` then succeeds.
+  /// So once one has failed, none vouches again for this table, and every
+  /// later group syncs each file and folder on its own, whose errors are
+  /// each file's. The call and the record of its failure are made under
+  /// one lock, so no other group's sync can slip between them.
+  func syncFilesystem() -> Bool {
+    syncfsLostWrites.withLock { lost in
+      guard !lost else { return false }
+      do throws(SystemCallError) {
+        try tmpDirectory.syncFilesystem()
+        return true
+      } catch {
+        lost = true
+        return false
+      }
     }
   }
 

@@ -19,7 +19,7 @@ import Foundation
 ///
 /// A full filesystem (ENOSPC, EDQUOT) while writing is met by evicting
 /// least recently used entries — what is still to be written when the
-/// expected size is known, one batch when it is not — and retrying the
+/// expected size is known, 64 MiB worth when it is not — and retrying the
 /// failed write from where it stopped; bytes already written are kept. It
 /// gives up when an eviction freed nothing measurable, or after a bounded
 /// number of rounds (see ``PutResult/sweeps``).
@@ -44,7 +44,7 @@ public final class BlobWriter {
   /// Evictions made for this put before its first byte.
   var sweeps: [SweepReport]
   /// A key to bind in the transaction that publishes the bytes.
-  var binding: KeyRequest?
+  let binding: KeyRequest?
   /// The first bytes, held back until there are enough to judge them;
   /// nil once the form is settled (or when compression is off).
   private var sample: UnsafeMutableRawBufferPointer?
@@ -52,11 +52,9 @@ public final class BlobWriter {
   /// The frame being written, once the sample said to compress.
   private var compressor: Zstd.Compressor?
   private var storedBytes: Int64 = 0
-  /// The policy of a group's settings (``PutBatch``), read once for the
-  /// group: the writer decides by it instead of reading `config.json`'s
-  /// status again. Nil for a put alone, which reads the settings as it
-  /// decides.
-  private let groupPolicy: CachePolicy?
+  /// The admission the bytes came in by: its settings, read once, decide
+  /// their form.
+  private let admission: Admission
 
   private enum State {
     case open
@@ -66,12 +64,11 @@ public final class BlobWriter {
   }
 
   init(
-    store: Store, expectedSize: Int64?, sizeIsExact: Bool = false, mayCompress: Bool = false,
-    priority: PutPriority = .important, sweeps: [SweepReport] = [], limit: SizeLimit,
-    batch: PutBatch? = nil
+    store: Store, admission: Admission, expectedSize: Int64?, sizeIsExact: Bool = false,
+    mayCompress: Bool = false, priority: PutPriority = .important, sweeps: [SweepReport] = [],
+    limit: SizeLimit, binding: KeyRequest? = nil
   ) throws(TroveError) {
-    // The policy before the temp file: settings that cannot be used leave nothing.
-    let policy = try store.settings(for: batch).policy
+    let policy = admission.policy
     (file, name) = try attempt("create temporary file in", store.tmpPath) {
       () throws(SystemCallError) in try store.objects.createStagingFile("put")
     }
@@ -80,7 +77,8 @@ public final class BlobWriter {
     self.sizeIsExact = sizeIsExact && expectedSize != nil
     self.sweeps = sweeps
     self.limit = limit
-    groupPolicy = batch?.settings.policy
+    self.admission = admission
+    self.binding = binding
     writes = PressuredWrites(store: store, priority: priority)
     if mayCompress, policy.compression != .none {
       sample = UnsafeMutableRawBufferPointer.allocate(
@@ -158,7 +156,7 @@ public final class BlobWriter {
     sample = nil
     defer { held.deallocate() }
     let bytes = UnsafeRawBufferPointer(rebasing: held[..<sampled])
-    let policy = try currentPolicy()
+    let policy = admission.policy
     // Unknown length: judged on what is known; a stream too short for the
     // policy's minimum is written raw and judged again when it ends.
     let decision = policy.storage(size: expectedSize ?? Int64(sampled)) { bytes }
@@ -196,12 +194,6 @@ public final class BlobWriter {
       }
     }
     passedOn += Int64(bytes.count)
-  }
-
-  /// The group's policy, or the store's settings as they are now.
-  private func currentPolicy() throws(TroveError) -> CachePolicy {
-    if let groupPolicy { return groupPolicy }
-    return try store.currentSettings().policy
   }
 
   private func streamError(_ error: Zstd.StreamError) -> TroveError {
@@ -331,12 +323,12 @@ public final class BlobWriter {
 
   /// Finishes the bytes written so far — checked, hashed, put in the form
   /// the policy chooses — without publishing them: the caller publishes
-  /// the staged object, alone (``PendingPut/publish()``) or with others in
+  /// the staged object, alone (``StagedPut/publish()``) or with others in
   /// one group commit. After a failed write, throws that failure.
   func finish(
     method: IngestMethod, expecting expected: BlobDigest? = nil, size expectedSize: Int64? = nil
   )
-    throws(TroveError) -> PendingPut
+    throws(TroveError) -> StagedPut
   {
     try requireOpen("commit")
     do throws(TroveError) {
@@ -362,25 +354,18 @@ public final class BlobWriter {
           value: expected.description))
     }
     state = .committed
-    let staged: StagedObject
-    do throws(TroveError) {
-      staged =
-        compressor != nil
-        ? StagedObject(
-          name: name, file: file, digest: digest, size: size, isCompressed: true,
-          storedBytes: storedBytes)
-        : try store.stage(
-          raw: name, file: file, digest: digest, size: size, policy: currentPolicy(),
-          writes: &writes)
-    } catch {
-      file.close()
-      try? store.tmpDirectory.removeFile(name)
-      throw error
-    }
-    if staged.file != file { file.close() }
-    return PendingPut(
+    var staged =
+      compressor != nil
+      ? StagedObject(
+        name: name, file: file, digest: digest, size: size, isCompressed: true,
+        storedBytes: storedBytes)
+      : try store.stage(
+        raw: name, file: file, digest: digest, size: size, admission: admission,
+        writes: &writes)
+    staged.binding = binding
+    return StagedPut(
       store: store, staged: staged, method: method, sweeps: sweeps + writes.reliefs,
-      binding: binding)
+      admission: admission)
   }
 
   /// Discards what was written. Safe to call more than once.
