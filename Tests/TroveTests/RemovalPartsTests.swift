@@ -184,7 +184,7 @@ struct RemovalPartsTests {
   func dropsWhereNamed() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
-    let count = ObjectTable.journalScanMinimum + 16
+    let count = RemovalEngine.journalScanMinimum + 16
     let blobs = (0..<count).map { Bytes.random(600 + 13 * $0, seed: UInt64(7500 + $0)) }
     let digests = try blobs.map { try store.put(bytes: $0).digest }
     // Named by the log: a pin, a key, and a pin taken off again.
@@ -210,15 +210,16 @@ struct RemovalPartsTests {
   func dropsForEveryDigestPastTheLimit() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
-    let digests = try (0..<(ObjectTable.journalScanMinimum + 4)).map {
+    let digests = try (0..<(RemovalEngine.journalScanMinimum + 4)).map {
       try store.put(bytes: Bytes.random(500 + 11 * $0, seed: UInt64(7600 + $0))).digest
     }
     // A key of half the limit on another object (so that the log, four
     // times what it describes at most, is not compacted), then a line that
     // names none of them: the log is too large to read.
     let keeper = try store.put(bytes: Bytes.random(4000, seed: 7699)).digest
-    try store.bind(key: String(repeating: "k", count: ObjectTable.journalScanLimit / 2), to: keeper)
-    let key = String(repeating: "u", count: ObjectTable.journalScanLimit)
+    try store.bind(
+      key: String(repeating: "k", count: RemovalEngine.journalScanLimit / 2), to: keeper)
+    let key = String(repeating: "u", count: RemovalEngine.journalScanLimit)
     let log = try FileHandle(forWritingTo: URL(fileURLWithPath: store.root + "/references.log"))
     try log.seekToEnd()
     try log.write(contentsOf: Data("{\"key\":\"\(key)\",\"op\":\"unbind\"}\n".utf8))
@@ -242,7 +243,7 @@ struct RemovalPartsTests {
       {"digest":"xxh128:0123","op":"unpin"}
 
       """
-    #expect(ObjectTable.digestsNamed(in: Array(log.utf8)) == [a, b, c, d])
+    #expect(RemovalEngine.digestsNamed(in: Array(log.utf8)) == [a, b, c, d])
   }
 
   @Test(
@@ -303,12 +304,12 @@ struct RemovalLookupTests {
     let open = try FileDescriptor.open("/" + folder, [.directory])
     defer { open.close() }
     // 30 raw files, 15 compressed ones and the folder.
-    #expect(ObjectTable.names(in: open, lookingUpMany: 40)?.count == 46)
-    #expect(ObjectTable.names(in: open, lookingUpMany: 31) == nil, "too few to list for")
+    #expect(RemovalEngine.names(in: open, lookingUpMany: 40)?.count == 46)
+    #expect(RemovalEngine.names(in: open, lookingUpMany: 31) == nil, "too few to list for")
 
-    let listed = try store.objects.removals(of: digests, explicit: false)
+    let listed = try store.objects.removals.lookUp(digests, explicit: false)
     for (i, digest) in digests.enumerated() {
-      let one = try store.objects.removal(of: digest, explicit: false)
+      let one = try store.objects.removals.lookUp(digest, explicit: false)
       #expect(listed[i].raw == one.raw && listed[i].compressed == one.compressed, "\(i)")
       #expect((one.raw != nil) == (i % 8 != 7 && i % 8 != 6), "\(i) raw")
       #expect((one.compressed != nil) == ((i % 4 == 1 || i % 8 == 6) && i != 39), "\(i) zst")
@@ -327,7 +328,7 @@ struct RemovalLookupTests {
     }
     let open = try FileDescriptor.open(folder, [.directory])
     defer { open.close() }
-    #expect(ObjectTable.names(in: open, lookingUpMany: 32) == nil)
-    #expect(ObjectTable.names(in: open, lookingUpMany: 2000)?.count == 2000)
+    #expect(RemovalEngine.names(in: open, lookingUpMany: 32) == nil)
+    #expect(RemovalEngine.names(in: open, lookingUpMany: 2000)?.count == 2000)
   }
 }

@@ -5,11 +5,13 @@ import Foundation
 /// packed into blobs, a row for each run of up to ``RemovalRow/capacity``
 /// in the order of their digests.
 ///
-/// A removal of many objects records each part in a few rows and takes
-/// them back by id, not a row per object. Looking up one digest reads the
-/// rows whose digest range holds it (there are none unless a removal is
-/// under way) and searches each by halves. Calling one removal off writes its row again without
-/// it: rare (a put of bytes being removed), and a row is at most 50 KiB.
+/// The records ``RemovalEngine`` keeps; a row's upsert also calls a
+/// removal off. A removal of many objects records each part in a few rows
+/// and takes them back by id, not a row per object. Looking up one digest
+/// reads the rows whose digest range holds it (there are none unless a
+/// removal is under way) and searches each by halves. Calling one removal
+/// off writes its row again without it: rare (a put of bytes being
+/// removed), and a row is at most 50 KiB.
 extension IndexSession {
   /// Records the first step of removing each of `removals` (their rows are
   /// gone), at `now`: which files are to go, named by their identity so
@@ -18,11 +20,14 @@ extension IndexSession {
   /// per digest (an `rm` of an object whose eviction is under way is an
   /// `rm`, which a read does not call off). Returns the ids of the rows
   /// recorded (never reused, so only their remover takes them by id).
+  /// Rows hold up to `perRow` records.
   @discardableResult
-  func insertRemovals(_ removals: [Removal], now: Int64) throws(TroveError) -> [Int64] {
+  func insertRemovals(_ removals: [Removal], now: Int64, perRow: Int = RemovalRow.capacity)
+    throws(TroveError) -> [Int64]
+  {
     _ = try takeRemovals(removals.map(\.digest))
     return try run { db throws(SQLiteConnection.Failure) in
-      try RemovalRow.insert(removals, since: now, db)
+      try RemovalRow.insert(removals, since: now, perRow: perRow, db)
     }
   }
 
@@ -85,11 +90,6 @@ extension IndexSession {
       try run { db throws(SQLiteConnection.Failure) in try row.write(removing: Set(taken), db) }
     }
     return digests.map { found[$0] }
-  }
-
-  /// Deletes the removal records of `digests`; for each, whether there was one.
-  func deleteRemovals(_ digests: [BlobDigest]) throws(TroveError) -> [Bool] {
-    try takeRemovals(digests).map { $0 != nil }
   }
 
   /// Up to `limit` digests whose removal was recorded before `time`
@@ -170,15 +170,16 @@ struct RemovalRow {
   static let capacity = 1024
 
   /// Records `removals` at `since`, `rm`'s apart from the others, in rows
-  /// of up to ``capacity``; returns the rows' ids.
-  static func insert(_ removals: [Removal], since: Int64, _ db: SQLiteConnection)
-    throws(SQLiteConnection.Failure) -> [Int64]
-  {
+  /// of up to `perRow` (at most ``capacity``); returns the rows' ids.
+  static func insert(
+    _ removals: [Removal], since: Int64, perRow: Int = capacity, _ db: SQLiteConnection
+  ) throws(SQLiteConnection.Failure) -> [Int64] {
+    let perRow = min(max(1, perRow), capacity)
     var ids: [Int64] = []
     for explicit in [false, true] {
       let kind = removals.filter { $0.isExplicit == explicit }.sorted { $0.digest < $1.digest }
-      for start in stride(from: 0, to: kind.count, by: capacity) {
-        let run = kind[start..<min(start + capacity, kind.count)]
+      for start in stride(from: 0, to: kind.count, by: perRow) {
+        let run = kind[start..<min(start + perRow, kind.count)]
         guard let first = run.first, let last = run.last else { continue }
         try db.query(
           """
