@@ -116,7 +116,7 @@ final class Index: Sendable {
   /// statement waits (30 s).
   ///
   /// With `readOnly` (a read-only store) the file is opened as it is
-  /// (`SQLITE_OPEN_READONLY`), never created, upgraded or switched to
+  /// (`SQLITE_OPEN_READONLY`), never created or switched to
   /// another journal mode. A WAL-mode index on a read-only volume is read
   /// through its persisted `-shm` and `-wal` files (SQLite reads a WAL it
   /// cannot write to its shared memory into private memory); when even that

@@ -1,9 +1,9 @@
 import Foundation
 
 /// The index's schema (`PRAGMA user_version`): one version, made whole
-/// when the index is new. A store made by a release whose schema differs
-/// is upgraded by a migration kept for that release (see CHANGELOG.md);
-/// an index of a newer version is refused.
+/// when the index is new; an index of a newer version is refused.
+/// Migrations are kept only from one released version to the next (see
+/// CHANGELOG.md): there is none before the first release.
 enum Schema {
   static let version: Int64 = 1
 
