@@ -128,13 +128,13 @@ struct EvictionTests {
         try scratch.write("in/\($0)", Bytes.random(100, seed: UInt64($0)))
       }
     ).map { try $0.get().digest }
-    let records = try store.objects.removals(of: digests, explicit: true)
+    let records = try store.objects.removals.lookUp(digests, explicit: true)
     let groupOf = records.map { $0.raw!.inode >> UInt64(geometry.inodeBits) }
     let groups = Set(groupOf)
     // Eight staging folders, each in the group XFS chose for it in turn.
     if geometry.count >= 2 { #expect(groups.count >= 2, "objects' groups: \(groups)") }
     let cores = ProcessInfo.processInfo.activeProcessorCount
-    let lanes = store.objects.unlinkLanes(records, Array(digests.indices))
+    let lanes = store.objects.removals.unlinkLanes(records, Array(digests.indices))
     if min(groups.count, cores) < 2 {
       #expect(lanes == nil)
     } else {

@@ -217,7 +217,7 @@ struct LeftoverTests {
     // What a remover killed between its two steps leaves: the row gone,
     // the removal recorded, the file still there.
     for (digest, since) in [(stale, now - 120_000_000_000), (fresh, now)] {
-      let removal = try store.objects.removal(of: digest, explicit: true)
+      let removal = try store.objects.removals.lookUp(digest, explicit: true)
       try store.index().write("remove halfway") { (tx) throws(TroveError) in
         _ = try tx.deleteObjects([digest])
         try tx.insertRemovals([removal], now: since)
@@ -255,7 +255,7 @@ struct LeftoverTests {
       // Two removals a killed remover left two minutes ago, one of them
       // with a file nobody can unlink.
       for digest in [stuck, gone] {
-        let removal = try store.objects.removal(of: digest, explicit: true)
+        let removal = try store.objects.removals.lookUp(digest, explicit: true)
         try store.index().write("remove halfway") { (tx) throws(TroveError) in
           _ = try tx.deleteObjects([digest])
           try tx.insertRemovals([removal], now: currentTimeNanoseconds() - 120_000_000_000)

@@ -53,7 +53,8 @@ func cutRemoval(_ digest: BlobDigest, explicit: Bool, in store: Store) throws {
   try store.index().write("test: a removal's first step") { (tx) throws(TroveError) in
     _ = try tx.deleteObjects([digest])
     try tx.insertRemovals(
-      [try store.objects.removal(of: digest, explicit: explicit)], now: currentTimeNanoseconds())
+      [try store.objects.removals.lookUp(digest, explicit: explicit)], now: currentTimeNanoseconds()
+    )
   }
 }
 
@@ -322,7 +323,7 @@ struct LifecycleTests {
         try db.query("DELETE FROM objects WHERE digest = ?", [.text(digest.hex)])
       }
       try tx.insertRemovals(
-        [try store.objects.removal(of: digest, explicit: false)], now: currentTimeNanoseconds())
+        [try store.objects.removals.lookUp(digest, explicit: false)], now: currentTimeNanoseconds())
     }
     try FileManager.default.removeItem(atPath: store.objectFilePath(digest))
     #expect(try store.statistics().keys == 1)

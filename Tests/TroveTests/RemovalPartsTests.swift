@@ -184,7 +184,7 @@ struct RemovalPartsTests {
   func dropsWhereNamed() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
-    let count = ObjectTable.journalScanMinimum + 16
+    let count = RemovalEngine.journalScanMinimum + 16
     let blobs = (0..<count).map { Bytes.random(600 + 13 * $0, seed: UInt64(7500 + $0)) }
     let digests = try blobs.map { try store.put(bytes: $0).digest }
     // Named by the log: a pin, a key, and a pin taken off again.
@@ -210,15 +210,16 @@ struct RemovalPartsTests {
   func dropsForEveryDigestPastTheLimit() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
-    let digests = try (0..<(ObjectTable.journalScanMinimum + 4)).map {
+    let digests = try (0..<(RemovalEngine.journalScanMinimum + 4)).map {
       try store.put(bytes: Bytes.random(500 + 11 * $0, seed: UInt64(7600 + $0))).digest
     }
     // A key of half the limit on another object (so that the log, four
     // times what it describes at most, is not compacted), then a line that
     // names none of them: the log is too large to read.
     let keeper = try store.put(bytes: Bytes.random(4000, seed: 7699)).digest
-    try store.bind(key: String(repeating: "k", count: ObjectTable.journalScanLimit / 2), to: keeper)
-    let key = String(repeating: "u", count: ObjectTable.journalScanLimit)
+    try store.bind(
+      key: String(repeating: "k", count: RemovalEngine.journalScanLimit / 2), to: keeper)
+    let key = String(repeating: "u", count: RemovalEngine.journalScanLimit)
     let log = try FileHandle(forWritingTo: URL(fileURLWithPath: store.root + "/references.log"))
     try log.seekToEnd()
     try log.write(contentsOf: Data("{\"key\":\"\(key)\",\"op\":\"unbind\"}\n".utf8))
@@ -242,128 +243,7 @@ struct RemovalPartsTests {
       {"digest":"xxh128:0123","op":"unpin"}
 
       """
-    #expect(ObjectTable.digestsNamed(in: Array(log.utf8)) == [a, b, c, d])
-  }
-
-  @Test(
-    "an index an older trove left at schema 6 is upgraded: evictions after keep the totals exact")
-  func upgradeFromSix() throws {
-    let scratch = try Scratch()
-    let root = scratch["store"]
-    _ = try populated(scratch, count: 20)
-    // Schema 6 as it was: the totals trigger without its WHEN clause.
-    let oldTrigger = """
-      CREATE TRIGGER objects_removed AFTER DELETE ON objects BEGIN \
-      UPDATE counters SET value = value - CASE name WHEN 'entries' THEN 1 \
-      WHEN 'logical_bytes' THEN OLD.size WHEN 'allocated_bytes' THEN OLD.allocated \
-      WHEN 'stored_bytes' THEN COALESCE(OLD.stored, OLD.size) ELSE OLD.compressed END \
-      WHERE name IN ('entries', 'logical_bytes', 'allocated_bytes', 'stored_bytes', \
-      'compressed_entries'); END
-      """
-    let downgrade = """
-      import sys, sqlite3
-      c = sqlite3.connect(sys.argv[1])
-      c.execute("DROP TRIGGER objects_removed")
-      c.execute(sys.argv[2])
-      c.execute("DROP TABLE removals")
-      c.execute(sys.argv[3])
-      c.execute("PRAGMA user_version = 6")
-      c.commit()
-      """
-    let python = try #require(FaultServer.python, FaultServer.missing)
-    let run = try CLI.run(
-      [], prefix: [python, "-c", downgrade, root + "/index.sqlite", oldTrigger, Self.removingTable]
-    )
-    #expect(run.status == 0, "\(run.stderr)")
-
-    let store = try Store(StoreConfiguration(root: root))
-    try expectConsistent(store, "after the upgrade")
-    let total = try store.statistics().allocatedBytes
-    #expect(try store.sweep(SweepOptions(budget: total / 2)).removedEntries > 0)
-    try expectConsistent(store, "after a sweep")
-    let look = """
-      import sys, sqlite3
-      c = sqlite3.connect(sys.argv[1])
-      print(c.execute("PRAGMA user_version").fetchone()[0])
-      print(c.execute("SELECT sql FROM sqlite_master WHERE name = 'objects_removed'").fetchone()[0])
-      """
-    let schema = try CLI.run([], prefix: [python, "-c", look, root + "/index.sqlite"])
-    let text = String(decoding: schema.stdout, as: UTF8.self)
-    #expect(schema.status == 0 && text.hasPrefix("8\n"), "\(text) \(schema.stderr)")
-    #expect(text.contains("bulk_removal"), "\(text)")
-  }
-
-  /// Schema 7's table of removals in progress, a row per object.
-  static let removingTable = """
-    CREATE TABLE removing(digest TEXT PRIMARY KEY NOT NULL, since INTEGER NOT NULL, \
-    explicit INTEGER NOT NULL DEFAULT 0, raw_file TEXT, zst_file TEXT) WITHOUT ROWID
-    """
-
-  @Test("an upgrade from schema 7 keeps the removals in progress, as parts, and they finish")
-  func upgradeFromSevenKeepsRemovals() throws {
-    let scratch = try Scratch()
-    let root = scratch["store"]
-    let (store, digests) = try populated(scratch, count: 6)
-    // What removers killed between their two steps left at schema 7: the
-    // rows gone, a record per object naming its files. Two `rm`s from two
-    // minutes ago (one of a compressed file), an eviction from now.
-    let chosen = [digests[2], digests[3], digests[4]]
-    let paths = try chosen.map { (digest) throws -> String in
-      try #require(
-        [false, true].map { store.objects.path(digest, compressed: $0) }.first {
-          FileManager.default.fileExists(atPath: $0)
-        })
-    }
-    #expect(paths[1].hasSuffix(StoreLayout.compressedSuffix), "object 3 is stored compressed")
-    _ = try store.index().write("remove halfway") { (tx) throws(TroveError) in
-      try tx.deleteObjects(chosen)
-    }
-    let now = currentTimeNanoseconds()
-    let downgrade = """
-      import sys, os, sqlite3
-      c = sqlite3.connect(sys.argv[1])
-      c.execute("DROP TABLE removals")
-      c.execute(sys.argv[2])
-      now = int(sys.argv[3])
-      for i, (digest, path) in enumerate(zip(sys.argv[4:7], sys.argv[7:10])):
-        st = os.stat(path)
-        ident = "%d:%d" % (st.st_ino, st.st_mtime_ns)
-        raw, zst = (None, ident) if path.endswith(".zst") else (ident, None)
-        since, explicit = (now, 0) if i == 2 else (now - 120000000000, 1)
-        c.execute("INSERT INTO removing VALUES (?,?,?,?,?)", (digest, since, explicit, raw, zst))
-      c.execute("PRAGMA user_version = 7")
-      c.commit()
-      """
-    let python = try #require(FaultServer.python, FaultServer.missing)
-    let run = try CLI.run(
-      [],
-      prefix: [python, "-c", downgrade, root + "/index.sqlite", Self.removingTable, "\(now)"]
-        + chosen.map(\.hex) + paths)
-    #expect(run.status == 0, "\(run.stderr)")
-
-    let upgraded = try Store(StoreConfiguration(root: root))
-    let found = try upgraded.index().read("removals") { (tx) throws(TroveError) in
-      try tx.removals(withPrefix: "")
-    }
-    #expect(Set(found.keys) == Set(chosen), "every record kept")
-    for (digest, path) in zip(chosen, paths) {
-      let file = try FileDescriptor.open(path, [])
-      defer { file.close() }
-      let removal = try #require(found[digest])
-      #expect((removal.raw ?? removal.compressed) == FileIdentity(try file.status()), "\(path)")
-      #expect(removal.isExplicit == (digest != chosen[2]))
-    }
-    // The two stale `rm`s finish at the next sweep; the fresh eviction is
-    // its remover's, for now.
-    let finished = try upgraded.objects.finishStaleRemovals(olderThan: 60_000_000_000)
-    #expect(finished.finished == 2 && finished.failure == nil)
-    #expect(!FileManager.default.fileExists(atPath: paths[0]))
-    #expect(!FileManager.default.fileExists(atPath: paths[1]))
-    #expect(FileManager.default.fileExists(atPath: paths[2]))
-    let left = try upgraded.index().read("removals") { (tx) throws(TroveError) in
-      try tx.removals(withPrefix: "")
-    }
-    #expect(Set(left.keys) == [chosen[2]])
+    #expect(RemovalEngine.digestsNamed(in: Array(log.utf8)) == [a, b, c, d])
   }
 
   @Test(
@@ -424,12 +304,12 @@ struct RemovalLookupTests {
     let open = try FileDescriptor.open("/" + folder, [.directory])
     defer { open.close() }
     // 30 raw files, 15 compressed ones and the folder.
-    #expect(ObjectTable.names(in: open, lookingUpMany: 40)?.count == 46)
-    #expect(ObjectTable.names(in: open, lookingUpMany: 31) == nil, "too few to list for")
+    #expect(RemovalEngine.names(in: open, lookingUpMany: 40)?.count == 46)
+    #expect(RemovalEngine.names(in: open, lookingUpMany: 31) == nil, "too few to list for")
 
-    let listed = try store.objects.removals(of: digests, explicit: false)
+    let listed = try store.objects.removals.lookUp(digests, explicit: false)
     for (i, digest) in digests.enumerated() {
-      let one = try store.objects.removal(of: digest, explicit: false)
+      let one = try store.objects.removals.lookUp(digest, explicit: false)
       #expect(listed[i].raw == one.raw && listed[i].compressed == one.compressed, "\(i)")
       #expect((one.raw != nil) == (i % 8 != 7 && i % 8 != 6), "\(i) raw")
       #expect((one.compressed != nil) == ((i % 4 == 1 || i % 8 == 6) && i != 39), "\(i) zst")
@@ -448,7 +328,7 @@ struct RemovalLookupTests {
     }
     let open = try FileDescriptor.open(folder, [.directory])
     defer { open.close() }
-    #expect(ObjectTable.names(in: open, lookingUpMany: 32) == nil)
-    #expect(ObjectTable.names(in: open, lookingUpMany: 2000)?.count == 2000)
+    #expect(RemovalEngine.names(in: open, lookingUpMany: 32) == nil)
+    #expect(RemovalEngine.names(in: open, lookingUpMany: 2000)?.count == 2000)
   }
 }

@@ -56,11 +56,6 @@ final class Index: Sendable {
   var isStale: Bool { changedUnderUs.load(ordering: .relaxed) }
   /// The database file's path without symbolic links.
   private let resolvedPath: String
-  /// The schema version as found: ``Schema/version``, or an older one a
-  /// read-only store's index was left at (``Schema/oldestReadable``).
-  let schemaVersion: Int64
-  /// Whether the index has the tables of what remotes hold (schema 6).
-  var knowsRemoteHoldings: Bool { schemaVersion >= 6 }
   private let damageHandler = Mutex<(@Sendable (TroveError) -> Void)?>(nil)
 
   /// Called (once) when a statement finds the database damaged.
@@ -121,7 +116,7 @@ final class Index: Sendable {
   /// statement waits (30 s).
   ///
   /// With `readOnly` (a read-only store) the file is opened as it is
-  /// (`SQLITE_OPEN_READONLY`), never created, upgraded or switched to
+  /// (`SQLITE_OPEN_READONLY`), never created or switched to
   /// another journal mode. A WAL-mode index on a read-only volume is read
   /// through its persisted `-shm` and `-wal` files (SQLite reads a WAL it
   /// cannot write to its shared memory into private memory); when even that
@@ -147,12 +142,10 @@ final class Index: Sendable {
       journalMode = opened.mode
       needsRebuild = opened.needsRebuild
       unlockedLook = opened.unlockedLook
-      schemaVersion = opened.version
       connection = Mutex(opened.db)
       return
     }
     unlockedLook = nil
-    schemaVersion = Schema.version
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
     var attempt = 0
@@ -183,7 +176,7 @@ final class Index: Sendable {
         // default 2 MiB spilled them into the WAL mid-transaction.
         try db.execute(
           "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;")
-        (found, _) = try Schema.migrate(db)
+        (found, _) = try Schema.create(db)
         if found <= Schema.version {
           try db.query("SELECT value FROM counters WHERE name = 'rebuild_pending'") { row in
             pending = row.integer(0)
@@ -222,8 +215,7 @@ final class Index: Sendable {
   /// recovering it takes writing), and returning the look of its files
   /// that every later read checks (``UnlockedIndexLook``).
   private static func openReadOnly(path: String, resolvedPath: String) throws(TroveError) -> (
-    db: SQLiteConnection, mode: String, needsRebuild: Bool, unlockedLook: UnlockedIndexLook?,
-    version: Int64
+    db: SQLiteConnection, mode: String, needsRebuild: Bool, unlockedLook: UnlockedIndexLook?
   ) {
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
@@ -240,7 +232,7 @@ final class Index: Sendable {
           immutable: look != nil)
         try db.query("PRAGMA user_version") { row in found = row.integer(0) }
         try db.query("PRAGMA journal_mode") { row in mode = row.text(0).lowercased() }
-        if found >= Schema.oldestReadable {
+        if found == Schema.version {
           try db.query("SELECT value FROM counters WHERE name = 'rebuild_pending'") { row in
             pending = row.integer(0)
           }
@@ -260,16 +252,16 @@ final class Index: Sendable {
         throw Self.error(error, "open index", path)
       }
       guard found <= Schema.version else { throw newer(found, path) }
-      guard found >= Schema.oldestReadable else {
+      guard found == Schema.version else {
         throw TroveError(
           .readOnlyStore,
-          "index '\(path)' has schema version \(found), which this trove upgrades to \(Schema.version) by writing it, and the store is read-only",
-          path: path)
+          "index '\(path)' has schema version \(found), not \(Schema.version), and the store is read-only: open it once where it is writable",
+          path: path, value: "\(found)")
       }
       if let look, try UnlockedIndexLook.take(resolvedPath, shown: path) != look {
         throw UnlockedIndexLook.changed(path)
       }
-      return (db, mode, pending != 0, look, found)
+      return (db, mode, pending != 0, look)
     }
   }
 
@@ -345,9 +337,7 @@ final class Index: Sendable {
       do throws(TroveError) {
         return .success(
           try body(
-            IndexSession(
-              db: db, path: path, action: action,
-              legacyRemovals: schemaVersion < Schema.packedRemovals)))
+            IndexSession(db: db, path: path, action: action)))
       } catch {
         return .failure(error)
       }
@@ -383,8 +373,7 @@ final class Index: Sendable {
       do throws(TroveError) {
         let value = try body(
           IndexSession(
-            db: db, path: path, action: action, isDurable: durable, inTransaction: true,
-            legacyRemovals: schemaVersion < Schema.packedRemovals))
+            db: db, path: path, action: action, isDurable: durable, inTransaction: true))
         do throws(SQLiteConnection.Failure) {
           try db.execute("COMMIT")
         } catch
@@ -418,8 +407,10 @@ final class Index: Sendable {
 }
 
 /// The index as one read or one write transaction sees it. Its methods,
-/// spread over one file per table (ObjectRows, PinRows, KeyRows,
-/// Counters), turn SQLite failures into ``TroveError``s naming the index.
+/// spread over one file per table (ObjectRows and ListingRows for
+/// `objects`, KeyRows for `keys` and `checksums`, PinRows, RemoteRows for
+/// `remote_objects`, RemovalRows, Counters for `counters` and `sweeps`),
+/// turn SQLite failures into ``TroveError``s naming the index.
 struct IndexSession {
   let db: SQLiteConnection
   let path: String
@@ -428,9 +419,6 @@ struct IndexSession {
   var isDurable = false
   /// Whether this session is a write transaction (``Index/write(_:durable:_:)``).
   var inTransaction = false
-  /// Whether the index keeps removals a row per object (`removing`, schema
-  /// 7 and older: a read-only store's), not packed in runs.
-  var legacyRemovals = false
 
   /// Asks for this transaction to be committed durably: when it would not
   /// be, throws, and ``Index/write(_:durable:_:)`` runs it again so.

@@ -310,14 +310,11 @@ extension IndexSession {
   /// Runs `deletes` — which delete up to `rows` rows of `objects`, adding
   /// each to the totals it is given — with this connection's triggers
   /// off, then takes the totals off the counters at once: the
-  /// `objects_removed` trigger's five counter updates per row were half
-  /// the cost of an eviction's index work, and it cost a third of it even
-  /// standing aside. Other connections fire it as ever (older releases
-  /// make it stand aside while a `bulk_removal` counter exists, inside
-  /// their own transaction). For fewer than ``bulkRemovalMinimum`` rows the
-  /// trigger keeps the totals: turning it off and on costs more (every
-  /// prepared statement is prepared again after; a repair forgets objects
-  /// one at a time).
+  /// `objects_removed` trigger's five counter updates per row are much of
+  /// a removal's index work. Other connections fire it as ever. For fewer
+  /// than ``bulkRemovalMinimum`` rows the trigger keeps the totals: turning
+  /// it off and on costs more (every prepared statement is prepared again
+  /// after; a repair forgets objects one at a time).
   private static func inBulkRemoval<T>(
     _ db: SQLiteConnection, rows: Int,
     _ deletes: (inout RemovedTotals) throws(SQLiteConnection.Failure) -> T

@@ -5,13 +5,13 @@ import Foundation
 /// packed into blobs, a row for each run of up to ``RemovalRow/capacity``
 /// in the order of their digests.
 ///
-/// A removal of many objects records each part in a few rows and takes
-/// them back by id; a row per object made those two steps cost about 4 µs
-/// an object (evicting 100,000: 142 ms to insert the records, 255–293 ms
-/// to take them). Looking up one digest reads the rows whose digest range
-/// holds it (there are none unless a removal is under way) and searches
-/// each by halves. Calling one removal off writes its row again without
-/// it: rare (a put of bytes being removed), and a row is at most 50 KiB.
+/// The records ``RemovalEngine`` keeps; a row's upsert also calls a
+/// removal off. A removal of many objects records each part in a few rows
+/// and takes them back by id, not a row per object. Looking up one digest
+/// reads the rows whose digest range holds it (there are none unless a
+/// removal is under way) and searches each by halves. Calling one removal
+/// off writes its row again without it: rare (a put of bytes being
+/// removed), and a row is at most 50 KiB.
 extension IndexSession {
   /// Records the first step of removing each of `removals` (their rows are
   /// gone), at `now`: which files are to go, named by their identity so
@@ -20,17 +20,19 @@ extension IndexSession {
   /// per digest (an `rm` of an object whose eviction is under way is an
   /// `rm`, which a read does not call off). Returns the ids of the rows
   /// recorded (never reused, so only their remover takes them by id).
+  /// Rows hold up to `perRow` records.
   @discardableResult
-  func insertRemovals(_ removals: [Removal], now: Int64) throws(TroveError) -> [Int64] {
+  func insertRemovals(_ removals: [Removal], now: Int64, perRow: Int = RemovalRow.capacity)
+    throws(TroveError) -> [Int64]
+  {
     _ = try takeRemovals(removals.map(\.digest))
     return try run { db throws(SQLiteConnection.Failure) in
-      try RemovalRow.insert(removals, since: now, db)
+      try RemovalRow.insert(removals, since: now, perRow: perRow, db)
     }
   }
 
   /// The removal in progress of `digest`, if any.
   func removal(of digest: BlobDigest) throws(TroveError) -> Removal? {
-    if legacyRemovals { return try legacyRemovals(where: "digest = ?", [.text(digest.hex)]).first }
     return try rows(holding: digest, digest).lazy.compactMap { row in
       row.index(of: digest).map { row.removal(at: $0) }
     }.first
@@ -59,17 +61,6 @@ extension IndexSession {
   /// kept the object meanwhile). Each row touched is written again
   /// without them, or deleted when none is left.
   func takeRemovals(_ digests: [BlobDigest]) throws(TroveError) -> [Removal?] {
-    if legacyRemovals {
-      // Read-only (nothing writes an old index): the delete fails as
-      // any write there does.
-      return try digests.map { (digest) throws(TroveError) -> Removal? in
-        guard let found = try removal(of: digest) else { return nil }
-        try run { db throws(SQLiteConnection.Failure) in
-          try db.query("DELETE FROM removing WHERE digest = ?", [.text(digest.hex)])
-        }
-        return found
-      }
-    }
     guard let low = digests.min(), let high = digests.max() else { return [] }
     let holding = try rows(holding: low, high)
     // Most often there is no removal under way: nothing to sort for.
@@ -101,19 +92,9 @@ extension IndexSession {
     return digests.map { found[$0] }
   }
 
-  /// Deletes the removal records of `digests`; for each, whether there was one.
-  func deleteRemovals(_ digests: [BlobDigest]) throws(TroveError) -> [Bool] {
-    try takeRemovals(digests).map { $0 != nil }
-  }
-
   /// Up to `limit` digests whose removal was recorded before `time`
   /// (nanoseconds): left by removers that stopped between the two steps.
   func removals(recordedBefore time: Int64, limit: Int) throws(TroveError) -> [BlobDigest] {
-    if legacyRemovals {
-      return try legacyRemovals(
-        where: "since < ? LIMIT ?", [.integer(time), .integer(Int64(limit))]
-      ).map(\.digest)
-    }
     return try run { db throws(SQLiteConnection.Failure) in
       var found: [BlobDigest] = []
       try db.query("SELECT id, explicit, records FROM removals WHERE since < ?", [.integer(time)]) {
@@ -131,11 +112,6 @@ extension IndexSession {
   func removals(withPrefix prefix: String) throws(TroveError) -> [BlobDigest: Removal] {
     let low = prefix.padding(toLength: 32, withPad: "0", startingAt: 0)
     let high = prefix.padding(toLength: 32, withPad: "f", startingAt: 0)
-    if legacyRemovals {
-      let found = try legacyRemovals(
-        where: "digest >= ? AND digest <= ?", [.text(low), .text(high)])
-      return Dictionary(found.map { ($0.digest, $0) }) { first, _ in first }
-    }
     guard let first = BlobDigest(hex: Substring(low)), let last = BlobDigest(hex: Substring(high))
     else { return [:] }
     var found: [BlobDigest: Removal] = [:]
@@ -159,27 +135,6 @@ extension IndexSession {
         [.text(high.hex), .text(low.hex)]
       ) { row in rows.append(RemovalRow(row)) }
       return rows
-    }
-  }
-
-  /// The records of an index left at a schema older than 8 (a read-only
-  /// store's: nothing writes it), a row per object.
-  private func legacyRemovals(where condition: String, _ values: [SQLiteValue])
-    throws(TroveError) -> [Removal]
-  {
-    try run { db throws(SQLiteConnection.Failure) in
-      var found: [Removal] = []
-      try db.query(
-        "SELECT explicit, raw_file, zst_file, digest FROM removing WHERE \(condition)", values
-      ) { row in
-        guard let digest = BlobDigest(hex: Substring(row.text(3))) else { return }
-        found.append(
-          Removal(
-            digest: digest, isExplicit: row.integer(0) != 0,
-            raw: row.isNull(1) ? nil : FileIdentity(text: row.text(1)),
-            compressed: row.isNull(2) ? nil : FileIdentity(text: row.text(2))))
-      }
-      return found
     }
   }
 }
@@ -215,15 +170,16 @@ struct RemovalRow {
   static let capacity = 1024
 
   /// Records `removals` at `since`, `rm`'s apart from the others, in rows
-  /// of up to ``capacity``; returns the rows' ids.
-  static func insert(_ removals: [Removal], since: Int64, _ db: SQLiteConnection)
-    throws(SQLiteConnection.Failure) -> [Int64]
-  {
+  /// of up to `perRow` (at most ``capacity``); returns the rows' ids.
+  static func insert(
+    _ removals: [Removal], since: Int64, perRow: Int = capacity, _ db: SQLiteConnection
+  ) throws(SQLiteConnection.Failure) -> [Int64] {
+    let perRow = min(max(1, perRow), capacity)
     var ids: [Int64] = []
     for explicit in [false, true] {
       let kind = removals.filter { $0.isExplicit == explicit }.sorted { $0.digest < $1.digest }
-      for start in stride(from: 0, to: kind.count, by: capacity) {
-        let run = kind[start..<min(start + capacity, kind.count)]
+      for start in stride(from: 0, to: kind.count, by: perRow) {
+        let run = kind[start..<min(start + perRow, kind.count)]
         guard let first = run.first, let last = run.last else { continue }
         try db.query(
           """
@@ -349,15 +305,6 @@ struct FileIdentity: Hashable, Sendable {
   init(_ status: FileStatus) {
     inode = status.inode
     writeTime = status.modificationTimeNanoseconds
-  }
-
-  /// Parses the text form, `inode:time` (the records of schema 7 and older).
-  init?(text: String) {
-    guard let colon = text.utf8.firstIndex(of: UInt8(ascii: ":")),
-      let inode = UInt64(text[..<colon]), let time = Int64(text[text.index(after: colon)...])
-    else { return nil }
-    self.inode = inode
-    writeTime = time
   }
 }
 

@@ -455,18 +455,15 @@ extension Store {
 
   /// How many entries a sweep evicts per batch: one
   /// ``ObjectTable/evict(_:now:part:)``, which removes them in parts (the
-  /// first of ``ObjectTable/removalPart``, growing to
-  /// ``ObjectTable/removalGrowth`` times that), two parts to a transaction (each part's
-  /// unlinks overlapping the next part's file lookups). The pipeline of
-  /// parts starts and drains once per batch, so batches are large:
-  /// evicting 100,000 entries on XFS took 4.0–4.1 s in batches of 131,072
-  /// against 4.4–4.8 s in batches of 32,768 (about 10 MB of candidates in
-  /// memory per batch). The index's cost per entry falls with the part:
-  /// its rows are spread over the B-trees by digest, so a part writes
-  /// pages shared by many of its entries once. Each transaction holds the
-  /// index's write lock while a part is unlinked (about 0.2 s for 8,192
-  /// entries on this VM's XFS, 0.8 s for the largest parts, of 32,768;
-  /// other writers wait up to 30 s).
+  /// first of ``RemovalEngine/removalPart``, growing to
+  /// ``RemovalEngine/Tuning/partGrowth`` times that), two parts to a
+  /// transaction (each part's unlinks overlapping the next part's file
+  /// lookups). The pipeline of parts starts and drains once per batch, so
+  /// batches are large (about 10 MB of candidates in memory per batch).
+  /// The index's cost per entry falls with the part: its rows are spread
+  /// over the B-trees by digest, so a part writes pages shared by many of
+  /// its entries once. Each transaction holds the index's write lock while
+  /// a part is unlinked (other writers wait up to 30 s).
   static let sweepBatch = 131_072
 
   /// After a put: if the store is over its budget (an O(1) read of the

@@ -53,8 +53,7 @@ extension Store {
     let index = try index()
     var statuses: [RemoteStatus] = []
     for spec in specs {
-      // A read-only store's index may predate what remotes hold (schema 5).
-      let holdings = !spec.readOnly && index.knowsRemoteHoldings
+      let holdings = !spec.readOnly
       let (record, tooLarge) = try index.read("read the status of remote '\(spec.name)'") {
         (tx) throws(TroveError) in
         (try tx.remoteRecord(spec.name), holdings ? try tx.tooLargeTotals(spec.name) : nil)

@@ -146,8 +146,7 @@ extension Store {
   /// whether it can clone.
   public func statistics() throws(TroveError) -> StoreStatistics {
     writeAccessCounts()
-    let knowsHoldings = try index().knowsRemoteHoldings
-    let hasRemotes = knowsHoldings && !((try? remotes()) ?? []).isEmpty
+    let hasRemotes = !((try? remotes()) ?? []).isEmpty
     let backed =
       hasRemotes
       ? try index().read("count remote-backed objects") { (tx) throws(TroveError) in

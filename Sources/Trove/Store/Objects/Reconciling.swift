@@ -118,17 +118,17 @@ extension ObjectTable {
       // A removal between its two steps is finished here when repairing
       // (its remover meant it, and may have died), and is no problem to
       // report otherwise.
-      let removals = try tx.removals(withPrefix: name)
+      let underway = try removals.underway(withPrefix: name, tx)
       if repair {
-        _ = try tx.deleteRemovals(Array(removals.keys))
-        for (digest, record) in removals {
+        _ = try removals.callOff(Array(underway.keys), tx)
+        for (digest, record) in underway {
           if rows[digest] == nil {
-            if try unlinkFiles(of: record) { report.removalsFinished += 1 }
+            if try removals.unlinkFiles(of: record) { report.removalsFinished += 1 }
             try forget([digest], tx)  // pins and keys a crash left
           }
         }
       }
-      let inProgress: Set<BlobDigest> = repair ? [] : Set(removals.keys)
+      let inProgress: Set<BlobDigest> = repair ? [] : Set(underway.keys)
       var forms: [BlobDigest: [Bool]] = [:]
       for file in try listing(name) {
         let compressed = file.hasSuffix(StoreLayout.compressedSuffix)
@@ -219,10 +219,10 @@ extension ObjectTable {
     // own already). An eviction is called off: a read, a pin or a key
     // wants the object, or its remover died. An explicit `rm` is
     // finished: nothing but a put brings the object back.
-    if repair && known == nil, let record = try tx.removal(of: digest) {
+    if repair && known == nil, let record = try removals.underway(digest, tx) {
       if record.isExplicit && row == nil {
-        _ = try tx.deleteRemovals([digest])
-        if try unlinkFiles(of: record) {
+        _ = try removals.callOff([digest], tx)
+        if try removals.unlinkFiles(of: record) {
           report.removalsFinished += 1
           try forget([digest], tx)
           return report
@@ -236,7 +236,7 @@ extension ObjectTable {
       // Calling a removal off must outlast a power loss, or the removal
       // would come back and take the object from whoever kept it.
       if raw != nil || zst != nil { try tx.requireDurable() }
-      _ = try tx.deleteRemovals([digest])
+      _ = try removals.callOff([digest], tx)
     }
     if raw != nil && zst != nil {
       // Both forms (a crash during a conversion): both hold the bytes;

@@ -5,8 +5,85 @@ import Synchronization
   import Glibc
 #endif
 
-/// Removing in two steps: eviction, `rm`, and a corrupt file found by verify.
+/// The ObjectTable's removals, which its ``RemovalEngine`` carries out.
 extension ObjectTable {
+  /// The engine that removes this table's objects.
+  var removals: RemovalEngine { RemovalEngine(objects: self, tuning: RemovalEngine.tuned) }
+
+  /// Evicts those of `entries` that are still evictable as they were
+  /// chosen (see ``RemovalEngine/evict(_:now:part:)``).
+  func evict(_ entries: [StoreEntry], now: Int64, part: Int = RemovalEngine.removalPart)
+    throws(TroveError) -> (evicted: [Bool], failures: [TroveError])
+  {
+    try removals.evict(entries, now: now, part: part)
+  }
+
+  /// Removes `digest`'s object whatever its state (see
+  /// ``RemovalEngine/remove(_:)``); whether there was anything.
+  func drop(_ digest: BlobDigest) throws(TroveError) -> Bool {
+    try removals.remove(digest)
+  }
+
+  /// Removes `digests`' objects whatever their state (see
+  /// ``RemovalEngine/remove(_:part:)``).
+  func drop(_ digests: [BlobDigest], part: Int = RemovalEngine.removalPart) throws(TroveError)
+    -> (present: [Bool], failures: [TroveError])
+  {
+    try removals.remove(digests, part: part)
+  }
+
+  /// Finishes the removals whose removers stopped between the two steps
+  /// (see ``RemovalEngine/finishStale(olderThan:)``).
+  func finishStaleRemovals(olderThan age: Int64)
+    throws(TroveError) -> (finished: Int, failure: TroveError?)
+  {
+    try removals.finishStale(olderThan: age)
+  }
+}
+
+/// Removing objects in two steps — eviction, `rm`, the stale removals a
+/// killed remover left — and the records that stand between the steps.
+///
+/// The first step, in one durable index transaction, deletes the objects'
+/// rows and records each removal: the files it is to unlink, named by
+/// their identity (inode and write time). The second, in another, takes
+/// the records that still stand and unlinks those files, if they are
+/// still those files. Anything that wants an object in between (a dedup
+/// hit; for an eviction also a read, a pin, a key) takes its record, and
+/// so calls the removal off. Every unlink happens under the index's write
+/// lock.
+///
+/// The rest of the store calls only this type's few methods (and, inside
+/// its own transactions, ``underway(_:_:)`` and ``callOff(_:_:)``); the
+/// ``ObjectTable`` owns it and stays the one owner of object state.
+struct RemovalEngine: Sendable {
+  let objects: ObjectTable
+  /// Which of its optimisations the engine makes.
+  let tuning: Tuning
+
+  /// Switches for the engine's optimisations, so that each can be
+  /// measured against its absence (a build of `trove-bench` with
+  /// ``tuned`` changed) and tested both ways. None changes what a removal
+  /// does, only what it costs.
+  struct Tuning: Sendable {
+    /// Records packed per `removals` row (1: a row per object).
+    var recordsPerRow = RemovalRow.capacity
+    /// WAL pages a commit may leave before it checkpoints, during a
+    /// removal of several parts (1,000: SQLite's default, always).
+    var checkpointPages = 16384
+    /// Whether XFS unlinks go one thread per allocation group.
+    var unlinkLanes = true
+    /// How many times the first part later parts may grow (1: never).
+    var partGrowth = 4
+  }
+
+  /// The switches every store's engine uses.
+  static let tuned = Tuning()
+
+  /// Every optimisation off.
+  static let untuned = Tuning(
+    recordsPerRow: 1, checkpointPages: 1000, unlinkLanes: false, partGrowth: 1)
+
   /// Evicts those of `entries` that are still evictable as they were
   /// chosen — last access unchanged, no unexpired pin — in two steps:
   /// one index transaction deletes their rows and records the removals;
@@ -33,7 +110,8 @@ extension ObjectTable {
       let rows = try tx.deleteIfEvictable(part, now: now)
       for (position, row) in zip(range, rows) { deleted[position] = row }
       let looked = try lookups.wait()
-      let ids = try tx.insertRemovals(part.indices.filter { rows[$0] }.map { looked[$0] }, now: now)
+      let ids = try tx.insertRemovals(
+        part.indices.filter { rows[$0] }.map { looked[$0] }, now: now, perRow: recordsPerRow)
       return (part.indices.filter { rows[$0] }.map { part[$0].digest }, ids)
     }
     // What was evicted stays evicted; the files that could not be unlinked
@@ -47,16 +125,15 @@ extension ObjectTable {
   /// How many objects the first transaction of a removal takes at once.
   static let removalPart = 8192
 
-  /// How much larger than the first a later part may grow: each part is
-  /// twice the one before, up to this many times the first. A part's
-  /// commit writes most of the index's pages whatever its size (its rows'
-  /// digests, the keys, are spread over all of them), so fewer, larger
-  /// parts write less (evicting 100,000 on XFS: 318–337 ms of commits in
-  /// six transactions, against 682–814 ms in fourteen), while the first
-  /// part stays small enough for its unlinks to start soon. The write lock
-  /// is held for a part's unlinks: on XFS about 0.8 s for 32,768 files.
-  /// Parts do not grow on network and FUSE filesystems.
-  static let removalGrowth = 4
+  /// How much larger than the first a later part may grow
+  /// (``Tuning/partGrowth``): each part is twice the one before, up to
+  /// that many times the first. A part's commit writes most of the
+  /// index's pages whatever its size (its rows' digests, the keys, are
+  /// spread over all of them), so fewer, larger parts write less, while
+  /// the first part stays small enough for its unlinks to start soon. The
+  /// write lock is held for a part's unlinks. Parts do not grow on network
+  /// and FUSE filesystems.
+  var removalGrowth: Int { tuning.partGrowth }
 
   /// Removes `digests` (each once) in parts, the first of `size`
   /// (``removalPart``) and each after it twice the one before, up to
@@ -75,7 +152,7 @@ extension ObjectTable {
   ///
   /// Every first step is on disk before any file of its part goes (the
   /// transaction is durable), and every unlink happens under the index's
-  /// write lock, as in ``finishRemovals(_:)``. No statement runs while
+  /// write lock, as in ``finish(_:)``. No statement runs while
   /// files are being unlinked: SQLite rolls a transaction back by itself
   /// when a statement meets an I/O error or a full volume, which would
   /// give up the write lock — and let another process call a removal off —
@@ -103,7 +180,7 @@ extension ObjectTable {
     // On a network or FUSE filesystem, where a lookup or an unlink may be
     // a round trip, parts stay small: the write lock is held while one is
     // unlinked.
-    let largest = size * (filesystem.isShared ? 1 : Self.removalGrowth)
+    let largest = size * (filesystem.isShared ? 1 : removalGrowth)
     return try index().withCheckpointInterval(pages: interval) { () throws(TroveError) in
       while start < digests.count || !pending.digests.isEmpty {
         let part = start..<min(start + size, digests.count)
@@ -126,7 +203,7 @@ extension ObjectTable {
           unlinked.formUnion(step.1.unlinked)
           failures += step.1.failures
         } catch {
-          journalAsIs(digests: finishing + digests[part])
+          objects.journalAsIs(digests: finishing + digests[part])
           throw error
         }
         start = part.upperBound
@@ -135,20 +212,20 @@ extension ObjectTable {
     }
   }
 
-  /// The lookups of a part's files (``removals(of:explicit:)``), made on
+  /// The lookups of a part's files (`lookUp(_:explicit:)` of many), made on
   /// another thread while the remover unlinks the part before it, and
   /// then deletes this part's rows.
   final class Lookups: Sendable {
     private let done = DispatchGroup()
     private let result = Mutex<Result<[Removal], TroveError>>(.success([]))
 
-    /// Starts looking up the files of `digests` in `objects`.
-    func start(_ objects: ObjectTable, _ digests: [BlobDigest], explicit: Bool) {
+    /// Starts looking up the files of `digests` with `engine`.
+    func start(_ engine: RemovalEngine, _ digests: [BlobDigest], explicit: Bool) {
       done.enter()
       Thread { [self] in
         let found: Result<[Removal], TroveError>
         do throws(TroveError) {
-          found = .success(try objects.removals(of: digests, explicit: explicit))
+          found = .success(try engine.lookUp(digests, explicit: explicit))
         } catch {
           found = .failure(error)
         }
@@ -165,18 +242,17 @@ extension ObjectTable {
   }
 
   /// How many pages the WAL may hold before a commit checkpoints it,
-  /// during a removal of `count` objects in parts of `part`: 16,384 (64
-  /// MiB) for one of several parts on a volume with at least 1 GiB free,
-  /// else SQLite's default (1,000). Each part's commit changes most of
-  /// the index's pages, and checkpointing them after every part took half
-  /// of the commits' time (evicting 100,000 on XFS: 0.55–0.62 s of commits,
-  /// against 0.94–1.31 s). Where space is short (an eviction for
-  /// pressure), the WAL stays as small as ever.
+  /// during a removal of `count` objects in parts of `part`:
+  /// ``Tuning/checkpointPages`` (64 MiB) for one of several parts on a
+  /// volume with at least 1 GiB free, else SQLite's default (1,000). Each
+  /// part's commit changes most of the index's pages, and checkpointing
+  /// them after every part costs much of the commits' time. Where space
+  /// is short (an eviction for pressure), the WAL stays as small as ever.
   private func checkpointPages(removing count: Int, part: Int) -> Int {
-    guard count > part, let space = try? Sys.spaceAvailable(at: root),
+    guard count > part, let space = try? Sys.spaceAvailable(at: objects.root),
       space.available >= 1 << 30
     else { return 1000 }
-    return 16384
+    return tuning.checkpointPages
   }
 
   /// The second step of a removal under way: the records taken, the
@@ -225,8 +301,8 @@ extension ObjectTable {
     unlinking.done.enter()
     let lanes = unlinkLanes(records, claimed)
     Thread { [self] in
-      // A folder's outcomes are kept aside and published under one lock:
-      // a lock taken per file had the threads spin for it.
+      // A folder's outcomes are kept aside and published under one lock,
+      // so that the threads do not contend for it file by file.
       let unlink: @Sendable (Result<FileDescriptor?, TroveError>, [Int]) -> Void = {
         [self] (folder, positions) in
         var found: [Int] = []
@@ -258,11 +334,12 @@ extension ObjectTable {
   /// of processors. An XFS unlink takes its inode's group lock (to put the
   /// inode on the group's unlinked list), as does the background worker
   /// that frees the inode afterwards; threads unlinking in one group only
-  /// queue for that lock (two threads took twice as long as one over
-  /// files all in one group, two-thirds as long over files spread over
-  /// four groups). Nil elsewhere, or when there is one thread's worth.
+  /// queue for that lock. Nil elsewhere, when there is one thread's worth,
+  /// or when ``Tuning/unlinkLanes`` is off.
   func unlinkLanes(_ records: [Removal?], _ positions: [Int]) -> [[Int]]? {
-    guard let groups = allocationGroups, positions.count >= 16 else { return nil }
+    guard let groups = objects.allocationGroups, positions.count >= 16,
+      tuning.unlinkLanes
+    else { return nil }
     var byGroup: [UInt64: [Int]] = [:]
     for position in positions {
       guard let record = records[position], let file = record.raw ?? record.compressed else {
@@ -298,7 +375,7 @@ extension ObjectTable {
     for (position, _) in failed {
       // Its file is still there: so is its object.
       var unmeasured: [BlobDigest] = []  // an orphan then, adopted later
-      _ = try reconcile(tx, digests[position], repair: true, deferred: &unmeasured)
+      _ = try objects.reconcile(tx, digests[position], repair: true, deferred: &unmeasured)
       removed[position] = false
     }
     let gone = digests.indices.filter { removed[$0] }.map { digests[$0] }
@@ -315,8 +392,8 @@ extension ObjectTable {
   /// (its unlinks go by allocation group instead, see
   /// ``unlinkLanes(_:_:)``, when the files are spread over several); on
   /// ext4 mounted with `discard` an unlink waits for the device, and the
-  /// waits overlap (8000 files: 0.81 s one by one, 0.32 s from 8 threads).
-  var unlinkWidth: Int { filesystem == .xfs ? 1 : 8 }
+  /// waits overlap.
+  var unlinkWidth: Int { objects.filesystem == .xfs ? 1 : 8 }
 
   /// Runs `body` for `positions` (indices into `digests`) folder by
   /// folder: once for each fan-out folder, with the folder open — or the
@@ -377,19 +454,19 @@ extension ObjectTable {
   /// of the same bytes in between calls it off (the put stores them
   /// again); a read, a pin or a key finds the object gone. Whether there
   /// was anything.
-  func drop(_ digest: BlobDigest) throws(TroveError) -> Bool {
-    let (present, failures) = try drop([digest])
+  func remove(_ digest: BlobDigest) throws(TroveError) -> Bool {
+    let (present, failures) = try remove([digest])
     if let failure = failures.first { throw failure }
     return present[0]
   }
 
-  /// ``drop(_:)`` of many objects (`digests`, each once) in the same two
+  /// ``remove(_:)`` of many objects (`digests`, each once) in the same two
   /// steps, in parts as evictions are
   /// (``removeInParts(_:_:part:explicit:firstStep:)``): each first step on
   /// disk before any file of its part goes. Returns,
   /// for each, whether there was anything, and why the objects whose files
   /// could not be unlinked were kept.
-  func drop(_ digests: [BlobDigest], part: Int = removalPart) throws(TroveError) -> (
+  func remove(_ digests: [BlobDigest], part: Int = removalPart) throws(TroveError) -> (
     present: [Bool], failures: [TroveError]
   ) {
     guard !digests.isEmpty else { return ([], []) }
@@ -400,7 +477,9 @@ extension ObjectTable {
       for (position, had) in zip(range, try tx.deleteObjects(part)) { hadRows[position] = had }
       let looked = try lookups.wait()
       journalDrops(part, tx)
-      return (part, try tx.insertRemovals(looked, now: currentTimeNanoseconds()))
+      return (
+        part, try tx.insertRemovals(looked, now: currentTimeNanoseconds(), perRow: recordsPerRow)
+      )
     }
     let present = digests.indices.map { hadRows[$0] || finished.unlinked.contains(digests[$0]) }
     return (present, finished.failures)
@@ -408,7 +487,7 @@ extension ObjectTable {
 
   /// The removal of `digest`'s object files as they are now: each regular
   /// file's identity, so that only that file is ever unlinked for it.
-  func removal(of digest: BlobDigest, explicit: Bool) throws(TroveError) -> Removal {
+  func lookUp(_ digest: BlobDigest, explicit: Bool) throws(TroveError) -> Removal {
     func identity(_ compressed: Bool) throws(TroveError) -> FileIdentity? {
       guard let status = try status(digest, compressed: compressed), status.isRegular else {
         return nil
@@ -420,12 +499,12 @@ extension ObjectTable {
     )
   }
 
-  /// ``removal(of:explicit:)`` of each of `digests`, looked up folder by
+  /// `lookUp(_:explicit:)` of one, for each of `digests`, looked up folder by
   /// folder from 8 threads (an inode not in memory is a read from the
   /// device; a lookup takes no allocation group's lock on XFS, where
   /// unlinks go one thread a group). Throws the first failure to look one
   /// up.
-  func removals(of digests: [BlobDigest], explicit: Bool) throws(TroveError) -> [Removal] {
+  func lookUp(_ digests: [BlobDigest], explicit: Bool) throws(TroveError) -> [Removal] {
     let found = Mutex([Removal?](repeating: nil, count: digests.count))
     let failure = Mutex<TroveError?>(nil)
     inFolders(of: digests, Array(digests.indices), width: 8) { [self] (folder, positions) in
@@ -463,10 +542,9 @@ extension ObjectTable {
   /// The names in fan-out `folder`, listed when `count` objects are to
   /// be looked up in it and the folder is not much larger (at most about
   /// 8 names for each): each object has one form but for a moment in a
-  /// conversion, and a lookup of the absent one costs a search of the
-  /// folder's entries (100,000 failed lookups on XFS took 0.28 s of CPU,
-  /// listing all 256 folders 27 ms). Nil otherwise, or when the listing
-  /// fails: then each name is looked up.
+  /// conversion, and a failed lookup of the absent one costs a search of
+  /// the folder's entries, far more than a listing's share. Nil otherwise,
+  /// or when the listing fails: then each name is looked up.
   ///
   /// The listing is as good as the lookups: a name published after it —
   /// none is while the write lock is held — would only be left out of
@@ -487,14 +565,14 @@ extension ObjectTable {
   /// Returns how many removals were finished (one per object, whatever
   /// forms it had), and the first failure to unlink a file (that object
   /// is adopted back; the others are finished all the same).
-  func finishStaleRemovals(olderThan age: Int64)
+  func finishStale(olderThan age: Int64)
     throws(TroveError) -> (finished: Int, failure: TroveError?)
   {
     let before = currentTimeNanoseconds().subtractingSaturated(age)
     let stale = try index().read("look up stale removals") { (tx) throws(TroveError) in
       try tx.removals(recordedBefore: before, limit: 1000)
     }
-    let (removed, failures) = try finishRemovals(stale)
+    let (removed, failures) = try finish(stale)
     return (removed.filter { $0 }.count, failures.first)
   }
 
@@ -503,7 +581,7 @@ extension ObjectTable {
   /// unlinks the files it names, if they are still those files; returns
   /// which were removed, and each failure (in the order of `digests`). A
   /// file that could not be unlinked is adopted back.
-  func finishRemovals(_ digests: [BlobDigest])
+  func finish(_ digests: [BlobDigest])
     throws(TroveError) -> (removed: [Bool], failures: [TroveError])
   {
     guard !digests.isEmpty else { return ([], []) }
@@ -515,7 +593,7 @@ extension ObjectTable {
       let gone = Set(removed)
       return (digests.map { gone.contains($0) }, failures)
     } catch {
-      journalAsIs(digests: digests)
+      objects.journalAsIs(digests: digests)
       throw error
     }
   }
@@ -554,5 +632,154 @@ extension ObjectTable {
       }
     }
     return removed
+  }
+
+  // MARK: Inside another transaction
+
+  /// The removal under way of `digest`, if any: between its two steps,
+  /// by a remover at work or one that stopped.
+  func underway(_ digest: BlobDigest, _ tx: IndexSession) throws(TroveError) -> Removal? {
+    try tx.removal(of: digest)
+  }
+
+  /// The removals under way whose digest's hex starts with `prefix` (a
+  /// fan-out folder's, for its reconcile).
+  func underway(withPrefix prefix: String, _ tx: IndexSession) throws(TroveError)
+    -> [BlobDigest: Removal]
+  {
+    try tx.removals(withPrefix: prefix)
+  }
+
+  /// Calls off the removals of `digests` (a dedup hit, a read, a pin, a
+  /// reconcile wants them): takes their records, so that no second step
+  /// unlinks their files. Each one's record, nil when there was none.
+  func callOff(_ digests: [BlobDigest], _ tx: IndexSession) throws(TroveError) -> [Removal?] {
+    try tx.takeRemovals(digests)
+  }
+
+  /// The first step's record of removing `digests`, whose rows `tx` has
+  /// deleted: looks up their files and records, at `now`, which are to
+  /// go. Returns the ids of the rows recorded. The second step is
+  /// ``finish(_:)`` (or the remover's own, in ``evict(_:now:part:)`` and
+  /// ``remove(_:part:)``).
+  @discardableResult
+  func record(_ digests: [BlobDigest], explicit: Bool, now: Int64, _ tx: IndexSession)
+    throws(TroveError) -> [Int64]
+  {
+    try tx.insertRemovals(
+      try lookUp(digests, explicit: explicit), now: now, perRow: recordsPerRow)
+  }
+
+  /// ``Tuning/recordsPerRow`` in force.
+  private var recordsPerRow: Int { tuning.recordsPerRow }
+
+  // MARK: The drops a removal writes to references.log
+
+  /// Records that `digests` lost every pin and key (their rows went): a
+  /// drop line for each that the log names outside a drop line — a drop
+  /// changes a replay only where a pin or a key line came before it.
+  /// Which those are is read from the log itself, inside the write
+  /// transaction (every line is appended inside one, so none is added
+  /// meanwhile), for 64 digests or more and a log of up to
+  /// ``journalScanLimit``; otherwise each digest gets its line. A removal
+  /// of many objects from a store without pins or keys then writes no
+  /// drops, nor the compaction (and its `fsync`) they would bring.
+  func journalDrops(_ digests: [BlobDigest], _ tx: IndexSession) {
+    var dropping = digests
+    if digests.count >= Self.journalScanMinimum, let named = digestsNamedInJournal() {
+      dropping = digests.filter { named.contains($0) }
+    }
+    objects.journal(dropping.map { JournalRecord(op: .drop, digest: $0) }, tx)
+  }
+
+  /// The largest log ``journalDrops(_:_:)`` reads to leave out drops.
+  static let journalScanLimit = 4 << 20
+
+  /// The fewest drops ``journalDrops(_:_:)`` reads the log for.
+  static let journalScanMinimum = 64
+
+  /// The digests the log names in its lines other than drops (empty when
+  /// there is no log); nil when it is larger than ``journalScanLimit`` or
+  /// cannot be read.
+  private func digestsNamedInJournal() -> Set<BlobDigest>? {
+    let fd: FileDescriptor
+    do throws(SystemCallError) {
+      fd = try FileDescriptor.open(
+        StoreLayout.journal, in: objects.rootDirectory, [.readOnly, .noFollow, .nonBlocking])
+    } catch  where error.errno == .noSuchFileOrDirectory {
+      return []
+    } catch {
+      return nil
+    }
+    defer { fd.close() }
+    guard let status = try? fd.status(), status.isRegular,
+      status.size <= Int64(Self.journalScanLimit),
+      let bytes = try? fd.readAll(limit: Int(status.size) + 1),
+      bytes.count <= status.size
+    else { return nil }
+    return Self.digestsNamed(in: bytes)
+  }
+
+  /// Every digest (`xxh128:` and 32 hex digits) in the lines of `log`
+  /// that are not drops: a superset of those a pin or key line names (a
+  /// key or a checksum may read like a digest; a line cut short by a crash
+  /// and run into the next is never replayed).
+  ///
+  /// A plain loop over the bytes: the log is read under the write lock.
+  static func digestsNamed(in log: [UInt8]) -> Set<BlobDigest> {
+    let drop = Array(#""op":"drop""#.utf8)
+    let prefix = Array(BlobDigest.prefix.utf8)
+    var named = Set<BlobDigest>()
+    log.withUnsafeBufferPointer { bytes in
+      /// The offsets in `line` where `needle` starts.
+      func starts(of needle: [UInt8], in line: Range<Int>) -> [Int] {
+        var found: [Int] = []
+        var i = line.lowerBound
+        while i + needle.count <= line.upperBound {
+          if bytes[i] == needle[0] && (1..<needle.count).allSatisfy({ bytes[i + $0] == needle[$0] })
+          {
+            found.append(i)
+            i += needle.count
+          } else {
+            i += 1
+          }
+        }
+        return found
+      }
+      var start = 0
+      while start < bytes.count {
+        var end = start
+        while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+        let line = start..<end
+        if starts(of: drop, in: line).isEmpty {
+          for at in starts(of: prefix, in: line) {
+            let hex = (at + prefix.count)..<min(at + prefix.count + 32, end)
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[hex]), as: UTF8.self)
+            if let digest = BlobDigest(hex: Substring(text)) { named.insert(digest) }
+          }
+        }
+        start = end + 1
+      }
+    }
+    return named
+  }
+
+  // MARK: What the engine uses of its table
+
+  private func index() throws(TroveError) -> Index { try objects.index() }
+  private var filesystem: FilesystemKind { objects.filesystem }
+  private func openFolder(of digest: BlobDigest) throws(TroveError) -> FileDescriptor? {
+    try objects.openFolder(of: digest)
+  }
+  private func status(_ digest: BlobDigest, compressed: Bool) throws(TroveError) -> FileStatus? {
+    try objects.status(digest, compressed: compressed)
+  }
+  private func status(_ digest: BlobDigest, compressed: Bool, in folder: FileDescriptor)
+    throws(TroveError) -> FileStatus?
+  {
+    try objects.status(digest, compressed: compressed, in: folder)
+  }
+  private func path(_ digest: BlobDigest, compressed: Bool) -> String {
+    objects.path(digest, compressed: compressed)
   }
 }
