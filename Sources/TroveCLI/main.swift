@@ -23,8 +23,6 @@ if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &openFiles) == 0,
   _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &openFiles)
 }
 
-let version = "0.1.0"
-
 func main() -> Int32 {
   do {
     let arguments = try Arguments.decoded(commands: allCommands)
@@ -33,7 +31,7 @@ func main() -> Int32 {
       Output.raw(Help.text(for: command, commands: allCommands))
       return ExitStatus.success
     case .version:
-      Output.line(version)
+      Output.line(TroveVersion.current)
       return ExitStatus.success
     case .run(let invocation):
       Output.quiet = invocation.flag("--quiet")

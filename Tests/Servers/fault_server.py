@@ -25,6 +25,7 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
   stall        sends 64 KiB, then nothing for 60 s
   slow         sends 64 KiB every 20 ms (to be killed mid-transfer)
   status       /status/CODE answers CODE (with Retry-After: 0)
+  headers      the request's header lines, as they came, are the body
 """
 import http.server
 import random
@@ -67,6 +68,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Retry-After", "0")
             self.send_header("Content-Length", "0")
             self.end_headers()
+            return
+        if mode == "headers":
+            data = str(self.headers).encode("latin-1")
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         size = int(params.get("size", 1 << 20))
         version = 2 if mode in ("etagchange", "ignoreifrange") and count > 1 else 1

@@ -59,8 +59,8 @@ public struct FetchOptions: Sendable, Hashable {
   /// The first retry's delay in seconds, doubled for each next (at most 30 s);
   /// a `Retry-After` of up to 60 s is honoured instead.
   public var retryDelay: Double = 1
-  /// The `User-Agent` header.
-  public var userAgent = "trove/0.1"
+  /// The `User-Agent` header: `trove/` and the version by default.
+  public var userAgent = TroveVersion.userAgent
 
   public init() {}
 }

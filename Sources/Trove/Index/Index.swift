@@ -146,9 +146,7 @@ final class Index: Sendable {
       return
     }
     unlockedLook = nil
-    let clock = ContinuousClock()
-    let deadline = clock.now + .seconds(30)
-    var attempt = 0
+    var busy = BusyWait()
     while true {
       let db: SQLiteConnection
       var mode = ""
@@ -183,9 +181,7 @@ final class Index: Sendable {
           }
         }
 
-      } catch  where error.isBusy && clock.now < deadline {
-        attempt += 1
-        Sys.sleep(microseconds: UInt32(min(attempt, 20)) * 5_000)
+      } catch  where busy.retries(after: error) {
         continue
       } catch {
         throw Self.error(error, "open index", path)
@@ -217,9 +213,7 @@ final class Index: Sendable {
   private static func openReadOnly(path: String, resolvedPath: String) throws(TroveError) -> (
     db: SQLiteConnection, mode: String, needsRebuild: Bool, unlockedLook: UnlockedIndexLook?
   ) {
-    let clock = ContinuousClock()
-    let deadline = clock.now + .seconds(30)
-    var attempt = 0
+    var busy = BusyWait()
     var look: UnlockedIndexLook?
     while true {
       var mode = ""
@@ -244,9 +238,7 @@ final class Index: Sendable {
         }
         look = taken
         continue
-      } catch  where error.isBusy && clock.now < deadline {
-        attempt += 1
-        Sys.sleep(microseconds: UInt32(min(attempt, 20)) * 5_000)
+      } catch  where busy.retries(after: error) {
         continue
       } catch {
         throw Self.error(error, "open index", path)
@@ -262,6 +254,26 @@ final class Index: Sendable {
         throw UnlockedIndexLook.changed(path)
       }
       return (db, mode, pending != 0, look)
+    }
+  }
+
+  /// An open's wait for a database another process holds busy (creating
+  /// it, recovering its WAL after a crash): as long as a statement waits
+  /// (30 s), in sleeps growing from 5 ms to 100 ms.
+  private struct BusyWait {
+    private let clock = ContinuousClock()
+    private let deadline: ContinuousClock.Instant
+    private var attempts: UInt32 = 0
+
+    init() { deadline = clock.now + .seconds(30) }
+
+    /// Whether to try again after `failure`: when the database was busy
+    /// and there is time left, after a sleep.
+    mutating func retries(after failure: SQLiteConnection.Failure) -> Bool {
+      guard failure.isBusy, clock.now < deadline else { return false }
+      attempts += 1
+      Sys.sleep(microseconds: min(attempts, 20) * 5_000)
+      return true
     }
   }
 

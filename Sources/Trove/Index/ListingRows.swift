@@ -116,8 +116,8 @@ extension IndexSession {
     return try run { db throws(SQLiteConnection.Failure) in
       var found: [EntryDetails] = []
       var position: [String: Int] = [:]
-      try db.query("SELECT \(Self.listedColumns) \(selection)", values) { row in
-        guard let entry = Self.listedEntry(row) else { return }
+      try db.query("SELECT \(Self.entryColumns) \(selection)", values) { row in
+        guard let entry = Self.entry(row) else { return }
         position[row.text(0)] = found.count
         found.append(EntryDetails(entry: entry))
       }
@@ -157,17 +157,5 @@ extension IndexSession {
       }
       return found
     }
-  }
-
-  /// The columns ``listedEntry(_:)`` reads, from `objects o`.
-  private static let listedColumns =
-    "o.digest, o.size, o.allocated, o.created, o.last_access, o.compressed, COALESCE(o.stored, o.size)"
-
-  private static func listedEntry(_ row: SQLiteConnection.Row) -> StoreEntry? {
-    guard let digest = BlobDigest(hex: Substring(row.text(0))) else { return nil }
-    return StoreEntry(
-      digest: digest, size: row.integer(1), allocatedBytes: row.integer(2),
-      created: row.integer(3), lastAccess: row.integer(4), isCompressed: row.integer(5) != 0,
-      storedBytes: row.integer(6))
   }
 }

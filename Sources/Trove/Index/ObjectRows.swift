@@ -71,11 +71,14 @@ enum AccessRecord {
 /// the write transaction that makes the matching change to `objects/`;
 /// the one exception is a read's access time (``recordAccess(_:now:resolution:)``).
 extension IndexSession {
-  /// The columns `entry(_:)` reads, in order.
-  private static let columns =
+  /// The columns ``entry(_:)`` reads, in order, from a statement whose
+  /// only table is `objects` (aliased or not).
+  static let entryColumns =
     "digest, size, allocated, created, last_access, compressed, COALESCE(stored, size)"
 
-  private static func entry(_ row: SQLiteConnection.Row) -> StoreEntry? {
+  /// The entry a row of ``columns`` describes; nil for a digest that is
+  /// not one.
+  static func entry(_ row: SQLiteConnection.Row) -> StoreEntry? {
     guard let digest = BlobDigest(hex: Substring(row.text(0))) else { return nil }
     return StoreEntry(
       digest: digest, size: row.integer(1), allocatedBytes: row.integer(2),
@@ -99,7 +102,7 @@ extension IndexSession {
     try run { db throws(SQLiteConnection.Failure) in
       var found: StoreEntry?
       try db.query(
-        "SELECT \(Self.columns) FROM objects WHERE digest = ?", [.text(digest.hex)]
+        "SELECT \(Self.entryColumns) FROM objects WHERE digest = ?", [.text(digest.hex)]
       ) { row in found = Self.entry(row) }
       return found
     }
@@ -125,7 +128,7 @@ extension IndexSession {
       let (clause, values): (String, [SQLiteValue]) =
         prefix.map { (" WHERE digest >= ? AND digest < ?", [.text($0), .text($0 + "~")]) }
         ?? ("", [])
-      try db.query("SELECT \(Self.columns) FROM objects\(clause) ORDER BY digest", values) {
+      try db.query("SELECT \(Self.entryColumns) FROM objects\(clause) ORDER BY digest", values) {
         row in if let e = Self.entry(row) { all.append(e) }
       }
       return all
@@ -148,7 +151,7 @@ extension IndexSession {
       var found: [StoreEntry] = []
       try db.query(
         """
-        SELECT \(Self.columns) FROM objects o
+        SELECT \(Self.entryColumns) FROM objects o
         WHERE (last_access, digest) > (?, ?) AND last_access < ? AND allocated <= ?
           AND NOT \(Self.pinned)\(remoteBacked.map { $0 ? " AND " + Self.remoteBacked : " AND NOT " + Self.remoteBacked } ?? "")
         ORDER BY last_access, digest LIMIT ?

@@ -16,39 +16,24 @@ extension Store {
     public var reachable: Bool
     /// Whether a probe blob was written, read back and deleted; nil for a
     /// read-only remote (not tried) or one that did not answer.
-    public var writable: Bool?
+    @Nullable public var writable: Bool?
     /// Its layout record; nil when it has none (or did not answer).
-    public var layout: RemoteLayout?
+    @Nullable public var layout: RemoteLayout?
     /// Whether this check wrote the layout record (a new remote).
     public var layoutWritten: Bool
-    /// The first request's round trip in milliseconds (connection included).
-    public var latencyMilliseconds: Double?
-    /// ``latencyMilliseconds`` in seconds, as every JSON duration is.
-    var latencySeconds: Double? { latencyMilliseconds.map { $0 / 1000 } }
+    /// The first request's round trip in seconds (connection included).
+    @Nullable var latencySeconds: Double?
     /// Why it failed; nil when it did not.
-    public var error: String?
+    @Nullable public var error: String?
+
+    /// The first request's round trip in milliseconds (connection included).
+    public var latencyMilliseconds: Double? {
+      get { latencySeconds.map { $0 * 1000 } }
+      set { latencySeconds = newValue.map { $0 / 1000 } }
+    }
 
     /// Whether the remote can be used as configured.
     public var isUsable: Bool { reachable && error == nil && (readOnly || writable == true) }
-
-    enum CodingKeys: String, CodingKey {
-      case name, url, kind, reachable, writable, layout, error
-      case readOnly, layoutWritten, latencySeconds
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-      var c = encoder.container(keyedBy: CodingKeys.self)
-      try c.encode(name, forKey: .name)
-      try c.encode(url, forKey: .url)
-      try c.encode(kind, forKey: .kind)
-      try c.encode(readOnly, forKey: .readOnly)
-      try c.encode(reachable, forKey: .reachable)
-      try c.encode(writable, forKey: .writable)
-      try c.encode(layout, forKey: .layout)
-      try c.encode(layoutWritten, forKey: .layoutWritten)
-      try c.encode(latencySeconds, forKey: .latencySeconds)
-      try c.encode(error, forKey: .error)
-    }
   }
 
   /// Checks the remote named `name`: reads its layout record (timing the
@@ -62,7 +47,7 @@ extension Store {
     let kind = (try? spec.endpoint().kind) == .redis ? "redis" : "webdav"
     var check = RemoteCheck(
       name: spec.name, url: spec.url, kind: kind, readOnly: spec.readOnly, reachable: false,
-      writable: nil, layout: nil, layoutWritten: false, latencyMilliseconds: nil, error: nil)
+      writable: nil, layout: nil, layoutWritten: false, latencySeconds: nil, error: nil)
     let backend: any RemoteBackend
     do throws(TroveError) {
       backend = try spec.backend()
@@ -70,8 +55,8 @@ extension Store {
       let started = clock.now
       let layout = try backend.readLayout()
       let elapsed = started.duration(to: clock.now)
-      check.latencyMilliseconds =
-        (Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15)
+      check.latencySeconds =
+        Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
       check.reachable = true
       check.layout = layout
     } catch {

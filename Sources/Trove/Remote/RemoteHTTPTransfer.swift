@@ -1,32 +1,20 @@
 import CCurl
 import Foundation
 
-/// One WebDAV request through libcurl: any method (HEAD, GET, PUT with a
-/// body read from a file, MOVE, DELETE), on a reused easy handle (so the
-/// connection is kept), with the remote tier's limits: a short connect
-/// timeout and a stall limit, never a limit on a whole transfer. The
-/// fetch path's ``HTTPClient`` only GETs; this is its uploading sibling.
+/// One WebDAV request: any method (HEAD, GET, PUT with a body read from
+/// a file, MOVE, DELETE), on a reused ``HTTPHandle`` (so the connection is
+/// kept), with the remote tier's limits: a short connect timeout and a
+/// stall limit, never a limit on a whole transfer.
 final class RemoteHTTPTransfer {
-  private let curl: LibCurl
-  private let handle: UnsafeMutableRawPointer
-  private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+  private let handle: HTTPHandle
   private let limits: RemoteLimits
   /// `user:password` for basic authentication, or a bearer token.
   private let credential: String?
 
   init(limits: RemoteLimits, credential: String?) throws(TroveError) {
-    curl = try LibCurl.loaded()
-    guard let handle = curl.easyInit() else {
-      throw TroveError(.ioError, "cannot start libcurl: curl_easy_init failed")
-    }
-    self.handle = handle
+    handle = try HTTPHandle()
     self.limits = limits
     self.credential = credential
-  }
-
-  deinit {
-    curl.easyCleanup(handle)
-    errorBuffer.deallocate()
   }
 
   /// A request's body: `size` bytes of `file` from offset 0, or `bytes`
@@ -68,9 +56,9 @@ final class RemoteHTTPTransfer {
     var sentDigest: BlobDigest?
   }
 
-  private final class Context {
-    var status = 0
-    var contentLength: Int64?
+  /// A request's callbacks: a 2xx response's body to the sink, the
+  /// upload's bytes from its file or array.
+  private final class Exchange: HTTPExchange {
     let sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)?
     var sinkError: TroveError?
     let upload: Upload?
@@ -82,6 +70,42 @@ final class RemoteHTTPTransfer {
       self.upload = upload
       if upload?.hashes == true { hasher = XXH3Hasher() }
     }
+
+    override func body(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer {
+      guard (200..<300).contains(head.status), let sink else { return .accepted }
+      do throws(TroveError) {
+        try sink(bytes)
+        return .accepted
+      } catch {
+        sinkError = error
+        return .stop
+      }
+    }
+
+    override func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+      guard let upload else { return 0 }
+      let wanted = min(buffer.count, Int(max(0, upload.size - offset)))
+      guard wanted > 0 else { return 0 }
+      let target = UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])
+      guard let file = upload.file else {
+        let start = Int(offset)
+        upload.bytes.withUnsafeBytes {
+          target.copyMemory(from: .init(rebasing: $0[start..<start + wanted]))
+        }
+        offset += Int64(wanted)
+        return wanted
+      }
+      do throws(SystemCallError) {
+        let n = try file.read(into: target, at: offset)
+        guard n > 0 else { throw SystemCallError("pread", .ioError) }  // the file shrank
+        hasher?.update(UnsafeRawBufferPointer(rebasing: target[..<n]))
+        offset += Int64(n)
+        return n
+      } catch {
+        readError = error
+        return nil
+      }
+    }
   }
 
   /// Sends `method` to `url` with `headers`, the body from `upload`; a
@@ -90,106 +114,22 @@ final class RemoteHTTPTransfer {
     _ method: String, _ url: String, headers: [String] = [], upload: Upload? = nil,
     sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)? = nil
   ) -> Outcome {
-    curl.easyReset(handle)
-    errorBuffer[0] = 0
-    let context = Context(sink: sink, upload: upload)
-    let pointer = Unmanaged.passUnretained(context).toOpaque()
-    var list: UnsafeMutablePointer<curl_slist>?
-    // No `Expect: 100-continue` round trip before a body; bytes as they are.
-    var lines = ["Expect:", "Accept-Encoding: identity"] + headers
-    if let credential, !credential.contains(":") {
-      lines.append("Authorization: Bearer \(credential)")
-    }
-    for line in lines { list = curl.slistAppend(list, line) }
-    defer { curl.slistFreeAll(list) }
-    curl.setTransferOptions(
-      handle, url: url, connectTimeout: limits.connectTimeout, stallSpeed: limits.stallSpeed,
-      stallTimeout: limits.stallTimeout, userAgent: "trove/0.1")
-    // CURL_NETRC_OPTIONAL: ~/.netrc's login when it names the host.
-    trove_curl_set_long(curl.easySetopt, handle, CURLOPT_NETRC, 1)
+    let exchange = Exchange(sink: sink, upload: upload)
+    var request = HTTPHandle.Request(
+      method: method, url: url, headers: headers, connectTimeout: limits.connectTimeout,
+      stallSpeed: limits.stallSpeed, stallTimeout: limits.stallTimeout, bodySize: upload?.size,
+      usesNetrc: true)
     if let credential, credential.contains(":") {
-      trove_curl_set_string(curl.easySetopt, handle, CURLOPT_USERPWD, credential)
+      request.login = credential
+    } else if let credential {
+      request.headers.append("Authorization: Bearer \(credential)")
     }
-    trove_curl_set_list(curl.easySetopt, handle, CURLOPT_HTTPHEADER, list)
-    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_ERRORBUFFER, errorBuffer)
-    switch method {
-    case "GET": break
-    case "HEAD": trove_curl_set_long(curl.easySetopt, handle, CURLOPT_NOBODY, 1)
-    case "PUT": break
-    default: trove_curl_set_string(curl.easySetopt, handle, CURLOPT_CUSTOMREQUEST, method)
-    }
-    if let upload {
-      trove_curl_set_long(curl.easySetopt, handle, CURLOPT_UPLOAD, 1)
-      // Fewer, larger reads of the file than libcurl's default 64 KiB.
-      trove_curl_set_long(curl.easySetopt, handle, CURLOPT_UPLOAD_BUFFERSIZE, 1 << 20)
-      trove_curl_set_offset(
-        curl.easySetopt, handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(upload.size))
-      trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_READDATA, pointer)
-      trove_curl_set_data_callback(curl.easySetopt, handle, CURLOPT_READFUNCTION) {
-        buffer, size, count, user in
-        let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
-        guard let upload = context.upload, let buffer else { return 0 }
-        let wanted = min(size * count, Int(max(0, upload.size - context.offset)))
-        guard wanted > 0 else { return 0 }
-        let target = UnsafeMutableRawBufferPointer(start: buffer, count: wanted)
-        guard let file = upload.file else {
-          let start = Int(context.offset)
-          upload.bytes.withUnsafeBytes {
-            target.copyMemory(from: .init(rebasing: $0[start..<start + wanted]))
-          }
-          context.offset += Int64(wanted)
-          return wanted
-        }
-        do throws(SystemCallError) {
-          let n = try file.read(into: target, at: context.offset)
-          guard n > 0 else { throw SystemCallError("pread", .ioError) }  // the file shrank
-          context.hasher?.update(UnsafeRawBufferPointer(rebasing: target[..<n]))
-          context.offset += Int64(n)
-          return n
-        } catch {
-          context.readError = error
-          return 0x1000_0000  // CURL_READFUNC_ABORT
-        }
-      }
-    }
-    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_HEADERDATA, pointer)
-    trove_curl_set_data_callback(curl.easySetopt, handle, CURLOPT_HEADERFUNCTION) {
-      buffer, size, count, user in
-      let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
-      let n = size * count
-      guard let buffer else { return n }
-      let line = String(
-        decoding: UnsafeRawBufferPointer(start: buffer, count: n), as: UTF8.self
-      ).trimmingCharacters(in: .whitespacesAndNewlines)
-      if line.hasPrefix("HTTP/") {
-        let parts = line.split(separator: " ", maxSplits: 2)
-        context.status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-        context.contentLength = nil
-      } else if line.lowercased().hasPrefix("content-length:") {
-        context.contentLength = Int64(line.dropFirst(15).trimmingCharacters(in: .whitespaces))
-      }
-      return n
-    }
-    trove_curl_set_pointer(curl.easySetopt, handle, CURLOPT_WRITEDATA, pointer)
-    trove_curl_set_data_callback(curl.easySetopt, handle, CURLOPT_WRITEFUNCTION) {
-      buffer, size, count, user in
-      let context = Unmanaged<Context>.fromOpaque(user!).takeUnretainedValue()
-      let n = size * count
-      guard (200..<300).contains(context.status), let sink = context.sink else { return n }
-      do throws(TroveError) {
-        try sink(UnsafeRawBufferPointer(start: buffer, count: n))
-        return n
-      } catch {
-        context.sinkError = error
-        return 0
-      }
-    }
-    let code = curl.easyPerform(handle)
-    let detail = String(cString: errorBuffer)
+    let ending = handle.perform(request, exchange)
     return Outcome(
-      status: context.status, contentLength: context.contentLength, code: code,
-      message: detail.isEmpty ? curl.message(code) : detail,
-      sinkError: context.sinkError, readError: context.readError,
-      sentDigest: context.offset == upload?.size ? context.hasher?.finalize() : nil)
+      status: exchange.head.status,
+      contentLength: exchange.head.lastField("content-length").flatMap { Int64($0) },
+      code: ending.code, message: ending.message,
+      sinkError: exchange.sinkError, readError: exchange.readError,
+      sentDigest: exchange.offset == upload?.size ? exchange.hasher?.finalize() : nil)
   }
 }

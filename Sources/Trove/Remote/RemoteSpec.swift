@@ -15,13 +15,13 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// Blobs longer than this are not uploaded (skipped, not an error);
   /// nil for the default: 64 MiB for Redis (whose values live in
   /// memory), no limit for WebDAV. See ``sizeLimit``.
-  public var maxObjectSize: Int64?
+  @Nullable public var maxObjectSize: Int64?
   /// The environment variable holding the credential (`user:password`, or
   /// a bearer token over HTTP, a password over Redis), or nil for none.
-  public var authEnvironment: String?
+  @Nullable public var authEnvironment: String?
   /// When objects a put or fetch stores go up to this (writable) remote;
   /// nil for the default, ``RemoteWrite/async``.
-  public var write: RemoteWrite?
+  @Nullable public var write: RemoteWrite?
 
   /// The default ``maxObjectSize`` of a Redis remote: 64 MiB.
   public static let defaultRedisMaxObjectSize: Int64 = 64 << 20
@@ -54,16 +54,6 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     case maxObjectSize = "max-object-size"
     case authEnvironment = "auth-env"
     case write
-  }
-
-  public func encode(to encoder: any Encoder) throws {
-    var c = encoder.container(keyedBy: CodingKeys.self)
-    try c.encode(name, forKey: .name)
-    try c.encode(url, forKey: .url)
-    try c.encode(readOnly, forKey: .readOnly)
-    try c.encode(maxObjectSize, forKey: .maxObjectSize)
-    try c.encode(authEnvironment, forKey: .authEnvironment)  // null, never missing
-    try c.encode(write, forKey: .write)
   }
 
   /// The kind of server the URL names.

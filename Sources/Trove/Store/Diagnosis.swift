@@ -29,16 +29,7 @@ public struct StoreDiagnosis: Sendable, Hashable, Codable {
     /// What was found, in one line.
     public var detail: String
     /// What to change, in one line, when `status` is ``Status/warn``.
-    public var advice: String?
-
-    /// Encodes every key, `advice` as `null` when there is none.
-    public func encode(to encoder: any Encoder) throws {
-      var c = encoder.container(keyedBy: CodingKeys.self)
-      try c.encode(name, forKey: .name)
-      try c.encode(status, forKey: .status)
-      try c.encode(detail, forKey: .detail)
-      try c.encode(advice, forKey: .advice)
-    }
+    @Nullable public var advice: String?
   }
 
   /// The store's root folder.
@@ -66,33 +57,14 @@ public struct StoreDiagnosis: Sendable, Hashable, Codable {
   public var minimumFreeBytes: Int64
   /// The index's journal mode (`wal`, `persist`), or nil when the index
   /// could not be opened.
-  public var journalMode: String?
+  @Nullable public var journalMode: String?
   /// Why the store cannot be written, or nil when it can.
-  public var readOnlyReason: String?
+  @Nullable public var readOnlyReason: String?
   /// Every finding, in the order above.
   public var checks: [Check]
 
   /// Whether every check is ok.
   public var isHealthy: Bool { checks.allSatisfy { $0.status == .ok } }
-
-  /// Encodes every key, absent values as `null`.
-  public func encode(to encoder: any Encoder) throws {
-    var c = encoder.container(keyedBy: CodingKeys.self)
-    try c.encode(store, forKey: .store)
-    try c.encode(destination, forKey: .destination)
-    try c.encode(storeFilesystem, forKey: .storeFilesystem)
-    try c.encode(destinationFilesystem, forKey: .destinationFilesystem)
-    try c.encode(sameFilesystem, forKey: .sameFilesystem)
-    try c.encode(cloneSupported, forKey: .cloneSupported)
-    try c.encode(hardlinkSupported, forKey: .hardlinkSupported)
-    try c.encode(locksWork, forKey: .locksWork)
-    try c.encode(availableBytes, forKey: .availableBytes)
-    try c.encode(totalBytes, forKey: .totalBytes)
-    try c.encode(minimumFreeBytes, forKey: .minimumFreeBytes)
-    try c.encode(journalMode, forKey: .journalMode)
-    try c.encode(readOnlyReason, forKey: .readOnlyReason)
-    try c.encode(checks, forKey: .checks)
-  }
 }
 
 extension Store {

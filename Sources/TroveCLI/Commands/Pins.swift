@@ -185,18 +185,6 @@ struct PinRecord: Encodable {
     expired = !pin.isActive(at: Date(timeIntervalSince1970: Double(now) / 1e9))
     created = Output.time(pin.created)
   }
-
-  /// Every key, `expires` as `null` for a pin without a lease.
-  func encode(to encoder: any Encoder) throws {
-    var c = encoder.container(keyedBy: CodingKeys.self)
-    try c.encode(digest, forKey: .digest)
-    try c.encode(name, forKey: .name)
-    try c.encode(expires, forKey: .expires)
-    try c.encode(expired, forKey: .expired)
-    try c.encode(created, forKey: .created)
-  }
-
-  private enum CodingKeys: String, CodingKey { case digest, name, expires, expired, created }
 }
 
 extension Invocation {

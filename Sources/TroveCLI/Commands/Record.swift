@@ -115,7 +115,7 @@ struct RecordSummary: Encodable {
 struct RecordedObjectRow: Encodable {
   var digest: String
   var keys: [String]
-  var size: Int64?
+  @Nullable var size: Int64?
   var stored: Bool
   var firstUsed: String
   var lastUsed: String
@@ -127,16 +127,5 @@ struct RecordedObjectRow: Encodable {
     stored = entry != nil
     firstUsed = Output.time(object.firstUsed)
     lastUsed = Output.time(object.lastUsed)
-  }
-
-  func encode(to encoder: any Encoder) throws {
-    enum Key: String, CodingKey { case digest, keys, size, stored, firstUsed, lastUsed }
-    var container = encoder.container(keyedBy: Key.self)
-    try container.encode(digest, forKey: .digest)
-    try container.encode(keys, forKey: .keys)
-    try container.encode(size, forKey: .size)
-    try container.encode(stored, forKey: .stored)
-    try container.encode(firstUsed, forKey: .firstUsed)
-    try container.encode(lastUsed, forKey: .lastUsed)
   }
 }

@@ -227,21 +227,11 @@ private func describe(_ check: Store.RemoteCheck) -> String {
 /// One object and remote in `remote push --json`.
 struct PushRecord: Encodable {
   /// nil when the remote failed before any object (sending the queue).
-  var digest: String?
+  @Nullable var digest: String? = nil
   var remote: String
   /// `uploaded`, `present` or `too-large`; nil when it failed.
-  var outcome: String?
-  var error: String?
-
-  enum CodingKeys: String, CodingKey { case digest, remote, outcome, error }
-
-  func encode(to encoder: any Encoder) throws {
-    var c = encoder.container(keyedBy: CodingKeys.self)
-    try c.encode(digest, forKey: .digest)
-    try c.encode(remote, forKey: .remote)
-    try c.encode(outcome, forKey: .outcome)  // null, never missing
-    try c.encode(error, forKey: .error)
-  }
+  @Nullable var outcome: String? = nil
+  @Nullable var error: String? = nil
 }
 
 /// `remote push`: each object to each chosen remote; a failure is reported
@@ -340,28 +330,16 @@ extension Invocation {
 /// One object in `remote pull --json`.
 private struct PullRecord: Encodable {
   /// The object's digest; nil when a key named nothing.
-  var digest: String?
+  @Nullable var digest: String? = nil
   /// The key asked for; nil when a digest was.
-  var key: String?
+  @Nullable var key: String? = nil
   /// The remote it came from; nil when it was local already or failed.
-  var remote: String?
-  var size: Int64?
+  @Nullable var remote: String? = nil
+  @Nullable var size: Int64? = nil
   /// `pulled`, `bound` (the key was bound to a blob the store held),
   /// `local` or `failed`.
   var outcome: String
-  var error: String?
-
-  enum CodingKeys: String, CodingKey { case digest, key, remote, size, outcome, error }
-
-  func encode(to encoder: any Encoder) throws {
-    var c = encoder.container(keyedBy: CodingKeys.self)
-    try c.encode(digest, forKey: .digest)  // null, never missing
-    try c.encode(key, forKey: .key)
-    try c.encode(remote, forKey: .remote)
-    try c.encode(size, forKey: .size)
-    try c.encode(outcome, forKey: .outcome)
-    try c.encode(error, forKey: .error)
-  }
+  @Nullable var error: String? = nil
 }
 
 /// `remote pull`: each object or key from the chosen remote, or from the

@@ -105,27 +105,6 @@ struct LibCurl: @unchecked Sendable {
     dlerror().map { String(cString: $0) } ?? "unknown dlopen error"
   }
 
-  /// Sets on `handle` what every transfer of Trove's has: `url`, HTTP and
-  /// HTTPS only, no signals, TCP keep-alive, a connect timeout, a stall
-  /// limit — below `stallSpeed` bytes a second for `stallTimeout` seconds
-  /// is a failure — never a limit on the whole transfer, a 512 KiB receive
-  /// buffer, and `userAgent`.
-  func setTransferOptions(
-    _ handle: Easy, url: String, connectTimeout: Double, stallSpeed: Int, stallTimeout: Double,
-    userAgent: String
-  ) {
-    trove_curl_set_string(easySetopt, handle, CURLOPT_URL, url)
-    trove_curl_set_string(easySetopt, handle, CURLOPT_PROTOCOLS_STR, "http,https")
-    trove_curl_set_long(easySetopt, handle, CURLOPT_NOSIGNAL, 1)
-    trove_curl_set_long(easySetopt, handle, CURLOPT_TCP_KEEPALIVE, 1)
-    trove_curl_set_long(easySetopt, handle, CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeout * 1000))
-    trove_curl_set_long(easySetopt, handle, CURLOPT_LOW_SPEED_LIMIT, max(1, stallSpeed))
-    trove_curl_set_long(
-      easySetopt, handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(stallTimeout.rounded(.up))))
-    trove_curl_set_long(easySetopt, handle, CURLOPT_BUFFERSIZE, 512 * 1024)
-    trove_curl_set_string(easySetopt, handle, CURLOPT_USERAGENT, userAgent)
-  }
-
   /// libcurl's message for `code`.
   func message(_ code: CURLcode) -> String {
     easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"

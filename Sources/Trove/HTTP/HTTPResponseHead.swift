@@ -1,0 +1,60 @@
+/// The response a transfer ended with (the last one, after redirects).
+struct HTTPResponseHead: Sendable {
+  /// The status code (200, 206, 304, 404…); 0 when no response came.
+  var status = 0
+  /// The status line's reason phrase ("Not Found"), if the server sent one.
+  var reason = ""
+  /// Header fields in order, names lowercased.
+  var fields: [(name: String, value: String)] = []
+
+  /// The value of `name` (lowercase); several fields of one name are
+  /// joined with ", " as HTTP allows.
+  func field(_ name: String) -> String? {
+    let values = fields.filter { $0.name == name }.map(\.value)
+    return values.isEmpty ? nil : values.joined(separator: ", ")
+  }
+
+  /// The value of the last field named `name` (lowercase): for a field
+  /// that holds one value, where joining several would make none.
+  func lastField(_ name: String) -> String? {
+    fields.last { $0.name == name }?.value
+  }
+
+  /// Takes one line of a response's head as libcurl hands it over, line
+  /// ending included. A status line (`HTTP/1.1 200 OK`) starts a new
+  /// response — after a redirect or an interim 1xx — dropping the fields
+  /// before it. A field line adds its name, lowercased, and its value
+  /// without the optional whitespace (spaces and tabs) around it, as
+  /// RFC 9110 says; a line that starts with whitespace continues the
+  /// previous field's value (the obsolete line folding of RFC 9112). The
+  /// empty line that ends the head, and anything else, is ignored.
+  mutating func add(line bytes: UnsafeRawBufferPointer) {
+    var line = Substring(String(decoding: bytes, as: UTF8.self))
+    while let last = line.last, last == "\r" || last == "\n" || last == "\r\n" {
+      line = line.dropLast()
+    }
+    if line.hasPrefix("HTTP/") {
+      let parts = line.split(separator: " ", maxSplits: 2)
+      self = HTTPResponseHead(
+        status: parts.count > 1 ? Int(parts[1]) ?? 0 : 0,
+        reason: parts.count > 2 ? String(Self.withoutWhitespace(parts[2])) : "")
+    } else if let first = line.first, first == " " || first == "\t" {
+      guard let previous = fields.indices.last else { return }
+      let more = Self.withoutWhitespace(line)
+      guard !more.isEmpty else { return }
+      fields[previous].value += (fields[previous].value.isEmpty ? "" : " ") + more
+    } else if let colon = line.firstIndex(of: ":") {
+      fields.append(
+        (line[..<colon].lowercased(), String(Self.withoutWhitespace(line[colon...].dropFirst()))))
+    }
+  }
+
+  /// `text` without the spaces and tabs around it (HTTP's `OWS`).
+  private static func withoutWhitespace(_ text: Substring) -> Substring {
+    let isWhitespace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+    guard let start = text.firstIndex(where: { !isWhitespace($0) }),
+      let end = text.lastIndex(where: { !isWhitespace($0) })
+    else { return "" }
+    return text[start...end]
+  }
+}
