@@ -297,7 +297,7 @@ extension Store {
       throw bad("member '\(MessageText.excerpt(member))' is cut short")
     }
     do throws(TroveError) {
-      return try writer.commit(expecting: digest, size: size)
+      return try writer.commit(method: .stream, expecting: digest, size: size)
     } catch  where error.code == .checksumMismatch {
       throw bad(
         "member '\(MessageText.excerpt(member))': \(error.message); nothing of it stored")

@@ -261,7 +261,7 @@ final class Download: HTTPBodySink {
   func publish(_ body: Body) throws(TroveError) -> PutResult {
     if let writer {
       self.writer = nil
-      return try writer.commit()
+      return try writer.commit(method: .stream)
     }
     guard let part, let file = part.file, let admission else {
       // An empty body of unknown length wrote nothing: store it from memory.

@@ -39,7 +39,9 @@ extension Store {
     progress: (@Sendable (FetchProgress) -> Void)? = nil
   ) throws(TroveError) -> FetchResult {
     let client = try HTTPClient()
-    return try fetch(request, options: options, client: client, progress: progress)
+    let result = try fetch(request, options: options, client: client, progress: progress)
+    if request.mode != .offline { writeBack.run(self) }
+    return result
   }
 
   func fetch(

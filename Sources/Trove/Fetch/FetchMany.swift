@@ -33,6 +33,7 @@ extension Store {
       results.withLock { $0[i] = outcome }
     }
     Parallel.forEach(requests.count, width: max(1, jobs), context: makeClient, run)
+    if requests.contains(where: { $0.mode != .offline }) { writeBack.run(self) }
     return results.withLock { $0.map { $0! } }
   }
 }

@@ -68,7 +68,7 @@ extension Store {
         throw TroveError(
           .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
       }
-      let result = try writer.commit(expecting: digest, size: size)
+      let result = try writer.commit(method: .stream, expecting: digest, size: size)
       noteHolding(spec.name, digest, .held)
       return RemotePull(digest: digest, size: result.size, downloaded: true)
     } catch  where error.code == .checksumMismatch {

@@ -1,13 +1,12 @@
 /// When the objects a put or fetch stores are uploaded to a writable
-/// remote (`remote add --write`).
+/// remote (`remote add --write`); the store's ``WriteBack`` carries it out.
 public enum RemoteWrite: String, Sendable, Hashable, Codable, CaseIterable {
-  /// In the background, after the command has answered: the `trove`
-  /// command starts a detached `trove remote push --queued` (one at a time
-  /// per store), so a put costs no time for the upload.
+  /// By a drain of the upload queue that the put or fetch starts and does
+  /// not wait for (see ``StoreConfiguration/startsBackgroundUpload``), so a
+  /// put costs no time for the upload.
   case async
-  /// Before the command returns, after it has printed its answer: the
-  /// upload's time is the command's.
+  /// Before the put or fetch returns: the upload's time is the call's.
   case sync
-  /// Only by `trove remote push`.
+  /// Only by an explicit push (``Store/uploadQueued(to:everything:ifIdle:onEach:)``).
   case off
 }

@@ -64,9 +64,11 @@ extension Store {
     let cancellation = Cancellation()
     return try await Self.detached("fetch '\(request.url)'", cancellation) {
       () throws(TroveError) in
-      try self.fetch(
+      let result = try self.fetch(
         request, options: options, client: HTTPClient(), progress: progress,
         cancellation: cancellation)
+      if request.mode != .offline { self.writeBack.run(self) }
+      return result
     }
   }
 

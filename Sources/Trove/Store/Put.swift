@@ -83,6 +83,7 @@ extension Store {
       source, path: path, key: key, expectedSize: expectedSize, priority: priority,
       onProgress: onProgress)
     if let key { records.note(result.digest, key: key) }
+    writeBack.run(self)
     return result
   }
 
@@ -107,6 +108,7 @@ extension Store {
       FileDescriptor(rawValue: handle.fileDescriptor), path: name, key: key,
       expectedSize: expectedSize, priority: priority, onProgress: onProgress)
     if let key { records.note(result.digest, key: key) }
+    writeBack.run(self)
     return result
   }
 
@@ -147,7 +149,9 @@ extension Store {
       store: self, admission: admission, expectedSize: count, sizeIsExact: true,
       mayCompress: true, priority: priority, sweeps: sweeps, limit: limit, binding: binding)
     try writer.write(bytes)
-    return try writer.commit(method: .stream)
+    let result = try writer.commit(method: .stream)
+    writeBack.run(self)
+    return result
   }
 
   /// A writer for bytes that arrive in pieces (a download body): write

@@ -122,6 +122,7 @@ extension Store {
     if !group.isEmpty { commitGroup() }
     collect(wait: true)
     report()
+    writeBack.run(self)
     return results.map { $0! }
   }
 

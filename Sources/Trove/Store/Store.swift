@@ -51,11 +51,16 @@ public final class Store: Sendable {
   let cloneHashes = Mutex(CachedHash.Tally())
   /// The records this process notes what it uses in (most often none).
   let records: RecordKeeper
+  /// Sends what puts and fetches store on to the writable remotes.
+  let writeBack = WriteBack()
 
   var objectsDirectory: FileDescriptor { objects.objectsDirectory }
   var tmpDirectory: FileDescriptor { objects.tmpDirectory }
   var objectsPath: String { objects.objectsPath }
   var tmpPath: String { objects.tmpPath }
+
+  /// Says `message` through ``StoreConfiguration/onWarning``.
+  func warn(_ message: String) { configuration.onWarning?(message) }
 
   /// Whether this process cannot write the store (see ``readOnlyReason``).
   /// A read-only store is read as it is: its index opened read-only, no

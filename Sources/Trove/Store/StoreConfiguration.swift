@@ -24,6 +24,19 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// ``Store/startRecord(_:)``), made when missing; besides those started
   /// for every process. Default: `TROVE_RECORD` when set and not empty.
   public var recordName: String?
+  /// Whether a put or fetch sends what it stores to the store's writable
+  /// remotes as each remote's ``RemoteSpec/write`` says (`async`, `sync`,
+  /// `off`), as `trove put` and `trove fetch` do. Default true; false leaves
+  /// the upload queue to ``Store/uploadQueued(to:everything:ifIdle:onEach:)``.
+  public var writesBack: Bool
+  /// How an `async` write-back starts a drain of the upload queue that
+  /// outlives the call: given the store's root, it starts one and returns
+  /// nil, or returns why it could not (a warning; the objects stay queued).
+  /// The `trove` command starts a detached `trove remote push --if-idle`.
+  /// Default nil: a thread of this process drains the queue, one at a time;
+  /// what it has not sent when the process ends is sent by the next drain of
+  /// any process, as the queue follows from the index.
+  public var startsBackgroundUpload: (@Sendable (_ root: String) -> String?)?
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil
   /// (an empty root, which ``Store/init(_:)`` refuses, when there is no
@@ -32,8 +45,12 @@ public struct StoreConfiguration: Sendable, Hashable {
     root: String? = nil, createIfMissing: Bool = true,
     onWarning: (@Sendable (String) -> Void)? = nil,
     policyOverrides: [CachePolicy.Key: String] = [:],
-    recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"]
+    recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"],
+    writesBack: Bool = true,
+    startsBackgroundUpload: (@Sendable (_ root: String) -> String?)? = nil
   ) {
+    self.writesBack = writesBack
+    self.startsBackgroundUpload = startsBackgroundUpload
     self.root = root ?? ((try? Self.defaultRoot()) ?? "")
     self.createIfMissing = createIfMissing
     self.onWarning = onWarning
@@ -44,6 +61,7 @@ public struct StoreConfiguration: Sendable, Hashable {
   public static func == (a: Self, b: Self) -> Bool {
     a.root == b.root && a.createIfMissing == b.createIfMissing
       && a.policyOverrides == b.policyOverrides && a.recordName == b.recordName
+      && a.writesBack == b.writesBack
   }
 
   public func hash(into hasher: inout Hasher) {

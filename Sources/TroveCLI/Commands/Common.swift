@@ -40,9 +40,21 @@ extension Invocation {
       StoreConfiguration(
         root: try storeRoot, createIfMissing: creating,
         onWarning: { Output.warning($0) },
-        policyOverrides: StoreConfiguration.environmentOverrides()))
+        policyOverrides: StoreConfiguration.environmentOverrides(),
+        startsBackgroundUpload: Self.startBackgroundUpload))
     if writesStore { try store.requireWritable() }
     return store
+  }
+
+  /// How the library's `async` write-back drains the upload queue for the
+  /// command: a detached `trove remote push --if-idle`, in a process of its
+  /// own with /dev/null for its standard files and nothing else of this
+  /// one's open, so a caller reading this command's output to its end is
+  /// not kept waiting for the upload.
+  @Sendable static func startBackgroundUpload(_ root: String) -> String? {
+    BackgroundProcess.start(
+      "/proc/self/exe", ["--store", root, "--quiet", "remote", "push", "--if-idle"]
+    ).map { "cannot start 'trove remote push': \(String(cString: strerror($0)))" }
   }
 
   /// Whether this invocation must write the store: every command that

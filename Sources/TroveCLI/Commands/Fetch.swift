@@ -170,8 +170,6 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
     }
   }
   if invocation.flag("--json") { Output.json(records) }
-  // Offline means no network at all: the queue waits for the next command.
-  if !invocation.flag("--offline") { writeBack(store, invocation) }
   return status
 }
 

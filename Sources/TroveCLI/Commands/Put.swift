@@ -124,7 +124,6 @@ let putCommand = CommandSpec(
       }
     }
     if invocation.flag("--json") { Output.json(results) }
-    writeBack(store, invocation)
     return status
   })
 

@@ -310,7 +310,9 @@ public final class BlobWriter {
   public func commit(expecting digest: BlobDigest? = nil, size expectedSize: Int64? = nil)
     throws(TroveError) -> PutResult
   {
-    try commit(method: .stream, expecting: digest, size: expectedSize)
+    let result = try commit(method: .stream, expecting: digest, size: expectedSize)
+    store.writeBack.run(store)
+    return result
   }
 
   func commit(

@@ -5,47 +5,6 @@ import Trove
   import Glibc
 #endif
 
-/// After a put or fetch stored objects: sends them to the store's
-/// writable remotes as each remote's `--write` says (``RemoteWrite``) —
-/// `sync` now, `async` by a detached `trove remote push --if-idle` that
-/// outlives this process, `off` not at all. Never fails the command: a
-/// remote that fails is a warning, and the objects stay queued.
-func writeBack(_ store: Store, _ invocation: Invocation) {
-  guard let remotes = try? store.remotes().filter({ !$0.readOnly }), !remotes.isEmpty else {
-    return
-  }
-  var background = false
-  for remote in remotes {
-    switch remote.write ?? .async {
-    case .off: continue
-    case .async: background = true
-    case .sync:
-      do {
-        // Never behind another process's drain: that one sends these too.
-        try store.uploadQueued(to: remote.name, ifIdle: true) { item in
-          // A remote its breaker skips was warned about when it failed.
-          if let error = item.error, !item.skippedByBreaker {
-            Output.warning("not uploaded: \(error)")
-          }
-        }
-      } catch {
-        Output.warning("not uploaded to remote '\(remote.name)': \(error)")
-      }
-    }
-  }
-  guard background else { return }
-  // A process of its own, with /dev/null for its standard files and
-  // nothing else of this one's open: a caller reading this command's
-  // output to its end is not kept waiting for the upload.
-  if let errno = BackgroundProcess.start(
-    "/proc/self/exe", ["--store", store.root, "--quiet", "remote", "push", "--if-idle"])
-  {
-    Output.warning(
-      "cannot start the background upload ('trove remote push' sends the queue): \(String(cString: strerror(errno)))"
-    )
-  }
-}
-
 /// `remote push` without digests: sends the upload queue (what each
 /// writable remote, or `--remote`, is not known to hold: stored since it
 /// was added, or with `--all` everything). Exit 0 when every object went
