@@ -39,7 +39,8 @@ final class WriteBack: Sendable {
     if let start = store.configuration.startsBackgroundUpload {
       if let failure = start(store.root) {
         store.warn(
-          "cannot start the background upload of store '\(store.root)': \(failure); the objects stay queued")
+          "cannot start the background upload of store '\(store.root)': \(failure); the objects stay queued"
+        )
       }
       return
     }
