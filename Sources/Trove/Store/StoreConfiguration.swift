@@ -24,6 +24,15 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// ``Store/startRecord(_:)``), made when missing; besides those started
   /// for every process. Default: `TROVE_RECORD` when set and not empty.
   public var recordName: String?
+  /// Told of each decision the store makes at its seams — an object
+  /// stored, evicted or removed and why, space made under pressure, a
+  /// fetch served, revalidated or downloaded again and why, a remote read
+  /// through, skipped or uploaded to — as a ``TraceEvent``. Called on the
+  /// thread that decided, from many at once: keep it quick.
+  /// ``TraceLog/appending(to:)`` makes one that appends lines to a file
+  /// (the CLI's `TROVE_DEBUG=FILE`); the library reads no variable for
+  /// it. Default: nil, and an event costs nothing.
+  public var trace: (@Sendable (TraceEvent) -> Void)?
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil
   /// (an empty root, which ``Store/init(_:)`` refuses, when there is no
@@ -32,13 +41,15 @@ public struct StoreConfiguration: Sendable, Hashable {
     root: String? = nil, createIfMissing: Bool = true,
     onWarning: (@Sendable (String) -> Void)? = nil,
     policyOverrides: [CachePolicy.Key: String] = [:],
-    recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"]
+    recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"],
+    trace: (@Sendable (TraceEvent) -> Void)? = nil
   ) {
     self.root = root ?? ((try? Self.defaultRoot()) ?? "")
     self.createIfMissing = createIfMissing
     self.onWarning = onWarning
     self.policyOverrides = policyOverrides
     self.recordName = recordName?.isEmpty == false ? recordName : nil
+    self.trace = trace
   }
 
   public static func == (a: Self, b: Self) -> Bool {

@@ -23,7 +23,12 @@ let hasCommand = CommandSpec(
     try invocation.requirePositionals(["digest-or-key"])
     let text = invocation.positionals[0]
     let reference = try invocation.reference(text)
-    let store = try invocation.openStore()
+    guard let store = try invocation.openStoreIfPresent() else {
+      if invocation.flag("--verbose") {
+        Output.error("trove: \(text): absent (no store exists at '\(try invocation.storeRoot)' yet)")
+      }
+      return ExitStatus.failure
+    }
     var present = false
     var digest: BlobDigest?
     do {
@@ -68,7 +73,9 @@ let pathCommand = CommandSpec(
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key"])
     let reference = try invocation.reference(invocation.positionals[0])
-    let store = try invocation.openStore()
+    guard let store = try invocation.openStoreIfPresent() else {
+      throw try invocation.missWithoutStore(invocation.positionals[0])
+    }
     // Exact, as `realpath` prints it: a program opens this path.
     let path = try store.path(
       for: try invocation.resolve(reference, in: store),
