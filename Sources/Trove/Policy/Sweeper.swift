@@ -277,7 +277,8 @@ extension Store {
       let removal = try removeLeastRecentlyUsed(
         before: now.subtractingSaturated(.nanoseconds(fromSeconds: maxAge)), now: now,
         dryRun: options.dryRun, protected: options.protected, planned: &planned,
-        because: "expired: unused for longer than max-age \(CachePolicy.Quantities.formatDuration(maxAge))",
+        because:
+          "expired: unused for longer than max-age \(CachePolicy.Quantities.formatDuration(maxAge))",
         afterBatch: { (batch) throws(TroveError) in
           swept += batch.bytes
           onProgress?(ProgressReport(unit: .bytes, completed: swept, total: nil))
@@ -326,7 +327,8 @@ extension Store {
     trace(
       report.reason == .lowSpace || report.reason == .diskFull ? .pressure : .remove,
       "sweep (\(report.reason.rawValue)) removed \(report.expiredEntries) expired and \(report.evictedEntries) evicted entries (\(CachePolicy.Quantities.formatSize(report.removedBytes)))"
-        + (report.freedBytes.map { ", the volume gained \(CachePolicy.Quantities.formatSize($0))" } ?? "")
+        + (report.freedBytes.map { ", the volume gained \(CachePolicy.Quantities.formatSize($0))" }
+          ?? "")
         + (report.skippedEntries > 0 ? ", \(report.skippedEntries) skipped" : ""),
       why: Self.sweepCause(report.reason), duration: .seconds(report.seconds))
     try index().write("record sweep") { (tx) throws(TroveError) in
@@ -452,7 +454,8 @@ extension Store {
         } else {
           trace(
             .remove, "kept \(entry.digest)",
-            why: "chosen for eviction, but read, stored or pinned since, or its file could not be unlinked"
+            why:
+              "chosen for eviction, but read, stored or pinned since, or its file could not be unlinked"
           )
           thisBatch.skipped += 1
         }

@@ -74,7 +74,8 @@ extension Store {
       try tx.setRemote(remote, ["retry-at": now + CircuitBreaker.probeLease])
       trace(
         .remote, "probing remote '\(remote)'",
-        why: "its circuit breaker's interval is over: this process asks it; others wait for the answer"
+        why:
+          "its circuit breaker's interval is over: this process asks it; others wait for the answer"
       )
       return true
     }

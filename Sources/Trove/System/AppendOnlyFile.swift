@@ -25,7 +25,9 @@ final class AppendOnlyFile: Sendable {
   func append(_ text: String) {
     var text = text
     text.withUTF8 { bytes in
-      _ = try? Sys.call("write(trace)") { Glibc.write(descriptor.rawValue, bytes.baseAddress, bytes.count) }
+      _ = try? Sys.call("write(trace)") {
+        Glibc.write(descriptor.rawValue, bytes.baseAddress, bytes.count)
+      }
     }
   }
 }

@@ -34,7 +34,8 @@ public struct TraceEvent: Sendable, Hashable, CustomStringConvertible {
   public var duration: Duration?
 
   public init(
-    time: Date = Date(), processID: Int32 = ProcessInfo.processInfo.processIdentifier, seam: Seam, what: String, why: String,
+    time: Date = Date(), processID: Int32 = ProcessInfo.processInfo.processIdentifier, seam: Seam,
+    what: String, why: String,
     duration: Duration? = nil
   ) {
     self.time = time

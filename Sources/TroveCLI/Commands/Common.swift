@@ -53,7 +53,7 @@ extension Invocation {
   func openStoreIfPresent() throws(TroveError) -> Store? {
     do {
       return try openStore()
-    } catch where error.code == .storeMissing {
+    } catch  where error.code == .storeMissing {
       return nil
     }
   }

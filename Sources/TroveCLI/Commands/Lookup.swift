@@ -25,7 +25,8 @@ let hasCommand = CommandSpec(
     let reference = try invocation.reference(text)
     guard let store = try invocation.openStoreIfPresent() else {
       if invocation.flag("--verbose") {
-        Output.error("trove: \(text): absent (no store exists at '\(try invocation.storeRoot)' yet)")
+        Output.error(
+          "trove: \(text): absent (no store exists at '\(try invocation.storeRoot)' yet)")
       }
       return ExitStatus.failure
     }
