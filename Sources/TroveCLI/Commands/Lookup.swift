@@ -14,7 +14,8 @@ let hasCommand = CommandSpec(
       help: "When the store does not hold it, ask its remotes (nothing is downloaded)."),
   ],
   discussion: """
-    A key that is not bound is absent too. With --remote, an object the store does
+    A key that is not bound is absent too, and so is anything in a store that does
+    not exist yet (nothing is made). With --remote, an object the store does
     not hold is present when a remote holds it, and a key it lacks when a remote
     has a record of the key naming a blob that remote (or the store) holds; -v says
     where. Nothing is downloaded.
