@@ -112,6 +112,28 @@ struct TraceTests {
     #expect(try !Store(StoreConfiguration(root: store)).trace.isEnabled)
   }
 
+  @Test("processes tracing to one file at once each add whole lines")
+  func processesAppendWholeLines() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let log = scratch["trace.log"]
+    #expect(try CLI.run(["--store", store, "put", "-"], stdin: [1]).status == 0)
+    let names = (0..<300).map {
+      XXH3Hasher.digest([UInt8($0 % 256), UInt8($0 / 256), 7]).description
+    }
+    let running = try (0..<4).map { i in
+      try Spawned(
+        executable: "/usr/bin/env",
+        ["TROVE_DEBUG=\(log)", CLI.executable, "--store", store, "rm"] + names,
+        io: scratch["rm-\(i)"])
+    }
+    for process in running { #expect(try process.wait().status == 1) }
+    let lines = try Self.lines(log)
+    #expect(lines.count == 4 * (names.count + 1))
+    #expect(lines.allSatisfy { $0.count == 6 && $0[2] == "remove" }, "\(lines.prefix(3))")
+    #expect(Set(lines.map(\.[1])).count == 4)
+  }
+
   @Test("the library's hook receives each decision as an event: removal, eviction and why")
   func libraryHook() throws {
     let scratch = try Scratch()
