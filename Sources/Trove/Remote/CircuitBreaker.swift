@@ -61,6 +61,7 @@ extension Store {
     }
     if closed ?? true { return true }
     var retryAt: Int64 = 0
+    var probe = false
     let admitted = try? index.write("consult the breaker of remote '\(remote)'") {
       (tx) throws(TroveError) -> Bool in
       let record = try tx.remoteRecord(remote)
@@ -72,14 +73,17 @@ extension Store {
       }
       // The interval is over: this process probes; others wait for it.
       try tx.setRemote(remote, ["retry-at": now + CircuitBreaker.probeLease])
+      probe = true
+      return true
+    }
+    // Told once the transaction is over: a hook never holds the index.
+    if admitted == true, probe {
       trace(
         .remote, "probing remote '\(remote)'",
         why:
           "its circuit breaker's interval is over: this process asks it; others wait for the answer"
       )
-      return true
-    }
-    if admitted == true, retryAt > 0 {
+    } else if admitted == true, retryAt > 0 {
       trace(
         .remote, "asking remote '\(remote)' although its circuit breaker is open",
         why: "a command named it (a probe): an answer closes the breaker")
@@ -141,11 +145,14 @@ extension Store {
       (tx) throws(TroveError) in try tx.remoteRecord(remote).failures > 0
     }
     guard open ?? true else { return }
-    _ = try? index.write("record an answer of remote '\(remote)'") { (tx) throws(TroveError) in
-      if try tx.remoteRecord(remote).failures > 0 {
-        try tx.setRemote(remote, ["failures": 0, "retry-at": 0])
-        trace(.remote, "closed the circuit breaker of remote '\(remote)'", why: "it answered")
-      }
+    let closed = try? index.write("record an answer of remote '\(remote)'") {
+      (tx) throws(TroveError) -> Bool in
+      guard try tx.remoteRecord(remote).failures > 0 else { return false }
+      try tx.setRemote(remote, ["failures": 0, "retry-at": 0])
+      return true
+    }
+    if closed == true {
+      trace(.remote, "closed the circuit breaker of remote '\(remote)'", why: "it answered")
     }
   }
 
