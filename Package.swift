@@ -26,7 +26,13 @@ let package = Package(
     .target(
       name: "Trove",
       dependencies: ["CXXHash", "CSQLite", "CZstd", "CCurl", "CCrypto", "CLinux"],
-      swiftSettings: [.swiftLanguageMode(.v6)]),
+      swiftSettings: [
+        .swiftLanguageMode(.v6),
+        // The fault seam (TROVE_INJECT_FAULT) exists only in debug builds,
+        // which the tests use: a release binary has no environment-driven
+        // failure path.
+        .define("TROVE_FAULTS", .when(configuration: .debug)),
+      ]),
     .executableTarget(
       name: "TroveCLI",
       dependencies: ["Trove"],

@@ -264,3 +264,20 @@ struct FaultTests {
     #expect(try CLI.run(["--store", store, "ls"]).out.split(separator: "\n").count == 1)
   }
 }
+
+/// The fault seam exists in the build the tests run (debug, `TROVE_FAULTS`):
+/// were it compiled out, every test that injects a fault would pass
+/// without injecting anything.
+@Suite("the fault seam in test builds")
+struct FaultSeamTests {
+  @Test("the test build reads TROVE_INJECT_FAULT: the library's and the CLI process's calls fail")
+  func faultsAreInjected() throws {
+    #expect(Sys.injectsFaults)
+    let scratch = try Scratch()
+    let file = try scratch.write("in", Array("hello\n".utf8))
+    let failed = try CLI.run(["hash", file], environment: ["TROVE_INJECT_FAULT": "open:5"])
+    #expect(failed.status == 74, "\(failed.stderr)")
+    #expect(failed.stderr.contains("Input/output error (open, errno 5)"), "\(failed.stderr)")
+    #expect(try CLI.run(["hash", file]).status == 0)
+  }
+}

@@ -109,11 +109,14 @@ struct RemoteWriteBackTests {
     let gone = try #require(try Self.status(store)["gone"])
     #expect(gone["errors"] as? Int == 1 && gone["queuedObjects"] as? Int == 100, "\(gone)")
     #expect(gone["state"] as? String == "unavailable")
-    // An explicit push while the breaker is open sends nothing and says
-    // so (exit 69): a CI step can tell nothing went up.
+    // An explicit push asks the remote even while its breaker is open (a
+    // probe): still gone, it fails with the real error (exit 69), and a CI
+    // step can tell nothing went up.
     let push = try RemoteTests.remote(store, ["push"])
     #expect(push.status == 69 && push.out == "", "\(push.stderr)")
-    #expect(push.stderr.contains("remote 'gone' not asked: it failed lately"), "\(push.stderr)")
+    #expect(!push.stderr.contains("not asked"), "\(push.stderr)")
+    #expect(push.stderr.contains("remote 'gone'"), "\(push.stderr)")
+    #expect(try Self.status(store)["gone"]?["state"] as? String == "unavailable")
     // A store with no writable remote has nothing to push to: exit 1.
     let none = scratch["none"]
     #expect(try CLI.run(["--store", none, "put", scratch["in-0"]]).status == 0)

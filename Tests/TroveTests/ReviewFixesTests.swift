@@ -138,8 +138,13 @@ struct ReviewFixesTests {
     #expect(after.status == 64)
     let dir = try CLI.run(["--store", scratch.path + "//a/./b//", "dir"])
     #expect(dir.out == scratch["a/b"] + "\n", "\(dir.out)")
-    let ls = try CLI.run(["--store", scratch.path + "//a/./b//", "ls"])
-    #expect(ls.stderr == "Error: no store at '\(scratch["a/b"])': nothing was ever stored there\n")
+    let stats = try CLI.run(["--store", scratch.path + "//a/./b//", "stats"])
+    #expect(
+      stats.stderr == "Error: no store at '\(scratch["a/b"])': nothing was ever stored there\n")
+    let path = try CLI.run(["--store", scratch.path + "//a/./b//", "path", "some-key"])
+    #expect(
+      path.stderr
+        == "Error: no object or key 'some-key': no store exists at '\(scratch["a/b"])' yet\n")
   }
 
   @Test("a size setting given in decimal units is echoed in them wherever it is shown")

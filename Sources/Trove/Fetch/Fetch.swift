@@ -56,7 +56,7 @@ extension Store {
 }
 
 /// One fetch of one URL, from the cache look-up to the recorded key.
-private struct Fetcher {
+struct Fetcher {
   let store: Store
   let request: FetchRequest
   let options: FetchOptions
@@ -116,11 +116,16 @@ private struct Fetcher {
   }
 
   /// The result of a fetch of `digest`.
-  func result(_ digest: BlobDigest, size: Int64, source: FetchSource, verified: [Checksum])
-    -> FetchResult
-  {
+  func result(
+    _ digest: BlobDigest, size: Int64, source: FetchSource, verified: [Checksum],
+    why: @autoclosure () -> String
+  ) -> FetchResult {
     store.records.note(digest, key: url)
     let elapsed = ContinuousClock.now - started
+    store.trace(
+      .fetch,
+      "\(Self.traceVerb(source)) \(url) as \(digest) (\(CachePolicy.Quantities.formatSize(size)))",
+      why: why(), duration: elapsed)
     let seconds =
       Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     return FetchResult(
@@ -145,7 +150,9 @@ private struct Fetcher {
       }
       store.recordRead(digest)
       store.countFetch(digest, served: true)
-      return result(digest, size: entry.size, source: .cache, verified: verified)
+      return result(
+        digest, size: entry.size, source: .cache, verified: verified,
+        why: "the store holds an object with the expected checksum \(checksum)")
     }
     return nil
   }
@@ -182,7 +189,9 @@ private struct Fetcher {
     }
     store.recordRead(cached.digest)
     store.countFetch(cached.digest, served: true)
-    return result(cached.digest, size: entry.size, source: .cache, verified: verified)
+    return result(
+      cached.digest, size: entry.size, source: .cache, verified: verified,
+      why: servedCause(cached, now: now, young: young, waitedSince: waitedSince))
   }
 
   /// Checks `digest`'s object (`size` bytes) against the expectations;
@@ -218,14 +227,17 @@ private struct Fetcher {
   mutating func download(cached: KeyBinding?, lock: FetchLock) throws(TroveError) -> FetchResult {
     let part = lock.isHonoured ? try PartialDownload(store: store, url: url) : nil
     var conditional = cached.flatMap { $0.origin?.hasValidator == true ? $0 : nil }
+    let cause = store.trace.isEnabled ? downloadCause(cached) : ""
     var retries = 0
     var restarts = 0
+    var restartCauses: [String] = []
     // The policy's checksums are computed on every body, in the same pass.
     let algorithms = Set(request.expected.map(\.algorithm)).union(policy.checksums)
     let limit = SizeLimit(
       source: url, expected: request.expectedSize, maximum: policy.maximumObjectSize)
     func restart(_ why: String) throws(TroveError) {
       restarts += 1
+      restartCauses.append(why)
       if restarts > 3 {
         throw TroveError(.unavailable, "cannot fetch '\(url)': \(why)", value: url)
       }
@@ -276,7 +288,9 @@ private struct Fetcher {
         let verified = try verify(cached.digest, size: origin.size)
         store.recordRead(cached.digest)
         store.countFetch(cached.digest, served: true)
-        return result(cached.digest, size: origin.size, source: .revalidated, verified: verified)
+        return result(
+          cached.digest, size: origin.size, source: .revalidated, verified: verified,
+          why: cause + "; the server answered 304 Not Modified")
       case .status(let code)?:
         let error = Self.statusError(url, outcome.head, code: code)
         if error.code == .transferFailed, retries < options.retries {
@@ -335,7 +349,10 @@ private struct Fetcher {
       }
       store.countFetch(put.digest, served: false)
       return result(
-        put.digest, size: body.size, source: offset > 0 ? .resumed : .network, verified: verified)
+        put.digest, size: body.size, source: offset > 0 ? .resumed : .network, verified: verified,
+        why: cause + (conditional != nil ? "; the server sent a new body" : "")
+          + (offset > 0 ? "; resumed at byte \(offset) of an interrupted download" : "")
+          + restartCauses.map { "; started again: \($0)" }.joined())
     }
   }
 

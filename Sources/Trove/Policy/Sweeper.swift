@@ -277,6 +277,8 @@ extension Store {
       let removal = try removeLeastRecentlyUsed(
         before: now.subtractingSaturated(.nanoseconds(fromSeconds: maxAge)), now: now,
         dryRun: options.dryRun, protected: options.protected, planned: &planned,
+        because:
+          "expired: unused for longer than max-age \(CachePolicy.Quantities.formatDuration(maxAge))",
         afterBatch: { (batch) throws(TroveError) in
           swept += batch.bytes
           onProgress?(ProgressReport(unit: .bytes, completed: swept, total: nil))
@@ -302,6 +304,7 @@ extension Store {
       let removal = try removeLeastRecentlyUsed(
         before: nil, now: now, dryRun: options.dryRun, protected: options.protected,
         planned: &planned,
+        because: Self.overBudget(over, budget: budget, target: target, reason: reason),
         afterBatch: { (batch) throws(TroveError) in
           swept += batch.bytes
           onProgress?(ProgressReport(unit: .bytes, completed: swept, total: goal))
@@ -321,6 +324,13 @@ extension Store {
 
   /// Appends `report` to the store's sweep log.
   func record(_ report: SweepReport, at time: Int64) throws(TroveError) {
+    trace(
+      report.reason == .lowSpace || report.reason == .diskFull ? .pressure : .remove,
+      "sweep (\(report.reason.rawValue)) removed \(report.expiredEntries) expired and \(report.evictedEntries) evicted entries (\(CachePolicy.Quantities.formatSize(report.removedBytes)))"
+        + (report.freedBytes.map { ", the volume gained \(CachePolicy.Quantities.formatSize($0))" }
+          ?? "")
+        + (report.skippedEntries > 0 ? ", \(report.skippedEntries) skipped" : ""),
+      why: Self.sweepCause(report.reason), duration: .seconds(report.seconds))
     try index().write("record sweep") { (tx) throws(TroveError) in
       try tx.appendSweep(
         SweepRecord(
@@ -346,7 +356,8 @@ extension Store {
   /// to `planned` instead. Entries in `protected` or already `planned` are
   /// passed over, and so are those larger than `largest` (allocated bytes);
   /// one that changed since it was chosen is skipped and the walk goes on.
-  /// Each page of up to `pageSize` entries is one
+  /// `why` is what the trace says of each entry evicted (the default: to
+  /// make room on the volume). Each page of up to `pageSize` entries is one
   /// ``ObjectTable/evict(_:now:part:)``; `afterBatch` runs after each and may
   /// stop the walk. With `firstPageSize`, pages start that small and double
   /// up to `pageSize`, so a caller that measures after each batch stops
@@ -362,6 +373,8 @@ extension Store {
     before cutoff: Int64?, now: Int64, dryRun: Bool, protected: Set<BlobDigest>,
     planned: inout Set<BlobDigest>, pageSize: Int = Store.sweepBatch, firstPageSize: Int? = nil,
     largest: Int64? = nil,
+    because why: @autoclosure () -> String =
+      "least recently used, evicted to make room on the store's volume",
     afterBatch: (_ batch: Removal) throws(TroveError) -> Bool = { _ in true },
     until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Removal {
@@ -377,14 +390,15 @@ extension Store {
       let goOn = try removeLeastRecentlyUsed(
         index, remoteBacked: remoteBacked, confirming: remoteBacked == true ? check : nil,
         before: cutoff, now: now, dryRun: dryRun, protected: protected, planned: &planned,
-        pageSize: pageSize, firstPageSize: firstPageSize, largest: largest, removal: &removal,
-        afterBatch: afterBatch, until: done)
+        pageSize: pageSize, firstPageSize: firstPageSize, largest: largest,
+        why: trace.isEnabled ? why() : "", removal: &removal, afterBatch: afterBatch,
+        until: done)
       if !goOn || done(removal.bytes) { break }
     }
     return removal
   }
 
-  /// One walk of ``removeLeastRecentlyUsed(before:now:dryRun:protected:planned:pageSize:firstPageSize:largest:afterBatch:until:)``:
+  /// One walk of ``removeLeastRecentlyUsed(before:now:dryRun:protected:planned:pageSize:firstPageSize:largest:because:afterBatch:until:)``:
   /// only over objects a remote holds when `remoteBacked` is true, only
   /// over the others when false; adds to `removal`.
   /// Returns false when `afterBatch` stopped it.
@@ -392,7 +406,7 @@ extension Store {
     _ index: Index, remoteBacked: Bool?, confirming check: RemoteCopyCheck?,
     before cutoff: Int64?, now: Int64, dryRun: Bool,
     protected: Set<BlobDigest>, planned: inout Set<BlobDigest>, pageSize: Int,
-    firstPageSize: Int?, largest: Int64?, removal: inout Removal,
+    firstPageSize: Int?, largest: Int64?, why: String, removal: inout Removal,
     afterBatch: (_ batch: Removal) throws(TroveError) -> Bool,
     until done: (_ removedBytes: Int64) -> Bool
   ) throws(TroveError) -> Bool {
@@ -434,16 +448,29 @@ extension Store {
         continue
       }
       var thisBatch = Removal()
+      let started = trace.now
       let (evicted, failures) = try objects.evict(batch, now: now)
       thisBatch.errors = failures.map(\.description)
       for (entry, removed) in zip(batch, evicted) {
         if removed {
           thisBatch.entries += 1
           thisBatch.bytes += entry.allocatedBytes
+          trace(
+            .remove, "evicted \(entry.digest) (\(CachePolicy.Quantities.formatSize(entry.size)))",
+            why: Self.evictionCause(why, entry, now: now, remoteBacked: remoteBacked == true))
         } else {
+          trace(
+            .remove, "kept \(entry.digest)",
+            why:
+              "chosen for eviction, but read, stored or pinned since, or its file could not be unlinked"
+          )
           thisBatch.skipped += 1
         }
       }
+      trace(
+        .remove,
+        "evicted \(thisBatch.entries) of \(batch.count) entries chosen (\(CachePolicy.Quantities.formatSize(thisBatch.bytes)))",
+        why: why, duration: trace.elapsed(since: started))
       removal.entries += thisBatch.entries
       removal.bytes += thisBatch.bytes
       removal.skipped += thisBatch.skipped
@@ -465,6 +492,36 @@ extension Store {
   /// its entries once. Each transaction holds the index's write lock while
   /// a part is unlinked (other writers wait up to 30 s).
   static let sweepBatch = 131_072
+
+  /// The trace's reason for evicting `entry`: `why`, with when it was
+  /// last used and whether a remote holds it.
+  private static func evictionCause(
+    _ why: String, _ entry: StoreEntry, now: Int64, remoteBacked: Bool
+  ) -> String {
+    let idle = max(0, now - entry.lastAccessNanoseconds) / 1_000_000_000
+    return "\(why); last used \(CachePolicy.Quantities.formatDuration(idle)) ago"
+      + (remoteBacked ? "; a remote holds it (confirmed), so it goes first" : "")
+  }
+
+  /// The trace's reason for a budget eviction.
+  private static func overBudget(
+    _ stored: Int64, budget: Int64, target: Int64, reason: SweepReason
+  ) -> String {
+    let size = CachePolicy.Quantities.formatSize
+    return
+      "least recently used: \(size(stored)) stored, over the budget of \(size(budget)); evicting down to \(size(target))"
+      + (reason == .overBudget ? " after a put" : "")
+  }
+
+  /// The trace's reason for a sweep.
+  private static func sweepCause(_ reason: SweepReason) -> String {
+    switch reason {
+    case .requested: return "a sweep was asked for"
+    case .overBudget: return "a put took the store over its budget"
+    case .lowSpace: return "the volume was below min-free before an important put"
+    case .diskFull: return "a write found the volume full"
+    }
+  }
 
   /// After a put: if the store is over its budget (an O(1) read of the
   /// running totals), sweeps — unless another process already is. Never

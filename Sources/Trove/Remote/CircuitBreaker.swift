@@ -14,6 +14,11 @@ import Synchronization
 /// breaker, its failure opens it again for longer. An answer of any kind —
 /// even "not here" or corrupt bytes — proves the remote reachable.
 ///
+/// The breaker keeps incidental work fast (a read through, a write-back);
+/// it never refuses what a user asked of the remote by name: an explicit
+/// push, pull or check asks it whatever its breaker says, as a probe whose
+/// answer closes the breaker and whose failure keeps it open.
+///
 /// In a read-only store (no index writes) the breaker lives in the process.
 /// Either way a remote that failed once in a process is not asked again by
 /// that process until its interval is over.
@@ -42,30 +47,92 @@ struct ProcessBreakers: Sendable {
 extension Store {
   /// Whether `remote` may be asked now; takes the probe when its breaker's
   /// interval is over. A remote the breaker skips is counted (`skipped`).
-  func breakerAdmits(_ remote: String) -> Bool {
+  /// With `probing` (a command that names the remote) it is always asked:
+  /// its answer closes the breaker (``remoteAnswered(_:_:)``), its failure
+  /// keeps it open (``remoteFailed(_:_:)``).
+  func breakerAdmits(_ remote: String, probing: Bool = false) -> Bool {
     let now = currentTimeNanoseconds()
     if let local = processBreakers.withLock({ $0.retryAt[remote] }), now < local {
-      noteRemote(remote, ["skipped": 1])
-      return false
+      return skipOrProbe(remote, until: local, probing: probing)
     }
     guard !isReadOnly, let index = try? index() else { return true }
     let closed = try? index.read("consult the breaker of remote '\(remote)'") {
       (tx) throws(TroveError) in try tx.remoteRecord(remote).failures == 0
     }
     if closed ?? true { return true }
+    var retryAt: Int64 = 0
+    var probe = false
     let admitted = try? index.write("consult the breaker of remote '\(remote)'") {
       (tx) throws(TroveError) -> Bool in
       let record = try tx.remoteRecord(remote)
       guard record.failures > 0 else { return true }
       guard now >= record.retryAt else {
-        try tx.addToRemote(remote, ["skipped": 1])
-        return false
+        retryAt = record.retryAt
+        if !probing { try tx.addToRemote(remote, ["skipped": 1]) }
+        return probing
       }
       // The interval is over: this process probes; others wait for it.
       try tx.setRemote(remote, ["retry-at": now + CircuitBreaker.probeLease])
+      probe = true
       return true
     }
+    // Told once the transaction is over: a hook never holds the index.
+    if admitted == true, probe {
+      trace(
+        .remote, "probing remote '\(remote)'",
+        why:
+          "its circuit breaker's interval is over: this process asks it; others wait for the answer"
+      )
+    } else if admitted == true, retryAt > 0 {
+      trace(
+        .remote, "asking remote '\(remote)' although its circuit breaker is open",
+        why: "a command named it (a probe): an answer closes the breaker")
+    } else if admitted == false {
+      trace(.remote, "skipped remote '\(remote)'", why: Self.openBreaker(until: retryAt))
+    }
     return admitted ?? true
+  }
+
+  /// The verdict of this process's own breaker of `remote` (open until
+  /// `until`): skip it, counted, or, `probing`, ask it anyway.
+  private func skipOrProbe(_ remote: String, until: Int64, probing: Bool) -> Bool {
+    if probing {
+      trace(
+        .remote, "asking remote '\(remote)' although its circuit breaker is open",
+        why: "a command named it (a probe): an answer closes the breaker")
+      return true
+    }
+    noteRemote(remote, ["skipped": 1])
+    trace(.remote, "skipped remote '\(remote)'", why: Self.openBreaker(until: until))
+    return false
+  }
+
+  /// The trace's reason for skipping a remote whose breaker is open.
+  private static func openBreaker(until: Int64) -> String {
+    let left = max(0, until - currentTimeNanoseconds()) / 1_000_000_000
+    return
+      "it failed lately: its circuit breaker is open for \(CachePolicy.Quantities.formatDuration(left)) more"
+  }
+
+  /// Runs `body`, a request a command made of the remote `remote` by name
+  /// (whatever its breaker says), and tells the breaker how it went: a
+  /// result, or an answer that the remote does not hold something or sent
+  /// other bytes, closes it; a failure to reach the remote opens it (or
+  /// keeps it open). Other errors (this store's) leave it as it is.
+  func askingDirectly<T>(_ remote: String, _ body: () throws(TroveError) -> T)
+    throws(TroveError) -> T
+  {
+    do throws(TroveError) {
+      let value = try body()
+      remoteAnswered(remote)
+      return value
+    } catch  where error.code == .notFound || error.code == .checksumMismatch {
+      remoteAnswered(remote)
+      throw error
+    } catch  where error.code == .unavailable || error.code == .transferFailed {
+      remoteFailed(remote, error)
+      throw error
+    }
   }
 
   /// Records that `remote` answered: its breaker closes (a write only
@@ -78,17 +145,22 @@ extension Store {
       (tx) throws(TroveError) in try tx.remoteRecord(remote).failures > 0
     }
     guard open ?? true else { return }
-    _ = try? index.write("record an answer of remote '\(remote)'") { (tx) throws(TroveError) in
-      if try tx.remoteRecord(remote).failures > 0 {
-        try tx.setRemote(remote, ["failures": 0, "retry-at": 0])
-      }
+    let closed = try? index.write("record an answer of remote '\(remote)'") {
+      (tx) throws(TroveError) -> Bool in
+      guard try tx.remoteRecord(remote).failures > 0 else { return false }
+      try tx.setRemote(remote, ["failures": 0, "retry-at": 0])
+      return true
+    }
+    if closed == true {
+      trace(.remote, "closed the circuit breaker of remote '\(remote)'", why: "it answered")
     }
   }
 
-  /// Records that `remote` failed: its breaker opens for longer each time.
-  /// Returns how long it will be skipped (nanoseconds).
+  /// Records that `remote` failed (with `error`, for the trace): its
+  /// breaker opens for longer each time. Returns how long it will be
+  /// skipped (nanoseconds).
   @discardableResult
-  func remoteFailed(_ remote: String) -> Int64 {
+  func remoteFailed(_ remote: String, _ error: TroveError? = nil) -> Int64 {
     let now = currentTimeNanoseconds()
     var interval = CircuitBreaker.firstInterval
     if !isReadOnly, let index = try? index() {
@@ -109,6 +181,11 @@ extension Store {
       }
     }
     processBreakers.withLock { $0.retryAt[remote] = now + interval }
+    trace(
+      .remote, "remote '\(remote)' failed",
+      why: (error.map { "\($0.message); " } ?? "")
+        + "its circuit breaker is open for \(CachePolicy.Quantities.formatDuration(interval / 1_000_000_000))"
+    )
     return interval
   }
 

@@ -30,7 +30,9 @@ extension Store {
   /// pulling the blob the record names when the store lacks it (rehashed
   /// on the way in, as ``pull(_:from:)`` does), unless the store has the
   /// key bound already. The record's checksums are computed from the
-  /// bytes before the key is bound.
+  /// bytes before the key is bound. The remote is asked whatever its
+  /// circuit breaker says (it was named): its answer closes the breaker,
+  /// its failure keeps it open.
   ///
   /// - Throws: `.notFound` when the remote has no record of `key` or does
   ///   not hold the blob it names; `.checksumMismatch` when the blob's
@@ -45,12 +47,14 @@ extension Store {
       return RemoteKeyPull(
         key: key, digest: binding.digest, size: entry.size, bound: false, downloaded: false)
     }
-    let backend = try openRemote(spec, writing: false)
-    guard let bound = try bindFromRecord(key, spec: spec, backend: backend) else {
-      throw TroveError(
-        .notFound, "remote '\(spec.name)' has no record of key '\(key)'", value: key)
+    return try askingDirectly(spec.name) { () throws(TroveError) in
+      let backend = try openRemote(spec, writing: false)
+      guard let bound = try bindFromRecord(key, spec: spec, backend: backend) else {
+        throw TroveError(
+          .notFound, "remote '\(spec.name)' has no record of key '\(key)'", value: key)
+      }
+      return bound
     }
-    return bound
   }
 
   /// Whether the remote named `remote` has a record of `key` (one that
@@ -59,7 +63,9 @@ extension Store {
   /// - Throws: `.unavailable` or `.transferFailed` when the remote fails.
   public func hasKeyRecord(_ key: String, on remote: String) throws(TroveError) -> Bool {
     let spec = try self.remote(named: remote)
-    return try openRemote(spec, writing: false).readKeyRecord(key) != nil
+    return try askingDirectly(spec.name) { () throws(TroveError) in
+      try openRemote(spec, writing: false).readKeyRecord(key) != nil
+    }
   }
 
   /// The name of the first remote (of those the breaker admits, in order)

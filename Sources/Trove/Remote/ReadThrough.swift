@@ -21,6 +21,9 @@ extension Store {
     return askRemotes(
       { (spec, backend) throws(TroveError) -> Bool? in
         let pulled = try pull(digest, from: backend, spec: spec)
+        trace(
+          .remote, "read \(digest) through remote '\(spec.name)'",
+          why: "the store did not hold it; the remote did (its bytes were rehashed on the way in)")
         notePulled(digest)
         remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
         return true
@@ -64,12 +67,14 @@ extension Store {
       do throws(TroveError) {
         if let value = try ask(spec, try openRemote(spec, writing: false)) { return value }
       } catch  where error.code == .notFound {
+        trace(.remote, "remote '\(spec.name)' missed", why: error.message)
         remoteAnswered(spec.name, ["misses": 1])
       } catch  where error.code == .checksumMismatch {
+        trace(.remote, "refused what remote '\(spec.name)' sent", why: error.message)
         remoteAnswered(spec.name, ["corrupt": 1])
         configuration.onWarning?(error.description)
       } catch  where error.code == .unavailable || error.code == .transferFailed {
-        let interval = remoteFailed(spec.name)
+        let interval = remoteFailed(spec.name, error)
         configuration.onWarning?(
           "\(error.description); skipped for \(interval / 1_000_000_000) s")
         unanswered?(error.message)

@@ -39,7 +39,9 @@ extension Store {
   /// Checks the remote named `name`: reads its layout record (timing the
   /// round trip); unless it is read-only, writes the record when missing
   /// and uploads a small probe blob, reads its length back and deletes it.
-  /// Failures are reported in the result, not thrown.
+  /// Failures are reported in the result, not thrown. The remote is asked
+  /// whatever its circuit breaker says: an answer closes the breaker, a
+  /// failure to reach it keeps it open.
   ///
   /// - Throws: `.notFound` when no remote has that name.
   public func checkRemote(named name: String) throws(TroveError) -> RemoteCheck {
@@ -59,10 +61,16 @@ extension Store {
         Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
       check.reachable = true
       check.layout = layout
+      remoteAnswered(spec.name)
     } catch {
       // Reached, but its layout record cannot be used.
       check.reachable = error.code == .unsupportedFormat
       check.error = error.description
+      if error.code == .unavailable || error.code == .transferFailed {
+        remoteFailed(spec.name, error)
+      } else if check.reachable {
+        remoteAnswered(spec.name)
+      }
       return check
     }
     guard !spec.readOnly else { return check }

@@ -49,7 +49,7 @@ final class RemoteCopyCheck {
         store.forgetHolding(name, digest)
       } catch {
         if error.code == .unavailable || error.code == .transferFailed {
-          store.remoteFailed(name)
+          store.remoteFailed(name, error)
         }
         unusable.insert(name)
       }

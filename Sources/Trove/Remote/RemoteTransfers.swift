@@ -27,7 +27,9 @@ extension Store {
   }
 
   /// Copies `digest`'s blob from the remote named `remote` into the store,
-  /// unless the store holds it already.
+  /// unless the store holds it already. The remote is asked whatever its
+  /// circuit breaker says (it was named): its answer closes the breaker,
+  /// its failure keeps it open.
   ///
   /// - Throws: `.notFound` when the remote does not hold it;
   ///   `.checksumMismatch` when the remote's bytes are not `digest`'s
@@ -39,8 +41,11 @@ extension Store {
     if let entry = try entry(for: digest) {
       return RemotePull(digest: digest, size: entry.size, downloaded: false)
     }
-    let backend = try openRemote(spec, writing: false)
-    return try pull(digest, from: backend, spec: spec)
+    return try askingDirectly(spec.name) { () throws(TroveError) in
+      let pulled = try pull(digest, from: try openRemote(spec, writing: false), spec: spec)
+      trace(.remote, "pulled \(digest) from remote '\(spec.name)'", why: "asked to pull it")
+      return pulled
+    }
   }
 
   func pull(_ digest: BlobDigest, from backend: any RemoteBackend, spec: RemoteSpec)
@@ -89,7 +94,9 @@ extension Store {
   /// Uploads `digest`'s object to the remote named `remote`, unless the
   /// remote holds it already or it is longer than the remote's
   /// `max-object-size`. The object is verified against its digest first
-  /// (a corrupt local copy is never shared).
+  /// (a corrupt local copy is never shared). The remote is asked whatever
+  /// its circuit breaker says (it was named): its answer closes the
+  /// breaker, its failure keeps it open.
   ///
   /// - Throws: `.notFound` when the store does not hold it;
   ///   `.permissionDenied` when the remote is read-only; `.corruptObject`
@@ -108,9 +115,13 @@ extension Store {
       noteHolding(spec.name, digest, .tooLarge)
       return .tooLarge
     }
-    let backend = try openRemote(spec, writing: true)
-    let upload = try push(digest, to: backend)
+    let upload = try askingDirectly(spec.name) { () throws(TroveError) in
+      try push(digest, to: try openRemote(spec, writing: true))
+    }
     noteHolding(spec.name, digest, .held)
+    trace(
+      .remote, "pushed \(digest) to remote '\(spec.name)': \(upload.rawValue)",
+      why: "asked to push it")
     return upload
   }
 

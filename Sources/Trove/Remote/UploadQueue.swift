@@ -1,6 +1,6 @@
 import Foundation
 
-/// What ``Store/uploadQueued(to:everything:ifIdle:onEach:)`` did for one object
+/// What ``Store/uploadQueued(to:everything:ifIdle:probing:onEach:)`` did for one object
 /// and remote.
 public struct QueuedUpload: Sendable {
   /// The object; nil when the remote failed before any object was tried.
@@ -27,7 +27,9 @@ extension Store {
   /// object it is not known to hold. Oldest first; each object's outcome
   /// goes to `onEach`. A remote that fails (unreachable, broken off) stops
   /// its part and opens its circuit breaker; one whose breaker is open is
-  /// skipped. Objects removed meanwhile are passed over.
+  /// skipped — unless `probing` (a user asked for the upload): then it is
+  /// asked all the same, and its answer closes the breaker. Objects
+  /// removed meanwhile are passed over.
   ///
   /// One process drains a store's queue at a time (`locks/upload-queue.lock`;
   /// the lock only saves work: an object uploaded twice is found present
@@ -43,7 +45,7 @@ extension Store {
   @discardableResult
   public func uploadQueued(
     to remote: String? = nil, everything: Bool = false, ifIdle: Bool = false,
-    onEach: ((QueuedUpload) -> Void)? = nil
+    probing: Bool = false, onEach: ((QueuedUpload) -> Void)? = nil
   ) throws(TroveError) -> [QueuedUpload] {
     try requireWritable()
     var done: [QueuedUpload] = []
@@ -55,7 +57,8 @@ extension Store {
           return done
         }
         defer { withExtendedLifetime(lock) {} }
-        let pass = try drainQueue(to: remote, everything: everything, onEach: onEach)
+        let pass = try drainQueue(
+          to: remote, everything: everything, probing: probing, onEach: onEach)
         done += pass
         // A pass that failed is the last; so is a second one in a row that
         // did nothing (what is queued waits behind an open breaker).
@@ -70,7 +73,7 @@ extension Store {
     }
   }
 
-  /// Whether any target of ``uploadQueued(to:everything:ifIdle:onEach:)``
+  /// Whether any target of ``uploadQueued(to:everything:ifIdle:probing:onEach:)``
   /// has a queued object.
   private func queuedAnywhere(to remote: String?, everything: Bool) throws(TroveError) -> Bool {
     for spec in try uploadTargets(remote) {
@@ -96,13 +99,13 @@ extension Store {
 
   /// One pass over the queues of the targets, under the drain lock.
   private func drainQueue(
-    to remote: String?, everything: Bool, onEach: ((QueuedUpload) -> Void)?
+    to remote: String?, everything: Bool, probing: Bool, onEach: ((QueuedUpload) -> Void)?
   ) throws(TroveError) -> [QueuedUpload] {
     var done: [QueuedUpload] = []
     for spec in try uploadTargets(remote) {
       let from = everything ? 0 : try queueStart(spec.name)
       guard try !queue(spec.name, since: from, limit: 1).isEmpty else { continue }
-      guard breakerAdmits(spec.name) else {
+      guard breakerAdmits(spec.name, probing: probing) else {
         var skipped = QueuedUpload(digest: nil, remote: spec.name)
         skipped.skippedByBreaker = true
         skipped.error = TroveError(
@@ -118,7 +121,7 @@ extension Store {
         backend = try openRemote(spec, writing: true)
       } catch {
         if error.code == .unavailable || error.code == .transferFailed {
-          remoteFailed(spec.name)
+          remoteFailed(spec.name, error)
         }
         let failed = QueuedUpload(digest: nil, remote: spec.name, outcome: nil, error: error)
         onEach?(failed)
@@ -177,6 +180,12 @@ extension Store {
             item.outcome = nil
             item.error = recordFailure
           }
+          trace(
+            .remote,
+            item.error == nil
+              ? "\(Self.traceVerb(item.outcome)) \(traceName(item)) to remote '\(spec.name)'"
+              : "failed to upload \(traceName(item)) to remote '\(spec.name)'",
+            why: item.error?.message ?? "queued: the remote was not known to hold it")
           onEach?(item)
           done.append(item)
           guard let error = item.error else { continue }
@@ -187,7 +196,7 @@ extension Store {
           // the next pass offers the objects again. Anything else (a
           // corrupt local copy) is this object's alone.
           let remoteFailing = error.code == .unavailable || error.code == .transferFailed
-          if remoteFailing, recordFailure == nil, !stopped { remoteFailed(spec.name) }
+          if remoteFailing, recordFailure == nil, !stopped { remoteFailed(spec.name, error) }
           if remoteFailing || recordFailure != nil { stopped = true }
         }
         if stopped { break drain }
@@ -201,8 +210,21 @@ extension Store {
     return done
   }
 
+  /// The trace's verb for an upload's outcome.
+  private static func traceVerb(_ outcome: RemoteUpload?) -> String {
+    switch outcome {
+    case .uploaded?: return "uploaded"
+    case .present?: return "found present"
+    case .tooLarge?: return "skipped (larger than its max-object-size)"
+    case nil: return "did not upload"
+    }
+  }
+
+  /// An item's digest as the trace names it.
+  private func traceName(_ item: QueuedUpload) -> String { item.digest?.description ?? "nothing" }
+
   /// How many objects (and bytes) are queued for `remote` (see
-  /// ``uploadQueued(to:everything:ifIdle:onEach:)``). O(objects).
+  /// ``uploadQueued(to:everything:ifIdle:probing:onEach:)``). O(objects).
   public func uploadQueueLength(for remote: String) throws(TroveError) -> (
     objects: Int64, bytes: Int64
   ) {

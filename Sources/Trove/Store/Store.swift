@@ -53,6 +53,9 @@ public final class Store: Sendable {
   let records: RecordKeeper
   /// Sends what puts and fetches store on to the writable remotes.
   let writeBack = WriteBack()
+  /// Tells ``StoreConfiguration/trace`` of the store's decisions:
+  /// `trace(.publish, "stored \(digest)", why: …, duration: …)`.
+  let trace: Tracer
 
   var objectsDirectory: FileDescriptor { objects.objectsDirectory }
   var tmpDirectory: FileDescriptor { objects.tmpDirectory }
@@ -79,6 +82,7 @@ public final class Store: Sendable {
   ///   `.unsupportedFormat` when a newer Trove wrote it.
   public init(_ configuration: StoreConfiguration = StoreConfiguration()) throws(TroveError) {
     self.configuration = configuration
+    trace = Tracer(configuration.trace)
     let root = configuration.root
     guard !root.isEmpty else {
       throw TroveError(.storeUnavailable, "store path is empty", value: root)
@@ -141,7 +145,7 @@ public final class Store: Sendable {
       objects = ObjectTable(
         root: root, rootDirectory: rootFD, objects: objectsFD, tmp: tmpFD, filesystem: filesystem,
         access: access, resolvedRoot: resolvedRoot, isReadOnly: readOnlyReason != nil,
-        warn: configuration.onWarning ?? { _ in })
+        warn: configuration.onWarning ?? { _ in }, trace: trace)
       if readOnlyReason == nil {
         try Self.publishIfMissing(
           StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8), root: root,
@@ -490,7 +494,12 @@ public final class Store: Sendable {
   @discardableResult
   public func remove(_ digest: BlobDigest) throws(TroveError) -> Bool {
     try requireWritable()
+    let started = trace.now
     let removed = try objects.drop(digest)
+    trace(
+      .remove, removed ? "removed \(digest)" : "not removed \(digest)",
+      why: removed ? "asked to remove it" : "asked to remove it, and the store does not hold it",
+      duration: trace.elapsed(since: started))
     if removed { restoreReserve() }
     return removed
   }
@@ -517,8 +526,17 @@ public final class Store: Sendable {
     var failure: TroveError?
     for start in stride(from: 0, to: firsts.count, by: Self.sweepBatch) {
       let positions = Array(firsts[start..<min(start + Self.sweepBatch, firsts.count)])
+      let started = trace.now
       let (present, failures) = try objects.drop(positions.map { digests[$0] })
-      for (position, held) in zip(positions, present) { results[position] = held }
+      for (position, held) in zip(positions, present) {
+        results[position] = held
+        trace(
+          .remove, held ? "removed \(digests[position])" : "not removed \(digests[position])",
+          why: held ? "asked to remove it" : "asked to remove it, and the store does not hold it")
+      }
+      trace(
+        .remove, "removed \(present.filter { $0 }.count) of \(positions.count) objects asked for",
+        why: "asked to remove them", duration: trace.elapsed(since: started))
       failure = failure ?? failures.first
     }
     if results.contains(true) { restoreReserve() }

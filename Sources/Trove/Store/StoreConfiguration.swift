@@ -37,6 +37,15 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// what it has not sent when the process ends is sent by the next drain of
   /// any process, as the queue follows from the index.
   public var startsBackgroundUpload: (@Sendable (_ root: String) -> String?)?
+  /// Told of each decision the store makes at its seams — an object
+  /// stored, evicted or removed and why, space made under pressure, a
+  /// fetch served, revalidated or downloaded again and why, a remote read
+  /// through, skipped or uploaded to — as a ``TraceEvent``. Called on the
+  /// thread that decided, from many at once: keep it quick.
+  /// ``TraceLog/appending(to:)`` makes one that appends lines to a file
+  /// (the CLI's `TROVE_DEBUG=FILE`); the library reads no variable for
+  /// it. Default: nil, and an event costs nothing.
+  public var trace: (@Sendable (TraceEvent) -> Void)?
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil
   /// (an empty root, which ``Store/init(_:)`` refuses, when there is no
@@ -47,7 +56,8 @@ public struct StoreConfiguration: Sendable, Hashable {
     policyOverrides: [CachePolicy.Key: String] = [:],
     recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"],
     writesBack: Bool = true,
-    startsBackgroundUpload: (@Sendable (_ root: String) -> String?)? = nil
+    startsBackgroundUpload: (@Sendable (_ root: String) -> String?)? = nil,
+    trace: (@Sendable (TraceEvent) -> Void)? = nil
   ) {
     self.writesBack = writesBack
     self.startsBackgroundUpload = startsBackgroundUpload
@@ -56,6 +66,7 @@ public struct StoreConfiguration: Sendable, Hashable {
     self.onWarning = onWarning
     self.policyOverrides = policyOverrides
     self.recordName = recordName?.isEmpty == false ? recordName : nil
+    self.trace = trace
   }
 
   public static func == (a: Self, b: Self) -> Bool {

@@ -8,50 +8,61 @@ import Synchronization
 /// The one place every system call passes through.
 ///
 /// `Sys.call` retries on EINTR and turns `-1` into a ``SystemCallError``
-/// naming the call. It is also the seam where tests inject faults: set
+/// naming the call. In debug builds (`TROVE_FAULTS`, which the tests use)
+/// it is also the seam where tests inject faults: set
 /// `TROVE_INJECT_FAULT=CALL:ERRNO[:SKIP[:TIMES]]` (e.g. `write:5:3` makes
 /// the fourth `write` and every later one fail with EIO; `fsync:5:3:1` only
 /// the fourth `fsync`) in the environment of a process to make that call
 /// fail as the kernel would; several, separated by commas
-/// (`syncfs:5,fsync:5:2:1`), fail each their call.
+/// (`syncfs:5,fsync:5:2:1`), fail each their call. A release build has no
+/// such path: the variable is never read.
 enum Sys {
-  /// The faults requested through the environment; none almost always.
-  private static let faults: [Fault] = {
-    guard let value = getenv("TROVE_INJECT_FAULT") else { return [] }
-    return String(cString: value).split(separator: ",").compactMap { Fault(String($0)) }
-  }()
+  #if TROVE_FAULTS
+    /// Whether this build reads `TROVE_INJECT_FAULT`.
+    static let injectsFaults = true
 
-  private final class Fault: Sendable {
-    let call: String
-    let errno: Errno
-    let remainingSkips: Atomic<Int>
-    /// How many failures are left after the skips (`Int.max`: no end).
-    let remainingFailures: Atomic<Int>
+    /// The faults requested through the environment; none almost always.
+    private static let faults: [Fault] = {
+      guard let value = getenv("TROVE_INJECT_FAULT") else { return [] }
+      return String(cString: value).split(separator: ",").compactMap { Fault(String($0)) }
+    }()
 
-    init?(_ value: String) {
-      let parts = value.split(separator: ":")
-      guard parts.count >= 2, let number = Int32(parts[1]) else { return nil }
-      call = String(parts[0])
-      errno = Errno(rawValue: number)
-      remainingSkips = Atomic(parts.count > 2 ? Int(parts[2]) ?? 0 : 0)
-      remainingFailures = Atomic(parts.count > 3 ? Int(parts[3]) ?? Int.max : Int.max)
+    private final class Fault: Sendable {
+      let call: String
+      let errno: Errno
+      let remainingSkips: Atomic<Int>
+      /// How many failures are left after the skips (`Int.max`: no end).
+      let remainingFailures: Atomic<Int>
+
+      init?(_ value: String) {
+        let parts = value.split(separator: ":")
+        guard parts.count >= 2, let number = Int32(parts[1]) else { return nil }
+        call = String(parts[0])
+        errno = Errno(rawValue: number)
+        remainingSkips = Atomic(parts.count > 2 ? Int(parts[2]) ?? 0 : 0)
+        remainingFailures = Atomic(parts.count > 3 ? Int(parts[3]) ?? Int.max : Int.max)
+      }
+
+      func shouldFail(_ name: String) -> Bool {
+        guard name == call else { return false }
+        guard remainingSkips.subtract(1, ordering: .relaxed).newValue < 0 else { return false }
+        return remainingFailures.subtract(1, ordering: .relaxed).newValue >= 0
+      }
     }
-
-    func shouldFail(_ name: String) -> Bool {
-      guard name == call else { return false }
-      guard remainingSkips.subtract(1, ordering: .relaxed).newValue < 0 else { return false }
-      return remainingFailures.subtract(1, ordering: .relaxed).newValue >= 0
-    }
-  }
+  #else
+    static let injectsFaults = false
+  #endif
 
   /// Runs `body`, retrying on EINTR; a result of -1 becomes a thrown error.
   @inline(__always)
   static func call<T: FixedWidthInteger>(
     _ name: String, retryOnInterrupt: Bool = true, _ body: () -> T
   ) throws(SystemCallError) -> T {
-    if !faults.isEmpty, let fault = faults.first(where: { $0.shouldFail(name) }) {
-      throw SystemCallError(name, fault.errno)
-    }
+    #if TROVE_FAULTS
+      if !faults.isEmpty, let fault = faults.first(where: { $0.shouldFail(name) }) {
+        throw SystemCallError(name, fault.errno)
+      }
+    #endif
     while true {
       let result = body()
       if result != -1 { return result }

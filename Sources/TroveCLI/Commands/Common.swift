@@ -27,8 +27,9 @@ let expectSizeOption = OptionSpec(
 extension Invocation {
   /// Opens the store named by `--store`, `TROVE_STORE` or the default
   /// (see ``storeRoot``). Only the commands that store, sweep or
-  /// configure create a missing store; those that only read (and `rm`,
-  /// `pin`, `unpin`) say it is not there (exit 66) and make nothing.
+  /// configure create a missing store; the others say it is not there
+  /// (exit 66) and make nothing — but see ``openStoreIfPresent()``.
+  /// With `TROVE_DEBUG=FILE` its decisions are traced to FILE.
   ///
   /// A command that must write a read-only store (see ``writesStore``)
   /// fails here, before doing anything: `read-only store 'DIR': CAUSE`,
@@ -41,7 +42,7 @@ extension Invocation {
         root: try storeRoot, createIfMissing: creating,
         onWarning: { Output.warning($0) },
         policyOverrides: StoreConfiguration.environmentOverrides(),
-        startsBackgroundUpload: Self.startBackgroundUpload))
+        startsBackgroundUpload: Self.startBackgroundUpload, trace: debugTrace))
     if writesStore { try store.requireWritable() }
     return store
   }
@@ -55,6 +56,26 @@ extension Invocation {
     BackgroundProcess.start(
       "/proc/self/exe", ["--store", root, "--quiet", "remote", "push", "--if-idle"]
     ).map { "cannot start 'trove remote push': \(String(cString: strerror($0)))" }
+  }
+
+  /// The store, or nil when none exists at the path yet: for the commands
+  /// that look things up (`has`, `get`, `path`, `show`) and list (`ls`,
+  /// `keys`, `pins`), a store that was never made is an empty cache — a
+  /// miss, or an empty listing — and nothing is made.
+  func openStoreIfPresent() throws(TroveError) -> Store? {
+    do {
+      return try openStore()
+    } catch  where error.code == .storeMissing {
+      return nil
+    }
+  }
+
+  /// The miss of `text` (of every name, when nil) when no store exists
+  /// at the path yet (exit 1).
+  func missWithoutStore(_ text: String?) throws(TroveError) -> TroveError {
+    let what = text.map { "no object or key '\($0)'" } ?? "no object or key named"
+    return TroveError(
+      .notFound, "\(what): no store exists at '\(try storeRoot)' yet", value: text)
   }
 
   /// Whether this invocation must write the store: every command that

@@ -59,7 +59,9 @@ let getCommand = CommandSpec(
       throw invocation.usageError(
         "invalid mode '\(modeText)': expected auto, clone, copy or hardlink")
     }
-    let store = try invocation.openStore()
+    guard let store = try invocation.openStoreIfPresent() else {
+      throw try invocation.missWithoutStore(invocation.positionals[0])
+    }
     let digest = try invocation.resolve(reference, in: store)
     if destination == "-" {
       try store.write(digest, to: FileHandle.standardOutput)
@@ -126,7 +128,10 @@ private func runGetMany(_ invocation: Invocation) throws -> Int32 {
       wanted.append((try invocation.reference(text), nil))
     }
   }
-  let store = try invocation.openStore()
+  guard let store = try invocation.openStoreIfPresent() else {
+    // Every name is unknown: nothing is written (exit 1), as for one.
+    throw try invocation.missWithoutStore(nil)
+  }
   var requests: [MaterializeRequest] = []
   for item in wanted {
     let digest = try invocation.resolve(item.reference, in: store)

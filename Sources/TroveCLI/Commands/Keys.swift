@@ -15,10 +15,12 @@ let keysCommand = CommandSpec(
     let args = invocation.positionals
     switch args.first {
     case nil:
-      let store = try invocation.openStore()
       var records: [KeyRecord] = []
-      for binding in try store.keys() {
-        records.append(KeyRecord(binding, size: try store.entry(for: binding.digest)?.size))
+      // No store yet: no keys.
+      if let store = try invocation.openStoreIfPresent() {
+        for binding in try store.keys() {
+          records.append(KeyRecord(binding, size: try store.entry(for: binding.digest)?.size))
+        }
       }
       if invocation.flag("--json") {
         Output.json(records)

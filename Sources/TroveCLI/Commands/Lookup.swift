@@ -14,7 +14,8 @@ let hasCommand = CommandSpec(
       help: "When the store does not hold it, ask its remotes (nothing is downloaded)."),
   ],
   discussion: """
-    A key that is not bound is absent too. With --remote, an object the store does
+    A key that is not bound is absent too, and so is anything in a store that does
+    not exist yet (nothing is made). With --remote, an object the store does
     not hold is present when a remote holds it, and a key it lacks when a remote
     has a record of the key naming a blob that remote (or the store) holds; -v says
     where. Nothing is downloaded.
@@ -23,7 +24,13 @@ let hasCommand = CommandSpec(
     try invocation.requirePositionals(["digest-or-key"])
     let text = invocation.positionals[0]
     let reference = try invocation.reference(text)
-    let store = try invocation.openStore()
+    guard let store = try invocation.openStoreIfPresent() else {
+      if invocation.flag("--verbose") {
+        Output.error(
+          "trove: \(text): absent (no store exists at '\(try invocation.storeRoot)' yet)")
+      }
+      return ExitStatus.failure
+    }
     var present = false
     var digest: BlobDigest?
     do {
@@ -68,7 +75,9 @@ let pathCommand = CommandSpec(
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key"])
     let reference = try invocation.reference(invocation.positionals[0])
-    let store = try invocation.openStore()
+    guard let store = try invocation.openStoreIfPresent() else {
+      throw try invocation.missWithoutStore(invocation.positionals[0])
+    }
     // Exact, as `realpath` prints it: a program opens this path.
     let path = try store.path(
       for: try invocation.resolve(reference, in: store),

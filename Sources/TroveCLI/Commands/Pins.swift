@@ -151,7 +151,8 @@ let pinsCommand = CommandSpec(
     """,
   run: { invocation in
     try invocation.requirePositionals([])
-    let pins = try invocation.openStore().pins()
+    // No store yet: no pins.
+    let pins = try invocation.openStoreIfPresent()?.pins() ?? []
     let now = RelativeTime.now
     if invocation.flag("--json") {
       Output.json(pins.map { PinRecord($0, now: now) })

@@ -77,7 +77,8 @@ let remoteCommand = CommandSpec(
     A remote that cannot be reached is a warning, and
     is skipped by every process of the store for 60 s, doubling to 15 min while it
     keeps failing, then probed once (a circuit breaker kept in the index).
-    'remote status' shows each remote's state, its upload queue and what reading
+    'remote push' (but --if-idle), 'pull' and 'check' ask it all the same: an
+    answer closes the breaker. 'remote status' shows each remote's state, its upload queue and what reading
     through it did.
 
     Write-back: what a put or fetch stores is queued for every writable remote (the

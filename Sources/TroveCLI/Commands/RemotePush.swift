@@ -20,9 +20,11 @@ func pushQueue(_ invocation: Invocation) throws -> Int32 {
   let json = invocation.flag("--json")
   var status = ExitStatus.success
   var records: [PushRecord] = []
+  // Typed by a user, the push asks each remote even while its breaker is
+  // open; the background push a put starts (--if-idle) does not.
   try store.uploadQueued(
     to: invocation.value("--remote"), everything: invocation.flag("--all"),
-    ifIdle: invocation.flag("--if-idle")
+    ifIdle: invocation.flag("--if-idle"), probing: !invocation.flag("--if-idle")
   ) { item in
     let digest = item.digest?.description
     if let error = item.error {

@@ -47,14 +47,15 @@ let listCommand = CommandSpec(
     try invocation.requirePositionals([])
     let xxhsum = try invocation.xxhsumFormat()
     let query = try invocation.entryQuery()
-    let store = try invocation.openStore()
-    let listed = try store.list(query)
+    // No store yet: an empty cache lists nothing.
+    let listed = try invocation.openStoreIfPresent()?.list(query) ?? []
+    let root = try invocation.storeRoot
     let now = RelativeTime.now
     if xxhsum {
       for e in listed.map(\.entry) where !e.isCompressed {
         Output.line(
           digestLine(
-            e.digest, store.root + "/objects/\(e.digest.hex.prefix(2))/\(e.digest.hex)",
+            e.digest, root + "/objects/\(e.digest.hex.prefix(2))/\(e.digest.hex)",
             xxhsum: true))
       }
     } else if invocation.flag("--json") {

@@ -19,7 +19,9 @@ let showCommand = CommandSpec(
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key"])
     let reference = try invocation.reference(invocation.positionals[0])
-    let store = try invocation.openStore()
+    guard let store = try invocation.openStoreIfPresent() else {
+      throw try invocation.missWithoutStore(invocation.positionals[0])
+    }
     let digest = try invocation.resolve(reference, in: store)
     guard let details = try store.details(for: digest) else {
       throw TroveError(

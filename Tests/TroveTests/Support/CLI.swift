@@ -37,6 +37,7 @@ enum CLI {
     var env = ProcessInfo.processInfo.environment
     env.removeValue(forKey: "TROVE_STORE")
     env.removeValue(forKey: "TROVE_INJECT_FAULT")
+    env.removeValue(forKey: "TROVE_DEBUG")
     for (k, v) in environment { env[k] = v }
     process.environment = env
     // Files, not pipes: no reader threads, no deadlock on large output.

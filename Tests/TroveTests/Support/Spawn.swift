@@ -71,6 +71,7 @@ final class Spawned {
     var env = ProcessInfo.processInfo.environment
     env.removeValue(forKey: "TROVE_STORE")
     env.removeValue(forKey: "TROVE_INJECT_FAULT")
+    env.removeValue(forKey: "TROVE_DEBUG")
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     process.environment = env

@@ -100,6 +100,8 @@ final class ObjectTable: Sendable {
   let isReadOnly: Bool
   /// Told, in one line, of what the store repaired on its own.
   let warn: @Sendable (String) -> Void
+  /// Tells ``StoreConfiguration/trace`` of the table's decisions.
+  let trace: Tracer
   private let state = Mutex<IndexState>(.closed)
   /// The single puts of this process waiting to be published together.
   let commits = CommitQueue()
@@ -115,13 +117,14 @@ final class ObjectTable: Sendable {
   init(
     root: String, rootDirectory: FileDescriptor, objects: FileDescriptor, tmp: FileDescriptor,
     filesystem: FilesystemKind, access: StoreAccess, resolvedRoot: String, isReadOnly: Bool,
-    warn: @escaping @Sendable (String) -> Void
+    warn: @escaping @Sendable (String) -> Void, trace: Tracer = Tracer(nil)
   ) {
     self.root = root
     self.isReadOnly = isReadOnly
     self.access = access
     self.resolvedRoot = resolvedRoot
     self.warn = warn
+    self.trace = trace
     self.rootDirectory = rootDirectory
     objectsDirectory = objects
     tmpDirectory = tmp
