@@ -155,4 +155,26 @@ struct TraceTests {
     let line = evicted.description.split(separator: "\t", omittingEmptySubsequences: false)
     #expect(line.count == 6 && line[2] == "remove" && line[5] == "-")
   }
+
+  @Test("the publish seam: each object stored or found stored, alone or in a group, and why")
+  func publishSaysWhy() throws {
+    let scratch = try Scratch()
+    let events = Mutex<[TraceEvent]>([])
+    let store = try Store(
+      StoreConfiguration(
+        root: scratch["store"], trace: { event in events.withLock { $0.append(event) } }))
+    let bytes = Bytes.random(10_000, seed: 4403)
+    let first = try store.put(bytes: bytes, key: "k").digest
+    _ = try store.put(bytes: bytes)
+    let files = try (0..<2).map { try scratch.write("same\($0)", Bytes.random(9_000, seed: 4404)) }
+    _ = try store.put(files: files)
+    let published = events.withLock { $0 }.filter { $0.seam == .publish }
+    #expect(published.count == 4, "\(published)")
+    let stored = try #require(published.first { $0.what.hasPrefix("stored \(first) (9.8 KiB") })
+    #expect(stored.why == "new bytes, published alone, key 'k' bound" && stored.duration != nil)
+    #expect(published[1].what == "dedup hit on \(first)")
+    #expect(published[1].why == "hashed first: the store holds these bytes already")
+    #expect(published[2].why == "new bytes, published in a group of 2")
+    #expect(published[3].why == "same bytes as an earlier input of the group")
+  }
 }

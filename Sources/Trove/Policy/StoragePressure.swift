@@ -107,6 +107,11 @@ extension Store {
     let needed = space.threshold.addingSaturated(size ?? 0)
     guard space.available < needed else { return ([], size == nil ? nil : space) }
     guard priority == .important else {
+      trace(
+        .pressure, "skipped an optional put of '\(input)'",
+        why:
+          "\(CachePolicy.Quantities.formatSize(space.available)) free, min-free \(CachePolicy.Quantities.formatSizeSetting(space.threshold))"
+      )
       let room =
         space.available < space.threshold || size == nil
         ? "\(CachePolicy.Quantities.formatSize(space.available)) free, below"
@@ -124,6 +129,11 @@ extension Store {
       }
       let evictable = max(0, stored - pinned)
       if size > space.available.addingSaturated(evictable) {
+        trace(
+          .pressure, "refused a put of '\(input)'",
+          why:
+            "it needs \(CachePolicy.Quantities.formatSize(size)), \(CachePolicy.Quantities.formatSize(space.available)) free and \(CachePolicy.Quantities.formatSize(evictable)) evictable"
+        )
         throw TroveError(
           .noSpace,
           "cannot put '\(input)': it needs \(CachePolicy.Quantities.formatSize(size)) and the store's volume has \(CachePolicy.Quantities.formatSize(space.available)) free, \(CachePolicy.Quantities.formatSize(evictable)) more if every unpinned entry were evicted",

@@ -88,6 +88,7 @@ struct GroupCommit {
   /// Runs the sequence; one outcome per object, in order.
   mutating func run() -> [Result<PublishOutcome, TroveError>] {
     defer { for folder in folders.values { folder.close() } }
+    let started = table.trace.now
     assignLeaders()
     look()
     makeFolders()
@@ -96,7 +97,39 @@ struct GroupCommit {
     commit()
     closeSettled()
     publishAlone()
-    return outcomes()
+    let results = outcomes()
+    if table.trace.isEnabled { trace(results, duration: table.trace.elapsed(since: started)) }
+    return results
+  }
+
+  /// One line per object at the publish seam: stored, a dedup hit, or
+  /// failed, and why. Members published alone were traced by their own
+  /// group of one.
+  private func trace(_ results: [Result<PublishOutcome, TroveError>], duration: Duration?) {
+    let group = isAlone ? "alone" : "in a group of \(members.count)"
+    var seen = Set<BlobDigest>()
+    for (i, result) in results.enumerated() {
+      let staged = members[i].staged
+      let isFollower = !seen.insert(staged.digest).inserted
+      let key = staged.binding?.key.map { ", key '\($0)' bound" } ?? ""
+      switch result {
+      case .success(.stored(let entry)):
+        table.trace(
+          .publish,
+          "stored \(entry.digest) (\(CachePolicy.Quantities.formatSize(entry.size))\(staged.isCompressed ? ", zstd" : ""))",
+          why: "new bytes, published \(group)\(key)", duration: duration)
+      case .success(.duplicate(let entry)):
+        let why =
+          if isFollower {
+            "same bytes as an earlier input of the group"
+          } else { "the store holds these bytes already" }
+        table.trace(
+          .publish, "dedup hit on \(entry.digest)", why: why + key, duration: duration)
+      case .failure(let error):
+        table.trace(
+          .publish, "did not store \(staged.digest)", why: error.description, duration: duration)
+      }
+    }
   }
 
   // MARK: Phases before the transaction
@@ -434,7 +467,7 @@ struct GroupCommit {
         let staged = members[j].staged
         do throws(TroveError) {
           if let entry = try table.recordHit(
-            staged.digest, size: staged.size, binding: staged.binding)
+            staged.digest, size: staged.size, binding: staged.binding, tracing: false)
           {
             members[j].state = .settled(.duplicate(entry))
           }

@@ -98,16 +98,29 @@ extension ObjectTable {
   /// the object is not there — it may have just been evicted — and the
   /// caller must store its own copy. `binding`, when given, is bound in
   /// the same transaction when the object is there.
-  func recordHit(_ digest: BlobDigest, size: Int64, binding: KeyRequest? = nil)
-    throws(TroveError) -> StoreEntry?
-  {
+  ///
+  /// `tracing` says it at the publish seam (a put that hashed its input
+  /// first); a group commit says its own.
+  func recordHit(
+    _ digest: BlobDigest, size: Int64, binding: KeyRequest? = nil, tracing: Bool = true
+  ) throws(TroveError) -> StoreEntry? {
     let now = currentTimeNanoseconds()
+    let started = trace.now
     do throws(TroveError) {
-      return try index().write("record duplicate \(digest)") { (tx) throws(TroveError) in
+      let entry = try index().write("record duplicate \(digest)") {
+        (tx) throws(TroveError) -> StoreEntry? in
         guard let entry = try hit(tx, digest, size: size, now: now) else { return nil }
         try record(binding, for: digest, tx)
         return entry
       }
+      if tracing, entry != nil {
+        trace(
+          .publish, "dedup hit on \(digest)",
+          why: "hashed first: the store holds these bytes already"
+            + (binding?.key.map { ", key '\($0)' bound" } ?? ""),
+          duration: trace.elapsed(since: started))
+      }
+      return entry
     } catch {
       for key in binding?.keys ?? [] { journalAsIs(key: key) }
       throw error
