@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Who may read a store (issue 11, section 7): two unprivileged users of
+/// Who may read a store: two unprivileged users of
 /// one group share a store, a third is refused. Run as root, which starts
 /// `trove` as those users with setpriv (numeric ids: no accounts needed).
 @Suite(

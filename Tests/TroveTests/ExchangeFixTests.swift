@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Export and import (issue 12, in part): limits before the first byte,
+/// Export and import: limits before the first byte,
 /// keys bound in the put's transaction and never silently repointed, an
 /// export folder that is a link refused; through the real CLI.
 @Suite("export and import fixes")
@@ -95,7 +95,7 @@ struct RecordLineTests {
   }
 }
 
-/// Export while a sweep evicts (issue 12, review): each object is exported
+/// Export while a sweep evicts: each object is exported
 /// whole or reported missing, never part of one or other bytes.
 @Suite("export during eviction")
 struct ExportDuringEvictionTests {

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// `trove get` of many objects in one process (issue 12, in part):
+/// `trove get` of many objects in one process:
 /// `get D1 D2 … -C DIR` and `get --from FILE`; every name resolved and
 /// every destination checked before anything is written.
 @Suite("get many")

@@ -55,7 +55,7 @@ struct Canary {
 
 /// Stores someone planted links in, damaged, or pointed `--store` at by
 /// mistake: Trove never writes outside its root, never hangs on a FIFO,
-/// and repairs what it can (issue 11).
+/// and repairs what it can.
 @Suite("hostile and damaged stores")
 struct HostileStoreTests {
   /// A scratch folder on the loop-mounted XFS when there is one (else the

@@ -211,7 +211,7 @@ struct JSONSchemaTests {
         "seconds": .number,
       ], "recompress")
 
-    // stats: the last sweep's time is an ISO string now, not nanoseconds.
+    // stats: the last sweep's time is an ISO string, not nanoseconds.
     let stats = try Self.json(["--store", store, "stats", "--json"])
     Self.expectRecord(stats, Self.stats, "stats")
     let lastSweep = try #require((stats as? [String: Any])?["lastSweep"] as? [String: Any])

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Objects by what they were (issue 12, in part): `ls` with keys, sizes,
+/// Objects by what they were: `ls` with keys, sizes,
 /// stored form, pins and last use, its orders and filters; `show`; short
 /// digest prefixes wherever a digest is taken; lapsed leases marked.
 @Suite("names, not just digests")

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// The command line as Unix tools behave (issue 12, in part): a closed
+/// The command line as Unix tools behave: a closed
 /// pipe ends a command quietly, a store that is not there is never made
 /// by a command that only reads, and store paths are expanded and
 /// absolute.
@@ -119,7 +119,7 @@ struct PipesAndStoreNamesTests {
   }
 }
 
-/// `trove hash` and `--format xxhsum` (issue 12, in part): lines that
+/// `trove hash` and `--format xxhsum`: lines that
 /// `xxhsum -c` checks.
 @Suite("hash and xxhsum lines")
 struct XXHsumFormatTests {
@@ -166,7 +166,7 @@ struct XXHsumFormatTests {
   }
 }
 
-/// `trove clean` (issue 12, in part), as `ccache -C` and `uv cache clean`.
+/// `trove clean`, as `ccache -C` and `uv cache clean`.
 @Suite("clean")
 struct CleanTests {
   @Test(

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// A flipped byte in a stored object (issue 11, section 6): `get --verify`
+/// A flipped byte in a stored object: `get --verify`
 /// keeps it from the destination, `get -` from standard output, and any
 /// detection moves the object to `quarantine/`, where it is never served.
 @Suite("corrupt objects and quarantine")

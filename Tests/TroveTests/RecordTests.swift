@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Recording what runs used (issue 12, in part): `trove record`,
+/// Recording what runs used: `trove record`,
 /// `TROVE_RECORD`, `pin --record`, `sweep --keep-record`, through the
 /// real CLI.
 @Suite("records")
@@ -118,7 +118,7 @@ struct RecordTests {
     #expect(record.objects.last?.keys == ["https://example.com/b"])
 
     // Peak RSS of `record show`, the big log against an empty one: the
-    // 40 MB log must not be held (the old reader held it, and its lines).
+    // 40 MB log must not be held whole, nor all its lines at once.
     func peak(_ name: String) throws -> Int {
       let out = scratch["rss-" + name]
       let run = try CLI.run(

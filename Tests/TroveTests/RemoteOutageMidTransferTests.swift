@@ -7,7 +7,7 @@ import Testing
   import Glibc
 #endif
 
-/// A remote that goes away in the middle of a transfer (issue 14): nginx
+/// A remote that goes away in the middle of a transfer: nginx
 /// stopped mid-pull and mid-push. Local work goes on, nothing partial is
 /// left anywhere, the queue keeps what did not go up, and once the server
 /// is back (on its port) the push completes and the get reads through.

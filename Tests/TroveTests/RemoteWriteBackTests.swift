@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Write-back (issue 14, in part), against real nginx on 127.0.0.1: what a
+/// Write-back, against real nginx on 127.0.0.1: what a
 /// put stores goes up to the writable remotes — in the background by
 /// default, before the command returns with `--write sync`, only by
 /// `remote push` with `--write off` — from a queue that follows from the
@@ -121,7 +121,7 @@ struct RemoteWriteBackTests {
   }
 }
 
-/// Evicting what a remote holds first (issue 14, in part).
+/// Evicting what a remote holds first.
 @Suite(
   "eviction of remote-backed objects",
   .enabled(if: Nginx.executable != nil, Nginx.missing))
@@ -156,7 +156,7 @@ struct RemoteEvictionTests {
   }
 }
 
-/// What a remote is recorded to hold is checked before it counts (review).
+/// What a remote is recorded to hold is checked before it counts.
 @Suite(
   "remote copies checked",
   .enabled(if: Nginx.executable != nil, Nginx.missing))
@@ -209,7 +209,7 @@ struct RemoteCopyCheckTests {
   }
 }
 
-/// A remote that goes away and comes back (issue 14, in part).
+/// A remote that goes away and comes back.
 @Suite(
   "a remote that goes down",
   .enabled(if: RedisServer.executable != nil, RedisServer.missing))
@@ -248,7 +248,7 @@ struct RemoteOutageTests {
   }
 }
 
-/// kill -9 of a pull (issue 14, in part): the store never holds part of a
+/// kill -9 of a pull: the store never holds part of a
 /// blob, or a blob under another's name.
 @Suite(
   "a pull killed",
