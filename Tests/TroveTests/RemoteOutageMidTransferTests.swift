@@ -63,7 +63,7 @@ struct RemoteOutageMidTransferTests {
     try nginx.start()
     let second = Bytes.random(48 << 20, seed: 3202)
     let secondDigest = try RemoteTests.put(a, second, in: scratch)
-    let blob = nginx.files["out/cas/\(secondDigest.hex.prefix(2))/\(secondDigest.hex)"]
+    let blob = nginx.files["out/" + remoteBlobPath(secondDigest)]
     var caught = false
     let push = try Spawned(["--store", a, "remote", "push"], io: scratch["push"])
     while push.process.isRunning {

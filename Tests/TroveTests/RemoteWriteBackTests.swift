@@ -14,7 +14,7 @@ import Testing
 struct RemoteWriteBackTests {
   /// The blob file nginx holds for `digest` under `base`.
   static func blob(_ nginx: Nginx, _ base: String, _ digest: BlobDigest) -> String {
-    nginx.files["\(base)/cas/\(digest.hex.prefix(2))/\(digest.hex)"]
+    nginx.files[base + "/" + remoteBlobPath(digest)]
   }
 
   /// `remote status --json` of `store`, by remote name.
@@ -181,7 +181,7 @@ struct RemoteCopyCheckTests {
     }
     // The remote loses it (a purge, a Redis restart): the record says held.
     try FileManager.default.removeItem(
-      atPath: nginx.files["cc/cas/\(digests[1].hex.prefix(2))/\(digests[1].hex)"])
+      atPath: nginx.files["cc/" + remoteBlobPath(digests[1])])
     #expect(try CLI.run(["--store", store, "sweep", "--budget", "250K"]).status == 0)
     // Plain LRU: the oldest went; the one only this store holds now stayed.
     #expect(try Set(RemoteTests.digests(store)) == [digests[1], digests[2]])
@@ -199,7 +199,7 @@ struct RemoteCopyCheckTests {
     #expect(try RemoteTests.remote(store, ["add", "shared", nginx.url("/wl")]).status == 0)
     let bytes = Bytes.random(80_000, seed: 2310)
     let digest = try RemoteTests.put(store, bytes, in: scratch)
-    let blob = nginx.files["wl/cas/\(digest.hex.prefix(2))/\(digest.hex)"]
+    let blob = nginx.files["wl/" + remoteBlobPath(digest)]
     try FileManager.default.createDirectory(
       atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
     try Data("bad".utf8).write(to: URL(fileURLWithPath: blob))
