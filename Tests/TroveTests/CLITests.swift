@@ -302,8 +302,7 @@ struct CLITests {
     #expect(try CLI.run(["--store", store, "get", url, scratch["out"]]).status == 0)
     #expect(try contents(scratch["out"]) == bytes)
     let path = try CLI.run(["--store", store, "path", url]).out
-    #expect(
-      path == scratch["store/objects/\(digest.dropFirst(7).prefix(2))/\(digest.dropFirst(7))\n"])
+    #expect(path == objectFilePath(scratch["store"], try BlobDigest(parsing: digest)) + "\n")
     let listed = try CLI.run(["--store", store, "keys"])
     #expect(listed.out == "\(digest)     4.9 KiB  \(url)\n")
     let json =

@@ -413,8 +413,7 @@ struct LifecycleTests {
     let bytes = Array(String(repeating: "compressible text, ", count: 60_000).utf8)
     let digest = String(
       try CLI.run(["--store", store, "put", "-"], stdin: bytes).out.prefix(39))
-    let hex = String(digest.dropFirst(7))
-    let raw = scratch["store/objects/\(hex.prefix(2))/\(hex)"]
+    let raw = objectFilePath(scratch["store"], try BlobDigest(parsing: digest))
     try #require(FileManager.default.fileExists(atPath: raw + ".zst"))
     // A crash between publishing the raw form and removing the frame.
     try Data(bytes).write(to: URL(fileURLWithPath: raw))
