@@ -304,7 +304,7 @@ extension Store {
   }
 
   /// `digest`'s bytes in memory, verified. For small objects; use
-  /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` or ``path(for:decompressing:)`` for large ones.
+  /// `materialize(_:at:mode:replacing:durable:verify:)` or ``path(for:decompressing:)`` for large ones.
   public func bytes(for digest: BlobDigest) throws(TroveError) -> [UInt8] {
     let (object, isCompressed) = try openServed(digest)
     defer { object.close() }
@@ -443,8 +443,8 @@ extension Store {
         reason = String(failure.description.dropFirst("cannot clone into '\(destination)': ".count))
       }
       // copy_file_range only where it offloads the copy to a server (NFS,
-      // SMB); on local filesystems it measured 7-10× slower than read/write
-      // (ext4, Linux 6.18) and skips the digest check the copy below makes.
+      // SMB); on local filesystems it is slower than read/write and skips
+      // the digest check the copy below makes.
       if try !offloadsCopies(out, destination) { return try copyVerified() }
       do throws(SystemCallError) {
         let copied = try Transfer.copyInKernel(from: object, to: out)

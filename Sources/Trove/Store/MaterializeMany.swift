@@ -14,7 +14,7 @@ public struct MaterializeRequest: Sendable, Hashable {
 
 extension Store {
   /// Makes many files from stored objects, each as
-  /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` makes one, in
+  /// `materialize(_:at:mode:replacing:durable:verify:)` makes one, in
   /// order, with one store.
   ///
   /// Everything that can be checked before a byte is written is checked

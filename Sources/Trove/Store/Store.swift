@@ -8,8 +8,8 @@ import Synchronization
 /// A content-addressed store of blobs named by their XXH3-128 digest.
 ///
 /// Open one with a ``StoreConfiguration``; put files, streams or bytes in
-/// (``put(file:key:expectedSize:priority:onProgress:)-87pwb``, ``makeWriter(key:expectedSize:priority:)``, ``put(bytes:key:priority:)-(ContiguousBytes,_,_)``); get them out as
-/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:verify:)-4kx8g``),
+/// (`put(file:key:expectedSize:priority:onProgress:)`, ``makeWriter(key:expectedSize:priority:)``, `put(bytes:key:priority:)`); get them out as
+/// copy-on-write clones or copies (`materialize(_:at:mode:replacing:durable:verify:)`),
 /// read them in place (``path(for:decompressing:)``), list, remove, and count.
 ///
 /// A `Store` is `Sendable` and safe to use from many threads at once, and
