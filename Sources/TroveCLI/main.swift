@@ -35,12 +35,7 @@ func main() -> Int32 {
       return ExitStatus.success
     case .run(let invocation):
       Output.quiet = invocation.flag("--quiet")
-      if [
-        "ls", "show", "keys", "pins", "stats", "config", "dir", "path", "doctor", "record",
-        "remote",
-      ].contains(invocation.command.name) {
-        Output.closedPipeStatus = ExitStatus.success
-      }
+      if invocation.command.closedPipeIsSuccess { Output.closedPipeStatus = ExitStatus.success }
       // Every command refuses an invalid TROVE_RECORD, also those that
       // open no store (`dir`, `hash`): a typo is said at once, anywhere.
       if let record = ProcessInfo.processInfo.environment["TROVE_RECORD"], !record.isEmpty,

@@ -557,11 +557,21 @@ public final class Store: Sendable {
     records.note(digest, key: key)
   }
 
-  /// The digest `key` points at, if it is bound and its object is present.
-  /// A record on notes the key and its digest (``startRecord(_:)``).
-  public func digest(forKey key: String) throws(TroveError) -> BlobDigest? {
-    guard let digest = try binding(forKey: key)?.digest else { return nil }
-    records.note(digest, key: key)
+  /// The digest `key` points at, if it is bound and its object is
+  /// present, looked up as `lookup` says: with ``KeyLookup/use`` (the
+  /// default) the key is being used, and a record on notes the key and its
+  /// digest (``startRecord(_:)``); with ``KeyLookup/readThrough``, a key
+  /// the store does not have is read through its remotes' key records
+  /// first (``pullKey(_:)``). An empty `lookup` only looks.
+  public func digest(forKey key: String, _ lookup: KeyLookup = .use) throws(TroveError)
+    -> BlobDigest?
+  {
+    var bound = try binding(forKey: key)?.digest
+    if bound == nil, lookup.contains(.readThrough), pullKey(key) {
+      bound = try binding(forKey: key)?.digest
+    }
+    guard let digest = bound else { return nil }
+    if lookup.contains(.use) { records.note(digest, key: key) }
     return digest
   }
 

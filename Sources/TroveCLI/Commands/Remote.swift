@@ -88,6 +88,8 @@ let remoteCommand = CommandSpec(
     'remote push' with no digest sends the queue; --all every object the remote
     lacks. A failing remote is a warning; the objects stay queued.
     """,
+  store: .writes(when: { ["add", "rm", "pull"].contains($0.positionals.first) }),
+  closedPipeIsSuccess: true,
   run: { invocation in try remote(invocation) })
 
 /// The options each action takes (beyond --store, --quiet, --help).
