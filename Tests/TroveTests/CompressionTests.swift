@@ -44,7 +44,7 @@ struct CompressionTests {
       let data = Bytes.text(size, seed: UInt64(size))
       let put = try store.put(bytes: data)
       #expect(put.digest == XXH3Hasher.digest(data))
-      let object = try #require(try store.objects.locate(put.digest))
+      let object = try #require(try store.objects.find(put.digest))
       #expect(object.isCompressed == (size >= 1000), "size \(size)")
       #expect(try store.bytes(for: put.digest) == data)
       let got = try store.materialize(put.digest, at: scratch["out-\(size)"])
@@ -82,7 +82,7 @@ struct CompressionTests {
     let file = try scratch.write("in.txt", data)
     let put = try store.put(file: file)
     #expect(put.digest == XXH3Hasher.digest(data) && !put.isDuplicate)
-    #expect(try store.objects.locate(put.digest)?.isCompressed == true)
+    #expect(try store.objects.find(put.digest)?.isCompressed == true)
     #expect(scratch.temporaries("store").isEmpty)
     let again = try store.put(file: try scratch.write("again.txt", data))
     #expect(again.isDuplicate && again.digest == put.digest)
@@ -124,7 +124,7 @@ struct CompressionTests {
       let put = try writer.commit()
       digest = put.digest
       #expect(put.digest == XXH3Hasher.digest(data) && put.size == Int64(data.count))
-      #expect(try store.objects.locate(put.digest)?.isCompressed == true)
+      #expect(try store.objects.find(put.digest)?.isCompressed == true)
       #expect(scratch.temporaries("store").isEmpty)
       #expect(try store.bytes(for: put.digest) == data)
       let stats = try store.statistics()
@@ -164,10 +164,10 @@ struct CompressionTests {
     // A wrong Content-Length is only a hint: the bytes are stored as they came.
     let hinted = Bytes.text(1 << 20, seed: 21)
     let wrong = try stream(hinted, expected: 3 << 20)
-    #expect(try store.objects.locate(random)?.isCompressed == false)
-    #expect(try store.objects.locate(short)?.isCompressed == true)
-    #expect(try store.objects.locate(tiny)?.isCompressed == false)
-    #expect(try store.objects.locate(wrong)?.isCompressed == true)
+    #expect(try store.objects.find(random)?.isCompressed == false)
+    #expect(try store.objects.find(short)?.isCompressed == true)
+    #expect(try store.objects.find(tiny)?.isCompressed == false)
+    #expect(try store.objects.find(wrong)?.isCompressed == true)
     #expect(try store.bytes(for: wrong) == hinted)
     let stats = try store.statistics()
     #expect(stats.skippedIncompressible == 1 && stats.skippedSmall == 1)
@@ -182,9 +182,9 @@ struct CompressionTests {
     let random = try store.put(bytes: Bytes.random(1 << 20, seed: 8)).digest
     let small = try store.put(bytes: Bytes.text(10_000, seed: 9)).digest
     let text = try store.put(bytes: Bytes.text(1 << 20, seed: 10)).digest
-    #expect(try store.objects.locate(random)?.isCompressed == false)
-    #expect(try store.objects.locate(small)?.isCompressed == false)
-    #expect(try store.objects.locate(text)?.isCompressed == true)
+    #expect(try store.objects.find(random)?.isCompressed == false)
+    #expect(try store.objects.find(small)?.isCompressed == false)
+    #expect(try store.objects.find(text)?.isCompressed == true)
     let stats = try store.statistics()
     #expect(stats.skippedIncompressible == 1 && stats.skippedSmall == 1)
     #expect(stats.compressedEntries == 1)
@@ -215,7 +215,7 @@ struct CompressionTests {
     #expect(cli.status == 69 && cli.errorLines.count == 1)
     let path = try store.path(for: digest, decompressing: true)
     #expect(try contents(path) == data)
-    #expect(try store.objects.locate(digest)?.isCompressed == false)
+    #expect(try store.objects.find(digest)?.isCompressed == false)
     #expect(scratch.list("store/objects/\(digest.hex.prefix(2))") == [digest.hex])
     #expect(try store.statistics().compressedEntries == 0)
   }
@@ -229,21 +229,21 @@ struct CompressionTests {
     let da = try store.put(bytes: a).digest
     try store.updatePolicy { $0.compression = .zstd(level: 3) }
     let db = try store.put(bytes: b).digest
-    #expect(try store.objects.locate(da)?.isCompressed == false)
-    #expect(try store.objects.locate(db)?.isCompressed == true)
+    #expect(try store.objects.find(da)?.isCompressed == false)
+    #expect(try store.objects.find(db)?.isCompressed == true)
     #expect(try store.bytes(for: da) == a && store.bytes(for: db) == b)
 
     let up = try store.recompress()
     #expect(up.compressed == 1 && up.decompressed == 0)
-    #expect(try store.objects.locate(da)?.isCompressed == true)
+    #expect(try store.objects.find(da)?.isCompressed == true)
     #expect(up.storedBytesAfter < up.storedBytesBefore)
     #expect(try store.statistics().compressedEntries == 2)
 
     try store.updatePolicy { $0.compression = .none }
     let down = try store.recompress()
     #expect(down.decompressed == 2)
-    #expect(try store.objects.locate(da)?.isCompressed == false)
-    #expect(try store.objects.locate(db)?.isCompressed == false)
+    #expect(try store.objects.find(da)?.isCompressed == false)
+    #expect(try store.objects.find(db)?.isCompressed == false)
     let stats = try store.statistics()
     #expect(stats.compressedEntries == 0 && stats.storedBytes == stats.logicalBytes)
     #expect(try store.bytes(for: db) == b)

@@ -29,7 +29,7 @@ struct EvictionTests {
     let report = try store.sweep(SweepOptions(budget: budget))
     #expect(report.evictedEntries == 6)
     #expect(Set(try store.entries().map(\.digest)) == Set(keep))
-    for d in digests { #expect((try store.objects.locate(d)?.status != nil) == keep.contains(d)) }
+    for d in digests { #expect((try store.objects.find(d)?.status != nil) == keep.contains(d)) }
     #expect(report.bytesAfter == budget)
     #expect(try store.statistics().allocatedBytes == budget)
   }

@@ -176,10 +176,10 @@ struct LifecycleTests {
     // finishes the removal its remover began.
     let folder = Int(UInt8(dropped.hex.prefix(2), radix: 16)!)
     #expect(try store.objects.reconcile(folder: folder, repair: false).isClean)
-    #expect(try store.objects.locate(dropped) != nil)
+    #expect(try store.objects.find(dropped) != nil)
     let report = try store.objects.reconcile(folder: folder, repair: true)
     #expect(report.isClean && report.removalsFinished == 1)
-    #expect(try store.objects.locate(dropped) == nil)
+    #expect(try store.objects.find(dropped) == nil)
     #expect(try store.verify().isClean)
   }
 
@@ -194,7 +194,7 @@ struct LifecycleTests {
     try cutRemoval(digest, explicit: true, in: store)
     // A read that finds the file finishes the removal, and says it is gone.
     #expect(try store.contains(digest) == false)
-    #expect(try store.objects.locate(digest) == nil)
+    #expect(try store.objects.find(digest) == nil)
     #expect(throws: TroveError.self) { try store.pin(digest) }
     #expect(try store.digest(forKey: "k") == nil)
     // Storing the bytes again stores them.
@@ -232,7 +232,7 @@ struct LifecycleTests {
     try FileManager.default.linkItem(
       atPath: store.objectFilePath(digest), toPath: scratch["linked"])
     #expect(try store.contains(digest) == false)
-    #expect(try store.objects.locate(digest) == nil)
+    #expect(try store.objects.find(digest) == nil)
     #expect(try contents(scratch["linked"]) == bytes)
     #expect(try store.verify().isClean)
   }

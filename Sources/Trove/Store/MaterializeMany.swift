@@ -41,7 +41,7 @@ extension Store {
     // link to `a` are one folder) and its name there.
     var named = Set<String>()
     for request in requests {
-      guard try objects.find(request.digest)?.status.isRegular ?? false else {
+      guard try objects.find(request.digest, confirmingMiss: true)?.status.isRegular ?? false else {
         throw notFound(request.digest)
       }
       let place = try checkDestination(request.destination, replacing: replacing)

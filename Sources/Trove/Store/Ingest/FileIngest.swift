@@ -175,7 +175,7 @@ extension Store {
     }
     try limit.checkComplete(size)
     let digest = hasher.finalize()
-    if try objects.locate(digest) != nil,
+    if try objects.find(digest) != nil,
       try objects.recordHit(digest, size: size, binding: binding) != nil
     {
       records.note(digest)
