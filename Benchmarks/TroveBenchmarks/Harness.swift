@@ -79,7 +79,7 @@ struct Result: Encodable {
   enum CodingKeys: String, CodingKey {
     case suite, name, parameters, unit, trove
     case referenceName = "reference_name"
-    case reference, ratio, note
+    case reference, ratio, goal, note
   }
   func encode(to encoder: any Encoder) throws {
     var c = encoder.container(keyedBy: CodingKeys.self)
@@ -91,6 +91,7 @@ struct Result: Encodable {
     try c.encodeIfPresent(referenceName, forKey: .referenceName)
     try c.encodeIfPresent(reference, forKey: .reference)
     try c.encodeIfPresent(ratio, forKey: .ratio)
+    try c.encodeIfPresent(Goals.ratio(for: self), forKey: .goal)
     try c.encodeIfPresent(note, forKey: .note)
   }
 }
@@ -254,11 +255,12 @@ func sizeName(_ bytes: Int) -> String {
 }
 
 /// The results as the Markdown table of Docs/Benchmarks.md: one row per
-/// figure, Trove's median and spread beside the reference's median.
+/// figure, Trove's median and spread beside the reference's median, the
+/// ratio, and the goal the reference sets (``Goals``) with whether it is met.
 func markdownTable(_ results: [Result]) -> String {
   var lines = [
-    "| suite | benchmark | Trove (median) | spread | reference | reference (median) | ratio |",
-    "|---|---|---|---|---|---|---|",
+    "| suite | benchmark | Trove (median) | spread | reference | reference (median) | ratio | goal |",
+    "|---|---|---|---|---|---|---|---|",
   ]
   for r in results {
     let spread =
@@ -268,6 +270,9 @@ func markdownTable(_ results: [Result]) -> String {
       r.suite, r.name, r.unit.format(r.trove.median), spread, r.referenceName ?? "—",
       r.reference.map { r.unit.format($0.median) } ?? "—",
       r.ratio.map { String(format: "%.2f×", $0) } ?? "—",
+      Goals.ratio(for: r).map { goal in
+        String(format: "≥ %.2g× ", goal) + ((r.ratio ?? 0) >= goal ? "✔" : "✘")
+      } ?? "—",
     ]
     lines.append("| " + columns.joined(separator: " | ") + " |")
   }

@@ -76,6 +76,8 @@ struct GroupCommit {
   private var folders: [String: FileDescriptor] = [:]
   private var missingFolders = Set<String>()
   private var createdFolders: [String] = []
+  /// Members published as groups of their own (which traced them).
+  private var publishedAlone = Set<Int>()
 
   /// A commit of `group`. `assumingAbsent`: the look of step 2 is skipped
   /// (the object was thought stored and was not).
@@ -111,6 +113,7 @@ struct GroupCommit {
     for (i, result) in results.enumerated() {
       let staged = members[i].staged
       let isFollower = !seen.insert(staged.digest).inserted
+      if publishedAlone.contains(i) { continue }
       let key = staged.binding?.key.map { ", key '\($0)' bound" } ?? ""
       switch result {
       case .success(.stored(let entry)):
@@ -461,6 +464,7 @@ struct GroupCommit {
       // Alone already, it was thought stored and was not: no look again.
       var single = GroupCommit(table, [members[i].staged], assumingAbsent: isAlone)
       members[i].state = single.runAlone()
+      publishedAlone.insert(i)
       guard case .settled = members[i].state else { continue }
       for j in members.indices {
         guard case .follower(let leader) = members[j].state, leader == i else { continue }

@@ -1,0 +1,66 @@
+/// What each figure should reach against its reference (a ratio, above 1
+/// meaning Trove is better), where a reference does the same work and so
+/// sets a goal. References that only give context (hashing alone beside a
+/// put, `true` beside a process start) have none. Docs/Benchmarks.md says
+/// where each goal comes from.
+enum Goals {
+  private struct Goal {
+    let suite: String
+    let reference: String
+    /// A part of the benchmark's name, when the reference serves several.
+    let name: String?
+    let ratio: Double
+
+    init(_ suite: String, _ reference: String, _ ratio: Double, name: String? = nil) {
+      self.suite = suite
+      self.reference = reference
+      self.name = name
+      self.ratio = ratio
+    }
+  }
+
+  private static let all: [Goal] = [
+    Goal("hash", "C XXH3_128bits_dispatch", 0.9),
+    Goal("hash", "one-shot, same buffer", 0.9),
+    Goal("hash", "xxhsum -H2 FILE", 0.9),
+    Goal("hash", "xxhsum -b11 (XXH128)", 0.9),
+    Goal("put", "cp && sync FILE", 0.9),
+    Goal("put", "cat | cat > FILE && sync", 0.9),
+    Goal("put", "xxhsum -H2 FILE", 0.9, name: "again"),
+    Goal("put", "xxhsum -H2 FILE", 0.8, name: "clone path"),
+    Goal("put", "cp --reflink && xxhsum clone", 0.9),
+    Goal("get", "cp --reflink=never", 0.9, name: "GiB by copy"),
+    Goal("sweep", "CacheJanitor (walk+sort)", 1.0),
+    Goal("sweep", "unlink loop, same files", 0.8),
+    Goal("compression", "&& sync", 0.9),
+    Goal("compression", "zstd -d", 0.9),
+    Goal("compression", "zstd -T1 -1", 0.95, name: "ratio"),
+    Goal("compression", "zstd -T1 -3", 0.95, name: "ratio"),
+    Goal("fetch", "curl -o FILE && sync FILE", 0.9),
+    Goal("fetch", "curl URL | sha256sum", 1.0),
+    Goal("fetch", "curl -z FILE (304)", 1.5, name: "fresh hit"),
+    Goal("fetch", "curl -z FILE (304)", 1.0, name: "revalidate"),
+    Goal("fetch", "curl --parallel --parallel-max 8", 0.8),
+    Goal("process", "git cat-file -e", 1.0),
+    Goal("process", "git hash-object -w", 0.8, name: "new"),
+    Goal("small", "python create+write+rename", 0.5),
+    Goal("small", "git hash-object -w --stdin-paths", 1.5),
+    Goal("small", "open+write+rename loop", 0.5, name: "8 thread"),
+    Goal("remote", "curl -o FILE && sync FILE", 0.9),
+    Goal("remote", "curl -T FILE", 0.9),
+    Goal("remote", "xargs -P8 curl", 0.9),
+    Goal("remote", "redis-cli --pipe of the SETs", 0.8),
+  ]
+
+  /// The goal of `result`, if its reference sets one.
+  static func ratio(for result: Result) -> Double? {
+    guard let reference = result.referenceName else { return nil }
+    return all.first { goal in
+      goal.suite == result.suite
+        && (reference == goal.reference
+          || (goal.reference.hasPrefix("&&") || goal.reference.hasPrefix("xargs"))
+            && reference.contains(goal.reference))
+        && (goal.name.map { result.name.contains($0) } ?? true)
+    }?.ratio
+  }
+}
