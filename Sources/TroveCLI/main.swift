@@ -65,7 +65,7 @@ func main() -> Int32 {
   } catch let error as TroveError where error.errno == EPIPE {
     Output.closedPipe()  // `trove get D - | head`: the reader left, quietly
   } catch let error as TroveError {
-    Output.error("Error: \(error)")
+    Output.error("Error: \(error.withHint)")
     return ExitStatus.of(error)
   } catch {
     Output.error("Error: \(error)")

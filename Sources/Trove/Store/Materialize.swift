@@ -289,8 +289,8 @@ extension Store {
       } catch  where error.cause?.errno == tooLong {
         throw TroveError(
           .corruptObject,
-          "object '\(path)' is corrupt: its zstd frame holds more than the \(size) bytes its header declares; remove it and store it again",
-          path: path, value: digest.description)
+          "object '\(path)' is corrupt: its zstd frame holds more than the \(size) bytes its header declares",
+          path: path, value: digest.description, remedy: .removeAndStoreAgain)
       }
       return out
     }
@@ -377,19 +377,16 @@ extension Store {
     guard error.code == .corruptObject, let inode = try? object.status().inode,
       let moved = try? objects.quarantineCorrupt(digest, compressed: compressed, inode: inode)
     else { return error }
-    let tail = "; remove it and store it again"
-    let message =
-      error.message.hasSuffix(tail) ? String(error.message.dropLast(tail.count)) : error.message
     return TroveError(
-      .corruptObject, message + "; moved it to '\(moved)': store the bytes again",
-      path: error.path, value: error.value, cause: error.cause)
+      .corruptObject, error.message + "; moved it to '\(moved)'", path: error.path,
+      value: error.value, cause: error.cause, remedy: .storeAgain)
   }
 
   func corrupt(_ digest: BlobDigest, actual: BlobDigest) -> TroveError {
     TroveError(
       .corruptObject,
-      "object '\(objectFilePath(digest))' is corrupt: its bytes hash to \(actual), not \(digest); remove it and store it again",
-      path: objectFilePath(digest), value: digest.description)
+      "object '\(objectFilePath(digest))' is corrupt: its bytes hash to \(actual), not \(digest)",
+      path: objectFilePath(digest), value: digest.description, remedy: .removeAndStoreAgain)
   }
 
   /// Splits a path into its folder and last component.

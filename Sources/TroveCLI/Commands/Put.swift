@@ -79,7 +79,7 @@ let putCommand = CommandSpec(
           )
         }
       case .failure(let error):
-        Output.error("Error: \(error)")
+        Output.error("Error: \(error.withHint)")
         if status == ExitStatus.success { status = ExitStatus.of(error) }
         if invocation.flag("--json") { results.append(PutRecord(name: name, error: error)) }
       }
@@ -155,6 +155,6 @@ struct PutRecord: Encodable {
 
   init(name: String, error: TroveError) {
     self.name = name
-    self.error = error.description
+    self.error = error.withHint
   }
 }
