@@ -433,11 +433,13 @@ extension Store {
       }
       if case .unsupported(let error) = verdict {
         let kinds = "store on \(kind(object)), destination on \(kind(out))"
-        let failure = TroveError(
-          .cloneUnsupported, "cannot clone into '\(destination)': \(kinds)", path: destination,
-          cause: error)
-        if mode == .clone { throw failure }
-        reason = String(failure.description.dropFirst("cannot clone into '\(destination)': ".count))
+        if mode == .clone {
+          throw TroveError(
+            .cloneUnsupported, "cannot clone into '\(destination)': \(kinds)", path: destination,
+            cause: error)
+        }
+        // The reason alone, with the failed call, as a warning says it.
+        reason = TroveError(.cloneUnsupported, kinds, cause: error).description
       }
       // copy_file_range only where it offloads the copy to a server (NFS,
       // SMB); on local filesystems it measured 7-10× slower than read/write
