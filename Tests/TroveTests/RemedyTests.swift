@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Trove
@@ -172,5 +173,41 @@ struct RemedyTests {
       again.stderr
         == "Error: remote 'down' already exists in store '\(store)'; remove it first with 'trove remote rm down'\n"
     )
+  }
+
+  @Test(
+    "text the store composes from an error words its remedy as the program says, else not at all")
+  func composedText() throws {
+    let scratch = try Scratch()
+    let root = scratch["store"]
+    _ = try scratch.store()
+    // A password in a remote's URL, written by hand: the remotes cannot be
+    // listed, and a read through warns so, a text the store composes.
+    try Data(
+      #"{"format": 1, "remotes": [{"name": "pw", "url": "http://u:secret@127.0.0.1:9/", "read-only": true}]}"#
+        .utf8
+    ).write(to: URL(fileURLWithPath: root + "/remotes.json"))
+    let line =
+      "'\(root)/remotes.json': invalid remote URL 'http://u:***@127.0.0.1:9/': it holds a password"
+    let absent = XXH3Hasher.digest(Bytes.random(100, seed: 77))
+    func warnings(_ wording: (@Sendable (TroveError.Remedy) -> String)?) throws -> [String] {
+      let said = Mutex<[String]>([])
+      let store = try Store(
+        StoreConfiguration(
+          root: root, onWarning: { text in said.withLock { $0.append(text) } },
+          remedyWording: wording))
+      let error = Self.failure { () throws(TroveError) in try store.remotes() }
+      #expect(error?.description == line && error?.remedy == .credentialVariable)
+      _ = try? store.materialize(absent, at: scratch["out"])
+      return said.withLock { $0 }
+    }
+    #expect(try warnings(nil) == ["remotes not consulted: \(line)"])
+    #expect(
+      try warnings({ " [\($0)]" }) == ["remotes not consulted: \(line) [credentialVariable]"])
+    let hint = "; put the credential in an environment variable and name it with --auth-env"
+    let ls = try CLI.run(["--store", root, "remote", "ls"])
+    #expect(ls.stderr == "Error: \(line)\(hint)\n")
+    let get = try CLI.run(["--store", root, "get", absent.description, scratch["out"]])
+    #expect(get.stderr.hasPrefix("trove: warning: remotes not consulted: \(line)\(hint)\n"))
   }
 }
