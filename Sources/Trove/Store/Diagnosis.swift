@@ -182,7 +182,7 @@ extension Store {
       }
     } catch {
       check(
-        "index-journal", false, "the index cannot be opened: \(error)", "rebuild the index",
+        "index-journal", false, "the index cannot be opened: \(line(error))", "rebuild the index",
         remedy: .rebuildIndex)
     }
 
@@ -207,7 +207,7 @@ extension Store {
     } catch {
       return CloneSupport(
         isSupported: false, storeFilesystem: "", destinationFilesystem: "",
-        reason: error.description)
+        reason: line(error))
     }
   }
 

@@ -48,7 +48,8 @@ public struct StoreConfiguration: Sendable, Hashable {
   public var trace: (@Sendable (TraceEvent) -> Void)?
   /// How this program words an error's ``TroveError/remedy``, after the
   /// error's one line, in the text the store composes from errors:
-  /// warnings, a sweep's housekeeping failures, a remote check's error.
+  /// warnings, a sweep's housekeeping failures, a remote check's error,
+  /// a diagnosis's findings.
   /// The `trove` command names its commands. Default nil: the line alone.
   public var remedyWording: (@Sendable (TroveError.Remedy) -> String)?
 
