@@ -33,9 +33,15 @@ let package = Package(
         // failure path.
         .define("TROVE_FAULTS", .when(configuration: .debug)),
       ]),
+    // The command's parsing, rules and commands, as a library the tests
+    // import; the executable is its entry point alone.
+    .target(
+      name: "TroveCommandLine",
+      dependencies: ["Trove"],
+      swiftSettings: [.swiftLanguageMode(.v6)]),
     .executableTarget(
       name: "TroveCLI",
-      dependencies: ["Trove"],
+      dependencies: ["TroveCommandLine"],
       swiftSettings: [.swiftLanguageMode(.v6)]),
     .executableTarget(
       name: "TroveBenchmarks",
@@ -44,7 +50,7 @@ let package = Package(
       swiftSettings: [.swiftLanguageMode(.v6)]),
     .testTarget(
       name: "TroveTests",
-      dependencies: ["Trove", "TroveCLI"],
+      dependencies: ["Trove", "TroveCLI", "TroveCommandLine"],
       swiftSettings: [.swiftLanguageMode(.v6)]),
   ]
 )

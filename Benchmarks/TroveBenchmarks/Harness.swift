@@ -190,7 +190,7 @@ final class Bench {
   /// backwards in odd ones. Costs that fall on whoever runs at a given
   /// position — on these VMs, the host re-backing guest memory that free
   /// page reporting returned to it, paid by the first process to write into
-  /// it (0.16 s for 512 MiB right after a free, 1.7–2.5 s after a pause) —
+  /// it (Docs/Benchmarks.md, "Measuring on this VM") —
   /// then fall on every contender alike.
   static func order(_ count: Int, round: Int) -> [Int] {
     round % 2 == 0 ? Array(0..<count) : Array((0..<count).reversed())

@@ -5,9 +5,9 @@ import Foundation
 ///
 /// These VMs report free guest pages to the host (virtio-balloon free page
 /// reporting); the host takes their backing away, and the next process that
-/// writes into such a page waits while the host backs it again — 512 MiB
-/// written in 0.2 s normally take 0.6–1.8 s then, all of it in the kernel's
-/// copy into the page cache. `scripts/bench.sh` holds free pages back from
+/// writes into such a page waits while the host backs it again, in the
+/// kernel's copy into the page cache (Docs/Benchmarks.md, "Measuring on
+/// this VM"). `scripts/bench.sh` holds free pages back from
 /// reporting for the run; `warm(_:)` then makes sure the free pages the
 /// next command will write into are backed.
 enum HostMemory {

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Hits and misses (issue 12, review finding 5): every read served counts
+/// Hits and misses: every read served counts
 /// exactly once, the store's own reads count nothing, and counts made in
 /// memory reach the index when the store is closed.
 @Suite("hit and miss counts")

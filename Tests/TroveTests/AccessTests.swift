@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Who may read a store (issue 11, section 7): two unprivileged users of
+/// Who may read a store: two unprivileged users of
 /// one group share a store, a third is refused. Run as root, which starts
 /// `trove` as those users with setpriv (numeric ids: no accounts needed).
 @Suite(
@@ -51,7 +51,7 @@ struct AccessTests {
     #expect(try trove(Self.bob, store, ["pin", da.description]).status == 0)
     #expect(try trove(Self.alice, store, ["pins"]).out.contains(da.description))
     // Bob cannot change Alice's object, through the file or the store.
-    let object = store + "/objects/\(da.hex.prefix(2))/\(da.hex)"
+    let object = objectFilePath(store, da)
     let write = try CLI.run(
       [], prefix: Self.bob + ["/bin/sh", "-c", "printf x >> '\(object)'"])
     #expect(write.status != 0)

@@ -7,7 +7,7 @@ import Testing
   import Glibc
 #endif
 
-/// The background upload a put starts (`--write async`, issue 14): a
+/// The background upload a put starts (`--write async`): a
 /// process of its own session, holding nothing of the command's but
 /// /dev/null, so neither the command's caller nor its terminal waits for
 /// it or signals it.

@@ -25,7 +25,7 @@ struct CLITests {
     let toStdout = try CLI.run(["--store", store, "get", digest.description, "-"])
     #expect(toStdout.status == 0 && toStdout.stdout == data)
     let path = try CLI.run(["--store", store, "path", digest.description])
-    #expect(path.out == scratch["store/objects/\(digest.hex.prefix(2))/\(digest.hex)"] + "\n")
+    #expect(path.out == objectFilePath(scratch["store"], digest) + "\n")
   }
 
   @Test("put - reads standard input; several inputs print one line each")
@@ -302,8 +302,7 @@ struct CLITests {
     #expect(try CLI.run(["--store", store, "get", url, scratch["out"]]).status == 0)
     #expect(try contents(scratch["out"]) == bytes)
     let path = try CLI.run(["--store", store, "path", url]).out
-    #expect(
-      path == scratch["store/objects/\(digest.dropFirst(7).prefix(2))/\(digest.dropFirst(7))\n"])
+    #expect(path == objectFilePath(scratch["store"], try BlobDigest(parsing: digest)) + "\n")
     let listed = try CLI.run(["--store", store, "keys"])
     #expect(listed.out == "\(digest)     4.9 KiB  \(url)\n")
     let json =
@@ -409,4 +408,49 @@ struct CLITests {
     #expect(soft == hard || (Int(soft) ?? 0) >= 1 << 20, "\(line)")
     #expect(soft != "1024" || hard == "1024", "\(line)")
   }
+  @Test("a size setting given in decimal units is echoed in them wherever it is shown")
+  func decimalSettingsEchoed() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    for (key, value) in [("min-free", "1.5MB"), ("max-object-size", "1.5KB")] {
+      #expect(try CLI.run(["--store", store, "config", "set", key, value]).status == 0)
+    }
+    let stats = try CLI.run(["--store", store, "stats"])
+    #expect(stats.out.contains("(keeps 1.5 MB free"), "\(stats.out)")
+    let doctor = try CLI.run(["--store", store, "doctor"])
+    #expect(doctor.out.contains("min-free keeps 1.5 MB"), "\(doctor.out)")
+    let big = try scratch.write("big", Bytes.random(2000, seed: 3))
+    let put = try CLI.run(["--store", store, "put", big])
+    #expect(put.status == 65 && put.stderr.contains("more than max-object-size 1.5 KB (1500 bytes"))
+    let add = try CLI.run([
+      "--store", store, "remote", "add", "r", "http://127.0.0.1:9/x", "--max-object-size", "1.5GB",
+    ])
+    #expect(add.out == "added remote 'r' (http://127.0.0.1:9/x, max-object-size 1.5 GB)\n")
+    let ls = try CLI.run(["--store", store, "remote", "ls"])
+    #expect(ls.out.contains("max-object-size 1.5 GB"), "\(ls.out)")
+  }
+
+  @Test("config unset access says why it cannot; unset or reset of an overridden setting warns")
+  func configUnset() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let access = try CLI.run(["--store", store, "config", "unset", "access"])
+    #expect(
+      access.status == 64 && access.errorLines.first?.contains("access has no default") == true)
+    let env = ["TROVE_BUDGET": "5G"]
+    #expect(try CLI.run(["--store", store, "config", "set", "budget", "1G"]).status == 0)
+    let unset = try CLI.run(["--store", store, "config", "unset", "budget"], environment: env)
+    #expect(unset.status == 0)
+    #expect(
+      unset.stderr
+        == "trove: warning: TROVE_BUDGET still overrides budget in this environment: unset it to use the default\n"
+    )
+    let quiet = try CLI.run(["--store", store, "config", "unset", "max-age"], environment: env)
+    #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+    let reset = try CLI.run(["--store", store, "config", "reset"], environment: env)
+    #expect(reset.status == 0 && reset.stderr.contains("TROVE_BUDGET still overrides budget"))
+    let plain = try CLI.run(["--store", store, "config", "reset"])
+    #expect(plain.status == 0 && plain.stderr.isEmpty)
+  }
+
 }

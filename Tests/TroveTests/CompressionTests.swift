@@ -11,20 +11,6 @@ import Testing
 /// mixed stores, recompress, corruption.
 @Suite("Compression (zstd)")
 struct CompressionTests {
-  /// Text-like bytes that compress well (about 3× at level 3).
-  static func text(_ count: Int, seed: UInt64) -> [UInt8] {
-    let words = ["trove", "cache", "digest", "clone", "zstd", "budget", "sweep", "entry", "\n"]
-    var state = seed
-    var out: [UInt8] = []
-    out.reserveCapacity(count + 16)
-    while out.count < count {
-      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-      out.append(contentsOf: words[Int(state >> 33) % words.count].utf8)
-      out.append(UInt8(ascii: " "))
-    }
-    return Array(out.prefix(count))
-  }
-
   /// Runs the zstd command; its exit status and standard output.
   static func zstd(_ arguments: [String]) throws -> (status: Int32, out: [UInt8]) {
     let process = Process()
@@ -55,10 +41,10 @@ struct CompressionTests {
     let scratch = try Scratch()
     let store = try store(scratch, setting, minimum: 1000)
     for size in [0, 1, 999, 1000, 70_000, 3 << 20] {
-      let data = Self.text(size, seed: UInt64(size))
+      let data = Bytes.text(size, seed: UInt64(size))
       let put = try store.put(bytes: data)
       #expect(put.digest == XXH3Hasher.digest(data))
-      let object = try #require(try store.objects.locate(put.digest))
+      let object = try #require(try store.objects.find(put.digest))
       #expect(object.isCompressed == (size >= 1000), "size \(size)")
       #expect(try store.bytes(for: put.digest) == data)
       let got = try store.materialize(put.digest, at: scratch["out-\(size)"])
@@ -76,9 +62,9 @@ struct CompressionTests {
   func interop() throws {
     let scratch = try Scratch()
     let store = try store(scratch, "zstd:3")
-    let data = Self.text(2 << 20, seed: 7)
+    let data = Bytes.text(2 << 20, seed: 7)
     let digest = try store.put(bytes: data).digest
-    let object = scratch["store/objects/\(digest.hex.prefix(2))/\(digest.hex).zst"]
+    let object = objectFilePath(scratch["store"], digest, compressed: true)
     #expect(try contents(object).prefix(4) == [0x28, 0xB5, 0x2F, 0xFD])
     let decompressed = try Self.zstd(["-d", "-q", "-c", object])
     #expect(decompressed.status == 0 && decompressed.out == data)
@@ -92,11 +78,11 @@ struct CompressionTests {
   func filePut() throws {
     let scratch = try Scratch()
     let store = try store(scratch, "zstd:3")
-    let data = Self.text(3 << 20, seed: 16)
+    let data = Bytes.text(3 << 20, seed: 16)
     let file = try scratch.write("in.txt", data)
     let put = try store.put(file: file)
     #expect(put.digest == XXH3Hasher.digest(data) && !put.isDuplicate)
-    #expect(try store.objects.locate(put.digest)?.isCompressed == true)
+    #expect(try store.objects.find(put.digest)?.isCompressed == true)
     #expect(scratch.temporaries("store").isEmpty)
     let again = try store.put(file: try scratch.write("again.txt", data))
     #expect(again.isDuplicate && again.digest == put.digest)
@@ -105,7 +91,7 @@ struct CompressionTests {
     #expect(
       stats.storedBytes
         == Int64(
-          try fileStatus(scratch["store/objects/\(put.digest.hex.prefix(2))/\(put.digest.hex).zst"])
+          try fileStatus(objectFilePath(scratch["store"], put.digest, compressed: true))
             .size))
     let piped = try CLI.run(["--store", scratch["store"], "put", "-"], stdin: data)
     #expect(piped.out == "\(put.digest)  -\n")
@@ -120,7 +106,7 @@ struct CompressionTests {
       "the zstd command is not installed"))
   func streamPut() throws {
     let scratch = try Scratch()
-    let data = Self.text(4 << 20, seed: 17)
+    let data = Bytes.text(4 << 20, seed: 17)
     var digest: BlobDigest
     do {
       let store = try store(scratch, "zstd:3")
@@ -138,7 +124,7 @@ struct CompressionTests {
       let put = try writer.commit()
       digest = put.digest
       #expect(put.digest == XXH3Hasher.digest(data) && put.size == Int64(data.count))
-      #expect(try store.objects.locate(put.digest)?.isCompressed == true)
+      #expect(try store.objects.find(put.digest)?.isCompressed == true)
       #expect(scratch.temporaries("store").isEmpty)
       #expect(try store.bytes(for: put.digest) == data)
       let stats = try store.statistics()
@@ -146,7 +132,7 @@ struct CompressionTests {
       // The same bytes from a file: a dedup hit on the stream's object.
       #expect(try store.put(file: try scratch.write("same.txt", data)).isDuplicate)
     }
-    let object = scratch["store/objects/\(digest.hex.prefix(2))/\(digest.hex).zst"]
+    let object = objectFilePath(scratch["store"], digest, compressed: true)
     let decompressed = try Self.zstd(["-d", "-q", "-c", object])
     #expect(decompressed.status == 0 && decompressed.out == data)
     // The frame has no content size (the length was not known when it
@@ -173,15 +159,15 @@ struct CompressionTests {
       return try writer.commit().digest
     }
     let random = try stream(Bytes.random(1 << 20, seed: 18))
-    let short = try stream(Self.text(150_000, seed: 19))  // within the 256 KiB sample
-    let tiny = try stream(Self.text(10_000, seed: 20))  // below compression-min-size
+    let short = try stream(Bytes.text(150_000, seed: 19))  // within the 256 KiB sample
+    let tiny = try stream(Bytes.text(10_000, seed: 20))  // below compression-min-size
     // A wrong Content-Length is only a hint: the bytes are stored as they came.
-    let hinted = Self.text(1 << 20, seed: 21)
+    let hinted = Bytes.text(1 << 20, seed: 21)
     let wrong = try stream(hinted, expected: 3 << 20)
-    #expect(try store.objects.locate(random)?.isCompressed == false)
-    #expect(try store.objects.locate(short)?.isCompressed == true)
-    #expect(try store.objects.locate(tiny)?.isCompressed == false)
-    #expect(try store.objects.locate(wrong)?.isCompressed == true)
+    #expect(try store.objects.find(random)?.isCompressed == false)
+    #expect(try store.objects.find(short)?.isCompressed == true)
+    #expect(try store.objects.find(tiny)?.isCompressed == false)
+    #expect(try store.objects.find(wrong)?.isCompressed == true)
     #expect(try store.bytes(for: wrong) == hinted)
     let stats = try store.statistics()
     #expect(stats.skippedIncompressible == 1 && stats.skippedSmall == 1)
@@ -194,11 +180,11 @@ struct CompressionTests {
     let scratch = try Scratch()
     let store = try store(scratch, "zstd:3")
     let random = try store.put(bytes: Bytes.random(1 << 20, seed: 8)).digest
-    let small = try store.put(bytes: Self.text(10_000, seed: 9)).digest
-    let text = try store.put(bytes: Self.text(1 << 20, seed: 10)).digest
-    #expect(try store.objects.locate(random)?.isCompressed == false)
-    #expect(try store.objects.locate(small)?.isCompressed == false)
-    #expect(try store.objects.locate(text)?.isCompressed == true)
+    let small = try store.put(bytes: Bytes.text(10_000, seed: 9)).digest
+    let text = try store.put(bytes: Bytes.text(1 << 20, seed: 10)).digest
+    #expect(try store.objects.find(random)?.isCompressed == false)
+    #expect(try store.objects.find(small)?.isCompressed == false)
+    #expect(try store.objects.find(text)?.isCompressed == true)
     let stats = try store.statistics()
     #expect(stats.skippedIncompressible == 1 && stats.skippedSmall == 1)
     #expect(stats.compressedEntries == 1)
@@ -211,7 +197,7 @@ struct CompressionTests {
   func inPlace() throws {
     let scratch = try Scratch()
     let store = try store(scratch, "zstd:3")
-    let data = Self.text(500_000, seed: 11)
+    let data = Bytes.text(500_000, seed: 11)
     let digest = try store.put(bytes: data).digest
     #expect {
       try store.path(for: digest)
@@ -229,7 +215,7 @@ struct CompressionTests {
     #expect(cli.status == 69 && cli.errorLines.count == 1)
     let path = try store.path(for: digest, decompressing: true)
     #expect(try contents(path) == data)
-    #expect(try store.objects.locate(digest)?.isCompressed == false)
+    #expect(try store.objects.find(digest)?.isCompressed == false)
     #expect(scratch.list("store/objects/\(digest.hex.prefix(2))") == [digest.hex])
     #expect(try store.statistics().compressedEntries == 0)
   }
@@ -238,26 +224,26 @@ struct CompressionTests {
   func mixedAndRecompress() throws {
     let scratch = try Scratch()
     let store = try store(scratch, "none")
-    let a = Self.text(300_000, seed: 12)
-    let b = Self.text(400_000, seed: 13)
+    let a = Bytes.text(300_000, seed: 12)
+    let b = Bytes.text(400_000, seed: 13)
     let da = try store.put(bytes: a).digest
     try store.updatePolicy { $0.compression = .zstd(level: 3) }
     let db = try store.put(bytes: b).digest
-    #expect(try store.objects.locate(da)?.isCompressed == false)
-    #expect(try store.objects.locate(db)?.isCompressed == true)
+    #expect(try store.objects.find(da)?.isCompressed == false)
+    #expect(try store.objects.find(db)?.isCompressed == true)
     #expect(try store.bytes(for: da) == a && store.bytes(for: db) == b)
 
     let up = try store.recompress()
     #expect(up.compressed == 1 && up.decompressed == 0)
-    #expect(try store.objects.locate(da)?.isCompressed == true)
+    #expect(try store.objects.find(da)?.isCompressed == true)
     #expect(up.storedBytesAfter < up.storedBytesBefore)
     #expect(try store.statistics().compressedEntries == 2)
 
     try store.updatePolicy { $0.compression = .none }
     let down = try store.recompress()
     #expect(down.decompressed == 2)
-    #expect(try store.objects.locate(da)?.isCompressed == false)
-    #expect(try store.objects.locate(db)?.isCompressed == false)
+    #expect(try store.objects.find(da)?.isCompressed == false)
+    #expect(try store.objects.find(db)?.isCompressed == false)
     let stats = try store.statistics()
     #expect(stats.compressedEntries == 0 && stats.storedBytes == stats.logicalBytes)
     #expect(try store.bytes(for: db) == b)
@@ -269,9 +255,9 @@ struct CompressionTests {
   func corruption() throws {
     let scratch = try Scratch()
     let store = try store(scratch, "zstd:3")
-    let data = Self.text(1 << 20, seed: 14)
+    let data = Bytes.text(1 << 20, seed: 14)
     let digest = try store.put(bytes: data).digest
-    let object = scratch["store/objects/\(digest.hex.prefix(2))/\(digest.hex).zst"]
+    let object = objectFilePath(scratch["store"], digest, compressed: true)
     chmod(object, 0o644)
     var bytes = try contents(object)
     bytes[bytes.count / 2] ^= 0xFF
@@ -290,10 +276,10 @@ struct CompressionTests {
     // Stored again, then a valid frame of other bytes under its name:
     // caught by the digest, by the CLI as by the library.
     #expect(try store.put(bytes: data).digest == digest)
-    let other = try store.put(bytes: Self.text(1 << 20, seed: 15)).digest
+    let other = try store.put(bytes: Bytes.text(1 << 20, seed: 15)).digest
     try FileManager.default.removeItem(atPath: object)
     try FileManager.default.copyItem(
-      atPath: scratch["store/objects/\(other.hex.prefix(2))/\(other.hex).zst"], toPath: object)
+      atPath: objectFilePath(scratch["store"], other, compressed: true), toPath: object)
     let swapped = try CLI.run([
       "--store", scratch["store"], "get", digest.description, scratch["cli"],
     ])

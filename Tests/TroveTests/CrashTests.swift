@@ -461,8 +461,8 @@ private struct KillHarness {
       case .sweepTo200K: command = ["sweep", "--budget", "200K"]
       case .verifyRepair: command = ["verify", "--repair"]
       }
-      // 0–80 ms, skewed to the short end, where these processes live
-      // (10–60 ms each here).
+      // 0–80 ms, skewed to the short end, where these short-lived
+      // processes do their work.
       let killAfter =
         Bool.random(using: &rng) ? Int(80 * pow(Double.random(in: 0...1, using: &rng), 2)) : nil
       planned.append((job, ["--store", store] + command, stream, killAfter))

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// `trove doctor [DIR]` (issue 12, in part): what the store and a work
+/// `trove doctor [DIR]`: what the store and a work
 /// folder are on, and what works between them, probed with real files on
 /// the test volumes, through the real CLI.
 @Suite(

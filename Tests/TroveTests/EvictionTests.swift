@@ -11,19 +11,6 @@ import Testing
 /// Budgets, expiry, pins and sweeps on the root filesystem, through the library.
 @Suite("Eviction: LRU budget, max age, pins, sweeps")
 struct EvictionTests {
-  /// A store with every read recorded (access resolution 0) and `count`
-  /// entries of distinct bytes, put in order.
-  func populated(_ scratch: Scratch, count: Int, size: Int = 10_000) throws -> (Store, [BlobDigest])
-  {
-    let store = try scratch.store()
-    try store.updatePolicy { $0.accessResolution = 0 }
-    var digests: [BlobDigest] = []
-    for i in 0..<count {
-      digests.append(try store.put(bytes: Bytes.random(size, seed: UInt64(100 + i))).digest)
-    }
-    return (store, digests)
-  }
-
   func allocated(_ store: Store) throws -> [BlobDigest: Int64] {
     Dictionary(uniqueKeysWithValues: try store.entries().map { ($0.digest, $0.allocatedBytes) })
   }
@@ -42,7 +29,7 @@ struct EvictionTests {
     let report = try store.sweep(SweepOptions(budget: budget))
     #expect(report.evictedEntries == 6)
     #expect(Set(try store.entries().map(\.digest)) == Set(keep))
-    for d in digests { #expect((try store.objects.locate(d)?.status != nil) == keep.contains(d)) }
+    for d in digests { #expect((try store.objects.find(d)?.status != nil) == keep.contains(d)) }
     #expect(report.bytesAfter == budget)
     #expect(try store.statistics().allocatedBytes == budget)
   }

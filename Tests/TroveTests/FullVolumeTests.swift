@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// A volume filled to its last block (issue 11): the store can still free
+/// A volume filled to its last block: the store can still free
 /// the space it holds. Run on 16 MiB ext4 volumes with 4 KiB blocks (the
 /// index in WAL mode) and 1 KiB blocks (a persistent rollback journal).
 @Suite(

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// `trove get` of many objects in one process (issue 12, in part):
+/// `trove get` of many objects in one process:
 /// `get D1 D2 … -C DIR` and `get --from FILE`; every name resolved and
 /// every destination checked before anything is written.
 @Suite("get many")
@@ -195,4 +195,30 @@ struct GetManyTests {
     let three = try CLI.run(["--store", store, "get", "models/base", scratch["a"], scratch["b"]])
     #expect(three.status == 64 && three.stderr.contains("Unexpected argument"), "\(three.stderr)")
   }
+  @Test("a failure of one of many gets names its destination; get --from a missing list says why")
+  func getManyNamesDestination() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", Bytes.random(5000, seed: 4))
+    let digest = XXH3Hasher.digest(try contents(file))
+    #expect(try CLI.run(["--store", store, "put", file]).status == 0)
+    try FileManager.default.createDirectory(
+      atPath: scratch["out"], withIntermediateDirectories: true)
+    // The object cannot be read: the message names the file not made.
+    let run = try CLI.run(
+      ["--store", store, "get", "--mode", "copy", digest.description, "-C", scratch["out"]],
+      environment: ["TROVE_INJECT_FAULT": "read:5:2"])
+    #expect(run.status == 74, "\(run.stderr)")
+    #expect(
+      run.errorLines.count == 1
+        && run.stderr.hasPrefix("Error: cannot write '\(scratch["out"])/\(digest.hex)': "),
+      "\(run.stderr)")
+    let missing = try CLI.run(["--store", store, "get", "--from", scratch["nofile"]])
+    #expect(missing.status == 66, "\(missing.stderr)")
+    #expect(
+      missing.stderr == "Error: cannot read '\(scratch["nofile"])': No such file or directory\n")
+    let folder = try CLI.run(["--store", store, "get", "--from", scratch["out"]])
+    #expect(folder.status == 66 && folder.stderr.contains("Is a directory"), "\(folder.stderr)")
+  }
+
 }

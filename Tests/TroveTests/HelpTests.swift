@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import Trove
+
 /// `trove help CMD` for every command: its usage line lists every option
 /// the command takes, so that an error's usage line is the whole story.
 @Suite("help and usage lines")
@@ -75,4 +77,65 @@ struct HelpTests {
     let sweep = try CLI.run(["--store", store, "sweep", "--budget", "0"]).out
     #expect(sweep.hasPrefix("removed 1 entry ("), "\(sweep)")
   }
+  @Test("--json with --format is refused; keys rm --json is refused")
+  func jsonAndFormat() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", [1, 2, 3])
+    for arguments in [
+      ["put", "--json", "--format", "xxhsum", file], ["ls", "--json", "--format", "xxhsum"],
+      ["put", "--format=trove", "--json", file], ["keys", "rm", "--json", "k"],
+    ] {
+      let run = try CLI.run(["--store", store] + arguments)
+      #expect(
+        run.status == 64 && run.errorLines.first?.hasPrefix("Error: ") == true, "\(arguments)")
+      #expect(run.out.isEmpty)
+    }
+    #expect(!FileManager.default.fileExists(atPath: store))
+  }
+
+  @Test("pin --for 0 and put --key '' are usage errors; reindex -q says nothing")
+  func refusedValues() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", [1, 2, 3])
+    #expect(try CLI.run(["--store", store, "put", file]).status == 0)
+    let digest = XXH3Hasher.digest([1, 2, 3]).description
+    for lease in ["0", "0s", "0d"] {
+      let pin = try CLI.run(["--store", store, "pin", "--for", lease, digest])
+      #expect(pin.status == 64, "\(lease): \(pin.stderr)")
+      #expect(
+        pin.errorLines.first
+          == "Error: invalid --for '\(lease)': duration must be positive (without --for a pin has no lease)"
+      )
+    }
+    #expect(try CLI.run(["--store", store, "pins"]).out.isEmpty)
+    let key = try CLI.run(["--store", store, "put", "--key", "", file])
+    #expect(
+      key.status == 64 && key.errorLines.first == "Error: invalid --key '': a key is not empty")
+    #expect(try CLI.run(["--store", store, "keys"]).out.isEmpty)
+    let quiet = try CLI.run(["--store", store, "reindex", "-q"])
+    #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+    let said = try CLI.run(["--store", store, "reindex", "-v"])
+    #expect(said.stderr.hasPrefix("trove: index rebuilt: 0 added"), "\(said.stderr)")
+  }
+
+  @Test("trove alone is a usage error on stderr; missing actions are named alike")
+  func bareAndActions() throws {
+    let bare = try CLI.run([])
+    #expect(bare.status == 64 && bare.out.isEmpty)
+    #expect(bare.errorLines.first == "Error: Missing expected argument '<subcommand>'")
+    #expect(bare.errorLines.dropFirst().first?.hasPrefix("Usage: trove") == true)
+    let help = try CLI.run(["--help"])
+    #expect(help.status == 0 && help.out.hasPrefix("OVERVIEW"))
+    let scratch = try Scratch()
+    for command in ["remote", "record"] {
+      let run = try CLI.run(["--store", scratch["s"], command])
+      #expect(run.status == 64)
+      #expect(
+        run.errorLines.first?.hasPrefix("Error: Missing expected argument '<action>': one of ")
+          == true, "\(command): \(run.stderr)")
+    }
+  }
+
 }

@@ -55,7 +55,7 @@ struct Canary {
 
 /// Stores someone planted links in, damaged, or pointed `--store` at by
 /// mistake: Trove never writes outside its root, never hangs on a FIFO,
-/// and repairs what it can (issue 11).
+/// and repairs what it can.
 @Suite("hostile and damaged stores")
 struct HostileStoreTests {
   /// A scratch folder on the loop-mounted XFS when there is one (else the
@@ -65,10 +65,6 @@ struct HostileStoreTests {
   /// `trove ARGS` on `store`, killed if it runs 30 s: a hang fails the test.
   func trove(_ store: String, _ arguments: [String], stdin: [UInt8] = []) throws -> CLI.Result {
     try CLI.run(["--store", store] + arguments, stdin: stdin, prefix: ["/usr/bin/timeout", "30"])
-  }
-
-  func objectPath(_ store: String, _ digest: BlobDigest) -> String {
-    store + "/objects/\(digest.hex.prefix(2))/\(digest.hex)"
   }
 
   @Test("tmp/ replaced by a link: put refuses, nothing is written where it points")
@@ -119,7 +115,7 @@ struct HostileStoreTests {
     #expect(s.list("store/quarantine").count == 1)
     // The store works again, and stored the bytes in a folder of its own.
     #expect(try trove(store, ["put", file]).status == 0)
-    #expect(try contents(objectPath(store, digest)) == data)
+    #expect(try contents(objectFilePath(store, digest)) == data)
     #expect(try fileStatus(fanout).isDirectory)
     try canaryNow.expectUntouched()
   }
@@ -133,7 +129,7 @@ struct HostileStoreTests {
     let file = try s.write("in", data)
     let digest = XXH3Hasher.digest(data)
     #expect(try trove(store, ["put", file]).status == 0)
-    let object = objectPath(store, digest)
+    let object = objectFilePath(store, digest)
     try FileManager.default.removeItem(atPath: object)
     try FileManager.default.createSymbolicLink(atPath: object, withDestinationPath: canary.file)
     for mode in ["auto", "clone", "hardlink", "copy"] {
@@ -163,7 +159,7 @@ struct HostileStoreTests {
     let digest = XXH3Hasher.digest(data)
     for kind in ["fifo", "folder"] {
       #expect(try trove(store, ["put", file]).status == 0)
-      let object = objectPath(store, digest)
+      let object = objectFilePath(store, digest)
       try FileManager.default.removeItem(atPath: object)
       if kind == "fifo" {
         #expect(mkfifo(object, 0o644) == 0)

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// `scripts/install.sh` (issue 12, in part): installs a built `trove` and
+/// `scripts/install.sh`: installs a built `trove` and
 /// a bash completion generated from its own help.
 @Suite("install")
 struct InstallTests {

@@ -211,7 +211,7 @@ struct JSONSchemaTests {
         "seconds": .number,
       ], "recompress")
 
-    // stats: the last sweep's time is an ISO string now, not nanoseconds.
+    // stats: the last sweep's time is an ISO string, not nanoseconds.
     let stats = try Self.json(["--store", store, "stats", "--json"])
     Self.expectRecord(stats, Self.stats, "stats")
     let lastSweep = try #require((stats as? [String: Any])?["lastSweep"] as? [String: Any])
@@ -474,4 +474,22 @@ struct JSONSchemaTests {
       ], "\(put.stderr)")
     #expect(try CLI.run(["--store", store, "stats"], environment: bad).status == 78)
   }
+  @Test(
+    "keys --json gives Last-Modified as ISO 8601",
+    .enabled(if: Nginx.executable != nil, Nginx.missing))
+  func lastModifiedISO() throws {
+    let nginx = try Nginx()
+    let served = try nginx.files.write("a.bin", Bytes.random(1000, seed: 7))
+    try FileManager.default.setAttributes(
+      [.modificationDate: Date(timeIntervalSince1970: 1_577_934_245)], ofItemAtPath: served)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let fetch = try CLI.run(["--store", store, "fetch", nginx.url("/a.bin")])
+    #expect(fetch.status == 0, "\(fetch.stderr)")
+    let keys = try CLI.run(["--store", store, "keys", "--json"])
+    let records = try #require(
+      try JSONSerialization.jsonObject(with: Data(keys.stdout)) as? [[String: Any]])
+    #expect(records.first?["lastModified"] as? String == "2020-01-02T03:04:05Z", "\(keys.out)")
+  }
+
 }

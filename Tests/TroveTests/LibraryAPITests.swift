@@ -7,7 +7,7 @@ import Testing
   import Glibc
 #endif
 
-/// What an embedder calls (issue 12, in part): a key bound in the put's
+/// What an embedder calls: a key bound in the put's
 /// own transaction, a writer that refuses bytes it was not promised, and
 /// `async` calls that leave the cooperative pool and honour cancellation.
 @Suite("library API")
@@ -165,7 +165,7 @@ struct LibraryAPITests {
   }
 }
 
-/// `remove` of many objects in batches (issue 13, in part).
+/// `remove` of many objects in batches.
 @Suite("batched removal")
 struct BatchedRemovalTests {
   @Test(

@@ -8,45 +8,6 @@ import Testing
   import Glibc
 #endif
 
-/// Runs `bodies` at once, each on a thread of its own, and waits for all;
-/// rethrows the first error any of them threw.
-func concurrently(_ bodies: [@Sendable () throws -> Void]) throws {
-  let failure = Mutex<(any Error)?>(nil)
-  let group = DispatchGroup()
-  for body in bodies {
-    group.enter()
-    Thread {
-      do { try body() } catch { failure.withLock { if $0 == nil { $0 = error } } }
-      group.leave()
-    }.start()
-  }
-  group.wait()
-  if let error = failure.withLock({ $0 }) { throw error }
-}
-
-/// The digests whose object files are in `store` (either form), from the folder.
-func digestsOnDisk(_ store: Store) throws -> Set<BlobDigest> {
-  var found = Set<BlobDigest>()
-  for folder in 0..<256 {
-    for file in try store.objects.objectFiles(inFolder: folder) { found.insert(file.digest) }
-  }
-  return found
-}
-
-/// Sets `digest`'s recorded last access `seconds` into the past, behind
-/// the store's back.
-func age(_ digest: BlobDigest, by seconds: Int64, in store: Store) throws {
-  try store.index().write("test: age") { (tx) throws(TroveError) in
-    guard var entry = try tx.entry(for: digest) else { return }
-    entry.lastAccessNanoseconds -= seconds * 1_000_000_000
-    try tx.run { db throws(SQLiteConnection.Failure) in
-      try db.query(
-        "UPDATE objects SET last_access = ? WHERE digest = ?",
-        [.integer(entry.lastAccessNanoseconds), .text(digest.hex)])
-    }
-  }
-}
-
 /// What a remover killed after its first step leaves: no row (nor pins and
 /// keys, for an `rm`), a removal record naming the file, the file itself.
 func cutRemoval(_ digest: BlobDigest, explicit: Bool, in store: Store) throws {
@@ -215,10 +176,10 @@ struct LifecycleTests {
     // finishes the removal its remover began.
     let folder = Int(UInt8(dropped.hex.prefix(2), radix: 16)!)
     #expect(try store.objects.reconcile(folder: folder, repair: false).isClean)
-    #expect(try store.objects.locate(dropped) != nil)
+    #expect(try store.objects.find(dropped) != nil)
     let report = try store.objects.reconcile(folder: folder, repair: true)
     #expect(report.isClean && report.removalsFinished == 1)
-    #expect(try store.objects.locate(dropped) == nil)
+    #expect(try store.objects.find(dropped) == nil)
     #expect(try store.verify().isClean)
   }
 
@@ -233,7 +194,7 @@ struct LifecycleTests {
     try cutRemoval(digest, explicit: true, in: store)
     // A read that finds the file finishes the removal, and says it is gone.
     #expect(try store.contains(digest) == false)
-    #expect(try store.objects.locate(digest) == nil)
+    #expect(try store.objects.find(digest) == nil)
     #expect(throws: TroveError.self) { try store.pin(digest) }
     #expect(try store.digest(forKey: "k") == nil)
     // Storing the bytes again stores them.
@@ -271,7 +232,7 @@ struct LifecycleTests {
     try FileManager.default.linkItem(
       atPath: store.objectFilePath(digest), toPath: scratch["linked"])
     #expect(try store.contains(digest) == false)
-    #expect(try store.objects.locate(digest) == nil)
+    #expect(try store.objects.find(digest) == nil)
     #expect(try contents(scratch["linked"]) == bytes)
     #expect(try store.verify().isClean)
   }
@@ -452,8 +413,7 @@ struct LifecycleTests {
     let bytes = Array(String(repeating: "compressible text, ", count: 60_000).utf8)
     let digest = String(
       try CLI.run(["--store", store, "put", "-"], stdin: bytes).out.prefix(39))
-    let hex = String(digest.dropFirst(7))
-    let raw = scratch["store/objects/\(hex.prefix(2))/\(hex)"]
+    let raw = objectFilePath(scratch["store"], try BlobDigest(parsing: digest))
     try #require(FileManager.default.fileExists(atPath: raw + ".zst"))
     // A crash between publishing the raw form and removing the frame.
     try Data(bytes).write(to: URL(fileURLWithPath: raw))

@@ -177,4 +177,24 @@ struct MessageTests {
       #expect(has.status == 1)
     }
   }
+  @Test("standard input is <stdin> in every message")
+  func stdinName() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let put = try CLI.run(["--store", store, "put", "--expect-size", "9", "-"], stdin: [1, 2, 3])
+    #expect(put.stderr == "Error: '<stdin>' is 3 bytes, expected 9 (--expect-size)\n")
+    let list = try CLI.run(["--store", store, "get", "--from", "-"], stdin: Array("bad\n".utf8))
+    #expect(list.status == 64 && list.stderr.hasPrefix("Error: <stdin>:1: "), "\(list.stderr)")
+    let urls = try CLI.run(
+      ["--store", store, "fetch", "-i", "-"], stdin: Array("http://x/ sha256:zz\n".utf8))
+    #expect(urls.status == 64 && urls.stderr.hasPrefix("Error: <stdin>:1: "), "\(urls.stderr)")
+    let archive = try CLI.run(["--store", store, "import", "-"], stdin: [1, 2, 3])
+    #expect(archive.status == 65 && archive.stderr.contains("'<stdin>'"), "\(archive.stderr)")
+    // And standard output, <output>.
+    let full = try CLI.run(
+      [], prefix: ["/bin/bash", "-c", "\"$0\" --store '\(store)' dir >/dev/full", CLI.executable])
+    #expect(full.status == 74)
+    #expect(full.stderr == "Error: cannot write '<output>': No space left on device\n")
+  }
+
 }

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Objects by what they were (issue 12, in part): `ls` with keys, sizes,
+/// Objects by what they were: `ls` with keys, sizes,
 /// stored form, pins and last use, its orders and filters; `show`; short
 /// digest prefixes wherever a digest is taken; lapsed leases marked.
 @Suite("names, not just digests")
@@ -160,7 +160,7 @@ struct NamesTests {
     }
     // --format xxhsum lists the selected raw objects.
     let xxhsum = try f.run(["ls", "--format", "xxhsum", "--key", "*"])
-    #expect(xxhsum.out == "\(f.a.hex)  \(f.store)/objects/\(f.a.hex.prefix(2))/\(f.a.hex)\n")
+    #expect(xxhsum.out == "\(f.a.hex)  \(objectFilePath(f.store, f.a))\n")
   }
 
   @Test("ls --json: every field of every object, times in ISO 8601 UTC")
@@ -386,5 +386,14 @@ struct NamesTests {
       #expect((pin["expired"] as? Bool) == (pin["name"] as? String == "ci"))
       #expect((pin["expires"] is NSNull) == (pin["name"] as? String == "default"))
     }
+  }
+  @Test("bare hex too short for a prefix that is no key is a usage error with the usage line")
+  func shortHex() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try CLI.run(["--store", store, "put", try scratch.write("f", [9])]).status == 0)
+    let run = try CLI.run(["--store", store, "get", "abc", scratch["out"]])
+    #expect(run.status == 64 && run.errorLines.count == 3, "\(run.stderr)")
+    #expect(run.errorLines[1].hasPrefix("Usage: trove [--store <dir>] get "))
   }
 }

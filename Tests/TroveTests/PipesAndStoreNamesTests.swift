@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// The command line as Unix tools behave (issue 12, in part): a closed
+/// The command line as Unix tools behave: a closed
 /// pipe ends a command quietly, a store that is not there is never made
 /// by a command that only reads, and store paths are expanded and
 /// absolute.
@@ -98,7 +98,7 @@ struct PipesAndStoreNamesTests {
     let relative = try CLI.run(
       [],
       prefix: ["/bin/sh", "-c", "cd '\(scratch.path)' && exec \"$0\" --store cache path \(digest)"])
-    let object = scratch["cache/objects/\(digest.hex.prefix(2))/\(digest.hex)"]
+    let object = objectFilePath(scratch["cache"], digest)
     #expect(
       relative.out == URL(fileURLWithPath: object).standardizedFileURL.path + "\n",
       "\(relative.out) \(relative.stderr)")
@@ -124,9 +124,62 @@ struct PipesAndStoreNamesTests {
     let failing = try CLI.run(["--store", store, "get", "--quiet", digest, scratch["c"]])
     #expect(failing.status == 73 && failing.stderr.hasPrefix("Error: "), "\(failing.stderr)")
   }
+  @Test("with HOME unset the default store is in the user's passwd home, not /home/.cache")
+  func defaultStoreWithoutHome() throws {
+    let home = String(cString: try #require(getpwuid(getuid())?.pointee.pw_dir))
+    let dir = try CLI.run(["dir"], prefix: unsetting(["HOME", "XDG_CACHE_HOME"]))
+    #expect(dir.status == 0 && dir.out == home + "/.cache/trove\n", "\(dir.out) \(dir.stderr)")
+    // A relative XDG_CACHE_HOME is ignored; an absolute one is used.
+    let relative = try CLI.run(
+      ["dir"], environment: ["XDG_CACHE_HOME": "relative", "HOME": "/h/"])
+    #expect(relative.out == "/h/.cache/trove\n", "\(relative.out)")
+    let absolute = try CLI.run(["dir"], environment: ["XDG_CACHE_HOME": "/x/c"])
+    #expect(absolute.out == "/x/c/trove\n", "\(absolute.out)")
+    // The user database failing: one line naming the call, exit 78.
+    let failing = try CLI.run(
+      ["dir"], environment: ["TROVE_INJECT_FAULT": "getpwuid_r:5"],
+      prefix: unsetting(["HOME", "XDG_CACHE_HOME"]))
+    #expect(failing.status == 78 && failing.errorLines.count == 1, "\(failing.stderr)")
+    #expect(failing.stderr.contains("no store location") && failing.stderr.contains("getpwuid_r"))
+  }
+
+  @Test(
+    "a user with neither HOME nor a passwd home gets one line and exit 78",
+    .enabled(
+      if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable, "needs root and setpriv"))
+  func noHomeAtAll() throws {
+    let run = try CLI.run(
+      ["ls"],
+      prefix: [
+        "/usr/bin/setpriv", "--reuid=54321", "--regid=54321", "--clear-groups",
+      ] + unsetting(["HOME", "XDG_CACHE_HOME"]))
+    #expect(run.status == 78 && run.errorLines.count == 1, "\(run.status) \(run.stderr)")
+    #expect(
+      run.stderr.contains("user 54321 has no home folder")
+        && run.stderr.contains("--store DIR or set TROVE_STORE"), "\(run.stderr)")
+  }
+
+  @Test("--store '' is refused, and store paths are printed normalized")
+  func storePaths() throws {
+    let scratch = try Scratch()
+    let empty = try CLI.run(["--store", "", "ls"])
+    #expect(empty.status == 64 && empty.stderr.contains("invalid --store ''"), "\(empty.stderr)")
+    let after = try CLI.run(["ls", "--store="])
+    #expect(after.status == 64)
+    let dir = try CLI.run(["--store", scratch.path + "//a/./b//", "dir"])
+    #expect(dir.out == scratch["a/b"] + "\n", "\(dir.out)")
+    let stats = try CLI.run(["--store", scratch.path + "//a/./b//", "stats"])
+    #expect(
+      stats.stderr == "Error: no store at '\(scratch["a/b"])': nothing was ever stored there\n")
+    let path = try CLI.run(["--store", scratch.path + "//a/./b//", "path", "some-key"])
+    #expect(
+      path.stderr
+        == "Error: no object or key 'some-key': no store exists at '\(scratch["a/b"])' yet\n")
+  }
+
 }
 
-/// `trove hash` and `--format xxhsum` (issue 12, in part): lines that
+/// `trove hash` and `--format xxhsum`: lines that
 /// `xxhsum -c` checks.
 @Suite("hash and xxhsum lines")
 struct XXHsumFormatTests {
@@ -171,9 +224,20 @@ struct XXHsumFormatTests {
     let bad = try CLI.run(["hash", "--format", "md5", a])
     #expect(bad.status == 64)
   }
+  @Test("hash of a folder is exit 66, in put's words")
+  func hashFolder() throws {
+    let scratch = try Scratch()
+    let run = try CLI.run(["hash", scratch.path])
+    #expect(run.status == 66)
+    #expect(run.stderr == "Error: cannot hash '\(scratch.path)': it is a directory\n")
+    let put = try CLI.run(["--store", scratch["store"], "put", scratch.path])
+    #expect(
+      put.status == 66 && put.stderr == "Error: cannot put '\(scratch.path)': it is a directory\n")
+  }
+
 }
 
-/// `trove clean` (issue 12, in part), as `ccache -C` and `uv cache clean`.
+/// `trove clean`, as `ccache -C` and `uv cache clean`.
 @Suite("clean")
 struct CleanTests {
   @Test(

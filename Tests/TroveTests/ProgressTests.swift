@@ -4,7 +4,7 @@ import Testing
 
 @testable import Trove
 
-/// The progress line of long commands (issue 12, in part): drawn on a
+/// The progress line of long commands: drawn on a
 /// terminal's stderr with a rate, erased at the end; never when stderr is
 /// a file, with `-q` or with `--json`; and the library's reports behind it.
 @Suite("progress")

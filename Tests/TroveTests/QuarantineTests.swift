@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// A flipped byte in a stored object (issue 11, section 6): `get --verify`
+/// A flipped byte in a stored object: `get --verify`
 /// keeps it from the destination, `get -` from standard output, and any
 /// detection moves the object to `quarantine/`, where it is never served.
 @Suite("corrupt objects and quarantine")
@@ -15,7 +15,7 @@ struct QuarantineTests {
     let put = try CLI.run(["--store", store, "put", "-"], stdin: data)
     #expect(put.status == 0, "\(put.stderr)")
     let digest = XXH3Hasher.digest(data)
-    let object = store + "/objects/\(digest.hex.prefix(2))/\(digest.hex)"
+    let object = objectFilePath(store, digest)
     #expect(chmod(object, 0o644) == 0)
     let handle = try #require(FileHandle(forUpdatingAtPath: object))
     try handle.seek(toOffset: UInt64(data.count / 2))
@@ -133,4 +133,29 @@ struct QuarantineTests {
     #expect(quarantined(store).isEmpty && swept.count == 1 && swept.failures == 0)
     #expect(try opened.statistics().quarantinedEntries == 0)
   }
+  @Test("verify counts a corrupt file the index does not know once: as corrupt")
+  func corruptOrphanCountedOnce() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = try scratch.write("f", [1, 2, 3])
+    #expect(try CLI.run(["--store", store, "put", file]).status == 0)
+    let hex = String(repeating: "ab", count: 16)
+    try FileManager.default.createDirectory(
+      atPath: store + "/objects/ab", withIntermediateDirectories: true)
+    try scratch.write("store/objects/ab/" + hex, Array("junk".utf8))
+    for repair in [false, true] {
+      let run = try CLI.run(["--store", store, "verify", "--json"] + (repair ? ["--repair"] : []))
+      let report = try #require(
+        try JSONSerialization.jsonObject(with: Data(run.stdout)) as? [String: Any])
+      #expect((report["corrupt"] as? [String]) == ["xxh128:" + hex], "repair \(repair)")
+      #expect(report["orphanFiles"] as? Int == 0, "repair \(repair): \(run.out)")
+    }
+    // An orphan that is intact is still one orphan.
+    try FileManager.default.removeItem(atPath: store + "/index.sqlite")
+    let rebuilt = try CLI.run(["--store", store, "verify"])
+    #expect(
+      rebuilt.stderr.contains("rebuilt from the objects: 1 object, 0 pins and 0 keys restored"),
+      "\(rebuilt.stderr)")
+  }
+
 }

@@ -70,7 +70,7 @@ final class ReadOnlyVolume {
   }
 }
 
-/// Stores on a read-only mount (issue 12, in part): every read works
+/// Stores on a read-only mount: every read works
 /// through the real CLI, every command that must write is refused early
 /// (exit 77, one line naming the store and why), and nothing changes.
 @Suite(

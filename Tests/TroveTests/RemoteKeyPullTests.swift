@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Keys and pins across a remote (issue 14): `remote pull KEY`,
+/// Keys and pins across a remote: `remote pull KEY`,
 /// `has --remote KEY`, `pin --local`, against real nginx (WebDAV) on
 /// 127.0.0.1.
 @Suite(

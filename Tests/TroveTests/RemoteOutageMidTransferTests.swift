@@ -7,7 +7,7 @@ import Testing
   import Glibc
 #endif
 
-/// A remote that goes away in the middle of a transfer (issue 14): nginx
+/// A remote that goes away in the middle of a transfer: nginx
 /// stopped mid-pull and mid-push. Local work goes on, nothing partial is
 /// left anywhere, the queue keeps what did not go up, and once the server
 /// is back (on its port) the push completes and the get reads through.
@@ -63,7 +63,7 @@ struct RemoteOutageMidTransferTests {
     try nginx.start()
     let second = Bytes.random(48 << 20, seed: 3202)
     let secondDigest = try RemoteTests.put(a, second, in: scratch)
-    let blob = nginx.files["out/cas/\(secondDigest.hex.prefix(2))/\(secondDigest.hex)"]
+    let blob = nginx.files["out/" + remoteBlobPath(secondDigest)]
     var caught = false
     let push = try Spawned(["--store", a, "remote", "push"], io: scratch["push"])
     while push.process.isRunning {

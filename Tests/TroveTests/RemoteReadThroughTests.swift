@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Reading through the remotes (issue 14, in part), against real nginx
+/// Reading through the remotes, against real nginx
 /// (WebDAV) and redis-server on 127.0.0.1: a local miss is pulled from the
 /// first remote that holds it, rehashed; a corrupt blob is counted and
 /// never stored; a dead remote costs one connect attempt, then its circuit
@@ -174,7 +174,7 @@ struct RemoteReadThroughTests {
   }
 }
 
-/// A fetch read through the remotes' key records (issue 14, in part): the
+/// A fetch read through the remotes' key records: the
 /// URL a fetch stored on one machine is served on another from the remote,
 /// asking the origin nothing while the record says it is fresh, and
 /// revalidating it (a 304, no body) when it is stale.
@@ -224,7 +224,7 @@ struct RemoteFetchTests {
   }
 }
 
-/// `get KEY` of a key only a remote's record names (issue 14, in part).
+/// `get KEY` of a key only a remote's record names.
 @Suite(
   "get by key through remotes",
   .enabled(if: Nginx.executable != nil, Nginx.missing))
@@ -274,7 +274,7 @@ struct RemoteKeyGetTests {
   }
 }
 
-/// The breaker's count of failures in a row (issue 14, review).
+/// The breaker's count of failures in a row.
 @Suite("circuit breaker")
 struct CircuitBreakerTests {
   @Test(

@@ -101,7 +101,7 @@ struct RemoteTests {
     let digest = try Self.shareBetweenStores(
       url: nginx.url("/team"), bytes: bytes, scratch: scratch,
       clone: TestFilesystems.xfs != nil)
-    let blob = nginx.files["team/cas/\(digest.hex.prefix(2))/\(digest.hex)"]
+    let blob = nginx.files["team/" + remoteBlobPath(digest)]
     #expect(try contents(blob) == bytes)
     let layout =
       try JSONSerialization.jsonObject(
@@ -122,10 +122,10 @@ struct RemoteTests {
     let digest = try Self.put(a, bytes, in: scratch)
     #expect(
       FileManager.default.fileExists(
-        atPath: a + "/objects/\(digest.hex.prefix(2))/\(digest.hex).zst"))
+        atPath: objectFilePath(a, digest, compressed: true)))
     let pushed = try Self.remote(a, ["push", digest.description])
     #expect(pushed.status == 0, "\(pushed.stderr)")
-    #expect(try contents(nginx.files["z/cas/\(digest.hex.prefix(2))/\(digest.hex)"]) == bytes)
+    #expect(try contents(nginx.files["z/" + remoteBlobPath(digest)]) == bytes)
     #expect(Self.leftovers(a) == [])
     #expect(try Self.remote(b, ["pull", digest.description]).status == 0)
     #expect(try Self.digests(b) == [digest])
@@ -172,7 +172,7 @@ struct RemoteTests {
       ])
     #expect(
       !FileManager.default.fileExists(
-        atPath: nginx.files["ro/cas/\(mine.hex.prefix(2))/\(mine.hex)"]))
+        atPath: nginx.files["ro/" + remoteBlobPath(mine)]))
     #expect(!nginx.accessLog().contains { $0.hasPrefix("PUT") && $0.contains(mine.hex) })
 
     let pulled = try Self.remote(reader, ["pull", digest.description])
@@ -194,7 +194,7 @@ struct RemoteTests {
     var damaged = bytes
     damaged[1000] ^= 0xFF  // same length, other bytes
     try Data(damaged).write(
-      to: URL(fileURLWithPath: nginx.files["c/cas/\(digest.hex.prefix(2))/\(digest.hex)"]))
+      to: URL(fileURLWithPath: nginx.files["c/" + remoteBlobPath(digest)]))
 
     let pulled = try Self.remote(b, ["pull", digest.description])
     #expect(pulled.status == 65)
@@ -225,7 +225,7 @@ struct RemoteTests {
       }
     }
     try Data(Bytes.random(200_000, seed: 22)).write(
-      to: URL(fileURLWithPath: nginx.files["bad/cas/\(digest.hex.prefix(2))/\(digest.hex)"]))
+      to: URL(fileURLWithPath: nginx.files["bad/" + remoteBlobPath(digest)]))
     let pulled = try Self.remote(b, ["pull", digest.description])
     #expect(pulled.status == 0, "\(pulled.stderr)")
     #expect(pulled.out == "\(digest)  pulled from 'good'\n")
@@ -471,7 +471,7 @@ struct RemoteTests {
     for round in 0..<4 where !caught {
       let bytes = Bytes.random(48 << 20, seed: 20 + UInt64(round))
       let digest = try Self.put(a, bytes, in: scratch)
-      let blob = nginx.files["k/cas/\(digest.hex.prefix(2))/\(digest.hex)"]
+      let blob = nginx.files["k/" + remoteBlobPath(digest)]
       // nginx spools a request body in client-body/ until it has all of it.
       caught = try Self.killMidPush(
         store: a, digest: digest, scratch: scratch,
@@ -677,7 +677,7 @@ struct RemoteTests {
     }
     #expect(
       !FileManager.default.fileExists(
-        atPath: nginx.files["c/cas/\(digest.hex.prefix(2))/\(digest.hex)"]))
+        atPath: nginx.files["c/" + remoteBlobPath(digest)]))
     #expect(
       ((try? FileManager.default.contentsOfDirectory(atPath: nginx.files["c/tmp"])) ?? []) == [])
     #expect(try redis.keys("trove:*", database: 11) == ["trove:remote"])

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Trove
 
-/// Write-back (issue 14, in part), against real nginx on 127.0.0.1: what a
+/// Write-back, against real nginx on 127.0.0.1: what a
 /// put stores goes up to the writable remotes — in the background by
 /// default, before the command returns with `--write sync`, only by
 /// `remote push` with `--write off` — from a queue that follows from the
@@ -14,7 +14,7 @@ import Testing
 struct RemoteWriteBackTests {
   /// The blob file nginx holds for `digest` under `base`.
   static func blob(_ nginx: Nginx, _ base: String, _ digest: BlobDigest) -> String {
-    nginx.files["\(base)/cas/\(digest.hex.prefix(2))/\(digest.hex)"]
+    nginx.files[base + "/" + remoteBlobPath(digest)]
   }
 
   /// `remote status --json` of `store`, by remote name.
@@ -124,7 +124,7 @@ struct RemoteWriteBackTests {
   }
 }
 
-/// Evicting what a remote holds first (issue 14, in part).
+/// Evicting what a remote holds first.
 @Suite(
   "eviction of remote-backed objects",
   .enabled(if: Nginx.executable != nil, Nginx.missing))
@@ -159,7 +159,7 @@ struct RemoteEvictionTests {
   }
 }
 
-/// What a remote is recorded to hold is checked before it counts (review).
+/// What a remote is recorded to hold is checked before it counts.
 @Suite(
   "remote copies checked",
   .enabled(if: Nginx.executable != nil, Nginx.missing))
@@ -184,7 +184,7 @@ struct RemoteCopyCheckTests {
     }
     // The remote loses it (a purge, a Redis restart): the record says held.
     try FileManager.default.removeItem(
-      atPath: nginx.files["cc/cas/\(digests[1].hex.prefix(2))/\(digests[1].hex)"])
+      atPath: nginx.files["cc/" + remoteBlobPath(digests[1])])
     #expect(try CLI.run(["--store", store, "sweep", "--budget", "250K"]).status == 0)
     // Plain LRU: the oldest went; the one only this store holds now stayed.
     #expect(try Set(RemoteTests.digests(store)) == [digests[1], digests[2]])
@@ -202,7 +202,7 @@ struct RemoteCopyCheckTests {
     #expect(try RemoteTests.remote(store, ["add", "shared", nginx.url("/wl")]).status == 0)
     let bytes = Bytes.random(80_000, seed: 2310)
     let digest = try RemoteTests.put(store, bytes, in: scratch)
-    let blob = nginx.files["wl/cas/\(digest.hex.prefix(2))/\(digest.hex)"]
+    let blob = nginx.files["wl/" + remoteBlobPath(digest)]
     try FileManager.default.createDirectory(
       atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
     try Data("bad".utf8).write(to: URL(fileURLWithPath: blob))
@@ -212,7 +212,7 @@ struct RemoteCopyCheckTests {
   }
 }
 
-/// A remote that goes away and comes back (issue 14, in part).
+/// A remote that goes away and comes back.
 @Suite(
   "a remote that goes down",
   .enabled(if: RedisServer.executable != nil, RedisServer.missing))
@@ -251,7 +251,7 @@ struct RemoteOutageTests {
   }
 }
 
-/// kill -9 of a pull (issue 14, in part): the store never holds part of a
+/// kill -9 of a pull: the store never holds part of a
 /// blob, or a blob under another's name.
 @Suite(
   "a pull killed",

@@ -159,7 +159,7 @@ struct RemovalEngineTests {
     #expect(rmFailures.isEmpty && present.allSatisfy { $0 })
     let gone = Set(named).union(entries.filter { !pinned.contains($0.digest) }.map(\.digest))
     #expect(Set(try store.entries().map(\.digest)) == Set(digests).subtracting(gone))
-    for digest in gone { #expect(try store.objects.locate(digest) == nil, "\(digest)") }
+    for digest in gone { #expect(try store.objects.find(digest) == nil, "\(digest)") }
     try parts.expectConsistent(store, tuned ? "tuned" : "untuned")
     // Records go a row each without packing.
     let rows = try store.index().write("test: record") { (tx) throws(TroveError) in

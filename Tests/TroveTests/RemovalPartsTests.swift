@@ -22,7 +22,7 @@ struct RemovalPartsTests {
       let bytes =
         i % 2 == 0
         ? Bytes.random(900 + 53 * i, seed: UInt64(7100 + i))
-        : CompressionTests.text(4500 + 71 * i, seed: UInt64(7100 + i))
+        : Bytes.text(4500 + 71 * i, seed: UInt64(7100 + i))
       let digest = try store.put(bytes: bytes).digest
       digests.append(digest)
       if i % 3 == 0 { try store.bind(key: "key-\(i)", to: digest) }
@@ -156,7 +156,7 @@ struct RemovalPartsTests {
     let many = (0..<(IndexSession.bulkRemovalMinimum + 6)).map { i in
       i % 2 == 0
         ? Bytes.random(700 + 31 * i, seed: UInt64(7300 + i))
-        : CompressionTests.text(4200 + 67 * i, seed: UInt64(7300 + i))
+        : Bytes.text(4200 + 67 * i, seed: UInt64(7300 + i))
     }
     let removed = try many.map { try store.put(bytes: $0).digest }
     #expect(try store.remove(removed).allSatisfy { $0 })

@@ -46,7 +46,7 @@ struct StoreTests {
     #expect(put.isDuplicate == false)
     #expect(put.method == .copy)
     let objectPath = try store.path(for: put.digest)
-    #expect(objectPath == scratch["store/objects/\(put.digest.hex.prefix(2))/\(put.digest.hex)"])
+    #expect(objectPath == objectFilePath(scratch["store"], put.digest))
     #expect(try fileStatus(objectPath).mode & 0o777 == 0o444)
     #expect(try store.bytes(for: put.digest) == data)
     let got = try store.materialize(put.digest, at: scratch["out.bin"])

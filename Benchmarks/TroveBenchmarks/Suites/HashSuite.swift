@@ -8,8 +8,8 @@ func hashSuite(_ b: Bench) throws {
   print("hash")
   let perSample = b.quick ? 64 << 20 : 1 << 30
   for size in [4 << 10, 64 << 10, 1 << 20, b.size(64 << 20, quick: 4 << 20)] {
-    // 64-byte aligned, as xxhsum's own buffers are (an Array's storage is
-    // only 16-byte aligned, which cost up to 25% at 100 KB here).
+    // 64-byte aligned, as xxhsum's own buffers are: an Array's storage is
+    // only 16-byte aligned, which slows the wide loads.
     let buffer = alignedBuffer(size)
     defer { buffer.deallocate() }
     let raw = UnsafeRawBufferPointer(buffer)
@@ -32,8 +32,8 @@ func hashSuite(_ b: Bench) throws {
 
   // Streaming in small chunks against one shot over the same buffer: 4 MiB,
   // within the caches, hashed over and over, so the figure is the cost of
-  // the updates, not this VM's memory bandwidth (which swings 10-26 GB/s
-  // over a 64 MiB buffer from one second to the next).
+  // the updates, not the machine's memory bandwidth (which can swing
+  // several-fold from one second to the next).
   let streamSize = 4 << 20
   let stream = alignedBuffer(streamSize)
   defer { stream.deallocate() }

@@ -7,7 +7,7 @@ extension Store {
   /// connections between them (and, with libcurl 8 or later, multiplexes
   /// requests to an HTTP/2 server over one). Returns each request's outcome, in order; one failing does
   /// not stop the others. Requests for one URL make one transfer (see
-  /// ``fetch(_:options:progress:)-4zg2s``).
+  /// `fetch(_:options:progress:)`).
   public func fetch(
     _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil

@@ -167,11 +167,10 @@ final class Index: Sendable {
           try db.execute("PRAGMA journal_size_limit=0;")
         }
         // Statement journals in memory: each execution of a statement that
-        // fires a trigger journals the pages it changes, and in a temp file
-        // that was two writes per page — 920,000 `pwrite`s (1.9 GB) to
-        // evict 100,000 entries. A page cache of up to 16 MiB (allocated
-        // as used) holds the pages a removal batch changes, where the
-        // default 2 MiB spilled them into the WAL mid-transaction.
+        // fires a trigger journals the pages it changes, and a temp file
+        // costs two writes per page. A page cache of up to 16 MiB (allocated
+        // as used) holds the pages a removal batch changes, so they do not
+        // spill into the WAL mid-transaction.
         try db.execute(
           "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;")
         (found, _) = try Schema.create(db)

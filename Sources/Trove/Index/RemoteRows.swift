@@ -1,7 +1,7 @@
 /// What the index keeps about one remote: its circuit breaker and what
 /// reading through it did. Rows of `counters` named `remote:NAME:FIELD`,
-/// created by their first count (an upsert), so indexes of every schema
-/// version take them without a migration.
+/// created by their first count (an upsert), so a remote needs no table of
+/// its own.
 struct RemoteRecord: Sendable, Hashable {
   /// Failures in a row; 0 when the breaker is closed.
   var failures: Int64 = 0

@@ -52,7 +52,7 @@ extension Store {
       if try objects.isStoredTwice(entry.digest) {
         report.twinsRemoved += try objects.reconcile(entry.digest).twins
       }
-      guard let object = try objects.locate(entry.digest), object.status.isRegular else {
+      guard let object = try objects.find(entry.digest), object.status.isRegular else {
         continue  // evicted or removed meanwhile
       }
       report.storedBytesBefore += object.status.size

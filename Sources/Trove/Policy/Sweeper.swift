@@ -28,7 +28,7 @@ public struct SweepOptions: Sendable, Hashable {
 
 /// Why entries were removed.
 public enum SweepReason: String, Sendable, Hashable, Codable {
-  /// A sweep someone asked for (`trove sweep`, ``Store/sweep(_:onProgress:)-1n43z``).
+  /// A sweep someone asked for (`trove sweep`, `Store.sweep(_:onProgress:)`).
   case requested = "sweep"
   /// A put took the store over its budget.
   case overBudget = "over-budget"

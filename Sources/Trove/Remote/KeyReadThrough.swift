@@ -77,7 +77,7 @@ extension Store {
       // breaker's (askRemotes), and must not find it closed by this one.
       var held = false
       if let digest = try backend.readKeyRecord(key)?.blobDigest {
-        held = try objects.find(digest) != nil
+        held = try objects.find(digest, confirmingMiss: true) != nil
         if !held { held = try backend.exists(digest) }
       }
       remoteAnswered(spec.name, held ? [:] : ["misses": 1])

@@ -1,5 +1,5 @@
 /// Reading through the remotes: a read the local store cannot serve asks
-/// the store's remotes, in order, before it fails (issue 14).
+/// the store's remotes, in order, before it fails.
 extension Store {
   /// On a local miss of `digest`: asks each remote in turn (those its
   /// ``CircuitBreaker`` admits) and pulls the blob from the first that

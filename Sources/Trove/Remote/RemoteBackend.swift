@@ -25,7 +25,7 @@ protocol RemoteBackend: AnyObject {
   /// only when they are the digest's (else `.corruptObject`, nothing
   /// published).
   func upload(_ item: RemoteUploadItem) throws(TroveError) -> RemoteUpload
-  /// Uploads several blobs, as ``upload(_:from:size:)`` does each: the
+  /// Uploads several blobs, as ``upload(_:)`` does each: the
   /// outcome of each item, in order — nil for one not tried (after the
   /// remote failed on an earlier one). One object's failure is never
   /// another's. A backend may send them together (pipelined).

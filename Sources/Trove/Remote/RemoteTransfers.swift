@@ -197,7 +197,7 @@ extension Store {
   }
 
   /// The largest object uploaded together with others (see
-  /// ``push(_:to:)-([BlobDigest],_)``), and how many go together at most.
+  /// `push(_:to:)`), and how many go together at most.
   static let batchedObjectSize: Int64 = 4 << 20
   static let batchedObjects = 64
 

@@ -19,7 +19,7 @@ import Synchronization
 /// end (each keeps the store whole at every step, so there is no half-way
 /// point to stop at that would save work), and their result is returned.
 extension Store {
-  /// ``put(file:key:expectedSize:priority:onProgress:)-87pwb``, off the cooperative pool.
+  /// `put(file:key:expectedSize:priority:onProgress:)`, off the cooperative pool.
   public func put(
     file path: String, key: String? = nil, expectedSize: Int64? = nil,
     priority: PutPriority = .important, onProgress: ProgressHandler? = nil
@@ -31,7 +31,7 @@ extension Store {
     }
   }
 
-  /// ``put(bytes:key:priority:)-(ContiguousBytes,_,_)``, off the cooperative pool:
+  /// `put(bytes:key:priority:)`, off the cooperative pool:
   /// the same bytes (`[UInt8]`, `Data`, an `ArraySlice`, any `ContiguousBytes`
   /// that is `Sendable`).
   public func put(
@@ -42,7 +42,7 @@ extension Store {
     }
   }
 
-  /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g``, off the
+  /// `materialize(_:at:mode:replacing:durable:verify:)`, off the
   /// cooperative pool.
   public func materialize(
     _ digest: BlobDigest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
@@ -55,7 +55,7 @@ extension Store {
     }
   }
 
-  /// ``fetch(_:options:progress:)-4zg2s``, off the cooperative pool; cancelling
+  /// `fetch(_:options:progress:)`, off the cooperative pool; cancelling
   /// the task stops the transfer.
   public func fetch(
     _ request: FetchRequest, options: FetchOptions = FetchOptions(),
@@ -72,7 +72,7 @@ extension Store {
     }
   }
 
-  /// ``verify(repair:onProgress:)-21fhm``, off the cooperative pool.
+  /// `verify(repair:onProgress:)`, off the cooperative pool.
   public func verify(repair: Bool = false, onProgress: ProgressHandler? = nil)
     async throws(TroveError) -> VerifyReport
   {
@@ -81,7 +81,7 @@ extension Store {
     }
   }
 
-  /// ``sweep(_:onProgress:)-1n43z``, off the cooperative pool.
+  /// `sweep(_:onProgress:)`, off the cooperative pool.
   public func sweep(_ options: SweepOptions = SweepOptions(), onProgress: ProgressHandler? = nil)
     async throws(TroveError) -> SweepReport
   {

@@ -60,7 +60,7 @@ extension Store {
   func convert(_ digest: BlobDigest, compressed: Bool, level: Int32 = 3, workers: Int32 = 0)
     throws(TroveError) -> StoreEntry?
   {
-    guard let (source, isCompressed) = try objects.openFound(digest) else {
+    guard let (source, isCompressed) = try objects.open(digest, confirmingMiss: true) else {
       throw objects.notFound(digest)
     }
     defer { source.close() }

@@ -1,4 +1,4 @@
-/// How ``Store/materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` makes a file from an object.
+/// How `Store.materialize(_:at:mode:replacing:durable:verify:)` makes a file from an object.
 public enum LinkMode: String, Sendable, CaseIterable, Codable {
   /// Clone where the filesystems allow, else copy (the default): with
   /// `copy_file_range` onto NFS or SMB (the server copies), with a verified

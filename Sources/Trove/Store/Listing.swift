@@ -15,7 +15,7 @@ extension Store {
 
   /// `digest`'s row, keys and pins, or nil if the store does not hold it.
   public func details(for digest: BlobDigest) throws(TroveError) -> EntryDetails? {
-    guard try objects.find(digest) != nil else { return nil }
+    guard try objects.find(digest, confirmingMiss: true) != nil else { return nil }
     var query = EntryQuery()
     query.digest = digest
     let now = currentTimeNanoseconds()

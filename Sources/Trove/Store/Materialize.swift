@@ -41,7 +41,7 @@ extension Store {
     _ digest: BlobDigest, at destination: String, mode: LinkMode = .auto, replacing: Bool = false,
     durable: Bool = false, verify: Bool = false
   ) throws(TroveError) -> Materialization {
-    let (object, isCompressed) = try openServed(digest)
+    let (object, isCompressed) = try openObject(digest, readingThrough: true)
     defer { object.close() }
     var size = try attempt("read", objectFilePath(digest, compressed: isCompressed)) {
       () throws(SystemCallError) in try object.status().size
@@ -210,7 +210,7 @@ extension Store {
   /// written, so a reader must check the outcome (the CLI exits non-zero).
   @discardableResult
   public func write(_ digest: BlobDigest, to handle: FileHandle) throws(TroveError) -> Int64 {
-    let (object, isCompressed) = try openServed(digest)
+    let (object, isCompressed) = try openObject(digest, readingThrough: true)
     defer { object.close() }
     let count = try write(
       digest, from: object, isCompressed: isCompressed,
@@ -304,9 +304,9 @@ extension Store {
   }
 
   /// `digest`'s bytes in memory, verified. For small objects; use
-  /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` or ``path(for:decompressing:)`` for large ones.
+  /// `materialize(_:at:mode:replacing:durable:verify:)` or ``path(for:decompressing:)`` for large ones.
   public func bytes(for digest: BlobDigest) throws(TroveError) -> [UInt8] {
-    let (object, isCompressed) = try openServed(digest)
+    let (object, isCompressed) = try openObject(digest, readingThrough: true)
     defer { object.close() }
     do throws(TroveError) {
       let bytes = try bytes(of: object, digest: digest, isCompressed: isCompressed)
@@ -348,21 +348,22 @@ extension Store {
   // MARK: Pieces
 
   /// Opens `digest`'s object, raw if there is one (it can be cloned),
-  /// else compressed; says which. Throws `.notFound` when there is none.
-  func openObject(_ digest: BlobDigest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool) {
-    guard let opened = try objects.openFound(digest) else { throw notFound(digest) }
-    return opened
-  }
-
-  /// ``openObject(_:)`` for a read served to a caller: an object the
-  /// store does not hold is read through its remotes (``readThrough(_:)``),
-  /// and one nobody holds counts a miss (``PendingAccessCounts``).
-  private func openServed(_ digest: BlobDigest) throws(TroveError) -> (
+  /// else compressed; says which. With `readingThrough` (a read served to a
+  /// caller), an object the store does not hold is read through its remotes
+  /// (``readThrough(_:)``), and one nobody holds counts a miss
+  /// (``PendingAccessCounts``).
+  ///
+  /// - Throws: `.notFound` when there is none.
+  func openObject(_ digest: BlobDigest, readingThrough: Bool = false) throws(TroveError) -> (
     FileDescriptor, isCompressed: Bool
   ) {
-    if let opened = try objects.openFound(digest) { return opened }
-    if readThrough(digest), let opened = try objects.openFound(digest) { return opened }
-    countMiss(digest)
+    if let opened = try objects.open(digest, confirmingMiss: true) { return opened }
+    if readingThrough {
+      if readThrough(digest), let opened = try objects.open(digest, confirmingMiss: true) {
+        return opened
+      }
+      countMiss(digest)
+    }
     throw notFound(digest)
   }
 
@@ -442,8 +443,8 @@ extension Store {
         reason = TroveError(.cloneUnsupported, kinds, cause: error).description
       }
       // copy_file_range only where it offloads the copy to a server (NFS,
-      // SMB); on local filesystems it measured 7-10× slower than read/write
-      // (ext4, Linux 6.18) and skips the digest check the copy below makes.
+      // SMB); on local filesystems it is slower than read/write and skips
+      // the digest check the copy below makes.
       if try !offloadsCopies(out, destination) { return try copyVerified() }
       do throws(SystemCallError) {
         let copied = try Transfer.copyInKernel(from: object, to: out)

@@ -14,7 +14,7 @@ public struct MaterializeRequest: Sendable, Hashable {
 
 extension Store {
   /// Makes many files from stored objects, each as
-  /// ``materialize(_:at:mode:replacing:durable:verify:)-4kx8g`` makes one, in
+  /// `materialize(_:at:mode:replacing:durable:verify:)` makes one, in
   /// order, with one store.
   ///
   /// Everything that can be checked before a byte is written is checked
@@ -41,7 +41,7 @@ extension Store {
     // link to `a` are one folder) and its name there.
     var named = Set<String>()
     for request in requests {
-      guard try objects.find(request.digest)?.status.isRegular ?? false else {
+      guard try objects.find(request.digest, confirmingMiss: true)?.status.isRegular ?? false else {
         throw notFound(request.digest)
       }
       let place = try checkDestination(request.destination, replacing: replacing)

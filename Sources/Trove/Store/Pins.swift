@@ -40,7 +40,7 @@ extension Store {
     var attempts = 0
     while true {
       var unasked: [(why: String, remedy: TroveError.Remedy?)] = []
-      if try objects.find(digest) == nil,
+      if try objects.find(digest, confirmingMiss: true) == nil,
         !readThrough(digest, unanswered: { unasked.append(($0, $1)) })
       {
         if let first = unasked.first {

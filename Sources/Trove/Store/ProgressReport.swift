@@ -1,5 +1,5 @@
 /// How far a long operation has come: a put of a large file or stream, a
-/// ``Store/verify(repair:onProgress:)-21fhm``, a ``Store/recompress(onProgress:)``.
+/// `Store.verify(repair:onProgress:)`, a ``Store/recompress(onProgress:)``.
 ///
 /// Handed to an ``ProgressHandler`` on the thread doing the work, at most
 /// once per block or object the operation already handles (1 MiB for

@@ -137,7 +137,7 @@ extension Store {
         })
     {
       let digest = bytes.withUnsafeBytes { XXH3Hasher.digest($0) }
-      if try objects.locate(digest) != nil,
+      if try objects.find(digest) != nil,
         try objects.recordHit(digest, size: count, binding: binding) != nil
       {
         records.note(digest, key: key)

@@ -8,8 +8,8 @@ import Synchronization
 /// A content-addressed store of blobs named by their XXH3-128 digest.
 ///
 /// Open one with a ``StoreConfiguration``; put files, streams or bytes in
-/// (``put(file:key:expectedSize:priority:onProgress:)-87pwb``, ``makeWriter(key:expectedSize:priority:)``, ``put(bytes:key:priority:)-(ContiguousBytes,_,_)``); get them out as
-/// copy-on-write clones or copies (``materialize(_:at:mode:replacing:durable:verify:)-4kx8g``),
+/// (`put(file:key:expectedSize:priority:onProgress:)`, ``makeWriter(key:expectedSize:priority:)``, `put(bytes:key:priority:)`); get them out as
+/// copy-on-write clones or copies (`materialize(_:at:mode:replacing:durable:verify:)`),
 /// read them in place (``path(for:decompressing:)``), list, remove, and count.
 ///
 /// A `Store` is `Sendable` and safe to use from many threads at once, and
@@ -384,31 +384,33 @@ public final class Store: Sendable {
   /// write only when the recorded access is older than the policy's
   /// access resolution).
   public func contains(_ digest: BlobDigest) throws(TroveError) -> Bool {
-    guard try objects.find(digest)?.status.isRegular ?? false else { return false }
-    return recordRead(digest)
+    guard try objects.find(digest, confirmingMiss: true)?.status.isRegular ?? false else {
+      return false
+    }
+    return recordRead(digest) == .kept
   }
 
   /// Records a read of `digest` for LRU, coarsely: not when this process
   /// or the index saw one within the policy's access resolution, so most
   /// reads write nothing. A file the index has no row for is adopted. A
   /// failure to record (a read-only store) never fails the read itself.
-  /// Returns false only when the object turned out to be going: an `rm`
-  /// between its two steps, which this read finished.
+  /// Says ``ReadRecord/removed`` only when the object turned out to be
+  /// going: an `rm` between its two steps, which this read finished.
   @discardableResult
-  func recordRead(_ digest: BlobDigest) -> Bool {
-    if isReadOnly { return true }
+  func recordRead(_ digest: BlobDigest) -> ReadRecord {
+    if isReadOnly { return .kept }
     records.note(digest)
     let now = currentTimeNanoseconds()
     // A read needs no sound policy: an invalid access-resolution is taken
     // at its default here, and only here.
-    guard let policy = try? loadedSettings().policy else { return true }
+    guard let policy = try? loadedSettings().policy else { return .kept }
     let resolution = Int64.nanoseconds(fromSeconds: policy.accessResolution)
     if resolution > 0,
       let last = recentReads.withLock({ $0[digest] }), now.subtractingSaturated(last) < resolution
     {
-      return true
+      return .kept
     }
-    guard let index = try? index() else { return true }
+    guard let index = try? index() else { return .kept }
     func record() -> AccessRecord? {
       try? index.read("record access to \(digest)") { (tx) throws(TroveError) in
         try tx.recordAccess(digest, now: now, resolution: resolution)
@@ -419,7 +421,7 @@ public final class Store: Sendable {
       // An orphan (a put killed after its rename, an eviction half done):
       // adopt it, and record this read. An `rm` half done is finished.
       if let report = try? objects.reconcile(digest), report.removalsFinished > 0 {
-        return false
+        return .removed
       }
       outcome = record()
     }
@@ -429,13 +431,21 @@ public final class Store: Sendable {
     switch outcome {
     case .recent(let recorded)?: seen = recorded
     case .recorded?: seen = now
-    case .noRow?, nil: return true
+    case .noRow?, nil: return .kept
     }
     recentReads.withLock { reads in
       if reads.count > 4096 { reads.removeAll(keepingCapacity: true) }
       reads[digest] = seen
     }
-    return true
+    return .kept
+  }
+
+  /// What recording a read found of its object.
+  enum ReadRecord {
+    /// It stays (the read was recorded, or needed no record).
+    case kept
+    /// It was being removed (an `rm` between its steps), which the read finished.
+    case removed
   }
 
   /// The path of `digest`'s object, for callers that only read it: zero
@@ -452,9 +462,9 @@ public final class Store: Sendable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   public func path(for digest: BlobDigest, decompressing: Bool = false) throws(TroveError) -> String
   {
-    var found = try objects.find(digest)
-    if found == nil, readThrough(digest) { found = try objects.find(digest) }
-    guard let object = found, object.status.isRegular, recordRead(digest) else {
+    var found = try objects.find(digest, confirmingMiss: true)
+    if found == nil, readThrough(digest) { found = try objects.find(digest, confirmingMiss: true) }
+    guard let object = found, object.status.isRegular, recordRead(digest) == .kept else {
       throw notFound(digest)
     }
     if object.isCompressed {
@@ -465,13 +475,15 @@ public final class Store: Sendable {
           path: objectFilePath(digest, compressed: true), value: digest.description)
       }
       try convert(digest, compressed: false)
-      guard try objects.find(digest)?.isCompressed == false else { throw notFound(digest) }
+      guard try objects.find(digest, confirmingMiss: true)?.isCompressed == false else {
+        throw notFound(digest)
+      }
     }
     return objectFilePath(digest)
   }
 
   /// The error for a digest whose object is not there. The look that
-  /// missed (``ObjectTable/find(_:)``, ``ObjectTable/openFound(_:)``) has
+  /// missed (``ObjectTable/find(_:confirmingMiss:)``, ``ObjectTable/open(_:confirmingMiss:)``) has
   /// already dropped a row left without its file, inside a transaction that
   /// confirmed the file missing: a read never deletes what a writer is
   /// publishing.
@@ -481,7 +493,7 @@ public final class Store: Sendable {
 
   /// The index's record of `digest`, or nil if the store does not hold it.
   public func entry(for digest: BlobDigest) throws(TroveError) -> StoreEntry? {
-    guard try objects.find(digest) != nil else { return nil }
+    guard try objects.find(digest, confirmingMiss: true) != nil else { return nil }
     return try index().read("look up \(digest)") { (tx) throws(TroveError) in
       try tx.entry(for: digest)
     }
@@ -567,11 +579,21 @@ public final class Store: Sendable {
     records.note(digest, key: key)
   }
 
-  /// The digest `key` points at, if it is bound and its object is present.
-  /// A record on notes the key and its digest (``startRecord(_:)``).
-  public func digest(forKey key: String) throws(TroveError) -> BlobDigest? {
-    guard let digest = try binding(forKey: key)?.digest else { return nil }
-    records.note(digest, key: key)
+  /// The digest `key` points at, if it is bound and its object is
+  /// present, looked up as `lookup` says: with ``KeyLookup/use`` (the
+  /// default) the key is being used, and a record on notes the key and its
+  /// digest (``startRecord(_:)``); with ``KeyLookup/readThrough``, a key
+  /// the store does not have is read through its remotes' key records
+  /// first (``pullKey(_:)``). An empty `lookup` only looks.
+  public func digest(forKey key: String, _ lookup: KeyLookup = .use) throws(TroveError)
+    -> BlobDigest?
+  {
+    var bound = try binding(forKey: key)?.digest
+    if bound == nil, lookup.contains(.readThrough), pullKey(key) {
+      bound = try binding(forKey: key)?.digest
+    }
+    guard let digest = bound else { return nil }
+    if lookup.contains(.use) { records.note(digest, key: key) }
     return digest
   }
 
@@ -599,7 +621,7 @@ public final class Store: Sendable {
   /// Whether `digest`'s object is there. One that is gone (a crash between
   /// its removal's steps) takes its row, keys and checksums with it.
   private func isPresent(_ digest: BlobDigest) throws(TroveError) -> Bool {
-    guard try objects.find(digest) != nil else {
+    guard try objects.find(digest, confirmingMiss: true) != nil else {
       _ = try? objects.reconcile(digest)
       return false
     }

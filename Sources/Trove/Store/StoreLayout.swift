@@ -4,27 +4,8 @@ import Synchronization
   import Glibc
 #endif
 
-/// The names inside a store's root; see Docs/OnDiskFormat.md.
-///
-/// ```
-/// ROOT/
-///   CACHEDIR.TAG        backup tools skip the store
-///   sweep.lock          held by the sweeping process
-///   reserve             1 MiB of ballast, released on a full disk
-///   config.json         format version and settings
-///   index.sqlite        the index (WAL: -wal, -shm beside it)
-///   references.log      pins and keys as they change: replayed when the index is rebuilt
-///   objects/ab/<hex>    one read-only file per digest, fanned out by its first two hex digits
-///   objects/ab/<hex>.zst  the same, stored as a zstd frame
-///   tmp/                in-flight data, on the store's filesystem
-///   tmp/0 … tmp/7       the temp files of puts, spread over eight folders
-///   partial/<k>.part    an interrupted download's body so far (k: XXH3-128 of the URL)
-///   partial/<k>.json    what it is a part of: URL, validator, length, boot
-///   locks/<k>.lock      held (flock) by the process fetching that URL
-///   quarantine/         what a repair moved out of objects/ (links, folders, FIFOs)
-///   records/NAME.log    what a record noted: `DIGEST TAB TIME [TAB KEY]` lines, appended
-///   records/NAME.active the record is on: every process that opens the store notes in it
-/// ```
+/// The names inside a store's root. Docs/OnDiskFormat.md draws the whole
+/// layout and says what each file holds: it is the one copy of it.
 enum StoreLayout {
   static let objects = "objects"
   static let tmp = "tmp"

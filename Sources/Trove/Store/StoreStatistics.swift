@@ -64,7 +64,7 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   /// The policy values above hold their defaults for those settings.
   public var configProblems: [PolicyProblem] = []
   /// Reads served from the store since the counts were last reset
-  /// (``Store/resetAccessCounts()``): every ``Store/materialize(_:at:mode:replacing:durable:verify:)-4kx8g``,
+  /// (``Store/resetAccessCounts()``): every `Store.materialize(_:at:mode:replacing:durable:verify:)`,
   /// ``Store/write(_:to:)`` and ``Store/bytes(for:)`` of an object it
   /// holds, and every fetch it served (writing the fetched object out is
   /// part of the fetch). ``Store/contains(_:)`` (`has`) is a probe, and

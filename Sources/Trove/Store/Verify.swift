@@ -1,4 +1,4 @@
-/// What ``Store/verify(repair:onProgress:)-21fhm`` found, and what it fixed.
+/// What `Store.verify(repair:onProgress:)` found, and what it fixed.
 public struct VerifyReport: Sendable, Hashable, Codable {
   /// Objects whose bytes were hashed.
   public var checkedObjects: Int

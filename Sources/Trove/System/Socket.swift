@@ -136,7 +136,7 @@ struct Socket: Sendable {
     }
   }
 
-  /// Sends all of `bytes`, as ``sendAll(_:)-(UnsafeRawBufferPointer)`` does.
+  /// Sends all of `bytes`, as `sendAll(_:)` does.
   func sendAll(_ bytes: [UInt8]) throws(SystemCallError) {
     var sent = 0
     while sent < bytes.count {

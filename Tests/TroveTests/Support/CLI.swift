@@ -1,4 +1,7 @@
 import Foundation
+import Testing
+
+@testable import Trove
 
 /// The built `trove` executable run as a process.
 enum CLI {
@@ -69,4 +72,31 @@ enum CLI {
       stderr: String(
         decoding: try Data(contentsOf: URL(fileURLWithPath: io + ".err")), as: UTF8.self))
   }
+}
+
+/// Runs `trove --store STORE ARGS`, expecting exit 0.
+@discardableResult
+func trove(
+  _ store: String, _ arguments: [String], environment: [String: String] = [:],
+  sourceLocation: SourceLocation = #_sourceLocation
+) throws -> CLI.Result {
+  let run = try CLI.run(["--store", store] + arguments, environment: environment)
+  #expect(
+    run.status == 0, "\(arguments): \(run.status) \(run.stderr)", sourceLocation: sourceLocation)
+  return run
+}
+
+/// `env -u NAME…` before trove: those variables unset.
+func unsetting(_ names: [String], then prefix: [String] = []) -> [String] {
+  ["/usr/bin/env"] + names.flatMap { ["-u", $0] } + prefix
+}
+
+/// Puts `bytes` (as file `name` in `scratch`) into `scratch["store"]` with
+/// `trove put`, expecting exit 0; returns the digest.
+func put(_ scratch: Scratch, _ name: String, _ bytes: [UInt8], key: String? = nil) throws
+  -> BlobDigest
+{
+  let file = try scratch.write(name, bytes)
+  try trove(scratch["store"], ["put"] + (key.map { ["--key", $0] } ?? []) + [file])
+  return XXH3Hasher.digest(bytes)
 }

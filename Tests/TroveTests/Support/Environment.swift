@@ -118,10 +118,24 @@ func storeTemporaries(_ root: String) -> [String] {
 }
 
 /// Deterministic bytes: `(i * 31 + 7) mod 251` (the known-answer pattern),
-/// or pseudo-random ones from a seed.
+/// text-like words, or pseudo-random bytes, each from a seed.
 enum Bytes {
   static func pattern(_ count: Int) -> [UInt8] {
     (0..<count).map { UInt8(($0 &* 31 &+ 7) % 251) }
+  }
+
+  /// Text-like bytes, words of a small vocabulary: they compress well.
+  static func text(_ count: Int, seed: UInt64) -> [UInt8] {
+    let words = ["trove", "cache", "digest", "clone", "zstd", "budget", "sweep", "entry", "\n"]
+    var state = seed
+    var out: [UInt8] = []
+    out.reserveCapacity(count + 16)
+    while out.count < count {
+      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+      out.append(contentsOf: words[Int(state >> 33) % words.count].utf8)
+      out.append(UInt8(ascii: " "))
+    }
+    return Array(out.prefix(count))
   }
 
   static func random(_ count: Int, seed: UInt64) -> [UInt8] {

@@ -146,7 +146,7 @@ struct GroupCommit {
     }
   }
 
-  /// Each form looked for once (``ObjectTable/locate(_:)`` looks at the raw
+  /// Each form looked for once (``ObjectTable/find(_:)`` looks at the raw
   /// form twice, for a conversion racing past): a miss here only means the
   /// file is synced, and the transaction looks again before it renames.
   private mutating func look() {

@@ -259,14 +259,28 @@ final class ObjectTable: Sendable {
   /// compressed, or nil when there is neither. Symbolic links are not
   /// followed. One `openat` of its fan-out folder, then one `fstatat` for
   /// a raw object, two for a compressed one, three for a miss.
-  func locate(_ digest: BlobDigest) throws(TroveError) -> StoredObject? {
-    guard let folder = try openFolder(of: digest) else { return nil }
-    defer { folder.close() }
-    return try locate(digest, in: folder)
+  ///
+  /// A miss is only a look unless `confirmingMiss`: then a miss of a digest
+  /// the index records is looked at again inside an index write
+  /// transaction, where no conversion or removal is half done (a reader
+  /// preempted between its looks can otherwise miss both forms of an object
+  /// being converted), and the row goes if the object really is gone.
+  /// Misses of digests the index does not know cost one index read more.
+  func find(_ digest: BlobDigest, confirmingMiss: Bool = false) throws(TroveError)
+    -> StoredObject?
+  {
+    let look = { () throws(TroveError) -> StoredObject? in
+      guard let folder = try self.openFolder(of: digest) else { return nil }
+      defer { folder.close() }
+      return try self.find(digest, in: folder)
+    }
+    if let found = try look() { return found }
+    return confirmingMiss ? confirming(digest, look) : nil
   }
 
-  /// ``locate(_:)`` in `digest`'s fan-out folder, already open.
-  func locate(_ digest: BlobDigest, in folder: FileDescriptor) throws(TroveError)
+  /// ``find(_:confirmingMiss:)`` in `digest`'s fan-out folder, already
+  /// open: one look.
+  func find(_ digest: BlobDigest, in folder: FileDescriptor) throws(TroveError)
     -> StoredObject?
   {
     // Raw, compressed, then raw again: a conversion to raw publishes the
@@ -331,28 +345,12 @@ final class ObjectTable: Sendable {
     try folder.removeFile(StoreLayout.objectName(digest, compressed: compressed))
   }
 
-  /// ``locate(_:)`` made sure: a miss of a digest the index records is
-  /// looked at again inside an index write transaction, where no
-  /// conversion or removal is half done (a reader preempted between its
-  /// looks can otherwise miss both forms of an object being converted).
-  /// Misses of digests the index does not know cost one index read.
-  func find(_ digest: BlobDigest) throws(TroveError) -> StoredObject? {
-    if let found = try locate(digest) { return found }
-    return confirmingMiss(digest) { () throws(TroveError) in try locate(digest) }
-  }
-
-  /// ``open(_:)`` made sure, as ``find(_:)`` is.
-  func openFound(_ digest: BlobDigest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
-    if let opened = try open(digest) { return opened }
-    return confirmingMiss(digest) { () throws(TroveError) in try open(digest) }
-  }
-
   /// After a miss: when the index has a row for `digest`, looks again
   /// with `look` inside a write transaction, and drops the row there if
   /// the object really is gone. A store whose index cannot be written
   /// (read-only, busy past the timeout) keeps the first answer: a read
   /// never fails for that.
-  private func confirmingMiss<T>(_ digest: BlobDigest, _ look: () throws(TroveError) -> T?) -> T? {
+  private func confirming<T>(_ digest: BlobDigest, _ look: () throws(TroveError) -> T?) -> T? {
     guard
       !isReadOnly,
       let indexed = try? index().read(
@@ -378,18 +376,27 @@ final class ObjectTable: Sendable {
   /// Opens `digest`'s object for reading, raw if there is one (it can be
   /// cloned), else compressed; says which. Never follows a symbolic link or
   /// blocks on a FIFO; anything but a regular file is a corrupt entry.
-  /// Nil when there is no object.
-  func open(_ digest: BlobDigest) throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? {
-    guard let folder = try openFolder(of: digest) else { return nil }
-    defer { folder.close() }
-    for compressed in [false, true, false] {  // as ``locate(_:)`` looks
-      if let fd = try open(digest, compressed: compressed, in: folder) { return (fd, compressed) }
+  /// Nil when there is no object; a miss is confirmed as
+  /// ``find(_:confirmingMiss:)`` confirms one when `confirmingMiss`.
+  func open(_ digest: BlobDigest, confirmingMiss: Bool = false) throws(TroveError) -> (
+    FileDescriptor, isCompressed: Bool
+  )? {
+    let look = { () throws(TroveError) -> (FileDescriptor, isCompressed: Bool)? in
+      guard let folder = try self.openFolder(of: digest) else { return nil }
+      defer { folder.close() }
+      for compressed in [false, true, false] {  // as ``find(_:in:)`` looks
+        if let fd = try self.open(digest, compressed: compressed, in: folder) {
+          return (fd, compressed)
+        }
+      }
+      return nil
     }
-    return nil
+    if let opened = try look() { return opened }
+    return confirmingMiss ? confirming(digest, look) : nil
   }
 
-  /// Opens one form of `digest`'s object for reading, as ``open(_:)``
-  /// does; nil when that file does not exist.
+  /// Opens one form of `digest`'s object for reading, as
+  /// ``open(_:confirmingMiss:)`` does; nil when that file does not exist.
   func open(_ digest: BlobDigest, compressed: Bool) throws(TroveError) -> FileDescriptor? {
     guard let folder = try openFolder(of: digest) else { return nil }
     defer { folder.close() }

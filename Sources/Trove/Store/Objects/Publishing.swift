@@ -136,7 +136,7 @@ extension ObjectTable {
     throws(TroveError) -> StoreEntry?
   {
     let found: StoredObject?
-    if let folder { found = try locate(digest, in: folder) } else { found = try locate(digest) }
+    if let folder { found = try find(digest, in: folder) } else { found = try find(digest) }
     guard let object = found, object.status.isRegular else { return nil }
     // A hit on an object whose removal is under way calls the removal off:
     // that must outlast a power loss, or the removal would come back and

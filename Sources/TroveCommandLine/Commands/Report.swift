@@ -43,6 +43,7 @@ let listCommand = CommandSpec(
     which 'xxhsum -c' checks; objects stored compressed are left out (their files
     hold zstd frames: 'trove verify' checks them).
     """,
+  closedPipeIsSuccess: true,
   run: { invocation in
     try invocation.requirePositionals([])
     let xxhsum = try invocation.xxhsumFormat()
@@ -162,6 +163,8 @@ let statsCommand = CommandSpec(
     LRU: at most once per object per access-resolution (set it to 0 to count
     every read). '--reset' zeroes the hits and misses only (as 'ccache -z').
     """,
+  store: .writes(when: { $0.flag("--reset") }),
+  closedPipeIsSuccess: true,
   run: { invocation in
     try invocation.requirePositionals([])
     let store = try invocation.openStore()
@@ -275,6 +278,7 @@ let reindexCommand = CommandSpec(
     twins removed, removals finished, and the pins and keys a new index took back
     from references.log.
     """,
+  store: .creates,
   run: { invocation in
     try invocation.requirePositionals([])
     let report = try invocation.openStore().rebuildIndex()

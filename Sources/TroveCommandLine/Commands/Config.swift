@@ -42,6 +42,9 @@ let configCommand = CommandSpec(
     'set' repairs one setting and keeps the others as they are ('reset' or 'set'
     on a file that is not JSON at all writes the defaults for the others).
     """,
+  store: StoreUse(
+    creates: true, writes: { ["set", "reset", "unset"].contains($0.positionals.first) }),
+  closedPipeIsSuccess: true,
   run: { invocation in
     let args = invocation.positionals
     func key(_ text: String) throws -> CachePolicy.Key {

@@ -16,6 +16,7 @@ let doctorCommand = CommandSpec(
     and the index's journal mode. Exit 0 whenever it ran, warnings or not; 66 when
     there is no store, 73 when DIR is not a folder.
     """,
+  closedPipeIsSuccess: true,
   run: { invocation in try doctor(invocation) })
 
 /// `trove doctor`.

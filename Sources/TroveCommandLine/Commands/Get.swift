@@ -47,6 +47,7 @@ let getCommand = CommandSpec(
     is made. One that fails is said on stderr and the rest are still made
     (those made stay); the exit status is the first failure's.
     """,
+  keyLookup: { _ in [.use, .readThrough] },
   run: { invocation in
     if invocation.value("--directory") != nil || invocation.value("--from") != nil {
       return try runGetMany(invocation)

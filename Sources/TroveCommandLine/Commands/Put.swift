@@ -24,6 +24,7 @@ let putCommand = CommandSpec(
     input longer than the store's max-object-size, or than --expect-size, is
     read no further than that and stored not at all (exit 65).
     """,
+  store: .creates,
   run: { invocation in
     guard !invocation.positionals.isEmpty else {
       throw invocation.usageError("Missing expected argument '<file>'")

@@ -20,6 +20,7 @@ let hasCommand = CommandSpec(
     has a record of the key naming a blob that remote (or the store) holds; -v says
     where. Nothing is downloaded.
     """,
+  keyLookup: { _ in .use },
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key"])
     let text = invocation.positionals[0]
@@ -72,6 +73,8 @@ let pathCommand = CommandSpec(
     copies; it can disappear when the object is removed. A compressed object has no
     such file: 'get' decompresses a copy, '--decompress' stores it raw.
     """,
+  closedPipeIsSuccess: true,
+  keyLookup: { _ in [.use, .readThrough] },
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key"])
     let reference = try invocation.reference(invocation.positionals[0])
@@ -99,6 +102,7 @@ let removeCommand = CommandSpec(
     an object by a key removes the object, and with it every key that names it;
     'trove keys rm' removes a key alone.
     """,
+  store: .writes,
   run: { invocation in
     guard !invocation.positionals.isEmpty else {
       throw invocation.usageError("Missing expected argument '<digest-or-key>'")
@@ -167,12 +171,12 @@ extension Invocation {
   ///   than 8 digits that are not a key either; as ``digest(prefix:in:)`` otherwise.
   ///
   /// Where a key the store lacks is read through its remotes
-  /// (``readsKeysThrough``), so is one named by hex digits — when no object
-  /// of the store is named by them.
+  /// (``CommandSpec/keyLookup``), so is one named by hex digits — when no
+  /// object of the store is named by them.
   func digest(hex text: String, in store: Store) throws -> BlobDigest {
-    if let bound = try boundDigest(text, in: store) { return bound }
+    if let bound = try boundDigest(text, in: store, readingThrough: false) { return bound }
     func keyThroughRemotes() throws -> BlobDigest? {
-      guard readsKeysThrough, store.pullKey(text) else { return nil }
+      guard command.keyLookup(self).contains(.readThrough) else { return nil }
       return try boundDigest(text, in: store)
     }
     if text.utf8.count == 32 {

@@ -63,6 +63,7 @@ let fetchCommand = CommandSpec(
     a transient failure that outlasted its retries; the first failure's status
     when several URLs are fetched.
     """,
+  store: .creates,
   run: { invocation in try runFetch(invocation) })
 
 private func runFetch(_ invocation: Invocation) throws -> Int32 {

@@ -35,11 +35,9 @@ extension Invocation {
   /// fails here, before doing anything: `read-only store 'DIR': CAUSE`,
   /// exit 77.
   func openStore() throws(TroveError) -> Store {
-    let creating = ["put", "fetch", "sweep", "recompress", "reindex", "config", "import"].contains(
-      command.name)
     let store = try Store(
       StoreConfiguration(
-        root: try storeRoot, createIfMissing: creating,
+        root: try storeRoot, createIfMissing: command.store.creates,
         onWarning: { Output.warning($0) },
         policyOverrides: StoreConfiguration.environmentOverrides(),
         startsBackgroundUpload: Self.startBackgroundUpload, trace: debugTrace,
@@ -79,23 +77,9 @@ extension Invocation {
       .notFound, "\(what): no store exists at '\(try storeRoot)' yet", value: text)
   }
 
-  /// Whether this invocation must write the store: every command that
-  /// stores, removes, pins, sweeps, rewrites or repairs, and the actions
-  /// that change settings or keys. Those that only read work on a
-  /// read-only store.
-  var writesStore: Bool {
-    let action = positionals.first
-    switch command.name {
-    case "put", "fetch", "rm", "pin", "unpin", "sweep", "clean", "recompress", "reindex":
-      return true
-    case "verify": return flag("--repair")
-    case "config": return ["set", "reset", "unset"].contains(action)
-    case "keys": return action == "rm"
-    case "stats": return flag("--reset")
-    case "remote": return ["add", "rm", "pull"].contains(action)
-    default: return false
-    }
-  }
+  /// Whether this invocation must write the store (its command's
+  /// ``CommandSpec/store``): those that only read work on a read-only store.
+  var writesStore: Bool { command.store.writes(self) }
 
   /// The store's folder as an absolute path: `--store`, else
   /// `TROVE_STORE`, else the default location
@@ -220,27 +204,21 @@ extension Invocation {
       return digest
     case .key(let key):
       if let digest = try boundDigest(key, in: store) { return digest }
-      if readsKeysThrough, store.pullKey(key),
-        let digest = try boundDigest(key, in: store)
-      {
-        return digest
-      }
       throw TroveError(.notFound, "no key '\(key)' in store '\(store.root)'", value: key)
     }
   }
 
-  /// Whether a key the store lacks is read through its remotes' key
-  /// records: by get, path and pin --local.
-  var readsKeysThrough: Bool {
-    ["get", "path"].contains(command.name) || (command.name == "pin" && flag("--local"))
-  }
-
-  /// The digest `key` is bound to. Commands that use the object (`get`,
-  /// `path`, `has`) note the key in the active records; those that only
-  /// look at it or manage it (`show`, `pin`, `unpin`, `rm`, …) do not.
-  func boundDigest(_ key: String, in store: Store) throws(TroveError) -> BlobDigest? {
-    ["get", "path", "has"].contains(command.name)
-      ? try store.digest(forKey: key) : try store.binding(forKey: key)?.digest
+  /// The digest `key` is bound to, looked up as the command's
+  /// ``CommandSpec/keyLookup`` says: used (noted in the active records) by
+  /// those that use the object, read through the remotes by those that
+  /// fetch it out, only looked at by those that show or manage keys.
+  /// `readingThrough` false keeps to the store's own keys.
+  func boundDigest(_ key: String, in store: Store, readingThrough: Bool = true)
+    throws(TroveError) -> BlobDigest?
+  {
+    var lookup = command.keyLookup(self)
+    if !readingThrough { lookup.remove(.readThrough) }
+    return try store.digest(forKey: key, lookup)
   }
 
   /// A size option (`--budget 10G`), or nil when absent.

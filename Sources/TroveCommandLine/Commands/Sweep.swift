@@ -32,6 +32,7 @@ let sweepCommand = CommandSpec(
     With --keep-record, what the records noted is kept as if pinned: '--budget 0
     --keep-record NAME' leaves exactly the record's objects.
     """,
+  store: .creates,
   run: { invocation in
     try invocation.requirePositionals([])
     var options = SweepOptions(

@@ -18,6 +18,7 @@ let verifyCommand = CommandSpec(
     objects folder. Exit 0 when the store is clean or was repaired, 65 when problems
     were found and not repaired.
     """,
+  store: .writes(when: { $0.flag("--repair") }),
   run: { invocation in
     try invocation.requirePositionals([])
     let store = try invocation.openStore()

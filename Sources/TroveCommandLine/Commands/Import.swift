@@ -33,6 +33,7 @@ let importCommand = CommandSpec(
     transaction that stores it. A key this store has bound to another object
     keeps that binding, with a warning per key, unless --replace-keys.
     """,
+  store: .creates,
   run: { invocation in
     try invocation.requirePositionals(["directory"])
     let named = invocation.positionals[0]

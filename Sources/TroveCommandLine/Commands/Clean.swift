@@ -25,6 +25,7 @@ let cleanCommand = CommandSpec(
     each re-checked as it goes), pinned ones one by one as 'trove rm' does.
     The store stays, empty, with its settings.
     """,
+  store: .writes,
   run: { invocation in try clean(invocation) })
 
 /// `trove clean`.

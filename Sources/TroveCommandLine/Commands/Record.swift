@@ -25,6 +25,7 @@ let recordCommand = CommandSpec(
     'show' lists each object once, in the order first used: digest, size (or
     'missing' when the store no longer holds it) and its keys.
     """,
+  closedPipeIsSuccess: true,
   run: { invocation in try record(invocation) })
 
 /// `trove record`.

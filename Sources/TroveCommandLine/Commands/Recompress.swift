@@ -13,6 +13,7 @@ let recompressCommand = CommandSpec(
     One object at a time, crash-safe: the new form is written and published before
     the old one is removed.
     """,
+  store: .creates,
   run: { invocation in
     try invocation.requirePositionals([])
     let store = try invocation.openStore()

@@ -1,3 +1,5 @@
+import Trove
+
 /// A command's shape: what `help` prints and what the parser accepts.
 struct CommandSpec: Sendable {
   /// The subcommand's name, e.g. `get`.
@@ -12,8 +14,38 @@ struct CommandSpec: Sendable {
   let options: [OptionSpec]
   /// More text for `--help`, after OVERVIEW.
   let discussion: String
+  /// What it does with the store: whether a missing one is made, whether
+  /// an invocation writes it (refused on a read-only store before anything
+  /// is done).
+  var store = StoreUse.reads
+  /// Whether a reader that leaves early (`trove ls | head`) ends it with
+  /// success rather than the error of a closed pipe.
+  var closedPipeIsSuccess = false
+  /// How the keys it is given are looked up (``KeyLookup``): used, read
+  /// through the remotes, or only looked at.
+  var keyLookup: @Sendable (Invocation) -> KeyLookup = { _ in [] }
   /// Runs the command; returns the exit status.
   let run: @Sendable (Invocation) throws -> Int32
+}
+
+/// What a command does with the store.
+struct StoreUse: Sendable {
+  /// Makes the store when it is missing (those that store, sweep or
+  /// configure); the others find no store and make nothing.
+  var creates: Bool
+  /// Whether an invocation must write the store.
+  var writes: @Sendable (Invocation) -> Bool
+
+  /// Only reads: works on a read-only store; a missing one is not made.
+  static let reads = StoreUse(creates: false, writes: { _ in false })
+  /// Writes, and makes the store when it is missing.
+  static let creates = StoreUse(creates: true, writes: { _ in true })
+  /// Writes an existing store.
+  static let writes = StoreUse(creates: false, writes: { _ in true })
+  /// Writes when `writes` says so of an invocation (an action, a flag).
+  static func writes(when writes: @escaping @Sendable (Invocation) -> Bool) -> StoreUse {
+    StoreUse(creates: false, writes: writes)
+  }
 }
 
 /// One option: its names (`-f`, `--force`) and, if it takes one, the value's name.

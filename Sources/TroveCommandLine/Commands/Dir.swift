@@ -10,6 +10,7 @@ let dirCommand = CommandSpec(
     The absolute path of the store --store, TROVE_STORE or the default names,
     '~' expanded. Creates nothing: the store may not exist yet.
     """,
+  closedPipeIsSuccess: true,
   run: { invocation in
     try invocation.requirePositionals([])
     Output.raw(try invocation.storeRoot + "\n")

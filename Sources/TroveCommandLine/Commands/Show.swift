@@ -16,6 +16,7 @@ let showCommand = CommandSpec(
     not count as a use. '--json': one object with every field ('null' for what is
     absent).
     """,
+  closedPipeIsSuccess: true,
   run: { invocation in
     try invocation.requirePositionals(["digest-or-key"])
     let reference = try invocation.reference(invocation.positionals[0])

@@ -44,6 +44,8 @@ let pinCommand = CommandSpec(
     one it no longer holds is brought back first; one that cannot be is named on
     stderr with the reason, and the command exits with the first one's status.
     """,
+  store: .writes,
+  keyLookup: { $0.flag("--local") ? .readThrough : [] },
   run: { invocation in
     if let record = invocation.value("--record") {
       return try pinRecord(record, invocation)
@@ -121,6 +123,7 @@ let unpinCommand = CommandSpec(
   ],
   options: [pinNameOption],
   discussion: "Exit 1 if one had no pin under that name; pins under other names stay.",
+  store: .writes,
   run: { invocation in
     guard !invocation.positionals.isEmpty else {
       throw invocation.usageError("Missing expected argument '<digest-or-key>'")
@@ -149,6 +152,7 @@ let pinsCommand = CommandSpec(
     that has lapsed is marked '(expired)': it no longer holds its object, and the
     next sweep removes it.
     """,
+  closedPipeIsSuccess: true,
   run: { invocation in
     try invocation.requirePositionals([])
     // No store yet: no pins.

@@ -11,6 +11,8 @@ let keysCommand = CommandSpec(
     removed). 'trove keys rm KEY...' removes keys and leaves their objects; exit 1
     if one was not bound.
     """,
+  store: .writes(when: { $0.positionals.first == "rm" }),
+  closedPipeIsSuccess: true,
   run: { invocation in
     let args = invocation.positionals
     switch args.first {

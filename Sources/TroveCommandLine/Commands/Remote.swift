@@ -4,7 +4,7 @@ let remoteCommand = CommandSpec(
   name: "remote",
   abstract: "Configure shared remotes (WebDAV, Redis) and copy objects to and from them.",
   usage:
-    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest>...] | pull [--remote <name>] [--json] <digest-or-key>...",
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
   arguments: [
     ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
     ("url", "http(s)://HOST/PATH (WebDAV) or redis://HOST[:PORT][/DB]."),
@@ -88,6 +88,8 @@ let remoteCommand = CommandSpec(
     'remote push' with no digest sends the queue; --all every object the remote
     lacks. A failing remote is a warning; the objects stay queued.
     """,
+  store: .writes(when: { ["add", "rm", "pull"].contains($0.positionals.first) }),
+  closedPipeIsSuccess: true,
   run: { invocation in try remote(invocation) })
 
 /// The options each action takes (beyond --store, --quiet, --help).
