@@ -73,7 +73,7 @@ public enum TroveCommand {
     } catch let error as TroveError where error.errno == EPIPE {
       Output.closedPipe()  // `trove get D - | head`: the reader left, quietly
     } catch let error as TroveError {
-      Output.error("Error: \(error)")
+      Output.error("Error: \(error.withHint)")
       return ExitStatus.of(error)
     } catch {
       Output.error("Error: \(error)")

@@ -4,7 +4,8 @@
 /// `description` is one line, fit for a command-line tool:
 /// `cannot read '/tmp/x': Permission denied (open, errno 13)`. ``message``
 /// holds the values as given; `description` escapes their control
-/// characters.
+/// characters. The message says what failed and why; what would fix it is
+/// ``remedy``, for the program to put in its own words.
 public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
   /// What kind of failure this is; stable for programs to switch on.
   public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -49,7 +50,8 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     public static let indexFailure = Code(rawValue: "index-failure")
     /// The index database is damaged (not a database, a damaged page, a
     /// symbolic link). Opening the store sets a damaged index aside and
-    /// rebuilds it; `verify --repair` does for damage found later.
+    /// rebuilds it; a verify with repair (`verify(repair: true)`) does for
+    /// damage found later.
     public static let indexDamaged = Code(rawValue: "index-damaged")
     /// Reading or writing failed.
     public static let ioError = Code(rawValue: "io-error")
@@ -98,6 +100,8 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
   public let value: String?
   /// The system call that failed and its errno, if one did.
   let cause: SystemCallError?
+  /// What would fix it, when something other than trying again would.
+  public let remedy: Remedy?
 
   /// The `errno` of the system call that failed, when one did (`EACCES`,
   /// `ENOSPC`, `EPIPE`, …).
@@ -108,20 +112,24 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
 
   /// Makes an error (for code that reports its own failures in Trove's
   /// terms, as the `trove` command does).
-  public init(_ code: Code, _ message: String, path: String? = nil, value: String? = nil) {
-    self.init(code, message, path: path, value: value, cause: nil)
+  public init(
+    _ code: Code, _ message: String, path: String? = nil, value: String? = nil,
+    remedy: Remedy? = nil
+  ) {
+    self.init(code, message, path: path, value: value, cause: nil, remedy: remedy)
   }
 
   /// Makes an error a system call's failure caused.
   init(
     _ code: Code, _ message: String, path: String? = nil, value: String? = nil,
-    cause: SystemCallError?
+    cause: SystemCallError?, remedy: Remedy? = nil
   ) {
     self.code = code
     self.message = message
     self.path = path
     self.value = value
     self.cause = cause
+    self.remedy = remedy
   }
 
   /// One line: the message, then the failing call and errno when known,

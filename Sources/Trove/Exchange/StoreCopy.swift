@@ -79,8 +79,8 @@ extension Store {
     } catch  where error.code == .checksumMismatch {
       let corrupt = TroveError(
         .corruptObject,
-        "object '\(objectPath)' is corrupt: \(error.message); remove it and store it again",
-        path: objectPath, value: digest.description)
+        "object '\(objectPath)' is corrupt: \(error.message)",
+        path: objectPath, value: digest.description, remedy: .removeAndStoreAgain)
       throw source.quarantining(corrupt, digest, object: object, compressed: isCompressed)
     }
   }
@@ -132,7 +132,7 @@ extension Store {
       let destination = try Store(
         StoreConfiguration(
           root: directory, createIfMissing: true, onWarning: configuration.onWarning,
-          recordName: nil))
+          recordName: nil, remedyWording: configuration.remedyWording))
       var report = ExchangeReport()
       for object in objects {
         let binding = KeyRequest(key: nil, moreKeys: object.keys, existing: .repoint)
@@ -166,7 +166,7 @@ extension Store {
     let source = try Store(
       StoreConfiguration(
         root: directory, createIfMissing: false, onWarning: configuration.onWarning,
-        recordName: nil))
+        recordName: nil, remedyWording: configuration.remedyWording))
     var report = ExchangeReport()
     var keys: [BlobDigest: [String]] = [:]
     for binding in try source.keys() { keys[binding.digest, default: []].append(binding.key) }

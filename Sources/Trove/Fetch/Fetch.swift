@@ -103,8 +103,7 @@ struct Fetcher {
     if let cached, let served = try serve(cached, waitedSince: nil) { return served }
     if request.mode == .offline {
       throw TroveError(
-        .notFound, "'\(url)' is not in store '\(store.root)' and --offline forbids fetching it",
-        value: url)
+        .notFound, "'\(url)' is not in store '\(store.root)'", value: url, remedy: .allowNetwork)
     }
     let waitStart = currentTimeNanoseconds()
     let lock = try FetchLock(store: store, name: Store.downloadName(url))

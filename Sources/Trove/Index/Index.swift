@@ -292,8 +292,8 @@ final class Index: Sendable {
     if failure.isDamage {
       return TroveError(
         .indexDamaged,
-        "cannot \(action): index '\(path)' is damaged (\(failure)); run 'trove verify --repair'",
-        path: path, value: failure.description)
+        "cannot \(action): index '\(path)' is damaged (\(failure))",
+        path: path, value: failure.description, remedy: .repairStore)
     }
     return TroveError(.indexFailure, "cannot \(action) '\(path)': \(failure)", path: path)
   }

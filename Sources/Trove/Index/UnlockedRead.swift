@@ -86,8 +86,8 @@ struct UnlockedIndexLook: Sendable, Equatable {
   static func needsRecovery(_ shown: String, _ reason: String) -> TroveError {
     TroveError(
       .readOnlyStore,
-      "cannot read index '\(shown)': \(reason), and recovering it takes writing, which this read-only store does not allow; open the store once with write access (e.g. remount its volume read-write and run 'trove stats')",
-      path: shown)
+      "cannot read index '\(shown)': \(reason), and recovering it takes writing, which this read-only store does not allow",
+      path: shown, remedy: .openWritable)
   }
 
   /// The error for an index that changed while it was read without locks.

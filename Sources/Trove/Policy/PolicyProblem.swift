@@ -36,15 +36,14 @@ public struct PolicyProblem: Sendable, Hashable, Codable, CustomStringConvertibl
     guard let key = first.key else {
       return TroveError(
         .invalidConfig,
-        "'\(path)' is damaged: \(first.found); repair it with 'trove config reset' or 'trove config set KEY VALUE' (either writes the defaults for the other settings)",
-        path: path)
+        "'\(path)' is damaged: \(first.found)", path: path, remedy: .repairSettings(key: nil))
     }
     let others = problems.dropFirst().compactMap { $0.key?.rawValue }
     let also = others.isEmpty ? "" : " (also invalid: \(others.joined(separator: ", ")))"
     return TroveError(
       .invalidConfig,
-      "invalid \(key.rawValue) \(first.found) in '\(path)': expected \(key.acceptedForms)\(also); repair it with 'trove config set \(key.rawValue) VALUE' or 'trove config reset'",
-      path: path, value: first.found)
+      "invalid \(key.rawValue) \(first.found) in '\(path)': expected \(key.acceptedForms)\(also)",
+      path: path, value: first.found, remedy: .repairSettings(key: key))
   }
 }
 

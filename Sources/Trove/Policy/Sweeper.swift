@@ -246,15 +246,15 @@ extension Store {
         report.reconciled = try objects.reconcileNextFolder()
       } catch  where error.code == .noSpace {
       } catch {
-        report.housekeepingErrors.append(error.description)
+        report.housekeepingErrors.append(line(error))
       }
       do throws(TroveError) {
         let stale = try objects.finishStaleRemovals(olderThan: Self.staleRemovalAge)
         report.reconciled.removalsFinished += stale.finished
-        if let failure = stale.failure { report.housekeepingErrors.append(failure.description) }
+        if let failure = stale.failure { report.housekeepingErrors.append(line(failure)) }
       } catch  where error.code == .noSpace {
       } catch {
-        report.housekeepingErrors.append(error.description)
+        report.housekeepingErrors.append(line(error))
       }
     }
 

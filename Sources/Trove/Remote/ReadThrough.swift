@@ -15,8 +15,10 @@ extension Store {
   ///
   /// `unanswered` hears of each remote that could not say whether it
   /// holds `digest`: why, in a phrase naming it (its breaker open, or its
-  /// failure).
-  func readThrough(_ digest: BlobDigest, unanswered: ((String) -> Void)? = nil) -> Bool {
+  /// failure), and what would fix it.
+  func readThrough(
+    _ digest: BlobDigest, unanswered: ((String, TroveError.Remedy?) -> Void)? = nil
+  ) -> Bool {
     guard !isReadOnly else { return false }
     return askRemotes(
       { (spec, backend) throws(TroveError) -> Bool? in
@@ -48,20 +50,20 @@ extension Store {
   /// breaker, anything else a warning; then the next remote is asked.
   func askRemotes<T>(
     _ ask: (RemoteSpec, any RemoteBackend) throws(TroveError) -> T?,
-    unanswered: ((String) -> Void)? = nil
+    unanswered: ((String, TroveError.Remedy?) -> Void)? = nil
   ) -> T? {
     let specs: [RemoteSpec]
     do throws(TroveError) {
       specs = try remotes()
     } catch {
-      configuration.onWarning?("remotes not consulted: \(error.description)")
+      configuration.onWarning?("remotes not consulted: \(line(error))")
       return nil
     }
     for spec in specs {
       guard breakerAdmits(spec.name) else {
         unanswered?(
-          "remote '\(spec.name)' was not asked: it failed lately and its circuit breaker is open (see 'trove remote status')"
-        )
+          "remote '\(spec.name)' was not asked: it failed lately and its circuit breaker is open",
+          .remoteStatus(name: spec.name))
         continue
       }
       do throws(TroveError) {
@@ -72,15 +74,15 @@ extension Store {
       } catch  where error.code == .checksumMismatch {
         trace(.remote, "refused what remote '\(spec.name)' sent", why: error.message)
         remoteAnswered(spec.name, ["corrupt": 1])
-        configuration.onWarning?(error.description)
+        configuration.onWarning?(line(error))
       } catch  where error.code == .unavailable || error.code == .transferFailed {
         let interval = remoteFailed(spec.name, error)
         configuration.onWarning?(
-          "\(error.description); skipped for \(interval / 1_000_000_000) s")
-        unanswered?(error.message)
+          "\(line(error)); skipped for \(interval / 1_000_000_000) s")
+        unanswered?(error.message, error.remedy)
       } catch {
-        configuration.onWarning?("remote '\(spec.name)': \(error.description)")
-        unanswered?("remote '\(spec.name)': \(error.message)")
+        configuration.onWarning?("remote '\(spec.name)': \(line(error))")
+        unanswered?("remote '\(spec.name)': \(error.message)", error.remedy)
       }
     }
     return nil

@@ -65,7 +65,7 @@ extension Store {
     } catch {
       // Reached, but its layout record cannot be used.
       check.reachable = error.code == .unsupportedFormat
-      check.error = error.description
+      check.error = line(error)
       if error.code == .unavailable || error.code == .transferFailed {
         remoteFailed(spec.name, error)
       } else if check.reachable {
@@ -86,7 +86,7 @@ extension Store {
       }
     } catch {
       check.writable = false
-      check.error = error.description
+      check.error = line(error)
     }
     return check
   }

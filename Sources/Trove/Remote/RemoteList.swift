@@ -50,7 +50,8 @@ struct RemoteList: Sendable, Equatable {
       do throws(TroveError) {
         _ = try remote.validated()
       } catch {
-        throw TroveError(.invalidConfig, "'\(path)': \(error.message)", path: path)
+        throw TroveError(
+          .invalidConfig, "'\(path)': \(error.message)", path: path, remedy: error.remedy)
       }
       guard seen.insert(remote.name).inserted else {
         throw TroveError(

@@ -77,17 +77,16 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// - Throws: `.invalidArgument` quoting the URL: another scheme, no
   ///   host, a password in it, a Redis database that is not a number.
   func endpoint() throws(TroveError) -> Endpoint {
-    func bad(_ why: String) -> TroveError {
+    func bad(_ why: String, remedy: TroveError.Remedy? = nil) -> TroveError {
       let shown = Self.redacted(url)
-      return TroveError(.invalidArgument, "invalid remote URL '\(shown)': \(why)", value: shown)
+      return TroveError(
+        .invalidArgument, "invalid remote URL '\(shown)': \(why)", value: shown, remedy: remedy)
     }
     guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased()
     else { throw bad("expected http://, https:// or redis://HOST[:PORT][/DB]") }
     guard let host = components.host, !host.isEmpty else { throw bad("it names no host") }
     if components.password != nil {
-      throw bad(
-        "it holds a password; put the credential in an environment variable and name it with --auth-env"
-      )
+      throw bad("it holds a password", remedy: .credentialVariable)
     }
     guard components.query == nil, components.fragment == nil else {
       throw bad("a remote URL has no query or fragment")
@@ -160,18 +159,23 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
           + (endpoint.kind == .redis ? " and at most 512 MiB (Redis's largest value)" : ""),
         value: String(maxObjectSize))
     }
-    if let variable = authEnvironment {
-      let first = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
-      let rest = first.union("0123456789")
-      guard let head = variable.first, first.contains(head), variable.allSatisfy(rest.contains)
-      else {
-        throw TroveError(
-          .invalidArgument,
-          "invalid --auth-env '\(variable)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN",
-          value: variable)
-      }
+    if let variable = authEnvironment, !Self.isVariableName(variable) {
+      throw TroveError(
+        .invalidArgument,
+        "invalid auth-env '\(variable)' for remote '\(name)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN",
+        value: variable)
     }
     return self
+  }
+
+  /// Whether `text` can name an environment variable, as
+  /// ``authEnvironment`` must: a letter or `_`, then letters, digits and
+  /// `_`.
+  public static func isVariableName(_ text: String) -> Bool {
+    let first = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+    let rest = first.union("0123456789")
+    guard let head = text.first else { return false }
+    return first.contains(head) && text.allSatisfy(rest.contains)
   }
 
   /// The credential from the environment variable named by

@@ -234,8 +234,9 @@ extension Store {
   private func corrupt(_ digest: BlobDigest, compressed: Bool = false) -> TroveError {
     TroveError(
       .corruptObject,
-      "object \(digest) in store '\(root)' is corrupt (its bytes do not match its digest); not uploaded; run 'trove verify --repair'",
-      path: objectFilePath(digest, compressed: compressed), value: digest.description)
+      "object \(digest) in store '\(root)' is corrupt (its bytes do not match its digest); not uploaded",
+      path: objectFilePath(digest, compressed: compressed), value: digest.description,
+      remedy: .repairStore)
   }
 
   private func release(_ copy: VerifiedCopy) {

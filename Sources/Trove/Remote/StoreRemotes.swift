@@ -19,7 +19,7 @@ extension Store {
   public func remote(named name: String) throws(TroveError) -> RemoteSpec {
     guard let spec = try remotes().first(where: { $0.name == name }) else {
       throw TroveError(
-        .notFound, "no remote '\(name)' in store '\(root)' (see 'trove remote ls')", value: name)
+        .notFound, "no remote '\(name)' in store '\(root)'", value: name, remedy: .listRemotes)
     }
     return spec
   }
@@ -35,8 +35,8 @@ extension Store {
       if list.remotes.contains(where: { $0.name == spec.name }) {
         throw TroveError(
           .invalidArgument,
-          "remote '\(spec.name)' already exists in store '\(root)'; remove it first with 'trove remote rm \(spec.name)'",
-          value: spec.name)
+          "remote '\(spec.name)' already exists in store '\(root)'",
+          value: spec.name, remedy: .removeRemoteFirst(name: spec.name))
       }
       // Its upload queue starts now (what the store held before goes up
       // by 'remote push --all'), recorded before the remote is published:

@@ -110,8 +110,8 @@ extension Store {
         skipped.skippedByBreaker = true
         skipped.error = TroveError(
           .unavailable,
-          "remote '\(spec.name)' not asked: it failed lately and its circuit breaker is open (see 'trove remote status'); its queue waits",
-          value: spec.name)
+          "remote '\(spec.name)' not asked: it failed lately and its circuit breaker is open; its queue waits",
+          value: spec.name, remedy: .remoteStatus(name: spec.name))
         onEach?(skipped)
         done.append(skipped)
         continue

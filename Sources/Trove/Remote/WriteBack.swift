@@ -81,11 +81,12 @@ final class WriteBack: Sendable {
       _ = try store.uploadQueued(to: remote, ifIdle: true) { item in
         // A remote its breaker skips was warned about when it failed.
         if let error = item.error, !item.skippedByBreaker {
-          store.warn("not uploaded: \(error)")
+          store.warn("not uploaded: \(store.line(error))")
         }
       }
     } catch {
-      store.warn("not uploaded to \(remote.map { "remote '\($0)'" } ?? "the remotes"): \(error)")
+      store.warn(
+        "not uploaded to \(remote.map { "remote '\($0)'" } ?? "the remotes"): \(store.line(error))")
     }
   }
 

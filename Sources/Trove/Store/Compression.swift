@@ -139,16 +139,16 @@ func decompressVerified(
     case .codec(let e):
       throw TroveError(
         .corruptObject,
-        "object '\(objectPath)' is corrupt: \(e); remove it and store it again",
-        path: objectPath, value: digest.description)
+        "object '\(objectPath)' is corrupt: \(e)",
+        path: objectPath, value: digest.description, remedy: .removeAndStoreAgain)
     }
   }
   let actual = hasher.finalize()
   guard actual == digest else {
     throw TroveError(
       .corruptObject,
-      "object '\(objectPath)' is corrupt: its bytes hash to \(actual), not \(digest); remove it and store it again",
-      path: objectPath, value: digest.description)
+      "object '\(objectPath)' is corrupt: its bytes hash to \(actual), not \(digest)",
+      path: objectPath, value: digest.description, remedy: .removeAndStoreAgain)
   }
   return count
 }

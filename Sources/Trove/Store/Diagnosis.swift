@@ -30,6 +30,13 @@ public struct StoreDiagnosis: Sendable, Hashable, Codable {
     public var detail: String
     /// What to change, in one line, when `status` is ``Status/warn``.
     @Nullable public var advice: String?
+    /// What would fix it, for a program to say in its own words instead
+    /// of ``advice``; not encoded.
+    public var remedy: TroveError.Remedy?
+
+    enum CodingKeys: String, CodingKey {
+      case name, status, detail, advice
+    }
   }
 
   /// The store's root folder.
@@ -87,10 +94,14 @@ extension Store {
     let storeKind = objects.filesystem
     let same = destinationDevice == device
     var checks: [StoreDiagnosis.Check] = []
-    func check(_ name: String, _ ok: Bool, _ detail: String, _ advice: String? = nil) {
+    func check(
+      _ name: String, _ ok: Bool, _ detail: String, _ advice: String? = nil,
+      remedy: TroveError.Remedy? = nil
+    ) {
       checks.append(
         StoreDiagnosis.Check(
-          name: name, status: ok ? .ok : .warn, detail: detail, advice: ok ? nil : advice))
+          name: name, status: ok ? .ok : .warn, detail: detail, advice: ok ? nil : advice,
+          remedy: ok ? nil : remedy))
     }
     check(
       "store-filesystem", !storeKind.isShared, "'\(root)' is on \(storeKind)",
@@ -103,30 +114,32 @@ extension Store {
     if let readOnlyReason {
       check(
         "writable", false, "read-only store: \(readOnlyReason)",
-        "gets, listings and verify work; to store, pin or sweep, open it where it is writable (remount it read-write, or use another --store)"
-      )
+        "gets, listings and verify work; to store, pin or sweep, open it where it is writable (remount it read-write, or open another store)",
+        remedy: .openWritable)
     } else {
       check("writable", true, "the store is writable")
     }
 
     let clone = probeClone(into: destination, readOnly: isReadOnly)
+    let advice = cloneAdvice(
+      store: storeKind, destination: destinationKind, at: destination, same: same)
     check(
       "clone", clone.isSupported,
       clone.isSupported
         ? "objects clone into '\(destination)' (\(storeKind) to \(destinationKind)): gets are instant and share blocks"
         : "objects cannot be cloned into '\(destination)': \(clone.reason ?? "unknown")",
-      cloneAdvice(store: storeKind, destination: destinationKind, at: destination, same: same))
+      advice.text, remedy: advice.remedy)
 
     let link = probeHardLink(into: folder, same: same)
     check(
       "hardlink", link == nil,
       link == nil
-        ? "objects can be hard-linked into '\(destination)' (get --mode hardlink)"
+        ? "objects can be hard-linked into '\(destination)'"
         : "objects cannot be hard-linked into '\(destination)': \(link!)",
       same
-        ? "hard links need write access to both folders; get --mode clone or copy works"
-        : "hard links need one filesystem: put the store on the same filesystem as '\(destination)' for get --mode hardlink"
-    )
+        ? "hard links need write access to both folders; gets that clone or copy work"
+        : "hard links need one filesystem: put the store on the same filesystem as '\(destination)' to hard-link into it",
+      remedy: same ? .anotherLinkMode : .sameFilesystem(path: destination))
 
     let locks = probeLocks()
     check(
@@ -144,8 +157,8 @@ extension Store {
     check(
       "free-space", volume.available >= threshold,
       "\(CachePolicy.Quantities.formatSize(volume.available)) free of \(CachePolicy.Quantities.formatSize(volume.total)); min-free keeps \(CachePolicy.Quantities.formatSizeSetting(threshold))",
-      "the volume is below min-free: sweeps evict to free space; free space on it, set a budget ('trove config set budget SIZE'), or lower min-free"
-    )
+      "the volume is below min-free: sweeps evict to free space; free space on it, set a budget, or lower min-free",
+      remedy: .freeSpace)
 
     var journalMode: String?
     do throws(TroveError) {
@@ -168,7 +181,9 @@ extension Store {
         )
       }
     } catch {
-      check("index-journal", false, "the index cannot be opened: \(error)", "run 'trove reindex'")
+      check(
+        "index-journal", false, "the index cannot be opened: \(line(error))", "rebuild the index",
+        remedy: .rebuildIndex)
     }
 
     return StoreDiagnosis(
@@ -192,7 +207,7 @@ extension Store {
     } catch {
       return CloneSupport(
         isSupported: false, storeFilesystem: "", destinationFilesystem: "",
-        reason: error.description)
+        reason: line(error))
     }
   }
 
@@ -200,21 +215,27 @@ extension Store {
   /// folder on `destination`.
   private func cloneAdvice(
     store: FilesystemKind, destination: FilesystemKind, at path: String, same: Bool
-  ) -> String {
+  ) -> (text: String, remedy: TroveError.Remedy?) {
     let cloning = ["xfs", "btrfs", "bcachefs", "zfs"]
     if isReadOnly {
-      return "a read-only store can only be copied from; gets copy"
+      return ("a read-only store can only be copied from; gets copy", nil)
     }
     if same {
-      return
-        "\(store) cannot clone here: put the store and your work folder on one XFS (mkfs.xfs -m reflink=1) or Btrfs to get clones; until then gets copy"
+      return (
+        "\(store) cannot clone here: put the store and your work folder on one XFS (mkfs.xfs -m reflink=1) or Btrfs to get clones; until then gets copy",
+        nil
+      )
     }
     if cloning.contains(destination.description) {
-      return
-        "put the store on the same \(destination) as '\(path)' to get clones (trove --store <a folder on it>); until then gets copy"
+      return (
+        "put the store on the same \(destination) as '\(path)' to get clones; until then gets copy",
+        .sameFilesystem(path: path)
+      )
     }
-    return
-      "'\(path)' is on \(destination), which cannot clone: move the store and your work folder together onto one XFS (mkfs.xfs -m reflink=1) or Btrfs, or work in a folder on the store's \(store); until then gets copy"
+    return (
+      "'\(path)' is on \(destination), which cannot clone: move the store and your work folder together onto one XFS (mkfs.xfs -m reflink=1) or Btrfs, or work in a folder on the store's \(store); until then gets copy",
+      nil
+    )
   }
 
   /// Hard-links a temp file of `tmp/` into `folder` and removes both; nil

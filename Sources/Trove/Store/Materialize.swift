@@ -289,8 +289,8 @@ extension Store {
       } catch  where error.cause?.errno == tooLong {
         throw TroveError(
           .corruptObject,
-          "object '\(path)' is corrupt: its zstd frame holds more than the \(size) bytes its header declares; remove it and store it again",
-          path: path, value: digest.description)
+          "object '\(path)' is corrupt: its zstd frame holds more than the \(size) bytes its header declares",
+          path: path, value: digest.description, remedy: .removeAndStoreAgain)
       }
       return out
     }
@@ -378,19 +378,16 @@ extension Store {
     guard error.code == .corruptObject, let inode = try? object.status().inode,
       let moved = try? objects.quarantineCorrupt(digest, compressed: compressed, inode: inode)
     else { return error }
-    let tail = "; remove it and store it again"
-    let message =
-      error.message.hasSuffix(tail) ? String(error.message.dropLast(tail.count)) : error.message
     return TroveError(
-      .corruptObject, message + "; moved it to '\(moved)': store the bytes again",
-      path: error.path, value: error.value, cause: error.cause)
+      .corruptObject, error.message + "; moved it to '\(moved)'", path: error.path,
+      value: error.value, cause: error.cause, remedy: .storeAgain)
   }
 
   func corrupt(_ digest: BlobDigest, actual: BlobDigest) -> TroveError {
     TroveError(
       .corruptObject,
-      "object '\(objectFilePath(digest))' is corrupt: its bytes hash to \(actual), not \(digest); remove it and store it again",
-      path: objectFilePath(digest), value: digest.description)
+      "object '\(objectFilePath(digest))' is corrupt: its bytes hash to \(actual), not \(digest)",
+      path: objectFilePath(digest), value: digest.description, remedy: .removeAndStoreAgain)
   }
 
   /// Splits a path into its folder and last component.
@@ -437,11 +434,13 @@ extension Store {
       }
       if case .unsupported(let error) = verdict {
         let kinds = "store on \(kind(object)), destination on \(kind(out))"
-        let failure = TroveError(
-          .cloneUnsupported, "cannot clone into '\(destination)': \(kinds)", path: destination,
-          cause: error)
-        if mode == .clone { throw failure }
-        reason = String(failure.description.dropFirst("cannot clone into '\(destination)': ".count))
+        if mode == .clone {
+          throw TroveError(
+            .cloneUnsupported, "cannot clone into '\(destination)': \(kinds)", path: destination,
+            cause: error)
+        }
+        // The reason alone, with the failed call, as a warning says it.
+        reason = TroveError(.cloneUnsupported, kinds, cause: error).description
       }
       // copy_file_range only where it offloads the copy to a server (NFS,
       // SMB); on local filesystems it is slower than read/write and skips

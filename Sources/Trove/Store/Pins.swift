@@ -39,15 +39,15 @@ extension Store {
     // transaction confirms it: then bring it back again, a few times.
     var attempts = 0
     while true {
-      var unasked: [String] = []
+      var unasked: [(why: String, remedy: TroveError.Remedy?)] = []
       if try objects.find(digest, confirmingMiss: true) == nil,
-        !readThrough(digest, unanswered: { unasked.append($0) })
+        !readThrough(digest, unanswered: { unasked.append(($0, $1)) })
       {
         if let first = unasked.first {
           throw TroveError(
             .unavailable,
-            "\(digest) is not in store '\(root)', and \(first); not pinned",
-            value: digest.description)
+            "\(digest) is not in store '\(root)', and \(first.why); not pinned",
+            value: digest.description, remedy: first.remedy)
         }
         throw TroveError(
           .notFound,

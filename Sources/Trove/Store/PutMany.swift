@@ -151,10 +151,10 @@ extension Store {
   /// the input, as every line of such a put does (a write that failed names
   /// the temp file it was writing, a failed publish the object).
   static func naming(_ path: String, in error: TroveError) -> TroveError {
-    if error.message.contains("'\(path)'") { return error }
+    if error.path == path || error.value == path { return error }
     return TroveError(
       error.code, "\(error.message) for '\(path)'", path: path, value: error.value,
-      cause: error.cause)
+      cause: error.cause, remedy: error.remedy)
   }
 
   /// Opens the file at `path` to be put, with the errors a put gives.

@@ -42,8 +42,8 @@ struct SizeLimit: Sendable {
     if let maximum, total > maximum { throw tooLarge("") }
     if let expected, total > expected {
       throw TroveError(
-        .checksumMismatch, "'\(source)' is longer than \(expected) bytes (--expect-size)",
-        value: source)
+        .checksumMismatch, "'\(source)' is longer than \(expected) bytes", value: source,
+        remedy: .checkExpectedSize)
     }
   }
 
@@ -55,15 +55,15 @@ struct SizeLimit: Sendable {
 
   private func wrongLength(_ length: Int64, _ expected: Int64) -> TroveError {
     TroveError(
-      .checksumMismatch, "'\(source)' is \(length) bytes, expected \(expected) (--expect-size)",
-      value: source)
+      .checksumMismatch, "'\(source)' is \(length) bytes, expected \(expected)", value: source,
+      remedy: .checkExpectedSize)
   }
 
   private func tooLarge(_ length: String) -> TroveError {
     let limit = maximum ?? 0
     return TroveError(
       .tooLarge,
-      "cannot store '\(source)': \(length)more than max-object-size \(CachePolicy.Quantities.formatSizeSetting(limit)) (\(limit) bytes, config.json); raise it with 'trove config set max-object-size SIZE'",
-      value: source)
+      "cannot store '\(source)': \(length)more than max-object-size \(CachePolicy.Quantities.formatSizeSetting(limit)) (\(limit) bytes, config.json)",
+      value: source, remedy: .raiseMaximumObjectSize)
   }
 }

@@ -65,6 +65,16 @@ public final class Store: Sendable {
   /// Says `message` through ``StoreConfiguration/onWarning``.
   func warn(_ message: String) { configuration.onWarning?(message) }
 
+  /// `error`'s one line as text the store composes for people (a warning,
+  /// a report line): with its remedy in the program's words, when the
+  /// program words them (``StoreConfiguration/remedyWording``).
+  func line(_ error: TroveError) -> String {
+    guard let remedy = error.remedy, let wording = configuration.remedyWording else {
+      return error.description
+    }
+    return error.description + wording(remedy)
+  }
+
   /// Whether this process cannot write the store (see ``readOnlyReason``).
   /// A read-only store is read as it is: its index opened read-only, no
   /// access recorded, nothing repaired, no ballast or leftover touched.

@@ -46,6 +46,12 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// (the CLI's `TROVE_DEBUG=FILE`); the library reads no variable for
   /// it. Default: nil, and an event costs nothing.
   public var trace: (@Sendable (TraceEvent) -> Void)?
+  /// How this program words an error's ``TroveError/remedy``, after the
+  /// error's one line, in the text the store composes from errors:
+  /// warnings, a sweep's housekeeping failures, a remote check's error,
+  /// a diagnosis's findings.
+  /// The `trove` command names its commands. Default nil: the line alone.
+  public var remedyWording: (@Sendable (TroveError.Remedy) -> String)?
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil
   /// (an empty root, which ``Store/init(_:)`` refuses, when there is no
@@ -57,7 +63,8 @@ public struct StoreConfiguration: Sendable, Hashable {
     recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"],
     writesBack: Bool = true,
     startsBackgroundUpload: (@Sendable (_ root: String) -> String?)? = nil,
-    trace: (@Sendable (TraceEvent) -> Void)? = nil
+    trace: (@Sendable (TraceEvent) -> Void)? = nil,
+    remedyWording: (@Sendable (TroveError.Remedy) -> String)? = nil
   ) {
     self.writesBack = writesBack
     self.startsBackgroundUpload = startsBackgroundUpload
@@ -67,6 +74,7 @@ public struct StoreConfiguration: Sendable, Hashable {
     self.policyOverrides = policyOverrides
     self.recordName = recordName?.isEmpty == false ? recordName : nil
     self.trace = trace
+    self.remedyWording = remedyWording
   }
 
   public static func == (a: Self, b: Self) -> Bool {
@@ -122,16 +130,15 @@ public struct StoreConfiguration: Sendable, Hashable {
       throw TroveError(
         .invalidConfig,
         "no store location: HOME is not set and the home folder of user \(uid) cannot be "
-          + "looked up: \(error.errno) (\(error.call), errno \(error.errno.rawValue)); "
-          + "give --store DIR or set TROVE_STORE",
-        value: String(uid))
+          + "looked up: \(error.errno) (\(error.call), errno \(error.errno.rawValue))",
+        value: String(uid), remedy: .chooseStore)
     }
     guard let home else {
       throw TroveError(
         .invalidConfig,
         "no store location: HOME is not set and user \(uid) has no home folder in the user "
-          + "database; give --store DIR or set TROVE_STORE",
-        value: String(uid))
+          + "database",
+        value: String(uid), remedy: .chooseStore)
     }
     return joined(home, ".cache/trove")
   }

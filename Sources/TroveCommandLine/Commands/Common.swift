@@ -40,7 +40,8 @@ extension Invocation {
         root: try storeRoot, createIfMissing: command.store.creates,
         onWarning: { Output.warning($0) },
         policyOverrides: StoreConfiguration.environmentOverrides(),
-        startsBackgroundUpload: Self.startBackgroundUpload, trace: debugTrace))
+        startsBackgroundUpload: Self.startBackgroundUpload, trace: debugTrace,
+        remedyWording: Hints.suffix))
     if writesStore { try store.requireWritable() }
     return store
   }

@@ -121,7 +121,7 @@ let configCommand = CommandSpec(
           "trove: repaired \(chosen.rawValue) in '\(before.path)': \(repaired.found) is now \(chosen.value(in: after.policy))"
         )
       }
-      if let remaining = after.error() { Output.warning("\(remaining)") }
+      if let remaining = after.error() { Output.warning(remaining.withHint) }
       if before.overridden.contains(chosen) {
         Output.warning(
           "\(chosen.environmentVariable) overrides \(chosen.rawValue) in this environment")
@@ -131,7 +131,7 @@ let configCommand = CommandSpec(
       let chosen = try key(args[1])
       let store = try invocation.openStore()
       let after = try store.unsetPolicy(chosen)
-      if let remaining = after.error() { Output.warning("\(remaining)") }
+      if let remaining = after.error() { Output.warning(remaining.withHint) }
       warnOverridden(try store.policyStatus().overridden.filter { $0 == chosen })
     case "reset":
       try invocation.requirePositionals(["reset"])

@@ -28,7 +28,7 @@ private func doctor(_ invocation: Invocation) throws -> Int32 {
   let given = invocation.positionals.first ?? "."
   let directory = given == "." ? here : given.hasPrefix("/") ? given : here + "/" + given
   let store = try invocation.openStore()
-  let diagnosis = try store.diagnose(destination: directory)
+  let diagnosis = Hints.worded(try store.diagnose(destination: directory))
   if invocation.flag("--json") {
     Output.json(diagnosis)
     return ExitStatus.success

@@ -165,7 +165,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
         )
       }
     } catch {
-      Output.error("Error: \(error)")
+      Output.error("Error: \(error.withHint)")
       if status == ExitStatus.success { status = ExitStatus.of(error) }
       if invocation.flag("--json") { records.append(FetchRecord(url: request.url, error: error)) }
     }
@@ -225,7 +225,7 @@ struct FetchRecord: Encodable {
 
   init(url: String, error: TroveError) {
     self.url = url
-    self.error = error.description
+    self.error = error.withHint
   }
 
   init(_ r: FetchResult) {

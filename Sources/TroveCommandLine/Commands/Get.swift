@@ -168,9 +168,10 @@ private func runGetMany(_ invocation: Invocation) throws -> Int32 {
     case .failure(let error):
       // Of many files, say which one failed: a failure to read the object
       // names the object's file, not the destination.
-      let named = error.message.contains("'\(request.destination)'")
+      let named = error.path == request.destination
       Output.error(
-        "Error: " + (named ? "\(error)" : "cannot write '\(request.destination)': \(error)"))
+        "Error: "
+          + (named ? error.withHint : "cannot write '\(request.destination)': \(error.withHint)"))
       if status == ExitStatus.success { status = ExitStatus.of(error) }
     }
   }

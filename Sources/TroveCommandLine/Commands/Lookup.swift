@@ -231,6 +231,8 @@ func reportError(_ error: any Error) {
     ambiguous.report()
   } else if let usage = error as? UsageError {
     Output.error("Error: \(usage.message)")
+  } else if let error = error as? TroveError {
+    Output.error("Error: \(error.withHint)")
   } else {
     Output.error("Error: \(error)")
   }

@@ -85,7 +85,7 @@ private func pinRecord(_ record: String, _ invocation: Invocation) throws -> Int
   for digest in try store.recordedDigests([record]) {
     if invocation.flag("--local") {
       if let error = pinLocal(digest, name: name, for: lease, in: store) {
-        Output.error("Error: \(error) (of record '\(record)')")
+        Output.error("Error: \(error.withHint) (of record '\(record)')")
         if status == ExitStatus.success { status = ExitStatus.of(error) }
       }
       continue

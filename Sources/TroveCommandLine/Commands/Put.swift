@@ -80,7 +80,7 @@ let putCommand = CommandSpec(
           )
         }
       case .failure(let error):
-        Output.error("Error: \(error)")
+        Output.error("Error: \(error.withHint)")
         if status == ExitStatus.success { status = ExitStatus.of(error) }
         if invocation.flag("--json") { results.append(PutRecord(name: name, error: error)) }
       }
@@ -156,6 +156,6 @@ struct PutRecord: Encodable {
 
   init(name: String, error: TroveError) {
     self.name = name
-    self.error = error.description
+    self.error = error.withHint
   }
 }

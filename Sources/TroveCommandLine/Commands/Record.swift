@@ -56,7 +56,7 @@ private func record(_ invocation: Invocation) throws -> Int32 {
   let store = try Store(
     StoreConfiguration(
       root: try invocation.storeRoot, createIfMissing: action == "start",
-      onWarning: { Output.warning($0) }, recordName: nil))
+      onWarning: { Output.warning($0) }, recordName: nil, remedyWording: Hints.suffix))
   switch action {
   case "start":
     try store.startRecord(name)

@@ -133,6 +133,11 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     var spec = RemoteSpec(
       name: operands[0], url: operands[1], readOnly: invocation.flag("--read-only"),
       authEnvironment: invocation.value("--auth-env"))
+    if let variable = spec.authEnvironment, !RemoteSpec.isVariableName(variable) {
+      throw invocation.usageError(
+        "invalid --auth-env '\(variable)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN"
+      )
+    }
     if let when = invocation.value("--write") {
       guard let write = RemoteWrite(rawValue: when) else {
         throw invocation.usageError("invalid --write '\(when)': expected async, sync or off")
@@ -143,11 +148,12 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     do throws(TroveError) {
       spec = try spec.validated()
     } catch {
-      throw invocation.usageError(error.description)
+      throw invocation.usageError(error.withHint)
     }
     let store = try Store(
       StoreConfiguration(
-        root: try invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) }))
+        root: try invocation.storeRoot, createIfMissing: true, onWarning: { Output.warning($0) },
+        remedyWording: Hints.suffix))
     try store.addRemote(spec)
     // The size as given comes back in its units: 1.5GB is `1.5 GB`.
     let limit = spec.maxObjectSize.map {
@@ -284,8 +290,8 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
         }
       } catch {
         records.append(
-          PushRecord(digest: digest.description, remote: target.name, error: error.description))
-        Output.error("Error: \(error)")
+          PushRecord(digest: digest.description, remote: target.name, error: error.withHint))
+        Output.error("Error: \(error.withHint)")
         if status == ExitStatus.success { status = ExitStatus.of(error) }
       }
     }
@@ -404,8 +410,8 @@ private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> I
       }
     }
     if let failure {
-      record.error = failure.description
-      Output.error("Error: \(failure)")
+      record.error = failure.withHint
+      Output.error("Error: \(failure.withHint)")
       if status == ExitStatus.success { status = ExitStatus.of(failure) }
     } else if !invocation.flag("--json") {
       let name = target.text

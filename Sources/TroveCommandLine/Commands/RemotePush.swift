@@ -28,8 +28,8 @@ func pushQueue(_ invocation: Invocation) throws -> Int32 {
   ) { item in
     let digest = item.digest?.description
     if let error = item.error {
-      records.append(PushRecord(digest: digest, remote: item.remote, error: error.description))
-      Output.error("Error: \(error)")
+      records.append(PushRecord(digest: digest, remote: item.remote, error: error.withHint))
+      Output.error("Error: \(error.withHint)")
       if status == ExitStatus.success { status = ExitStatus.of(error) }
       return
     }

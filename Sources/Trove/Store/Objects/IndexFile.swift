@@ -49,15 +49,14 @@ extension ObjectTable {
 
   /// Opens the index of a read-only store as it is.
   private func openIndexReadOnly() throws(TroveError) -> Index {
-    let refusal =
-      "the store is read-only, so it cannot be rebuilt: run 'trove reindex' where the store is writable"
+    let refusal = "the store is read-only, so it cannot be rebuilt"
     guard
       (try? rootDirectory.status(of: StoreLayout.index, followSymlinks: false))?.isRegular == true
     else {
       throw TroveError(
         .readOnlyStore,
         "read-only store '\(root)': its index '\(indexPath)' is missing or not a file, and \(refusal)",
-        path: indexPath)
+        path: indexPath, remedy: .rebuildIndexWhereWritable)
     }
     do throws(TroveError) {
       return try Index(
@@ -67,7 +66,7 @@ extension ObjectTable {
       throw TroveError(
         .indexDamaged,
         "index '\(indexPath)' is damaged (\(error.value ?? error.message)) and \(refusal)",
-        path: indexPath, value: error.value)
+        path: indexPath, value: error.value, remedy: .rebuildIndexWhereWritable)
     }
   }
 

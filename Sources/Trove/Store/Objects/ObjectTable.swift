@@ -446,8 +446,8 @@ final class ObjectTable: Sendable {
     let objectPath = path(digest, compressed: compressed)
     return TroveError(
       .corruptObject,
-      "object '\(objectPath)' is corrupt: it is \(what); run 'trove verify --repair'",
-      path: objectPath, value: digest.description)
+      "object '\(objectPath)' is corrupt: it is \(what)", path: objectPath,
+      value: digest.description, remedy: .repairStore)
   }
 
   /// The error for a digest the store does not hold.

@@ -216,8 +216,8 @@ extension ObjectTable {
     } catch  where error.errno.meansNotAFolder {
       throw TroveError(
         .corruptObject,
-        "store folder '\(folderPath)' is not a folder (a symbolic link or a file): Trove never writes through one; run 'trove verify --repair'",
-        path: folderPath)
+        "store folder '\(folderPath)' is not a folder (a symbolic link or a file): Trove never writes through one",
+        path: folderPath, remedy: .repairStore)
     } catch {
       throw TroveError.system(error, "create folder", path: folderPath)
     }
