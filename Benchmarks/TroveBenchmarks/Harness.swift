@@ -266,13 +266,15 @@ func markdownTable(_ results: [Result]) -> String {
     let spread =
       r.trove.samples.count > 1
       ? "\(r.unit.format(r.trove.min)) – \(r.unit.format(r.trove.max))" : "—"
-    let columns = [
+    var goalText = "—"
+    if let goal = Goals.ratio(for: r) {
+      let met = (r.ratio ?? 0) >= goal
+      goalText = String(format: "≥ %.2g× ", goal) + (met ? "✔" : "✘")
+    }
+    let columns: [String] = [
       r.suite, r.name, r.unit.format(r.trove.median), spread, r.referenceName ?? "—",
       r.reference.map { r.unit.format($0.median) } ?? "—",
-      r.ratio.map { String(format: "%.2f×", $0) } ?? "—",
-      Goals.ratio(for: r).map { goal in
-        String(format: "≥ %.2g× ", goal) + ((r.ratio ?? 0) >= goal ? "✔" : "✘")
-      } ?? "—",
+      r.ratio.map { String(format: "%.2f×", $0) } ?? "—", goalText,
     ]
     lines.append("| " + columns.joined(separator: " | ") + " |")
   }
