@@ -90,4 +90,22 @@ struct LibraryWriteBackTests {
     let pushed = try store.uploadQueued()
     #expect(Set(pushed.compactMap(\.digest)) == Set(digests))
   }
+
+  @Test("the drain a put starts passes over a remote written back only on push (off)")
+  func offRemotesWaitForAPush() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let store = try Store(StoreConfiguration(root: scratch["store"]))
+    try store.addRemote(RemoteSpec(name: "on", url: nginx.url("/on")))
+    try store.addRemote(RemoteSpec(name: "later", url: nginx.url("/later"), write: .off))
+    let put = try store.put(bytes: Bytes.random(30_000, seed: 2020))
+    #expect(appears(RemoteWriteBackTests.blob(nginx, "on", put.digest)))
+    let deadline = Date().addingTimeInterval(5)
+    while store.writeBack.isDraining && Date() < deadline { usleep(20_000) }
+    #expect(
+      !FileManager.default.fileExists(atPath: RemoteWriteBackTests.blob(nginx, "later", put.digest))
+    )
+    let pushed = try store.uploadQueued(to: "later")
+    #expect(pushed.map(\.digest) == [put.digest])
+  }
 }

@@ -193,4 +193,36 @@ struct PressureTests {
     let stats = try CLI.run(["--store", store, "stats"])
     #expect(stats.out.contains("over budget: 1.7 MiB pinned"), "\(stats.out)")
   }
+
+  @Test("a stream on a full volume evicts past an empty least recently used object")
+  func streamEvictsPastAnEmptyObject() throws {
+    let scratch = try Scratch(under: TestFilesystems.pressure!)
+    let store = scratch["store"]
+    _ = try CLI.run(["--store", store, "config", "set", "min-free", "0"])
+    // The oldest entry is empty: evicting it frees no block.
+    let empty = try CLI.run(["--store", store, "put", "-"], stdin: [])
+    try #require(empty.status == 0, "\(empty.stderr)")
+    // Four 4 MiB objects written from a pipe: their blocks are their own.
+    var digests: [String] = []
+    for i in 0..<4 {
+      let put = try CLI.run(
+        ["--store", store, "put", "-"], stdin: Bytes.random(4 << 20, seed: UInt64(4100 + i)))
+      try #require(put.status == 0, "\(put.stderr)")
+      digests.append(String(put.out.prefix(39)))
+    }
+    let filler = scratch["filler"]
+    let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
+    defer { close(fd) }
+    try #require(posix_fallocate(fd, 0, off_t(try freeBytes(scratch.path) - (2 << 20))) == 0)
+    let elsewhere = try Scratch()
+    let bytes = try elsewhere.write("stream.bin", Bytes.random(8 << 20, seed: 4200))
+    let stream = try CLI.run(
+      ["--store", store, "put", "-v", "-"],
+      prefix: ["/bin/sh", "-c", "cat '\(bytes)' | \"$0\" \"$@\""])
+    let present = try digests.filter { try CLI.run(["--store", store, "has", $0]).status == 0 }
+    #expect(
+      stream.status == 0,
+      "the stream failed with \(4 - present.count) of 4 evictable objects evicted: \(stream.stderr)"
+    )
+  }
 }

@@ -4,7 +4,7 @@ import Foundation
 /// body as it arrives — XXH3-128 and any SHA-2 asked for, in the same pass
 /// — and writes it to the URL's part file (or, where the URL's lock is not
 /// honoured, a private ``BlobWriter``). Nothing is published here: the
-/// fetch publishes a complete, verified body (``Store/fetch(_:options:progress:)-4zg2s``).
+/// fetch publishes a complete, verified body (`Store.fetch(_:options:progress:)`).
 final class Download: HTTPBodySink {
   /// How the response was answered, when it was not a body to keep.
   enum Answer {

@@ -23,7 +23,7 @@ extension Fetcher {
         : "fresh\(until) (the server's Cache-Control max-age or Expires)"
     }
     if young, request.mode == .normal {
-      return "fetched less than the max-age asked ago (FetchRequest.maxAge, --max-age)"
+      return "fetched less than the max-age asked ago (FetchRequest.maxAge)"
     }
     if waitedSince != nil { return "fetched by another process while this one waited for it" }
     return "the cached copy may be served"
@@ -43,7 +43,7 @@ extension Fetcher {
     let now = currentTimeNanoseconds()
     var why: String
     if request.mode == .refresh {
-      why = "a refresh was asked (FetchRequest.Mode.refresh, --refresh)"
+      why = "a refresh was asked (FetchRequest.Mode.refresh)"
     } else if !origin.isFresh(at: now) {
       why =
         origin.expires.map { "stale: expired \(Self.traceDate($0))" }

@@ -67,8 +67,10 @@ enum PressurePolicy {
   /// A batch that freed less than this (or less than 1/64 of what its
   /// entries recorded) freed nothing measurable.
   static func freedAnything(_ freed: Int64, of recorded: Int64) -> Bool {
-    freed >= max(4096, recorded / 64)
+    freed >= max(smallestMeasurable, recorded / 64)
   }
+  /// Less than this freed is not told apart from nothing.
+  static let smallestMeasurable: Int64 = 4096
 }
 
 extension Store {
@@ -199,10 +201,13 @@ extension Store {
       planned: &planned, pageSize: PressurePolicy.batchSize, firstPageSize: 1,
       largest: sizedToNeed ? worth : nil,
       afterBatch: { (batch) throws(TroveError) -> Bool in
-        let now = try settledSpace(after: available, freeing: batch.bytes)
-        defer { available = now }
         left -= 1
         if left <= 0 { return false }
+        // Entries that recorded less than a block (empty objects) prove
+        // nothing either way: the next batch's measurement counts them.
+        guard batch.bytes >= PressurePolicy.smallestMeasurable else { return true }
+        let now = try settledSpace(after: available, freeing: batch.bytes)
+        defer { available = now }
         if let until, now >= until { return false }
         return PressurePolicy.freedAnything(now - available, of: batch.bytes)
       },

@@ -7,6 +7,6 @@ public enum RemoteWrite: String, Sendable, Hashable, Codable, CaseIterable {
   case async
   /// Before the put or fetch returns: the upload's time is the call's.
   case sync
-  /// Only by an explicit push (``Store/uploadQueued(to:everything:ifIdle:onEach:)``).
+  /// Only by an explicit push (``Store/uploadQueued(to:everything:ifIdle:probing:onEach:)``).
   case off
 }

@@ -36,7 +36,10 @@ extension Store {
   /// the second time). With `ifIdle`, a drain under way elsewhere makes
   /// this one return at once — that one will see what was queued (a drain
   /// looks at the queue again after it lets go of the lock, and goes on
-  /// when it finds more and can take the lock back).
+  /// when it finds more and can take the lock back). `ifIdle` without a
+  /// `remote` is the drain a put or fetch starts (``WriteBack``): it passes
+  /// over the remotes whose ``RemoteSpec/write`` is `off`, which only a
+  /// push asked for sends to.
   ///
   /// - Returns: the uploads made (uploaded or present, too large), and the
   ///   failures.
@@ -58,7 +61,8 @@ extension Store {
         }
         defer { withExtendedLifetime(lock) {} }
         let pass = try drainQueue(
-          to: remote, everything: everything, probing: probing, onEach: onEach)
+          to: remote, everything: everything, probing: probing, automatic: ifIdle,
+          onEach: onEach)
         done += pass
         // A pass that failed is the last; so is a second one in a row that
         // did nothing (what is queued waits behind an open breaker).
@@ -68,15 +72,19 @@ extension Store {
       }
       // The lock is let go: what was queued while it was held and not
       // drained (its process found the lock taken) is this one's to do.
-      guard try queuedAnywhere(to: remote, everything: everything) else { return done }
+      guard try queuedAnywhere(to: remote, everything: everything, automatic: ifIdle) else {
+        return done
+      }
       wait = false
     }
   }
 
   /// Whether any target of ``uploadQueued(to:everything:ifIdle:probing:onEach:)``
   /// has a queued object.
-  private func queuedAnywhere(to remote: String?, everything: Bool) throws(TroveError) -> Bool {
-    for spec in try uploadTargets(remote) {
+  private func queuedAnywhere(to remote: String?, everything: Bool, automatic: Bool)
+    throws(TroveError) -> Bool
+  {
+    for spec in try uploadTargets(remote, automatic: automatic) {
       let from = everything ? 0 : try queueStart(spec.name)
       if try !queue(spec.name, since: from, limit: 1).isEmpty { return true }
     }
@@ -84,7 +92,11 @@ extension Store {
   }
 
   /// The writable remotes a drain uploads to: `remote`, or all.
-  private func uploadTargets(_ remote: String?) throws(TroveError) -> [RemoteSpec] {
+  /// An `automatic` drain of all of them passes over those written back
+  /// only when asked (`off`).
+  private func uploadTargets(_ remote: String?, automatic: Bool = false) throws(TroveError)
+    -> [RemoteSpec]
+  {
     if let remote {
       let spec = try self.remote(named: remote)
       guard !spec.readOnly else {
@@ -94,15 +106,16 @@ extension Store {
       }
       return [spec]
     }
-    return try remotes().filter { !$0.readOnly }
+    return try remotes().filter { !$0.readOnly && !(automatic && $0.write == .off) }
   }
 
   /// One pass over the queues of the targets, under the drain lock.
   private func drainQueue(
-    to remote: String?, everything: Bool, probing: Bool, onEach: ((QueuedUpload) -> Void)?
+    to remote: String?, everything: Bool, probing: Bool, automatic: Bool,
+    onEach: ((QueuedUpload) -> Void)?
   ) throws(TroveError) -> [QueuedUpload] {
     var done: [QueuedUpload] = []
-    for spec in try uploadTargets(remote) {
+    for spec in try uploadTargets(remote, automatic: automatic) {
       let from = everything ? 0 : try queueStart(spec.name)
       guard try !queue(spec.name, since: from, limit: 1).isEmpty else { continue }
       guard breakerAdmits(spec.name, probing: probing) else {

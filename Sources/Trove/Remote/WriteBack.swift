@@ -5,7 +5,7 @@ import Synchronization
 /// writable remotes as each remote's ``RemoteWrite`` says — `sync` before
 /// the call returns, `async` by a drain of the upload queue that the call
 /// starts and does not wait for, `off` only when asked
-/// (``Store/uploadQueued(to:everything:ifIdle:onEach:)``). It never fails
+/// (``Store/uploadQueued(to:everything:ifIdle:probing:onEach:)``). It never fails
 /// the put or fetch: a remote that fails is a warning
 /// (``StoreConfiguration/onWarning``), and its objects stay queued.
 ///
@@ -32,7 +32,7 @@ final class WriteBack: Sendable {
       switch remote.write ?? .async {
       case .off: continue
       case .async: background = true
-      case .sync: upload(store, to: remote.name)
+      case .sync: upload(store, to: remote.name, waiting: true)
       }
     }
     guard background else { return }
@@ -62,7 +62,7 @@ final class WriteBack: Sendable {
   /// stored meanwhile by this process.
   private func drainInProcess(_ store: Store) {
     while true {
-      upload(store, to: nil)
+      upload(store, to: nil, waiting: false)
       let more = state.withLock { state -> Bool in
         if state.again {
           state.again = false
@@ -75,10 +75,13 @@ final class WriteBack: Sendable {
     }
   }
 
-  /// One drain, never behind another process's (that one sends these too).
-  private func upload(_ store: Store, to remote: String?) {
+  /// One drain: a `sync` one (`waiting`) waits for a drain under way to let
+  /// go of the queue and then sends what is left, so the call returns only
+  /// once it is up; a background one is never behind another (that one
+  /// sends these too), and passes over `off` remotes.
+  private func upload(_ store: Store, to remote: String?, waiting: Bool) {
     do {
-      _ = try store.uploadQueued(to: remote, ifIdle: true) { item in
+      _ = try store.uploadQueued(to: remote, ifIdle: !waiting) { item in
         // A remote its breaker skips was warned about when it failed.
         if let error = item.error, !item.skippedByBreaker {
           store.warn("not uploaded: \(store.line(error))")

@@ -89,7 +89,7 @@ extension Store {
 
   /// Stores everything `handle` yields until its end (standard input, a
   /// pipe, a socket): one pass, bounded memory. A regular file (`< FILE`)
-  /// is stored the way ``put(file:key:expectedSize:priority:onProgress:)-87pwb`` stores it,
+  /// is stored the way `put(file:key:expectedSize:priority:onProgress:)` stores it,
   /// from its current offset; `key` is bound as that method binds it.
   ///
   /// A stream is read only until it passes `expectedSize`, when given, or
@@ -115,11 +115,11 @@ extension Store {
   /// Stores `bytes`. When an object of their size is stored, they are
   /// hashed first, and bytes the store holds cost nothing more: no write,
   /// and no eviction to make room for them. `key` is bound as
-  /// ``put(file:key:expectedSize:priority:onProgress:)-87pwb`` binds it.
+  /// `put(file:key:expectedSize:priority:onProgress:)` binds it.
   ///
   /// - Throws: `.tooLarge` for more than the policy's
   ///   ``CachePolicy/maximumObjectSize``, and the errors of
-  ///   ``put(file:key:expectedSize:priority:onProgress:)-87pwb``.
+  ///   `put(file:key:expectedSize:priority:onProgress:)`.
   public func put(
     bytes: some ContiguousBytes, key: String? = nil, priority: PutPriority = .important
   ) throws(TroveError) -> PutResult {

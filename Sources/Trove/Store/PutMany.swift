@@ -13,7 +13,7 @@ extension Store {
   /// In a group, a file under this size is copied rather than cloned.
   static let groupedCloneMinimum: Int64 = 64 << 10
 
-  /// Stores the files at `paths`, each as ``put(file:key:expectedSize:priority:onProgress:)-87pwb``
+  /// Stores the files at `paths`, each as `put(file:key:expectedSize:priority:onProgress:)`
   /// stores one, with a group commit: the files of a group (up to 512
   /// objects or 64 MiB) are written into `tmp/`, made durable together,
   /// published, and recorded in one index transaction. The guarantee per
@@ -32,7 +32,7 @@ extension Store {
   ///
   /// `onProgress`, when given, hears of the bytes of input `index` read (or
   /// hashed after a clone) block by block, out of its length, as
-  /// ``put(file:key:expectedSize:priority:onProgress:)-87pwb``'s does.
+  /// `put(file:key:expectedSize:priority:onProgress:)`'s does.
   /// `onResult`, when given, hears of each input's result as soon as it is
   /// acknowledged, in the order of `paths`, on the calling thread.
   ///

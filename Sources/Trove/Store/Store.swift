@@ -630,7 +630,7 @@ public final class Store: Sendable {
 
   /// Every key and the digest it names, ordered by key. O(keys). A key goes
   /// when its object does, so each names an object the store holds (or one
-  /// removed behind its back, which ``digest(forKey:)`` finds missing).
+  /// removed behind its back, which ``digest(forKey:_:)`` finds missing).
   public func keys() throws(TroveError) -> [KeyBinding] {
     try index().read("list keys") { (tx) throws(TroveError) in try tx.keys() }
   }

@@ -27,7 +27,7 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// Whether a put or fetch sends what it stores to the store's writable
   /// remotes as each remote's ``RemoteSpec/write`` says (`async`, `sync`,
   /// `off`), as `trove put` and `trove fetch` do. Default true; false leaves
-  /// the upload queue to ``Store/uploadQueued(to:everything:ifIdle:onEach:)``.
+  /// the upload queue to ``Store/uploadQueued(to:everything:ifIdle:probing:onEach:)``.
   public var writesBack: Bool
   /// How an `async` write-back starts a drain of the upload queue that
   /// outlives the call: given the store's root, it starts one and returns

@@ -413,6 +413,12 @@ struct GroupCommit {
       default: return false
       }
     }
+    // Bind lines the rolled-back transaction appended to the journal: the
+    // journal is told what the index holds of those keys instead.
+    for i in inside.indices {
+      guard case .settled = inside[i] else { continue }
+      for key in members[i].staged.binding?.keys ?? [] { table.journalAsIs(key: key) }
+    }
     if error.code == .noSpace, !isAlone {
       let back = table.takeBack(renamed.map { members[$0].staged })
       let returned = Set(zip(renamed, back).filter(\.1).map(\.0))
@@ -420,6 +426,12 @@ struct GroupCommit {
         if renamed.contains(i), !returned.contains(i) {
           table.undoPublish(members[i].staged)
           members[i].state = .failed(error)
+          continue
+        }
+        if case .failed(let inner) = inside[i] {
+          // Failed inside for a cause of its own (its folder's sync): its
+          // file is gone; that error stands.
+          members[i].state = .failed(inner)
           continue
         }
         switch members[i].state {
@@ -433,6 +445,7 @@ struct GroupCommit {
     for i in members.indices {
       if case .failed = members[i].state { continue }
       members[i].state = .failed(error)
+      if case .settled = inside[i] { continue }  // journalled above
       for key in members[i].staged.binding?.keys ?? [] { table.journalAsIs(key: key) }
     }
   }
