@@ -75,7 +75,9 @@ struct RemoteProbeTests {
     nginx.stop()
     #expect(try RemoteTests.remote(store, ["push"]).status == 69)
     try nginx.start()
-    let background = try RemoteTests.remote(store, ["push", "--if-idle"])
+    // Named: without --remote, --if-idle (the drain a put starts) passes over
+    // an 'off' remote altogether.
+    let background = try RemoteTests.remote(store, ["push", "--if-idle", "--remote", "shared"])
     #expect(background.status == 69, "\(background.stderr)")
     #expect(background.stderr.contains("remote 'shared' not asked: it failed lately"))
     #expect(try Self.breaker(store).0 == "unavailable")
