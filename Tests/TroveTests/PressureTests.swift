@@ -120,6 +120,19 @@ struct PressureTests {
     #expect(stats["entries"] as? Int == 40 - 1 + 1)
   }
 
+  /// Fills the volume of `scratch` to 2 MiB free, then `trove put -` of 8 MiB
+  /// into its store through a pipe: a length nobody knows until its end.
+  func streamIntoFullVolume(_ scratch: Scratch, seed: UInt64) throws -> CLI.Result {
+    let fd = open(scratch["filler"], O_WRONLY | O_CREAT, 0o600)
+    defer { close(fd) }
+    try #require(posix_fallocate(fd, 0, off_t(try freeBytes(scratch.path) - (2 << 20))) == 0)
+    let elsewhere = try Scratch()
+    let bytes = try elsewhere.write("stream.bin", Bytes.random(8 << 20, seed: seed))
+    return try CLI.run(
+      ["--store", scratch["store"], "put", "-v", "-"],
+      prefix: ["/bin/sh", "-c", "cat '\(bytes)' | \"$0\" \"$@\""])
+  }
+
   @Test(
     "a stream of unknown length on a full volume where eviction frees nothing: one entry goes, then it fails"
   )
@@ -135,16 +148,7 @@ struct PressureTests {
     let put = try CLI.run(["--store", store, "put"] + files)
     try #require(put.status == 0, "\(put.stderr)")
     let digests = put.out.split(separator: "\n").map { String($0.prefix(39)) }
-    let filler = scratch["filler"]
-    let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
-    defer { close(fd) }
-    try #require(posix_fallocate(fd, 0, off_t(try freeBytes(scratch.path) - (2 << 20))) == 0)
-    // Through a pipe: a length nobody knows until its end.
-    let elsewhere = try Scratch()
-    let bytes = try elsewhere.write("stream.bin", Bytes.random(8 << 20, seed: 1110))
-    let stream = try CLI.run(
-      ["--store", store, "put", "-v", "-"],
-      prefix: ["/bin/sh", "-c", "cat '\(bytes)' | \"$0\" \"$@\""])
+    let stream = try streamIntoFullVolume(scratch, seed: 1110)
     let left = try freeBytes(scratch.path)
     #expect(stream.status != 0, "an 8 MiB stream fit, \(left) bytes free after: \(stream.stderr)")
     let present = try digests.filter { try CLI.run(["--store", store, "has", $0]).status == 0 }
@@ -210,15 +214,7 @@ struct PressureTests {
       try #require(put.status == 0, "\(put.stderr)")
       digests.append(String(put.out.prefix(39)))
     }
-    let filler = scratch["filler"]
-    let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
-    defer { close(fd) }
-    try #require(posix_fallocate(fd, 0, off_t(try freeBytes(scratch.path) - (2 << 20))) == 0)
-    let elsewhere = try Scratch()
-    let bytes = try elsewhere.write("stream.bin", Bytes.random(8 << 20, seed: 4200))
-    let stream = try CLI.run(
-      ["--store", store, "put", "-v", "-"],
-      prefix: ["/bin/sh", "-c", "cat '\(bytes)' | \"$0\" \"$@\""])
+    let stream = try streamIntoFullVolume(scratch, seed: 4200)
     let present = try digests.filter { try CLI.run(["--store", store, "has", $0]).status == 0 }
     #expect(
       stream.status == 0,

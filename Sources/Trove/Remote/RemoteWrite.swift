@@ -1,5 +1,5 @@
 /// When the objects a put or fetch stores are uploaded to a writable
-/// remote (`remote add --write`); the store's ``WriteBack`` carries it out.
+/// remote (`remote add --write`); the store's write-back carries it out.
 public enum RemoteWrite: String, Sendable, Hashable, Codable, CaseIterable {
   /// By a drain of the upload queue that the put or fetch starts and does
   /// not wait for (see ``StoreConfiguration/startsBackgroundUpload``), so a

@@ -37,7 +37,7 @@ extension Store {
   /// this one return at once — that one will see what was queued (a drain
   /// looks at the queue again after it lets go of the lock, and goes on
   /// when it finds more and can take the lock back). `ifIdle` without a
-  /// `remote` is the drain a put or fetch starts (``WriteBack``): it passes
+  /// `remote` is the drain a put or fetch starts (the store's write-back): it passes
   /// over the remotes whose ``RemoteSpec/write`` is `off`, which only a
   /// push asked for sends to.
   ///
