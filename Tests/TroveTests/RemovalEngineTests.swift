@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Trove
+@_spi(Measuring) @testable import Trove
 
 /// The removal engine driven directly: its two steps, what calls a
 /// removal off between them, the stale pass that finishes what a killed
@@ -148,7 +148,7 @@ struct RemovalEngineTests {
     let parts = RemovalPartsTests()
     let (store, digests) = try parts.populated(scratch, count: 60)
     let engine = RemovalEngine(
-      objects: store.objects, tuning: tuned ? RemovalEngine.tuned : RemovalEngine.untuned)
+      objects: store.objects, tuning: tuned ? .tuned : .untuned)
     let pinned = Set(try store.pins().map(\.digest))
     let entries = try store.entries().filter { $0.digest.hex < "8" }
     let (evicted, failures) = try engine.evict(entries, now: currentTimeNanoseconds(), part: 4)

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Trove
+@_spi(Measuring) @testable import Trove
 
 /// Removals in parts whose steps share transactions (part k's unlinks
 /// beside part k + 1's lookups, then part k + 1's first step), run with
@@ -153,7 +153,7 @@ struct RemovalPartsTests {
   func bulkRemovalTotals() throws {
     let scratch = try Scratch()
     let (store, _) = try populated(scratch, count: 10)
-    let many = (0..<(IndexSession.bulkRemovalMinimum + 6)).map { i in
+    let many = (0..<(RemovalTuning.tuned.bulkRemovalMinimum + 6)).map { i in
       i % 2 == 0
         ? Bytes.random(700 + 31 * i, seed: UInt64(7300 + i))
         : Bytes.text(4200 + 67 * i, seed: UInt64(7300 + i))
@@ -170,7 +170,7 @@ struct RemovalPartsTests {
     for bytes in many { _ = try store.put(bytes: bytes) }
     let pinned = Set(try store.pins().map(\.digest))
     let entries = try store.entries().filter { !pinned.contains($0.digest) }
-    #expect(entries.count >= IndexSession.bulkRemovalMinimum)
+    #expect(entries.count >= RemovalTuning.tuned.bulkRemovalMinimum)
     let (evicted, failures) = try store.objects.evict(entries, now: currentTimeNanoseconds())
     #expect(failures.isEmpty && evicted.allSatisfy { $0 })
     try expectConsistent(store, "after an eviction of \(entries.count)")

@@ -189,7 +189,7 @@ private func sweepSuite(_ b: Bench, folder: String, filesystem: String) throws {
 }
 
 /// How many files are left under `folder`'s fan-out folders.
-private func leftFiles(_ folder: String) -> Int {
+func leftFiles(_ folder: String) -> Int {
   var left = 0
   for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
     left += (try? FileManager.default.contentsOfDirectory(atPath: folder + "/" + name))?.count ?? 0
@@ -199,7 +199,7 @@ private func leftFiles(_ folder: String) -> Int {
 
 /// Writes `count` distinct 200-byte objects into `root/objects/xx/<hex>`;
 /// returns their contents by path.
-private func populate(_ root: String, count: Int) throws -> [String: [UInt8]] {
+func populate(_ root: String, count: Int) throws -> [String: [UInt8]] {
   var files: [String: [UInt8]] = [:]
   files.reserveCapacity(count)
   // A store first (its marker, objects/, tmp/): Trove adopts no folder
@@ -224,7 +224,7 @@ private func populate(_ root: String, count: Int) throws -> [String: [UInt8]] {
 }
 
 /// Writes `paths` again as new files, dated an hour back.
-private func restore(_ paths: [String], from files: inout [String: [UInt8]]) throws {
+func restore(_ paths: [String], from files: inout [String: [UInt8]]) throws {
   var old = timespec()
   clock_gettime(CLOCK_REALTIME, &old)
   old.tv_sec -= 3600

@@ -230,8 +230,10 @@ extension IndexSession {
   /// Deletes the rows of `digests`, whatever their state, with their
   /// pins, keys and checksums; returns which had a row. A statement per
   /// 500 digests; for many, the totals taken off once (see
-  /// ``inBulkRemoval(_:rows:_:)``).
-  func deleteObjects(_ digests: [BlobDigest]) throws(TroveError) -> [Bool] {
+  /// ``inBulkRemoval(_:rows:from:_:)``).
+  func deleteObjects(
+    _ digests: [BlobDigest], bulkFrom minimum: Int = RemovalTuning.tuned.bulkRemovalMinimum
+  ) throws(TroveError) -> [Bool] {
     var had = Set<BlobDigest>()
     try run { db throws(SQLiteConnection.Failure) in
       let delete: (inout RemovedTotals) throws(SQLiteConnection.Failure) -> Void = {
@@ -246,7 +248,7 @@ extension IndexSession {
           }
         }
       }
-      try Self.inBulkRemoval(db, rows: digests.count, delete)
+      try Self.inBulkRemoval(db, rows: digests.count, from: minimum, delete)
     }
     try deleteReferences(to: digests)
     return digests.map { had.contains($0) }
@@ -260,9 +262,13 @@ extension IndexSession {
   /// the order of their digests (the order of the table's keys: a run of
   /// deletes then works through its pages in turn); the totals taken off
   /// once.
-  func deleteIfEvictable(_ entries: [StoreEntry], now: Int64) throws(TroveError) -> [Bool] {
+  func deleteIfEvictable(
+    _ entries: [StoreEntry], now: Int64,
+    bulkFrom minimum: Int = RemovalTuning.tuned.bulkRemovalMinimum
+  ) throws(TroveError) -> [Bool] {
     try run { db throws(SQLiteConnection.Failure) in
-      try Self.inBulkRemoval(db, rows: entries.count) { (totals) throws(SQLiteConnection.Failure) in
+      try Self.inBulkRemoval(db, rows: entries.count, from: minimum) {
+        (totals) throws(SQLiteConnection.Failure) in
         var deleted = [Bool](repeating: false, count: entries.count)
         try db.prepared(
           """
@@ -284,10 +290,6 @@ extension IndexSession {
       }
     }
   }
-
-  /// The fewest rows ``inBulkRemoval(_:rows:_:)`` deletes with the
-  /// connection's triggers off.
-  static let bulkRemovalMinimum = 64
 
   /// What the rows deleted in bulk held, to take off the totals at once.
   struct RemovedTotals {
@@ -315,15 +317,15 @@ extension IndexSession {
   /// off, then takes the totals off the counters at once: the
   /// `objects_removed` trigger's five counter updates per row are much of
   /// a removal's index work. Other connections fire it as ever. For fewer
-  /// than ``bulkRemovalMinimum`` rows the trigger keeps the totals: turning
+  /// than `minimum` rows (``RemovalTuning/bulkRemovalMinimum``) the trigger keeps the totals: turning
   /// it off and on costs more (every prepared statement is prepared again
   /// after; a repair forgets objects one at a time).
   private static func inBulkRemoval<T>(
-    _ db: SQLiteConnection, rows: Int,
+    _ db: SQLiteConnection, rows: Int, from minimum: Int,
     _ deletes: (inout RemovedTotals) throws(SQLiteConnection.Failure) -> T
   ) throws(SQLiteConnection.Failure) -> T {
     var totals = RemovedTotals()
-    guard rows >= bulkRemovalMinimum else { return try deletes(&totals) }
+    guard rows >= minimum else { return try deletes(&totals) }
     let result = try db.withoutTriggers { () throws(SQLiteConnection.Failure) in
       try deletes(&totals)
     }

@@ -483,7 +483,7 @@ extension Store {
   /// How many entries a sweep evicts per batch: one
   /// ``ObjectTable/evict(_:now:part:)``, which removes them in parts (the
   /// first of ``RemovalEngine/removalPart``, growing to
-  /// ``RemovalEngine/Tuning/partGrowth`` times that), two parts to a
+  /// ``RemovalTuning/partGrowth`` times that), two parts to a
   /// transaction (each part's unlinks overlapping the next part's file
   /// lookups). The pipeline of parts starts and drains once per batch, so
   /// batches are large (about 10 MB of candidates in memory per batch).

@@ -155,7 +155,8 @@ public final class Store: Sendable {
       objects = ObjectTable(
         root: root, rootDirectory: rootFD, objects: objectsFD, tmp: tmpFD, filesystem: filesystem,
         access: access, resolvedRoot: resolvedRoot, isReadOnly: readOnlyReason != nil,
-        warn: configuration.onWarning ?? { _ in }, trace: trace)
+        warn: configuration.onWarning ?? { _ in }, trace: trace,
+        removalTuning: configuration.removalTuning)
       if readOnlyReason == nil {
         try Self.publishIfMissing(
           StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8), root: root,

@@ -52,6 +52,9 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// a diagnosis's findings.
   /// The `trove` command names its commands. Default nil: the line alone.
   public var remedyWording: (@Sendable (TroveError.Remedy) -> String)?
+  /// Which of the removal engine's optimisations this process makes, for
+  /// measuring each against its absence. Default: all of them.
+  @_spi(Measuring) public var removalTuning: RemovalTuning = .tuned
 
   /// A configuration for the store at `root`, or at ``defaultRoot(environment:)`` when nil
   /// (an empty root, which ``Store/init(_:)`` refuses, when there is no
@@ -80,7 +83,7 @@ public struct StoreConfiguration: Sendable, Hashable {
   public static func == (a: Self, b: Self) -> Bool {
     a.root == b.root && a.createIfMissing == b.createIfMissing
       && a.policyOverrides == b.policyOverrides && a.recordName == b.recordName
-      && a.writesBack == b.writesBack
+      && a.writesBack == b.writesBack && a.removalTuning == b.removalTuning
   }
 
   public func hash(into hasher: inout Hasher) {

@@ -102,6 +102,8 @@ final class ObjectTable: Sendable {
   let warn: @Sendable (String) -> Void
   /// Tells ``StoreConfiguration/trace`` of the table's decisions.
   let trace: Tracer
+  /// Which of the removal engine's optimisations it makes.
+  let removalTuning: RemovalTuning
   private let state = Mutex<IndexState>(.closed)
   /// The single puts of this process waiting to be published together.
   let commits = CommitQueue()
@@ -117,8 +119,10 @@ final class ObjectTable: Sendable {
   init(
     root: String, rootDirectory: FileDescriptor, objects: FileDescriptor, tmp: FileDescriptor,
     filesystem: FilesystemKind, access: StoreAccess, resolvedRoot: String, isReadOnly: Bool,
-    warn: @escaping @Sendable (String) -> Void, trace: Tracer = Tracer(nil)
+    warn: @escaping @Sendable (String) -> Void, trace: Tracer = Tracer(nil),
+    removalTuning: RemovalTuning = .tuned
   ) {
+    self.removalTuning = removalTuning
     self.root = root
     self.isReadOnly = isReadOnly
     self.access = access

@@ -8,7 +8,7 @@ import Synchronization
 /// The ObjectTable's removals, which its ``RemovalEngine`` carries out.
 extension ObjectTable {
   /// The engine that removes this table's objects.
-  var removals: RemovalEngine { RemovalEngine(objects: self, tuning: RemovalEngine.tuned) }
+  var removals: RemovalEngine { RemovalEngine(objects: self, tuning: removalTuning) }
 
   /// Evicts those of `entries` that are still evictable as they were
   /// chosen (see ``RemovalEngine/evict(_:now:part:)``).
@@ -59,30 +59,7 @@ extension ObjectTable {
 struct RemovalEngine: Sendable {
   let objects: ObjectTable
   /// Which of its optimisations the engine makes.
-  let tuning: Tuning
-
-  /// Switches for the engine's optimisations, so that each can be
-  /// measured against its absence (a build of `trove-bench` with
-  /// ``tuned`` changed) and tested both ways. None changes what a removal
-  /// does, only what it costs.
-  struct Tuning: Sendable {
-    /// Records packed per `removals` row (1: a row per object).
-    var recordsPerRow = RemovalRow.capacity
-    /// WAL pages a commit may leave before it checkpoints, during a
-    /// removal of several parts (1,000: SQLite's default, always).
-    var checkpointPages = 16384
-    /// Whether XFS unlinks go one thread per allocation group.
-    var unlinkLanes = true
-    /// How many times the first part later parts may grow (1: never).
-    var partGrowth = 4
-  }
-
-  /// The switches every store's engine uses.
-  static let tuned = Tuning()
-
-  /// Every optimisation off.
-  static let untuned = Tuning(
-    recordsPerRow: 1, checkpointPages: 1000, unlinkLanes: false, partGrowth: 1)
+  let tuning: RemovalTuning
 
   /// Evicts those of `entries` that are still evictable as they were
   /// chosen — last access unchanged, no unexpired pin — in two steps:
@@ -107,7 +84,7 @@ struct RemovalEngine: Sendable {
     let finished = try removeInParts(entries.map(\.digest), "evict", part: part, explicit: false) {
       (range, lookups, tx) throws(TroveError) -> (digests: [BlobDigest], rows: [Int64]) in
       let part = Array(entries[range])
-      let rows = try tx.deleteIfEvictable(part, now: now)
+      let rows = try tx.deleteIfEvictable(part, now: now, bulkFrom: tuning.bulkRemovalMinimum)
       for (position, row) in zip(range, rows) { deleted[position] = row }
       let looked = try lookups.wait()
       let ids = try tx.insertRemovals(
@@ -126,7 +103,7 @@ struct RemovalEngine: Sendable {
   static let removalPart = 8192
 
   /// How much larger than the first a later part may grow
-  /// (``Tuning/partGrowth``): each part is twice the one before, up to
+  /// (``RemovalTuning/partGrowth``): each part is twice the one before, up to
   /// that many times the first. A part's commit writes most of the
   /// index's pages whatever its size (its rows' digests, the keys, are
   /// spread over all of them), so fewer, larger parts write less, while
@@ -243,7 +220,7 @@ struct RemovalEngine: Sendable {
 
   /// How many pages the WAL may hold before a commit checkpoints it,
   /// during a removal of `count` objects in parts of `part`:
-  /// ``Tuning/checkpointPages`` (64 MiB) for one of several parts on a
+  /// ``RemovalTuning/checkpointPages`` (64 MiB) for one of several parts on a
   /// volume with at least 1 GiB free, else SQLite's default (1,000). Each
   /// part's commit changes most of the index's pages, and checkpointing
   /// them after every part costs much of the commits' time. Where space
@@ -335,7 +312,7 @@ struct RemovalEngine: Sendable {
   /// inode on the group's unlinked list), as does the background worker
   /// that frees the inode afterwards; threads unlinking in one group only
   /// queue for that lock. Nil elsewhere, when there is one thread's worth,
-  /// or when ``Tuning/unlinkLanes`` is off.
+  /// or when ``RemovalTuning/unlinkLanes`` is off.
   func unlinkLanes(_ records: [Removal?], _ positions: [Int]) -> [[Int]]? {
     guard let groups = objects.allocationGroups, positions.count >= 16,
       tuning.unlinkLanes
@@ -474,7 +451,9 @@ struct RemovalEngine: Sendable {
     let finished = try removeInParts(digests, "remove", part: part, explicit: true) {
       (range, lookups, tx) throws(TroveError) -> (digests: [BlobDigest], rows: [Int64]) in
       let part = Array(digests[range])
-      for (position, had) in zip(range, try tx.deleteObjects(part)) { hadRows[position] = had }
+      for (position, had) in zip(
+        range, try tx.deleteObjects(part, bulkFrom: tuning.bulkRemovalMinimum))
+      { hadRows[position] = had }
       let looked = try lookups.wait()
       journalDrops(part, tx)
       return (
@@ -670,7 +649,7 @@ struct RemovalEngine: Sendable {
       try lookUp(digests, explicit: explicit), now: now, perRow: recordsPerRow)
   }
 
-  /// ``Tuning/recordsPerRow`` in force.
+  /// ``RemovalTuning/recordsPerRow`` in force.
   private var recordsPerRow: Int { tuning.recordsPerRow }
 
   // MARK: The drops a removal writes to references.log
