@@ -51,7 +51,9 @@ private func removalSuite(_ b: Bench, folder: String, filesystem: String) throws
   remove(root)
   var files = try populate(root, count: count)
   let all = Array(files.keys)
-  let digests = try all.map { try BlobDigest(parsing: "xxh128:" + ($0.split(separator: "/").last ?? "")) }
+  let digests = try all.map { path in
+    try BlobDigest(parsing: "xxh128:" + (path.split(separator: "/").last ?? ""))
+  }
   precondition(digests.count == count)
   for round in 0..<repetitions {
     for v in Bench.order(variants.count, round: round) {
