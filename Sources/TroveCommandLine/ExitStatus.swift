@@ -22,7 +22,7 @@ enum ExitStatus {
   static func of(_ error: TroveError) -> Int32 {
     switch error.code {
     case .invalidDigest, .invalidArgument: return usage
-    case .notFound: return failure
+    case .notFound, .untrusted: return failure
     case .sourceMissing, .sourceNotFile, .storeMissing: return noInput
     case .destinationExists, .destinationDirectoryMissing: return cannotCreate
     case .permissionDenied, .readOnlyStore: return permission

@@ -285,7 +285,7 @@ struct JSONSchemaTests {
       try Self.json(["--store", store, "remote", "ls", "--json"]),
       [
         "name": .string, "url": .string, "readOnly": .bool, "maxObjectSize": .nullable(.integer),
-        "authEnv": .nullable(.string), "write": .string,
+        "authEnv": .nullable(.string), "write": .string, "trust": .array,
       ], "remote ls")
     Self.expectRecords(
       try Self.json(["--store", store, "remote", "status", "--json"]),
@@ -293,7 +293,8 @@ struct JSONSchemaTests {
         "name": .string, "url": .string, "readOnly": .bool, "state": .string,
         "consecutiveFailures": .integer, "retryAt": .nullable(.time), "hits": .integer,
         "misses": .integer, "corrupt": .integer, "bytesPulled": .integer, "errors": .integer,
-        "skipped": .integer, "write": .string, "queuedObjects": .nullable(.integer),
+        "skipped": .integer, "untrusted": .integer, "trust": .array, "write": .string,
+        "queuedObjects": .nullable(.integer),
         "queuedBytes": .nullable(.integer), "tooLargeObjects": .nullable(.integer),
         "tooLargeBytes": .nullable(.integer),
       ], "remote status")

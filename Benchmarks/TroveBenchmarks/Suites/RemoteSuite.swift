@@ -90,6 +90,40 @@ func remoteSuite(_ b: Bench) throws {
       suite: "remote", name: "pull \(sizeName(size))", parameters: params, unit: .seconds,
       trove: pulled[0], referenceName: "curl -o FILE && sync FILE", reference: pulled[2],
       note: "the same durability as trove, without the hash"))
+  // The same blob from a signed remote: A signs it (the blob is there, so
+  // only its signed entry goes up), and a reader trusting A's key pulls it
+  // beside one that reads the remote unsigned.
+  let key = files + "/bench.key"
+  let publicKey = try Spawn.capture([b.trove, "-q", "keygen", "bench", "--out", key])
+    .trimmingCharacters(in: .whitespacesAndNewlines)
+  let trusting = b.work + "/remote-trusting"
+  defer { remove(trusting) }
+  func resetTrusting() throws {
+    remove(trusting)
+    try Spawn.check([
+      b.trove, "--store", trusting, "remote", "add", "shared", base, "--write", "off", "--trust",
+      publicKey,
+    ])
+  }
+  try Spawn.check([b.trove, "--store", a, "config", "set", "signing-key", key])
+  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", digest])
+  let signedPull = try b.timeCommands([
+    [b.trove, "--store", trusting, "-q", "remote", "pull", digest],
+    [b.trove, "--store", reader, "-q", "remote", "pull", digest],
+  ]) {
+    try resetTrusting()
+    try resetReader()
+  }
+  b.add(
+    Result(
+      suite: "remote", name: "pull \(sizeName(size)), signed", parameters: params,
+      unit: .seconds, trove: signedPull[0], referenceName: "the same pull, unsigned remote",
+      reference: signedPull[1],
+      note:
+        "the trusting reader checks the Ed25519 signature of the blob's entry and computes SHA-256 in the same pass as XXH3"
+    ))
+  // The small objects below are pushed unsigned, as before.
+  try Spawn.check([b.trove, "--store", a, "config", "unset", "signing-key"])
   remove(big)
   // The small objects' push --all below must not send the big one again.
   try Spawn.check([b.trove, "--store", a, "-q", "rm", digest])
@@ -141,6 +175,38 @@ func remoteSuite(_ b: Bench) throws {
       suite: "remote", name: "pull \(count) × 16 KiB", parameters: smallParams, unit: .seconds,
       trove: pullMany[0], referenceName: "xargs -P8 curl -o", reference: pullMany[1],
       note: "trove pulls one at a time, hashing and fsyncing each; curl runs 8 in parallel"))
+
+  // Fetches of URLs the readers lack, read through the key records another
+  // store pushed (with validators: each is revalidated with the origin, a
+  // 304): from a signed remote by a reader trusting the key, and unsigned.
+  let origin = www + "/origin"
+  try FileManager.default.createDirectory(atPath: origin, withIntermediateDirectories: true)
+  var urls: [String] = []
+  for i in 0..<count {
+    try makeRandomFile(origin + "/s\(i)", bytes: 16 << 10 + i + 7)
+    urls.append("http://127.0.0.1:\(port)/origin/s\(i)")
+  }
+  let urlList = files + "/fetch-urls.txt"
+  try urls.joined(separator: "\n").write(toFile: urlList, atomically: true, encoding: .utf8)
+  try Spawn.check([b.trove, "--store", a, "config", "set", "signing-key", key])
+  try Spawn.check([b.trove, "--store", a, "-q", "fetch", "-i", urlList])
+  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push"])
+  let signedFetch = try b.timeCommands([
+    [b.trove, "--store", trusting, "-q", "fetch", "-i", urlList],
+    [b.trove, "--store", reader, "-q", "fetch", "-i", urlList],
+  ]) {
+    try resetTrusting()
+    try resetReader()
+  }
+  b.add(
+    Result(
+      suite: "remote", name: "fetch \(count) × 16 KiB through key records, signed",
+      parameters: smallParams, unit: .seconds, trove: signedFetch[0],
+      referenceName: "the same fetch, unsigned remote", reference: signedFetch[1],
+      note:
+        "per URL: the record's Ed25519 signature checked and the blob's SHA-256 computed as it arrives"
+    ))
+  try Spawn.check([b.trove, "--store", a, "config", "unset", "signing-key"])
 
   try redisRows(b, files: files, count: count)
 

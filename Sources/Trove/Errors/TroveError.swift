@@ -21,6 +21,9 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
     public static let invalidArgument = Code(rawValue: "invalid-argument")
     /// The store holds no object with this digest.
     public static let notFound = Code(rawValue: "not-found")
+    /// A remote's record or object is not signed by a key the store
+    /// trusts for that remote: read as a miss, never used.
+    public static let untrusted = Code(rawValue: "untrusted")
     /// The input file does not exist.
     public static let sourceMissing = Code(rawValue: "source-missing")
     /// The input is not a regular file (a directory, a device).

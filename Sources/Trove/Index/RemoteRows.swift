@@ -20,6 +20,9 @@ struct RemoteRecord: Sendable, Hashable {
   var errors: Int64 = 0
   /// Reads that skipped it while its breaker was open.
   var skipped: Int64 = 0
+  /// Records and objects it offered that no key trusted for it signed
+  /// (taken as misses).
+  var untrusted: Int64 = 0
   /// Objects created before this (nanoseconds since 1970) are all known
   /// to be on it, or too large for it: its queue is looked for after.
   var cursor: Int64 = 0
@@ -29,7 +32,7 @@ struct RemoteRecord: Sendable, Hashable {
 
   static let fields = [
     "failures", "retry-at", "hits", "misses", "corrupt", "bytes", "errors", "skipped", "since",
-    "cursor",
+    "cursor", "untrusted",
   ]
 
   subscript(field: String) -> Int64 {
@@ -44,6 +47,7 @@ struct RemoteRecord: Sendable, Hashable {
       case "errors": errors
       case "since": since
       case "cursor": cursor
+      case "untrusted": untrusted
       default: skipped
       }
     }
@@ -58,6 +62,7 @@ struct RemoteRecord: Sendable, Hashable {
       case "errors": errors = newValue
       case "since": since = newValue
       case "cursor": cursor = newValue
+      case "untrusted": untrusted = newValue
       default: skipped = newValue
       }
     }

@@ -46,6 +46,10 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// reads back through it) before any object no remote holds, each group
   /// in least-recently-used order. Without remotes there are none such.
   public var evictRemoteBackedFirst: Bool = true
+  /// The absolute path of the private key file (`trove keygen`) a push
+  /// signs key records and objects with; nil: pushes are not signed. The
+  /// key itself is never kept here: the file is read when a push signs.
+  public var signingKey: String?
 
   /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
   /// the volume kept free, leftovers removed after an hour, no limit on an
@@ -154,6 +158,7 @@ extension CachePolicy {
     case compressionMinimumSize = "compression-min-size"
     case checksums
     case evictRemoteFirst = "evict-remote-first"
+    case signingKey = "signing-key"
 
     /// The environment variable that overrides the setting for one process:
     /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
@@ -178,6 +183,7 @@ extension CachePolicy {
       case .compressionMinimumSize: return "a size such as 64K or 1M"
       case .checksums: return "none, sha256, sha512, or sha256,sha512"
       case .evictRemoteFirst: return "true or false"
+      case .signingKey: return "the absolute path of a key file 'trove keygen' wrote, or 'none'"
       }
     }
 
@@ -202,6 +208,7 @@ extension CachePolicy {
         return policy.checksums.isEmpty
           ? "none" : policy.checksums.map(\.rawValue).joined(separator: ",")
       case .evictRemoteFirst: return policy.evictRemoteBackedFirst ? "true" : "false"
+      case .signingKey: return policy.signingKey ?? "none"
       }
     }
 
@@ -273,6 +280,14 @@ extension CachePolicy {
         case "false": policy.evictRemoteBackedFirst = false
         default: throw invalid
         }
+      case .signingKey:
+        if none {
+          policy.signingKey = nil
+          return
+        }
+        guard text.hasPrefix("/"), !text.unicodeScalars.contains(where: { $0.value < 0x20 })
+        else { throw invalid }
+        policy.signingKey = text
       }
     }
 

@@ -129,6 +129,9 @@ extension Store {
     } catch  where error.code == .notFound || error.code == .checksumMismatch {
       remoteAnswered(remote)
       throw error
+    } catch  where error.code == .untrusted {
+      remoteAnswered(remote, ["untrusted": 1])
+      throw error
     } catch  where error.code == .unavailable || error.code == .transferFailed {
       remoteFailed(remote, error)
       throw error

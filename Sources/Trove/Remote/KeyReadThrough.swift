@@ -64,7 +64,10 @@ extension Store {
   public func hasKeyRecord(_ key: String, on remote: String) throws(TroveError) -> Bool {
     let spec = try self.remote(named: remote)
     return try askingDirectly(spec.name) { () throws(TroveError) in
-      try openRemote(spec, writing: false).readKeyRecord(key) != nil
+      guard let record = try openRemote(spec, writing: false).readKeyRecord(key) else {
+        return false
+      }
+      return spec.trustedKeys.map { record.facts(trusting: $0) != nil } ?? true
     }
   }
 
@@ -76,7 +79,9 @@ extension Store {
       // Answered only once every request succeeded: a failure is the
       // breaker's (askRemotes), and must not find it closed by this one.
       var held = false
-      if let digest = try backend.readKeyRecord(key)?.blobDigest {
+      if let record = try backend.readKeyRecord(key), let digest = record.blobDigest,
+        spec.trustedKeys.map({ record.facts(trusting: $0) != nil }) ?? true
+      {
         held = try objects.find(digest, confirmingMiss: true) != nil
         if !held { held = try backend.exists(digest) }
       }
@@ -129,12 +134,16 @@ extension Store {
     guard let record = try backend.readKeyRecord(key), let digest = record.blobDigest else {
       return nil
     }
+    // From a remote that must sign, what a trusted key signed of the
+    // object is checked against its bytes, here or as they arrive.
+    let facts = try trustedFacts(of: record, spec: spec)
     var downloaded = false
     let size: Int64
     if let entry = try entry(for: digest) {
+      if let facts { try checkLocal(digest, against: facts, spec: spec) }
       size = entry.size
     } else {
-      let pulled = try pull(digest, from: backend, spec: spec)
+      let pulled = try pull(digest, from: backend, spec: spec, signed: facts)
       onPulled(pulled)
       size = pulled.size
       downloaded = true

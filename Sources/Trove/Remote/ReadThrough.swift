@@ -36,7 +36,14 @@ extension Store {
   /// breaker admits, in order), or nil. Nothing is downloaded.
   public func remoteHolding(_ digest: BlobDigest) -> String? {
     askRemotes { (spec, backend) throws(TroveError) -> String? in
-      let held = try backend.exists(digest)
+      var held = try backend.exists(digest)
+      if held, spec.trustedKeys != nil {
+        do throws(TroveError) {
+          _ = try trustedFacts(of: digest, spec: spec, backend: backend)
+        } catch  where error.code == .untrusted {
+          held = false
+        }
+      }
       remoteAnswered(spec.name)
       return held ? spec.name : nil
     }
@@ -71,6 +78,9 @@ extension Store {
       } catch  where error.code == .notFound {
         trace(.remote, "remote '\(spec.name)' missed", why: error.message)
         remoteAnswered(spec.name, ["misses": 1])
+      } catch  where error.code == .untrusted {
+        trace(.remote, "remote '\(spec.name)' offered nothing trusted", why: error.message)
+        remoteAnswered(spec.name, ["untrusted": 1])
       } catch  where error.code == .checksumMismatch {
         trace(.remote, "refused what remote '\(spec.name)' sent", why: error.message)
         remoteAnswered(spec.name, ["corrupt": 1])

@@ -440,4 +440,25 @@ final class RedisBackend: RemoteBackend {
       ])
     }
   }
+
+  func readSignedEntry(_ digest: BlobDigest) throws(TroveError) -> SignedObjectEntry? {
+    let reply = try using { (c) throws(TroveError) in
+      try c.call([
+        "GETRANGE", RemoteNames.redisSignedEntryKey(digest), "0",
+        String(SignedObjectEntry.sizeLimit),
+      ])
+    }
+    guard case .bulk(let bytes) = reply else { throw unexpected(reply, to: "GETRANGE") }
+    guard let bytes, !bytes.isEmpty, bytes.count <= SignedObjectEntry.sizeLimit else { return nil }
+    return SignedObjectEntry.decode(bytes, digest: digest)
+  }
+
+  func writeSignedEntry(_ entry: SignedObjectEntry, of digest: BlobDigest) throws(TroveError) {
+    try using { (c) throws(TroveError) in
+      _ = try c.call([
+        "SET", RemoteNames.redisSignedEntryKey(digest),
+        String(decoding: entry.encoded(), as: UTF8.self),
+      ])
+    }
+  }
 }

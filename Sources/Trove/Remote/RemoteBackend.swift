@@ -42,6 +42,11 @@ protocol RemoteBackend: AnyObject {
   /// Writes `record`, replacing the key's earlier one (whole: a reader
   /// sees the old record or the new).
   func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError)
+  /// The signed entry of `digest`'s blob, or nil when the remote has none
+  /// (or one that is not an entry of `digest`).
+  func readSignedEntry(_ digest: BlobDigest) throws(TroveError) -> SignedObjectEntry?
+  /// Writes `entry`, replacing the blob's earlier one (whole).
+  func writeSignedEntry(_ entry: SignedObjectEntry, of digest: BlobDigest) throws(TroveError)
 }
 
 /// A blob to upload: `size` bytes of `file` from offset 0; with `verify`,

@@ -20,6 +20,9 @@ struct RemoteKeyRecord: Codable, Sendable, Hashable {
   var origin: KeyOrigin?
   /// Checksums of the object (`sha256:…`), verified when they were recorded.
   var checksums: [String]
+  /// The signatures of the pushing store's signing key, and what they
+  /// cover beside the fields above; nil when unsigned.
+  var signed: KeyRecordSignatures? = nil
 
   /// The largest record read: a key, validators and a few checksums.
   static let sizeLimit = 64 * 1024

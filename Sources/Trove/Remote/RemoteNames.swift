@@ -6,6 +6,7 @@
 ///   cas/<aa>/<hex>     one blob          trove:cas:<hex>
 ///   tmp/<random>       an upload in flight  trove:tmp:<random> (expires)
 ///   keys/<h>.json      a key's record     trove:key:<h>
+///   sigs/<aa>/<hex>.json  an object's signatures  trove:sig:<hex>
 /// ```
 enum RemoteNames {
   static let layoutFile = "trove-remote.json"
@@ -31,6 +32,14 @@ enum RemoteNames {
   static func redisKeyRecordKey(_ key: String) -> String {
     "trove:key:" + RemoteKeyRecord.name(of: key)
   }
+
+  /// `sigs/<aa>/<hex>.json`: the signed entry of `digest`'s blob
+  /// (``SignedObjectEntry``), beside `cas/` so that nothing that lists
+  /// blobs meets it.
+  static func signedEntryPath(_ digest: BlobDigest) -> String {
+    "sigs/" + String(digest.hex.prefix(2)) + "/" + digest.hex + ".json"
+  }
+  static func redisSignedEntryKey(_ digest: BlobDigest) -> String { "trove:sig:" + digest.hex }
 
   static let redisLayoutKey = "trove:remote"
   static func redisBlobKey(_ digest: BlobDigest) -> String { "trove:cas:" + digest.hex }

@@ -22,6 +22,11 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// When objects a put or fetch stores go up to this (writable) remote;
   /// nil for the default, ``RemoteWrite/async``.
   @Nullable public var write: RemoteWrite?
+  /// The keys whose signatures this store accepts from the remote (`remote
+  /// add --trust`): with any, only records and objects one of them signed
+  /// are read from it; nil reads what the remote holds, checked against
+  /// damage only.
+  @Nullable public var trust: [PublicSigningKey]?
 
   /// The default ``maxObjectSize`` of a Redis remote: 64 MiB.
   public static let defaultRedisMaxObjectSize: Int64 = 64 << 20
@@ -31,9 +36,11 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// A remote spec; see ``validated()``.
   public init(
     name: String, url: String, readOnly: Bool = false,
-    maxObjectSize: Int64? = nil, authEnvironment: String? = nil, write: RemoteWrite? = nil
+    maxObjectSize: Int64? = nil, authEnvironment: String? = nil, write: RemoteWrite? = nil,
+    trust: [PublicSigningKey]? = nil
   ) {
     self.write = write
+    self.trust = trust
     self.name = name
     self.url = url
     self.readOnly = readOnly
@@ -54,6 +61,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     case maxObjectSize = "max-object-size"
     case authEnvironment = "auth-env"
     case write
+    case trust
   }
 
   /// The kind of server the URL names.
@@ -164,6 +172,11 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
         .invalidArgument,
         "invalid auth-env '\(variable)' for remote '\(name)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN",
         value: variable)
+    }
+    if let trust, trust.isEmpty {
+      throw TroveError(
+        .invalidArgument,
+        "remote '\(name)' trusts no key: give at least one, or none of trust", value: name)
     }
     return self
   }

@@ -26,6 +26,12 @@ public struct RemoteStatus: Sendable {
   public var errors: Int64
   /// Reads that skipped it because its breaker was open.
   public var skipped: Int64
+  /// Records and objects it offered that no key this store trusts for it
+  /// signed (`remote add --trust`): taken as misses, never used.
+  public var untrusted: Int64 = 0
+  /// The keys whose signatures the store accepts from it; empty when it
+  /// reads the remote unsigned.
+  public var trust: [PublicSigningKey] = []
   /// When objects a put or fetch stores go up to it.
   public var write: RemoteWrite
   /// Objects waiting to go up to it, and their bytes (the upload queue:
@@ -67,7 +73,8 @@ extension Store {
           consecutiveFailures: record.failures,
           retryAt: retryAt.map { Date(nanosecondsSince1970: $0) }, hits: record.hits,
           misses: record.misses, corrupt: record.corrupt, bytesPulled: record.bytes,
-          errors: record.errors, skipped: record.skipped, write: spec.write ?? .async,
+          errors: record.errors, skipped: record.skipped, untrusted: record.untrusted,
+          trust: spec.trust ?? [], write: spec.write ?? .async,
           queued: spec.readOnly || isReadOnly ? nil : try uploadQueueLength(for: spec.name),
           tooLarge: tooLarge))
     }

@@ -48,15 +48,32 @@ extension Store {
     }
   }
 
-  func pull(_ digest: BlobDigest, from backend: any RemoteBackend, spec: RemoteSpec)
+  /// Pulls `digest`'s blob from `backend`. From a remote `spec` trusts
+  /// keys for, the blob must also have the length and SHA-256 a trusted
+  /// key signed: `signed` (a signed key record's), else the blob's own
+  /// signed entry (`.untrusted` when there is none).
+  func pull(
+    _ digest: BlobDigest, from backend: any RemoteBackend, spec: RemoteSpec,
+    signed: SignedFacts? = nil
+  )
     throws(TroveError) -> RemotePull
   {
     guard let size = try backend.size(digest) else {
       throw TroveError(
         .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
     }
+    var facts = signed
+    if facts == nil { facts = try trustedFacts(of: digest, spec: spec, backend: backend) }
+    if let facts, facts.size != size {
+      throw TroveError(
+        .checksumMismatch,
+        "remote '\(spec.name)' holds \(size) bytes as \(digest), not the \(facts.size) a trusted key signed; nothing stored",
+        value: digest.description)
+    }
     let writer = try makeWriter(
       expectedSize: size, priority: .important, source: "remote '\(spec.name)'", exact: true)
+    // The SHA-256 a signer gave is computed as the bytes are written.
+    writer.companion = facts.map { _ in SHA2Hasher(.sha256) }
     do throws(TroveError) {
       // A large blob is hashed and written on a thread of its own, beside
       // the transfer; the commit waits for all of it.
@@ -72,6 +89,12 @@ extension Store {
       guard downloaded != nil else {
         throw TroveError(
           .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
+      }
+      if let facts, let sha = writer.companion?.finalize(), sha != facts.sha256 {
+        throw TroveError(
+          .checksumMismatch,
+          "their SHA-256 is \(sha), not the \(facts.sha256) a trusted key signed",
+          value: digest.description)
       }
       let result = try writer.commit(method: .stream, expecting: digest, size: size)
       noteHolding(spec.name, digest, .held)
@@ -143,6 +166,14 @@ extension Store {
   func push(_ digests: [BlobDigest], to backend: any RemoteBackend)
     -> [Result<RemoteUpload, TroveError>?]
   {
+    // A key that cannot be read uploads nothing: unsigned objects would
+    // be of no use to the readers that trust it.
+    let signer: SigningKey?
+    do throws(TroveError) {
+      signer = try signingKey()
+    } catch {
+      return digests.map { _ -> Result<RemoteUpload, TroveError>? in .failure(error) }
+    }
     var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: digests.count)
     var pending: [(Int, VerifiedCopy)] = []
     var remoteFailed = false
@@ -173,7 +204,15 @@ extension Store {
           continue
         }
         do throws(TroveError) {
-          try writeKeyRecords(of: digests[i], to: backend)
+          var facts: SignedFacts?
+          if let signer {
+            // Signed after the blob, before its keys: a reader that finds
+            // a signed record finds the blob and its signed entry.
+            let signed = try signedFacts(of: digests[i])
+            try signObject(digests[i], facts: signed, on: backend, signer: signer)
+            facts = signed
+          }
+          try writeKeyRecords(of: digests[i], to: backend, signer: signer, facts: facts)
           results[i] = .success(upload)
         } catch {
           results[i] = .failure(error)
@@ -203,17 +242,23 @@ extension Store {
 
   /// Writes the key records of the keys bound to `digest`, with what
   /// fetches learnt and the checksums.
-  private func writeKeyRecords(of digest: BlobDigest, to backend: any RemoteBackend)
+  /// With `signer`, each record is signed, saying `facts` of the object.
+  private func writeKeyRecords(
+    of digest: BlobDigest, to backend: any RemoteBackend, signer: SigningKey? = nil,
+    facts: SignedFacts? = nil
+  )
     throws(TroveError)
   {
     let (keys, checksums) = try index().read("read the keys of \(digest)") {
       (tx) throws(TroveError) in (try tx.keys(of: digest), try tx.checksums(of: digest))
     }
+    let time = currentTimeNanoseconds() / 1_000_000_000
     for binding in keys {
-      try backend.writeKeyRecord(
-        RemoteKeyRecord(
-          key: binding.key, digest: digest.description, origin: binding.origin,
-          checksums: checksums.map(\.description)))
+      var record = RemoteKeyRecord(
+        key: binding.key, digest: digest.description, origin: binding.origin,
+        checksums: checksums.map(\.description))
+      if let signer, let facts { record = record.signed(by: signer, facts: facts, time: time) }
+      try backend.writeKeyRecord(record)
     }
   }
 

@@ -176,4 +176,32 @@ final class WebDAVBackend: RemoteBackend {
       "PUT", base + "/" + RemoteNames.keyRecordPath(record.key), accepting: [200, 201, 204],
       upload: RemoteHTTPTransfer.Upload(bytes: record.encoded()))
   }
+
+  func readSignedEntry(_ digest: BlobDigest) throws(TroveError) -> SignedObjectEntry? {
+    var bytes: [UInt8] = []
+    var tooLarge = false
+    let outcome: RemoteHTTPTransfer.Outcome
+    do throws(TroveError) {
+      outcome = try request(
+        "GET", base + "/" + RemoteNames.signedEntryPath(digest), accepting: [200, 404]
+      ) { (piece) throws(TroveError) in
+        // Stops at the limit: an endless entry is not read to its end.
+        guard bytes.count + piece.count <= SignedObjectEntry.sizeLimit else {
+          tooLarge = true
+          throw TroveError(.unsupportedFormat, "signed entry too large", value: digest.description)
+        }
+        bytes += piece
+      }
+    } catch  where tooLarge {
+      return nil
+    }
+    guard outcome.status == 200 else { return nil }
+    return SignedObjectEntry.decode(bytes, digest: digest)
+  }
+
+  func writeSignedEntry(_ entry: SignedObjectEntry, of digest: BlobDigest) throws(TroveError) {
+    try request(
+      "PUT", base + "/" + RemoteNames.signedEntryPath(digest), accepting: [200, 201, 204],
+      upload: RemoteHTTPTransfer.Upload(bytes: entry.encoded()))
+  }
 }

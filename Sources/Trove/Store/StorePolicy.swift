@@ -56,6 +56,12 @@ extension Store {
   @discardableResult
   public func setPolicy(_ key: CachePolicy.Key, to text: String) throws(TroveError) -> PolicyStatus
   {
+    if key == .signingKey, text.lowercased() != "none" {
+      // The file is checked now (owner-only, a key), not at the first push.
+      var policy = CachePolicy.default
+      try key.set(text, in: &policy)
+      _ = try SigningKey.load(text)
+    }
     let settings = try rewriteSettings { (settings) throws(TroveError) in
       try settings.set(key, text)
     }

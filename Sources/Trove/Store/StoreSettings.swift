@@ -208,6 +208,7 @@ extension CachePolicy.Key {
     case .compressionMinimumSize: return .integer(policy.compressionMinimumSize)
     case .checksums: return .string(value(in: policy))
     case .evictRemoteFirst: return .bool(policy.evictRemoteBackedFirst)
+    case .signingKey: return policy.signingKey.map { .string($0) } ?? .null
     }
   }
 }

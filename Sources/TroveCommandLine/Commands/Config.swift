@@ -103,15 +103,16 @@ let configCommand = CommandSpec(
     case "set":
       try invocation.requirePositionals(["set", "key", "value"])
       let chosen = try key(args[1])
+      let value = chosen == .signingKey ? absolutePath(args[2]) : args[2]
       var check = CachePolicy.default
       do throws(TroveError) {
-        try chosen.set(args[2], in: &check)
+        try chosen.set(value, in: &check)
       } catch {
         throw invocation.usageError(error.description)
       }
       let store = try invocation.openStore()
       let before = try store.policyStatus()
-      let after = try store.setPolicy(chosen, to: args[2])
+      let after = try store.setPolicy(chosen, to: value)
       if let damage = before.problems.first(where: { $0.key == nil }) {
         Output.error(
           "trove: '\(before.path)' was damaged (\(damage.found)): written again with \(chosen.rawValue) \(chosen.value(in: after.policy)) and the defaults for the other settings"
@@ -263,6 +264,8 @@ extension CachePolicy.Key {
       return "SHA-2 checksums every fetch computes and records (none: only --expect's)"
     case .evictRemoteFirst:
       return "sweeps evict objects a remote holds (a get reads them back) before the others"
+    case .signingKey:
+      return "key file pushes sign records and objects with (none: unsigned)"
     }
   }
 }

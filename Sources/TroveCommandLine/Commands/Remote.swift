@@ -4,7 +4,7 @@ let remoteCommand = CommandSpec(
   name: "remote",
   abstract: "Configure shared remotes (WebDAV, Redis) and copy objects to and from them.",
   usage:
-    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] [--trust <key>...] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
   arguments: [
     ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
     ("url", "http(s)://HOST/PATH (WebDAV) or redis://HOST[:PORT][/DB]."),
@@ -28,6 +28,11 @@ let remoteCommand = CommandSpec(
       names: ["--write"], valueName: "when",
       help:
         "add: when objects a put or fetch stores go up: async (default: in the background, after the command), sync (before it returns), off (only by 'remote push')."
+    ),
+    OptionSpec(
+      names: ["--trust"], valueName: "key",
+      help:
+        "add: read only records and objects signed by this public key (ed25519:…, as 'trove keygen' prints it; repeatable)."
     ),
     OptionSpec(
       names: ["--all"], valueName: nil,
@@ -81,6 +86,13 @@ let remoteCommand = CommandSpec(
     answer closes the breaker. 'remote status' shows each remote's state, its upload queue and what reading
     through it did.
 
+    Signed remotes: a store whose signing-key setting names a key file ('trove
+    keygen') signs every object and key record it pushes. A remote added with
+    --trust ed25519:KEY (repeatable) is read only through signatures of those
+    keys: what is unsigned, signed by another key or edited after signing is a
+    miss, counted 'untrusted' in 'remote status' and never stored or bound; a blob
+    whose bytes lack the signed SHA-256 is refused as corrupt (exit 65).
+
     Write-back: what a put or fetch stores is queued for every writable remote (the
     objects stored since it was added that it is not known to hold) and sent as its
     --write says: async (default) by a background 'remote push --if-idle' the command
@@ -94,7 +106,7 @@ let remoteCommand = CommandSpec(
 
 /// The options each action takes (beyond --store, --quiet, --help).
 private let remoteActionOptions: [String: Set<String>] = [
-  "add": ["--read-only", "--max-object-size", "--auth-env", "--write"],
+  "add": ["--read-only", "--max-object-size", "--auth-env", "--write", "--trust"],
   "ls": ["--json"],
   "rm": [],
   "check": ["--json"],
@@ -145,6 +157,18 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
       spec.write = write
     }
     if let size = try invocation.size("--max-object-size") { spec.maxObjectSize = size }
+    let trusted = invocation.allValues("--trust")
+    if !trusted.isEmpty {
+      var keys: [PublicSigningKey] = []
+      for text in trusted {
+        do throws(TroveError) {
+          keys.append(try PublicSigningKey(parsing: text))
+        } catch {
+          throw invocation.usageError("invalid --trust: \(error.description)")
+        }
+      }
+      spec.trust = keys
+    }
     do throws(TroveError) {
       spec = try spec.validated()
     } catch {
@@ -174,6 +198,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
             "  max-object-size \(CachePolicy.Quantities.formatSizeSetting($0))"
           } ?? "  no max-object-size"
         if let variable = remote.authEnvironment { line += "  auth-env \(variable)" }
+        for key in remote.trust ?? [] { line += "  trust \(key)" }
         Output.line(line)
       }
     }
@@ -443,9 +468,12 @@ struct RemoteRecord: Encodable {
   @Nullable var authEnv: String?
   /// `async`, `sync` or `off`.
   var write: String
+  /// The keys it must be signed by (`ed25519:…`); empty: read unsigned.
+  var trust: [String]
 
   init(_ spec: RemoteSpec) {
     write = (spec.write ?? .async).rawValue
+    trust = (spec.trust ?? []).map(\.description)
     name = spec.name
     url = spec.url
     readOnly = spec.readOnly

@@ -33,7 +33,12 @@ func remoteStatus(_ invocation: Invocation) throws -> Int32 {
     }
     Output.line(
       "  \(Output.count(s.hits, "hit")) (\(Output.size(s.bytesPulled)) pulled), \(Output.count(s.misses, "miss", "misses")), \(s.corrupt) corrupt, \(Output.count(s.errors, "error")), \(s.skipped) skipped"
+        + (s.trust.isEmpty && s.untrusted == 0 ? "" : ", untrusted \(s.untrusted)")
     )
+    if !s.trust.isEmpty {
+      Output.line(
+        "  signed: only what \(Output.count(Int64(s.trust.count), "trusted key")) signed is read")
+    }
   }
   return ExitStatus.success
 }
@@ -54,6 +59,10 @@ struct RemoteStatusRecord: Encodable {
   var bytesPulled: Int64
   var errors: Int64
   var skipped: Int64
+  /// Records and objects no trusted key signed: taken as misses.
+  var untrusted: Int64
+  /// The keys it must be signed by (`ed25519:…`); empty: read unsigned.
+  var trust: [String]
   /// `async`, `sync` or `off`.
   var write: String
   /// The upload queue; null for a read-only remote.
@@ -77,6 +86,8 @@ struct RemoteStatusRecord: Encodable {
     bytesPulled = s.bytesPulled
     errors = s.errors
     skipped = s.skipped
+    untrusted = s.untrusted
+    trust = s.trust.map(\.description)
     write = s.write.rawValue
     queuedObjects = s.queued?.objects
     queuedBytes = s.queued?.bytes

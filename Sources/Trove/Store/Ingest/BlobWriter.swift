@@ -35,6 +35,9 @@ public final class BlobWriter {
   /// The lengths the bytes may have: checked as they arrive and at commit.
   let limit: SizeLimit
   private var hasher = XXH3Hasher()
+  /// A second hash of the bytes written, fed in the same pass (a signed
+  /// remote's SHA-256); read by its owner once the writes are done.
+  var companion: SHA2Hasher?
   /// Bytes written by the caller.
   private var size: Int64 = 0
   /// Of those, how many went on to the temp file (raw or into the frame).
@@ -121,6 +124,7 @@ public final class BlobWriter {
     do throws(TroveError) {
       try limit.checkReceived(size + Int64(bytes.count))
       hasher.update(bytes)
+      companion?.update(bytes)
       size += Int64(bytes.count)
       var rest = bytes
       if let held = sample {

@@ -1,0 +1,156 @@
+import Foundation
+
+extension RemoteSpec {
+  /// The keys this store accepts signatures of from the remote; nil when
+  /// it reads the remote unsigned.
+  var trustedKeys: Set<PublicSigningKey>? { trust.map(Set.init) }
+}
+
+extension SignedObjectEntry {
+  /// An entry of `digest` signed by `signer`, keeping the signatures of
+  /// `earlier` (the remote's entry) when they cover the same facts.
+  init(
+    digest: BlobDigest, facts: SignedFacts, signer: SigningKey,
+    keeping earlier: SignedObjectEntry?
+  ) {
+    let text = SignedText.object(digest: digest, size: facts.size, sha256: facts.sha256)
+    var signatures = [signer.signature(of: text)]
+    if let earlier, earlier.signedText == text {
+      signatures += earlier.signatures.filter { $0.key != signer.publicKey }.prefix(15)
+    }
+    self.init(
+      format: Self.currentFormat, digest: digest.description, size: facts.size,
+      sha256: facts.sha256.description, signatures: signatures)
+  }
+
+  /// What it says of the object, when one of `trusted` signed it.
+  func facts(trusting trusted: Set<PublicSigningKey>) -> SignedFacts? {
+    guard let text = signedText, let sha = try? Checksum(parsing: sha256),
+      signatures.contains(where: { $0.verifies(text, trusting: trusted) })
+    else { return nil }
+    return SignedFacts(size: size, sha256: sha)
+  }
+
+  /// Whether `signer` signed these very facts already.
+  func isSigned(by signer: SigningKey, for facts: SignedFacts) -> Bool {
+    self.facts(trusting: [signer.publicKey]) == facts
+  }
+}
+
+extension RemoteKeyRecord {
+  /// The text its signatures cover, when it carries signed facts that parse.
+  var signedText: SignedText? {
+    guard let signed, signed.format == 1, let digest = blobDigest,
+      let sha = try? Checksum(parsing: signed.sha256), sha.algorithm == .sha256, signed.size >= 0
+    else { return nil }
+    return .keyRecord(
+      key: key, digest: digest, size: signed.size, sha256: sha, etag: origin?.etag,
+      lastModified: origin?.lastModified, time: signed.time)
+  }
+
+  /// This record signed by `signer`, saying `facts` of its object at `time`
+  /// (seconds since 1970).
+  func signed(by signer: SigningKey, facts: SignedFacts, time: Int64) -> RemoteKeyRecord {
+    var record = self
+    record.signed = KeyRecordSignatures(
+      format: 1, size: facts.size, sha256: facts.sha256.description, time: time, signatures: [])
+    if let text = record.signedText {
+      record.signed?.signatures = [signer.signature(of: text)]
+    }
+    return record
+  }
+
+  /// What it says of its object, when one of `trusted` signed it.
+  func facts(trusting trusted: Set<PublicSigningKey>) -> SignedFacts? {
+    guard let signed, let text = signedText, let sha = try? Checksum(parsing: signed.sha256),
+      signed.signatures.contains(where: { $0.verifies(text, trusting: trusted) })
+    else { return nil }
+    return SignedFacts(size: signed.size, sha256: sha)
+  }
+}
+
+/// Signing what a push publishes, and refusing what a trusting store
+/// reads unsigned.
+extension Store {
+  /// The key the settings name (`signing-key`), read from its file now;
+  /// nil when none is set.
+  ///
+  /// - Throws: `.invalidConfig` naming the file when it cannot be used
+  ///   (see ``SigningKey/load(_:)``).
+  func signingKey() throws(TroveError) -> SigningKey? {
+    guard let path = try currentSettings().policy.signingKey else { return nil }
+    return try SigningKey.load(path)
+  }
+
+  /// What a signer vouches for `digest`: its length and SHA-256, computed
+  /// from (and checked against) the local object.
+  func signedFacts(of digest: BlobDigest) throws(TroveError) -> SignedFacts {
+    guard let entry = try entry(for: digest) else { throw notFound(digest) }
+    guard let sha = try checksums(of: digest, [.sha256])[.sha256] else {
+      throw TroveError(.ioError, "no SHA-256 of \(digest)", value: digest.description)
+    }
+    return SignedFacts(size: entry.size, sha256: sha)
+  }
+
+  /// Signs `digest`'s blob on `backend`: writes its signed entry unless
+  /// `signer` signed the same facts there already.
+  func signObject(
+    _ digest: BlobDigest, facts: SignedFacts, on backend: any RemoteBackend,
+    signer: SigningKey
+  ) throws(TroveError) {
+    let earlier = try backend.readSignedEntry(digest)
+    if let earlier, earlier.isSigned(by: signer, for: facts) { return }
+    try backend.writeSignedEntry(
+      SignedObjectEntry(digest: digest, facts: facts, signer: signer, keeping: earlier),
+      of: digest)
+  }
+
+  /// What a key of `spec`'s trusted ones says of `digest` on `backend`;
+  /// nil when `spec` trusts no keys (the remote is read unsigned).
+  ///
+  /// - Throws: `.untrusted` when no trusted key signed an entry of it.
+  func trustedFacts(of digest: BlobDigest, spec: RemoteSpec, backend: any RemoteBackend)
+    throws(TroveError) -> SignedFacts?
+  {
+    guard let trusted = spec.trustedKeys else { return nil }
+    guard let facts = try backend.readSignedEntry(digest)?.facts(trusting: trusted) else {
+      throw untrusted(spec, "\(digest)", value: digest.description)
+    }
+    return facts
+  }
+
+  /// What a key of `spec`'s trusted ones says of `record`'s object; nil
+  /// when `spec` trusts no keys.
+  ///
+  /// - Throws: `.untrusted` when no trusted key signed the record.
+  func trustedFacts(of record: RemoteKeyRecord, spec: RemoteSpec) throws(TroveError)
+    -> SignedFacts?
+  {
+    guard let trusted = spec.trustedKeys else { return nil }
+    guard let facts = record.facts(trusting: trusted) else {
+      throw untrusted(spec, "the record of key '\(record.key)'", value: record.key)
+    }
+    return facts
+  }
+
+  private func untrusted(_ spec: RemoteSpec, _ what: String, value: String) -> TroveError {
+    TroveError(
+      .untrusted,
+      "remote '\(spec.name)': \(what) is not signed by a key this store trusts for it; not used",
+      value: value)
+  }
+
+  /// Throws unless the object `digest` this store holds has the SHA-256 a
+  /// trusted signer gave (a record naming a local object).
+  func checkLocal(_ digest: BlobDigest, against facts: SignedFacts, spec: RemoteSpec)
+    throws(TroveError)
+  {
+    let sha = try checksums(of: digest, [.sha256])[.sha256]
+    guard sha == facts.sha256, try entry(for: digest)?.size == facts.size else {
+      throw TroveError(
+        .checksumMismatch,
+        "remote '\(spec.name)': a signed record says \(digest) has \(facts.sha256) and \(facts.size) bytes, which this store's copy does not",
+        value: digest.description)
+    }
+  }
+}
