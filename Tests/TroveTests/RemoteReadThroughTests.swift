@@ -70,7 +70,7 @@ struct RemoteReadThroughTests {
       shared.keys.sorted() == [
         "bytesPulled", "consecutiveFailures", "corrupt", "errors", "hits", "misses", "name",
         "queuedBytes", "queuedObjects", "readOnly", "retryAt", "skipped", "state", "tooLargeBytes",
-        "tooLargeObjects", "url", "write",
+        "tooLargeObjects", "trust", "untrusted", "url", "write",
       ])
     #expect(RemoteTests.leftovers(b) == [])
     let human = try CLI.run(["--store", b, "stats"])

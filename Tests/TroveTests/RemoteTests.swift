@@ -390,7 +390,9 @@ struct RemoteTests {
     #expect(records?[1]["authEnv"] as? String == "REDIS_PW")
     #expect(records?[1]["readOnly"] as? Bool == true)
     #expect(
-      records?[0].keys.sorted() == ["authEnv", "maxObjectSize", "name", "readOnly", "url", "write"])
+      records?[0].keys.sorted() == [
+        "authEnv", "maxObjectSize", "name", "readOnly", "trust", "url", "write",
+      ])
     #expect(records?[0]["write"] as? String == "off")
     let file = try contents(store + "/remotes.json")
     let before = file
