@@ -248,6 +248,43 @@ struct SigningTests {
     #expect(try Self.counts(trusting).corrupt == 1)
     #expect(RemoteTests.leftovers(trusting) == [])
   }
+
+  @Test(
+    "WebDAV: a signed blob over 16 MiB (SHA-256 on a thread beside the writer's) is pulled whole; one whose bytes lack the signed SHA-256 is refused"
+  )
+  func largeSignedBlob() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (writer, trusting, _, keyFile) = try Self.stores(scratch, url: dav.url("/large"))
+    let bytes = Bytes.random(17 << 20 + 5, seed: 2806)
+    let digest = XXH3Hasher.digest(bytes)
+    #expect(try CLI.run(["--store", writer, "put", try scratch.write("in", bytes)]).status == 0)
+    let pulled = try RemoteTests.remote(trusting, ["pull", digest.description])
+    #expect(pulled.status == 0, "\(pulled.stderr)")
+    #expect(try CLI.run(["--store", trusting, "get", digest.description, "-"]).stdout == bytes)
+
+    // Another large blob on the remote, with an entry the trusted key
+    // signed for the first blob's SHA-256.
+    let other = Bytes.random(17 << 20 + 9, seed: 2807)
+    let otherDigest = XXH3Hasher.digest(other)
+    let blob = dav.files["large/" + remoteBlobPath(otherDigest)]
+    try FileManager.default.createDirectory(
+      atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try Data(other).write(to: URL(fileURLWithPath: blob))
+    let entry = SignedObjectEntry(
+      digest: otherDigest, facts: SignedFacts(size: Int64(other.count), sha256: sha256(bytes)),
+      signer: try SigningKey.load(keyFile), keeping: nil)
+    let entryPath = dav.files["large/sigs/\(otherDigest.hex.prefix(2))/\(otherDigest.hex).json"]
+    try FileManager.default.createDirectory(
+      atPath: (entryPath as NSString).deletingLastPathComponent,
+      withIntermediateDirectories: true)
+    try Data(entry.encoded()).write(to: URL(fileURLWithPath: entryPath))
+    let refused = try RemoteTests.remote(trusting, ["pull", otherDigest.description])
+    #expect(refused.status == 65, "\(refused.stderr)")
+    #expect(refused.stderr.contains("a trusted key signed"), "\(refused.stderr)")
+    #expect(try RemoteTests.digests(trusting) == [digest])
+    #expect(RemoteTests.leftovers(trusting) == [])
+  }
 }
 
 /// The SHA-256 of `bytes`.

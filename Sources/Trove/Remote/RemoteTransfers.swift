@@ -72,12 +72,15 @@ extension Store {
     }
     let writer = try makeWriter(
       expectedSize: size, priority: .important, source: "remote '\(spec.name)'", exact: true)
-    // The SHA-256 a signer gave is computed as the bytes are written.
-    writer.companion = facts.map { _ in SHA2Hasher(.sha256) }
+    // The SHA-256 a signer gave is computed from the bytes as they are
+    // written: by the writer, or beside it on a large blob's thread.
+    let sha = facts.map { _ in SHA2Hasher(.sha256) }
     do throws(TroveError) {
       // A large blob is hashed and written on a thread of its own, beside
       // the transfer; the commit waits for all of it.
-      let threaded = size >= Self.threadedPullSize ? WriterThread(writer) : nil
+      let threaded =
+        size >= Self.threadedPullSize ? WriterThread(writer, companion: sha) : nil
+      if threaded == nil { writer.companion = sha }
       let downloaded: Int64?
       do throws(TroveError) {
         downloaded = try backend.download(digest, from: 0, into: threaded ?? writer)
@@ -90,10 +93,10 @@ extension Store {
         throw TroveError(
           .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
       }
-      if let facts, let sha = writer.companion?.finalize(), sha != facts.sha256 {
+      if let facts, let computed = sha?.finalize(), computed != facts.sha256 {
         throw TroveError(
           .checksumMismatch,
-          "their SHA-256 is \(sha), not the \(facts.sha256) a trusted key signed",
+          "their SHA-256 is \(computed), not the \(facts.sha256) a trusted key signed",
           value: digest.description)
       }
       let result = try writer.commit(method: .stream, expecting: digest, size: size)

@@ -31,6 +31,14 @@ final class WriterThread: RemoteSink, @unchecked Sendable {
   static let writebackStep: Int64 = 16 << 20
 
   private let writer: BlobWriter
+  /// A second hash of the bytes (a signed remote's SHA-256), fed each
+  /// buffer by a thread of its own while the writer takes the same buffer.
+  private let companion: SHA2Hasher?
+  /// Buffers for the companion, and how many of the two threads still
+  /// read each handed-on buffer (it is free again at none).
+  private var hashing: [(UnsafeMutableRawBufferPointer, Int)] = []
+  private var readers: [UnsafeMutableRawPointer: Int] = [:]
+  private var hashFinished = true
   private let condition = NSCondition()
   private var free: [UnsafeMutableRawBufferPointer] = []
   private var full: [(UnsafeMutableRawBufferPointer, Int)] = []
@@ -41,14 +49,21 @@ final class WriterThread: RemoteSink, @unchecked Sendable {
   private var current: UnsafeMutableRawBufferPointer?
   private var filled = 0
 
-  init(_ writer: BlobWriter) {
+  init(_ writer: BlobWriter, companion: SHA2Hasher? = nil) {
     self.writer = writer
+    self.companion = companion
     for _ in 0..<Self.bufferCount {
       free.append(.allocate(byteCount: Self.bufferSize, alignment: 4096))
     }
     let thread = Thread { [self] in run() }
     thread.name = "trove-remote-writer"
     thread.start()
+    if companion != nil {
+      hashFinished = false
+      let hasher = Thread { [self] in runCompanion() }
+      hasher.name = "trove-remote-hasher"
+      hasher.start()
+    }
   }
 
   deinit {
@@ -91,7 +106,7 @@ final class WriterThread: RemoteSink, @unchecked Sendable {
     }
     ending = true
     condition.broadcast()
-    while !finished { condition.wait() }
+    while !finished || !hashFinished { condition.wait() }
     let failure = self.failure ?? handing
     condition.unlock()
     if let failure { throw failure }
@@ -111,6 +126,10 @@ final class WriterThread: RemoteSink, @unchecked Sendable {
     defer { condition.unlock() }
     current = nil
     full.append((buffer, filled))
+    if companion != nil, let base = buffer.baseAddress {
+      hashing.append((buffer, filled))
+      readers[base] = 2
+    }
     filled = 0
     condition.broadcast()
     if let failure { throw failure }
@@ -150,7 +169,41 @@ final class WriterThread: RemoteSink, @unchecked Sendable {
       }
       condition.lock()
       if let error, failure == nil { failure = error }
+      release(buffer)
+      condition.broadcast()
+      condition.unlock()
+    }
+  }
+
+  /// One reader is done with `buffer`: it is free once both are. Called
+  /// with the condition locked.
+  private func release(_ buffer: UnsafeMutableRawBufferPointer) {
+    if let base = buffer.baseAddress, let left = readers[base], left > 1 {
+      readers[base] = left - 1
+    } else {
+      if let base = buffer.baseAddress { readers[base] = nil }
       free.append(buffer)
+    }
+  }
+
+  // MARK: The companion's thread
+
+  private func runCompanion() {
+    guard let companion else { return }
+    while true {
+      condition.lock()
+      while hashing.isEmpty && !ending { condition.wait() }
+      if hashing.isEmpty {
+        hashFinished = true
+        condition.broadcast()
+        condition.unlock()
+        return
+      }
+      let (buffer, count) = hashing.removeFirst()
+      condition.unlock()
+      companion.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+      condition.lock()
+      release(buffer)
       condition.broadcast()
       condition.unlock()
     }
