@@ -92,6 +92,13 @@ struct SigningTests {
     #expect(wrong.status == 78, "\(wrong.stderr)")
     #expect(wrong.stderr.contains("is not a Trove signing key"), "\(wrong.stderr)")
 
+    // A FIFO in the key's place is refused, never waited on.
+    let fifo = scratch["fifo.key"]
+    #expect(mkfifo(fifo, 0o600) == 0)
+    let pipe = try CLI.run(["--store", store, "config", "set", "signing-key", fifo])
+    #expect(pipe.status == 78, "\(pipe.stderr)")
+    #expect(pipe.stderr.contains("is not a regular file"), "\(pipe.stderr)")
+
     chmod(file, 0o600)
     let set = try CLI.run(["--store", store, "config", "set", "signing-key", file])
     #expect(set.status == 0, "\(set.stderr)")

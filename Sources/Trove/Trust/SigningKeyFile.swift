@@ -106,6 +106,9 @@ public struct SigningKey: Sendable {
       let seed = Data(base64Encoded: String(privateText.dropFirst("ed25519:".count))),
       let key = Ed25519.PrivateKey(seed: Array(seed))
     else { throw bad("is not a Trove signing key (as 'trove keygen' writes)") }
+    guard (try? checkName(name)) != nil else {
+      throw bad("names its key '\(name)', not a key name")
+    }
     if let publicText = fields["public"], publicText != key.publicKey.description {
       throw bad("holds a public key that is not its private key's")
     }
