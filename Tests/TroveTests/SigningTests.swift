@@ -123,6 +123,18 @@ struct SigningTests {
   }
 
   @Test(
+    "a key file another user owns is refused, even where this user (root) could read it",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give the file away"))
+  func keyFileOfAnotherUser() throws {
+    let scratch = try Scratch()
+    let (file, _) = try Self.keygen(scratch, "theirs")
+    #expect(chown(file, 60001, 60001) == 0)
+    let set = try CLI.run(["--store", scratch["s"], "config", "set", "signing-key", file])
+    #expect(set.status == 78, "\(set.stderr)")
+    #expect(set.stderr.contains("belongs to user 60001, not to this user (0)"), "\(set.stderr)")
+  }
+
+  @Test(
     "WebDAV: a signed push is read by a store trusting its key (object and key); a store trusting another key reads nothing and counts it untrusted"
   )
   func webDAVSigned() throws {
