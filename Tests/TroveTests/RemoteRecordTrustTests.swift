@@ -282,3 +282,33 @@ struct RemoteCopyTrustTests {
     #expect(got.status == 0 && got.stdout == contents[1], "\(got.stderr)")
   }
 }
+
+/// The one place a conditional header is made from a kept validator.
+@Suite("conditional request headers")
+struct ConditionalRequestTests {
+  @Test(
+    "a validator is sent only as 1 to 1024 bytes of visible ASCII; Last-Modified only as a date")
+  func onlyPlainValidators() {
+    let date = "Mon, 02 Nov 2026 10:00:00 GMT"
+    for safe in ["\"v1\"", "W/\"a b\"", date, String(repeating: "a", count: 1024)] {
+      #expect(ConditionalRequest.isSafe(safe), "\(safe)")
+    }
+    for unsafe in [
+      "", "\"v1\"\r\nX-Injected: 1", "a\nb", "a\rb", "a\u{0}b", "a\tb", "\u{7f}", "caf\u{e9}",
+      "a\u{202e}b", " v1", "v1 ", String(repeating: "a", count: 1025),
+    ] {
+      #expect(!ConditionalRequest.isSafe(unsafe), "\(unsafe.debugDescription)")
+    }
+    #expect(ConditionalRequest.isDate(date) && !ConditionalRequest.isDate("yesterday"))
+
+    var origin = KeyOrigin(
+      size: 1, etag: "\"v1\"\r\nX-Injected: 1", lastModified: date, expires: nil,
+      isImmutable: false, finalURL: nil, fetched: 0)
+    #expect(ConditionalRequest.revalidation(origin) == ["If-Modified-Since: \(date)"])
+    origin.lastModified = "x\r\ny"
+    #expect(ConditionalRequest.revalidation(origin).isEmpty)
+    #expect(!ConditionalRequest.canRevalidate(origin))
+    #expect(ConditionalRequest.resumption("\"v1\"") == "If-Range: \"v1\"")
+    #expect(ConditionalRequest.resumption("\"v1\"\r\nX: 1") == nil)
+  }
+}

@@ -50,7 +50,7 @@ extension Fetcher {
       why = "the cached copy is gone or does not match the expected checksums"
     }
     why +=
-      origin.hasValidator
+      ConditionalRequest.canRevalidate(origin)
       ? "; asked with its validator (If-None-Match, If-Modified-Since)"
       : "; it has no ETag or Last-Modified to revalidate it by"
     return why

@@ -86,9 +86,6 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
   func isFresh(at now: Int64) -> Bool {
     expiresNanoseconds.map { now < $0 } ?? false
   }
-
-  /// Whether a conditional request can revalidate it.
-  var hasValidator: Bool { etag != nil || lastModified != nil }
 }
 
 /// The `keys` table: names (a URL, a package id) bound to digests. A key
