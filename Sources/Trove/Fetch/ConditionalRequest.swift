@@ -6,7 +6,7 @@
 /// header is made from one: a value that could end the line or smuggle
 /// another header is never sent.
 enum ConditionalRequest {
-  /// The longest validator sent; real ones are a few dozen bytes.
+  /// The longest validator sent (a real one is far shorter).
   static let maximumLength = 1024
 
   /// Whether `value` may be sent as a validator: 1 to ``maximumLength``
