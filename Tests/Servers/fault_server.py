@@ -26,6 +26,13 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
   slow         sends 64 KiB every 20 ms (to be killed mid-transfer)
   status       /status/CODE answers CODE (with Retry-After: 0)
   headers      the request's header lines, as they came, are the body
+  endlessrecord  a WebDAV remote whose key records (paths with /keys/) are
+               64 MiB long; anything else is 404
+  errorflood   every request answered 500 with a 64 MiB body
+
+Each request's header lines are appended to LOG.headers, after a line
+"METHOD PATH". The modes with 64 MiB bodies log "CUT PATH" when the client
+closed before the end, "SENT PATH" when it read it all.
 """
 import http.server
 import random
@@ -62,6 +69,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(LOG, "a") as log:
                 log.write(f'GET {path} "{rng or "-"}" "{self.headers.get("If-Range") or "-"}" '
                           f'"{self.headers.get("If-None-Match") or "-"}"\n')
+            with open(LOG + ".headers", "a") as log:
+                log.write(f"GET {path}\n{self.headers}")
+        if mode == "errorflood" or (mode == "endlessrecord" and "/keys/" in path):
+            self.flood(path, 500 if mode == "errorflood" else 200)
+            return
+        if mode == "endlessrecord":
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if mode == "status":
             code = int(name)
             self.send_response(code)
@@ -151,6 +168,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(0.02)
             return
         self.wfile.write(payload)
+
+    def flood(self, path, code):
+        """Answers `code` with a 64 MiB body; logs whether it all went."""
+        self.send_response(code)
+        self.send_header("Content-Length", str(64 << 20))
+        self.end_headers()
+        piece = b"x" * 65536
+        try:
+            for _ in range(1024):
+                self.wfile.write(piece)
+            self.wfile.flush()
+            outcome = "SENT"
+        except (BrokenPipeError, ConnectionResetError):
+            outcome = "CUT"
+        self.close_connection = True
+        with LOCK:
+            with open(LOG, "a") as log:
+                log.write(f"{outcome} {path}\n")
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

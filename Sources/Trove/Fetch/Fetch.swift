@@ -171,9 +171,9 @@ struct Fetcher {
     switch request.mode {
     case .offline: servable = true
     case .refresh:
-      servable =
-        (cached.origin.map { $0.isImmutable && $0.isFresh(at: now) } ?? false)
-        || waitedSince.map { fetched >= $0 } ?? false
+      // Whatever the recorded freshness says: only a fetch that asked the
+      // server while this one waited stands in for asking it.
+      servable = waitedSince.map { fetched >= $0 } ?? false
     case .normal:
       servable =
         (cached.origin?.isFresh(at: now) ?? false) || young
@@ -225,7 +225,7 @@ struct Fetcher {
   /// may pass. Called holding the URL's lock.
   mutating func download(cached: KeyBinding?, lock: FetchLock) throws(TroveError) -> FetchResult {
     let part = lock.isHonoured ? try PartialDownload(store: store, url: url) : nil
-    var conditional = cached.flatMap { $0.origin?.hasValidator == true ? $0 : nil }
+    var conditional = cached.flatMap { ConditionalRequest.canRevalidate($0.origin) ? $0 : nil }
     let cause = store.trace.isEnabled ? downloadCause(cached) : ""
     var retries = 0
     var restarts = 0
@@ -245,11 +245,12 @@ struct Fetcher {
       var headers = request.headers
       var offset: Int64 = 0
       if let origin = conditional?.origin {
-        if let etag = origin.etag { headers.append("If-None-Match: \(etag)") }
-        if let modified = origin.lastModified { headers.append("If-Modified-Since: \(modified)") }
-      } else if let point = part?.resumePoint {
+        headers += ConditionalRequest.revalidation(origin)
+      } else if let point = part?.resumePoint,
+        let condition = ConditionalRequest.resumption(point.validator)
+      {
         offset = point.offset
-        headers.append("If-Range: \(point.validator)")
+        headers.append(condition)
       }
       let download = Download(
         store: store, request: request, part: part, offset: offset, algorithms: algorithms,
@@ -276,19 +277,27 @@ struct Fetcher {
           try restart("the server answered 304 without a matching validator")
           continue
         }
-        let refreshed = Self.refreshed(origin, by: outcome.head)
-        do throws(TroveError) {
-          try store.objects.bind(key: url, to: cached.digest, origin: refreshed)
-        } catch  where error.code == .notFound {
+        // What is served is the stored object: its own length is checked,
+        // reported and recorded, never the one recorded with the key.
+        guard let entry = try store.entry(for: cached.digest) else {
           conditional = nil  // evicted meanwhile: fetch the body
           try restart("its cached object was removed during revalidation")
           continue
         }
-        let verified = try verify(cached.digest, size: origin.size)
+        var refreshed = Self.refreshed(origin, by: outcome.head)
+        refreshed.size = entry.size
+        do throws(TroveError) {
+          try store.objects.bind(key: url, to: cached.digest, origin: refreshed)
+        } catch  where error.code == .notFound {
+          conditional = nil
+          try restart("its cached object was removed during revalidation")
+          continue
+        }
+        let verified = try verify(cached.digest, size: entry.size)
         store.recordRead(cached.digest)
         store.countFetch(cached.digest, served: true)
         return result(
-          cached.digest, size: origin.size, source: .revalidated, verified: verified,
+          cached.digest, size: entry.size, source: .revalidated, verified: verified,
           why: cause + "; the server answered 304 Not Modified")
       case .status(let code)?:
         let error = Self.statusError(url, outcome.head, code: code)

@@ -4,7 +4,8 @@ public struct FetchRequest: Sendable, Hashable {
   public enum Mode: String, Sendable, Hashable {
     /// A fresh cached copy is served as it is; a stale one is revalidated.
     case normal
-    /// The cached copy is revalidated even when fresh (`--refresh`).
+    /// The server is always asked: the cached copy is revalidated even
+    /// when fresh or `immutable` (`--refresh`).
     case refresh
     /// The network is never used: what is cached is served, a miss is
     /// `.notFound` (`--offline`).

@@ -211,3 +211,20 @@ extension FileDescriptor {
     return try readAll(limit: 64 * 1024)
   }
 }
+
+extension PartialDownload.Info {
+  /// Decodes a sidecar, refusing one whose validator could not be sent as
+  /// `If-Range` (``ConditionalRequest/isSafe(_:)``): its part is not
+  /// resumed. The sidecar is a file in the store, writable by others.
+  init(from decoder: any Decoder) throws {
+    let values = try decoder.container(keyedBy: CodingKeys.self)
+    url = try values.decode(String.self, forKey: .url)
+    validator = try values.decode(String.self, forKey: .validator)
+    total = try values.decodeIfPresent(Int64.self, forKey: .total)
+    boot = try values.decode(String.self, forKey: .boot)
+    guard ConditionalRequest.isSafe(validator) else {
+      throw DecodingError.dataCorruptedError(
+        forKey: .validator, in: values, debugDescription: "not a header value")
+    }
+  }
+}

@@ -74,7 +74,8 @@ extension Store {
           .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
       }
       let result = try writer.commit(method: .stream, expecting: digest, size: size)
-      noteHolding(spec.name, digest, .held)
+      // Its bytes hashed to the digest as they came: a copy known good.
+      noteHolding(spec.name, digest, .verified)
       return RemotePull(digest: digest, size: result.size, downloaded: true)
     } catch  where error.code == .checksumMismatch {
       writer.cancel()
@@ -118,7 +119,7 @@ extension Store {
     let upload = try askingDirectly(spec.name) { () throws(TroveError) in
       try push(digest, to: try openRemote(spec, writing: true))
     }
-    noteHolding(spec.name, digest, .held)
+    noteHolding(spec.name, digest, RemoteHolding(upload))
     trace(
       .remote, "pushed \(digest) to remote '\(spec.name)': \(upload.rawValue)",
       why: "asked to push it")

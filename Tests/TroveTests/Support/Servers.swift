@@ -122,6 +122,12 @@ final class FaultServer {
     return text.split(separator: "\n").map(String.init)
   }
 
+  /// Every request's header lines as they arrived, each block after a
+  /// line `GET PATH`.
+  func requestHeaders() -> String {
+    (try? String(contentsOfFile: state["requests.log.headers"], encoding: .utf8)) ?? ""
+  }
+
   /// The body `/MODE/name?size=N` serves (version 2: `etagchange` after
   /// its first request), computed by the same Python code.
   func body(_ name: String, size: Int, version: Int = 1) throws -> [UInt8] {
