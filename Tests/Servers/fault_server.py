@@ -26,6 +26,13 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
   slow         sends 64 KiB every 20 ms (to be killed mid-transfer)
   status       /status/CODE answers CODE (with Retry-After: 0)
   headers      the request's header lines, as they came, are the body
+  redirect     /redirect/NAME?to=URL (percent-encoded) answers 302 to URL;
+               without ?to=, to itself
+  lengths      two Content-Length headers: the body's length, and 5
+
+Every request, whatever its method, also appends one line to LOG.headers:
+METHOD PATH, a tab, and its header lines joined by " | ". A method other
+than GET is answered 405.
 """
 import http.server
 import random
@@ -33,6 +40,7 @@ import socketserver
 import sys
 import threading
 import time
+import urllib.parse
 
 LOG = sys.argv[1]
 LOCK = threading.Lock()
@@ -50,7 +58,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def log_headers(self):
+        lines = " | ".join(f"{k}: {v}" for k, v in self.headers.items())
+        with LOCK:
+            with open(LOG + ".headers", "a") as log:
+                log.write(f"{self.command} {self.path}\t{lines}\n")
+
+    def refuse(self):
+        self.log_headers()
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_PUT = do_DELETE = do_MOVE = do_MKCOL = do_PROPFIND = refuse
+
     def do_GET(self):
+        self.log_headers()
         path, _, query = self.path.partition("?")
         params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
         parts = path.strip("/").split("/")
@@ -66,6 +92,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             code = int(name)
             self.send_response(code)
             self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if mode == "redirect":
+            self.send_response(302)
+            self.send_header("Location", urllib.parse.unquote(params.get("to", self.path)))
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -125,6 +157,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Last-Modified", LAST_MODIFIED)
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(len(data) - start))
+        if mode == "lengths":
+            self.send_header("Content-Length", "5")
         if status == 206:
             shown = 0 if mode == "badrange" else start
             self.send_header("Content-Range", f"bytes {shown}-{len(data) - 1}/{len(data)}")
