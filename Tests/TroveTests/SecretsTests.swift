@@ -180,6 +180,47 @@ struct SecretsTests {
     #expect(!server.headerLog().joined().contains("gh-secret"), "\(server.headerLog())")
   }
 
+  @Test(
+    "a credential about to cross a network in clear (http:// or redis:// off this machine) is warned about first"
+  )
+  func credentialInClearWarned() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    // 192.0.2.1 (TEST-NET-1) is never this machine; nothing answers there.
+    for (name, url) in [("web", "http://192.0.2.1:9/cache"), ("mem", "redis://192.0.2.1:9")] {
+      try trove(
+        store, ["remote", "add", name, url, "--auth-env", "TROVE_T", "--write", "off"])
+      let check = try CLI.run(
+        ["--store", store, "remote", "check", name], environment: ["TROVE_T": "t0ken"])
+      #expect(check.status == 69, "\(check.stderr)")
+      let scheme = url.prefix { $0 != ":" }
+      #expect(
+        check.errorLines.first?.hasPrefix(
+          "trove: warning: remote '\(name)': its credential goes over plain \(scheme)://") == true,
+        "\(check.stderr)")
+      #expect(!check.stderr.contains("t0ken"))
+    }
+    let fetch = try Self.fetch(
+      store,
+      [
+        "--auth-env", "TROVE_T", "--connect-timeout", "0.3", "--retries", "0",
+        "http://192.0.2.1:9/x",
+      ],
+      environment: ["TROVE_T": "t0ken"])
+    #expect(fetch.status != 0)
+    #expect(
+      fetch.errorLines.first?.hasPrefix(
+        "trove: warning: fetch 'http://192.0.2.1:9/x': its credential goes over plain http://")
+        == true,
+      "\(fetch.stderr)")
+    // Loopback and https:// cross no network in clear.
+    #expect(HTTPOrigin("http://127.0.0.1:8/x")?.exposesCredentials == false)
+    #expect(HTTPOrigin("http://localhost/x")?.exposesCredentials == false)
+    #expect(HTTPOrigin("http://[::1]:8/x")?.exposesCredentials == false)
+    #expect(HTTPOrigin("https://cache.example/x")?.exposesCredentials == false)
+    #expect(HTTPOrigin("http://cache.example/x")?.exposesCredentials == true)
+  }
+
   @Test("a FIFO in place of remotes.json is refused in one line, never waited on")
   func remotesFIFO() throws {
     let scratch = try Scratch()

@@ -31,7 +31,8 @@ extension Store {
   func warnOfCredentialInClear(_ spec: RemoteSpec) {
     guard let scheme = spec.credentialInClear else { return }
     warn(
-      "remote '\(spec.name)': its credential goes over plain \(scheme)://, readable on the network; use https:// (or a tunnel)"
+      "remote '\(spec.name)': its credential goes over plain \(scheme)://, readable on the network; "
+        + (scheme == "http" ? "use https://" : "reach it through a TLS tunnel")
     )
   }
 
