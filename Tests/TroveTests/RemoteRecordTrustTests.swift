@@ -79,7 +79,7 @@ struct RemoteRecordTrustTests {
       let digest = XXH3Hasher.digest(try server.body(name, size: size))
       #expect(fetched.out == "\(digest)  \(url)\n", "\(fetched.out)")
     }
-    let headers = server.requestHeaders()
+    let headers = server.headerLog().joined(separator: "\n")
     #expect(!headers.contains("X-Injected"), "\(headers)")
     let shared = try #require(try RemoteReadThroughTests.status(b)["shared"])
     #expect(shared["corrupt"] as? Int == 2, "\(shared)")
@@ -105,7 +105,7 @@ struct RemoteRecordTrustTests {
     let fetched = try CLI.run(["--store", scratch["store"], "fetch", url])
     #expect(fetched.status == 0, "\(fetched.stderr)")
     #expect(fetched.out == "\(XXH3Hasher.digest(body))  \(url)\n", "\(fetched.out)")
-    let headers = server.requestHeaders()
+    let headers = server.headerLog().joined(separator: "\n")
     #expect(!headers.contains("X-Injected"), "\(headers)")
   }
 

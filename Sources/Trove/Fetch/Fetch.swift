@@ -23,12 +23,18 @@ extension Store {
   /// - Threads and processes fetching one URL make one transfer: the others
   ///   wait for it, then serve what it stored.
   ///
+  /// - A login in the URL, ``FetchRequest/credential`` (else `~/.netrc`)
+  ///   and ``FetchRequest/headers`` go to the URL's origin only; redirects
+  ///   are followed to http:// and https:// only, never from https:// to
+  ///   http://. The URL is recorded and reported without its login.
+  ///
   /// Nothing is stored, bound or kept as a part file when the bytes do not
   /// match: the store only ever holds verified, complete bodies.
   ///
   /// - Throws: `.notFound` (HTTP 404 or 410; a miss with `.offline`),
   ///   `.checksumMismatch`, `.transferFailed` (transient, after retries),
-  ///   `.unavailable` (no such host, refused, TLS, other HTTP failures),
+  ///   `.unavailable` (no such host, refused, TLS, a redirect refused,
+  ///   conflicting `Content-Length` headers, other HTTP failures),
   ///   `.invalidArgument` (not an http or https URL), `.tooLarge` (a body
   ///   longer than the policy's ``CachePolicy/maximumObjectSize``, refused at
   ///   its `Content-Length` or as soon as it passes it), `.invalidConfig`
@@ -66,6 +72,9 @@ struct Fetcher {
   var cancellation: Cancellation?
   /// The store's policy: what every body is checked against and hashed for.
   let policy: CachePolicy
+  /// The user's header lines and credential, for the URL's origin only.
+  let originHeaders: [String]
+  let login: String?
   let started = ContinuousClock.now
   var url: String { request.url }
   /// Body bytes received by this fetch.
@@ -78,7 +87,25 @@ struct Fetcher {
     progress: (@Sendable (FetchProgress) -> Void)?
   ) throws(TroveError) {
     self.store = store
+    // The key, and every message and record, is the URL without its
+    // userinfo: the credential in it goes with the requests and nowhere else.
+    var request = request
+    let (bare, userinfo) = URLUserinfo.split(request.url)
+    request.url = bare
+    var headers = request.headers
+    var login = userinfo
+    if login == nil, let credential = request.credential {
+      if credential.contains(":") {
+        login = credential
+      } else {
+        headers.append("Authorization: Bearer \(credential)")
+      }
+    }
+    request.credential = nil
+    request.headers = []
     self.request = request
+    self.login = login
+    originHeaders = headers
     self.options = options
     self.client = client
     self.progress = progress
@@ -224,6 +251,13 @@ struct Fetcher {
   /// validators, resuming the part file when there is one; retries what
   /// may pass. Called holding the URL's lock.
   mutating func download(cached: KeyBinding?, lock: FetchLock) throws(TroveError) -> FetchResult {
+    if login != nil || originHeaders.contains(where: Self.isCredentialHeader),
+      HTTPOrigin(url)?.exposesCredentials == true
+    {
+      store.warn(
+        "fetch '\(url)': its credential goes over plain http://, readable on the network; use https://"
+      )
+    }
     let part = lock.isHonoured ? try PartialDownload(store: store, url: url) : nil
     var conditional = cached.flatMap { ConditionalRequest.canRevalidate($0.origin) ? $0 : nil }
     let cause = store.trace.isEnabled ? downloadCause(cached) : ""
@@ -242,7 +276,7 @@ struct Fetcher {
       }
     }
     while true {
-      var headers = request.headers
+      var headers: [String] = []
       var offset: Int64 = 0
       if let origin = conditional?.origin {
         headers += ConditionalRequest.revalidation(origin)
@@ -257,7 +291,9 @@ struct Fetcher {
         limit: limit, progress: progress)
       download.cancellation = cancellation
       let outcome = client.perform(
-        HTTPRequest(url: url, headers: headers, resumeFrom: offset, options: options),
+        HTTPRequest(
+          url: url, headers: headers, originHeaders: originHeaders, login: login,
+          resumeFrom: offset, options: options),
         into: download)
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }
@@ -424,8 +460,20 @@ struct Fetcher {
     }
   }
 
-  /// The error for a transfer libcurl ended with a failure.
+  /// Whether a header line carries a credential (`Authorization`,
+  /// `Proxy-Authorization`, `Cookie`, or a name that says token or key).
+  static func isCredentialHeader(_ line: String) -> Bool {
+    let name = line.prefix { $0 != ":" }.lowercased()
+    return ["authorization", "proxy-authorization", "cookie"].contains(name)
+      || name.contains("token") || name.contains("key") || name.contains("secret")
+  }
+
+  /// The error for a transfer libcurl ended with a failure, or Trove
+  /// ended at a redirect it does not follow.
   static func transferError(_ url: String, _ outcome: HTTPOutcome) -> TroveError {
+    if let refused = outcome.refusedRedirect {
+      return TroveError(.unavailable, "cannot fetch '\(url)': \(refused)", value: url)
+    }
     let code = Int(outcome.code.rawValue)
     let message = "cannot fetch '\(url)': \(outcome.message) (curl error \(code))"
     switch outcome.code {

@@ -20,10 +20,20 @@ extension Store {
   /// a remote with no record gets this build's.
   func openRemote(_ spec: RemoteSpec, writing: Bool) throws(TroveError) -> any RemoteBackend {
     let backend = try spec.backend()
+    warnOfCredentialInClear(spec)
     if try backend.readLayout() == nil, writing {
       try backend.writeLayout(.current)
     }
     return backend
+  }
+
+  /// Warns when `spec`'s credential is about to cross a network unencrypted.
+  func warnOfCredentialInClear(_ spec: RemoteSpec) {
+    guard let scheme = spec.credentialInClear else { return }
+    warn(
+      "remote '\(spec.name)': its credential goes over plain \(scheme)://, readable on the network; "
+        + (scheme == "http" ? "use https://" : "reach it through a TLS tunnel")
+    )
   }
 
   /// Copies `digest`'s blob from the remote named `remote` into the store,
@@ -211,6 +221,16 @@ extension Store {
       (tx) throws(TroveError) in (try tx.keys(of: digest), try tx.checksums(of: digest))
     }
     for binding in keys {
+      // A key a fetch made from a URL with a login in it (older versions
+      // kept it) would publish the password: such a record stays here.
+      if URLUserinfo.range(in: binding.key) != nil
+        || binding.origin?.finalURL.map({ URLUserinfo.range(in: $0) != nil }) == true
+      {
+        warn(
+          "the record of key '\(URLUserinfo.split(binding.key).url)' is not pushed: its URL holds a login; fetch it again without one and remove this key"
+        )
+        continue
+      }
       try backend.writeKeyRecord(
         RemoteKeyRecord(
           key: binding.key, digest: digest.description, origin: binding.origin,

@@ -122,10 +122,11 @@ final class FaultServer {
     return text.split(separator: "\n").map(String.init)
   }
 
-  /// Every request's header lines as they arrived, each block after a
-  /// line `GET PATH`.
-  func requestHeaders() -> String {
-    (try? String(contentsOfFile: state["requests.log.headers"], encoding: .utf8)) ?? ""
+  /// Every request's `METHOD PATH`, a tab, and its header lines joined
+  /// by ` | `, in order.
+  func headerLog() -> [String] {
+    let text = (try? String(contentsOfFile: state["requests.log.headers"], encoding: .utf8)) ?? ""
+    return text.split(separator: "\n").map(String.init)
   }
 
   /// The body `/MODE/name?size=N` serves (version 2: `etagchange` after
