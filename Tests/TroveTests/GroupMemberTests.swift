@@ -52,15 +52,20 @@ struct GroupMemberTests {
     #expect(made.status == 0, "\(made.stderr)")
   }
 
-  /// Runs `put FILE` as `user` paused between staging and publishing; at
-  /// the pause, `act` gets the staged file's path; then the put goes on.
+  /// Runs `put FILE` as `user` paused between staging and publishing — at
+  /// `point`: `publish`, before the temp name is checked, or `rename`,
+  /// between that check and the rename; at the pause, `act` gets the
+  /// staged file's path; then the put goes on.
   func pausedPut(
     _ user: [String], _ store: String, _ file: String, in scratch: Scratch,
-    act: (String) throws -> Void
+    at point: String = "publish", act: (String) throws -> Void
   ) throws -> Outcome {
     let pause = scratch["pause"]
     try FileManager.default.createDirectory(atPath: pause, withIntermediateDirectories: false)
     #expect(chmod(pause, 0o777) == 0)
+    for other in ["publish", "rename"] where other != point {
+      _ = FileManager.default.createFile(atPath: pause + "/" + other + ".go", contents: nil)
+    }
     let put = try Spawned(
       executable: user[0],
       Array(user.dropFirst())
@@ -69,7 +74,7 @@ struct GroupMemberTests {
           file,
         ],
       io: scratch["io"])
-    let note = pause + "/publish"
+    let note = pause + "/" + point
     while !FileManager.default.fileExists(atPath: note), put.process.isRunning {
       usleep(10_000)
     }
@@ -147,6 +152,32 @@ struct GroupMemberTests {
     #expect(try trove(Self.alice, store, ["put", file]).status == 0)
     let got = try trove(Self.bob, store, ["get", digest.description, "-"])
     #expect(got.status == 0 && got.stdout == mine, "\(got.stderr)")
+  }
+
+  @Test(
+    "a swap between the check of the temp name and the rename: the object's name is checked after it, the file taken back out, and the put stores nothing"
+  )
+  func swapAfterCheck() throws {
+    let (scratch, store) = try groupStore()
+    let first = try scratch.write("first", Array("bob was here first\n".utf8))
+    #expect(chmod(first, 0o644) == 0)
+    #expect(try trove(Self.bob, store, ["put", first]).status == 0)
+    try makeStagingFolders(Self.bob, store)
+    let mine = Array("alice's bytes, 40 of them, all her own\n".utf8)
+    let file = try scratch.write("mine", mine)
+    #expect(chmod(file, 0o644) == 0)
+    var swapped: CLI.Result?
+    let put = try pausedPut(Self.alice, store, file, in: scratch, at: "rename") { staged in
+      swapped = try swap(staged, with: Array("bob's bytes\n".utf8))
+    }
+    #expect(swapped?.status == 0, "\(swapped?.stderr ?? "")")
+    #expect(put.status == 74 && put.errorLines.count == 1, "\(put.stderr)")
+    #expect(
+      put.stderr.contains("was replaced by another file before it was published"), "\(put.stderr)")
+    let digest = XXH3Hasher.digest(mine)
+    #expect(try trove(Self.alice, store, ["has", digest.description]).status == 1)
+    #expect(!FileManager.default.fileExists(atPath: objectFilePath(store, digest)))
+    #expect(try trove(Self.alice, store, ["verify"]).status == 0)
   }
 
   @Test(

@@ -15,11 +15,13 @@ extension Sys {
     #if TROVE_FAULTS
       guard let folder = testPauseFolder else { return }
       let note = folder + "/" + point
-      let fd = Glibc.open(note, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+      // Written aside and renamed: the test never reads half a note.
+      let fd = Glibc.open(note + ".new", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
       if fd >= 0 {
         let bytes = Array(detail().utf8)
         _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         _ = Glibc.close(fd)
+        _ = Glibc.rename(note + ".new", note)
       }
       var waits = 0
       while waits < 6000, access(note + ".go", F_OK) != 0 {

@@ -38,6 +38,7 @@ extension ObjectTable {
     Sys.pauseForTest("publish", staged.name)
     let named = try tmpDirectory.status(of: staged.name, followSymlinks: false)
     guard named.device == held.device, named.inode == held.inode else { return false }
+    Sys.pauseForTest("rename", staged.name)
     try tmpDirectory.renameWithoutReplacing(staged.name, to: name, in: folder)
     guard let placed = try? folder.status(of: name, followSymlinks: false),
       placed.device == held.device, placed.inode == held.inode
