@@ -127,7 +127,8 @@ public final class Store: Sendable {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
           do throws(SystemCallError) {
-            try rootFD.makeStoreFolder(name, access: access).0.close()
+            try rootFD.makeStoreFolder(name, access: access, staging: name == StoreLayout.tmp).0
+              .close()
           } catch  where error.errno.meansNotAFolder {}  // said below, when it is opened
         }
       }
@@ -172,6 +173,8 @@ public final class Store: Sendable {
     records = RecordKeeper(
       rootDirectory: rootFD, root: root, access: access, extra: configuration.recordName,
       isWritable: readOnlyReason == nil, warn: configuration.onWarning ?? { _ in })
+    // A group store made before its staging folders were sticky.
+    makeStagingFoldersSticky()
     if configuration.createIfMissing && readOnlyReason == nil {
       // What freeing space needs exists from the start: the sweep lock
       // (the index's WAL and shared memory persist once made), and the
