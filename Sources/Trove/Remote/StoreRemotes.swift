@@ -88,24 +88,29 @@ extension Store {
   /// user or root owns it.
   private func readRemoteList() throws(TroveError) -> RemoteList {
     let path = remotesPath
-    let read = try attempt("read", path) {
-      () throws(SystemCallError) -> (bytes: [UInt8], status: FileStatus)? in
+    enum Found {
+      case missing, notRegular
+      case read([UInt8], FileStatus)
+    }
+    let found = try attempt("read", path) { () throws(SystemCallError) -> Found in
       let fd: FileDescriptor
       do throws(SystemCallError) {
-        fd = try FileDescriptor.open(
-          RemoteList.fileName, in: rootDirectory, [.readOnly, .noFollow, .nonBlocking])
+        fd = try FileDescriptor.openRegularFile(RemoteList.fileName, in: rootDirectory)
       } catch  where error.errno == .noSuchFileOrDirectory {
-        return nil
+        return .missing
+      } catch  where error.errno == .notARegularFile {
+        return .notRegular
       }
       defer { fd.close() }
-      let status = try fd.status()
-      guard status.isRegular else { return ([], status) }
-      return (try fd.readAll(limit: 1 << 20), status)
+      return .read(try fd.readAll(limit: 1 << 20), try fd.status())
     }
-    guard let read else { return RemoteList() }
-    guard read.status.isRegular else {
+    let read: (bytes: [UInt8], status: FileStatus)
+    switch found {
+    case .missing: return RemoteList()
+    case .notRegular:
       throw TroveError(
         .invalidConfig, "'\(path)' is not a regular file; remove it", path: path)
+    case .read(let bytes, let status): read = (bytes, status)
     }
     var list = try RemoteList.decode(read.bytes, path: path)
     let owner = read.status.owner
