@@ -80,12 +80,14 @@ enum Output {
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     // Our values are plain structs of numbers and strings: encoding cannot fail.
     let data = (try? encoder.encode(value)) ?? Data("null".utf8)
-    // JSONEncoder escapes U+0000–U+001F; DEL and the C1 controls it leaves
-    // raw, and they can only sit inside strings: \u escapes keep them exact.
+    // JSONEncoder escapes U+0000–U+001F; DEL, the C1 controls and the
+    // characters that reorder text it leaves raw, and they can only sit
+    // inside strings: \u escapes keep them exact.
     var json = ""
     for scalar in String(decoding: data, as: UTF8.self).unicodeScalars {
-      if (0x7F...0x9F).contains(scalar.value) {
-        json += "\\u00" + String(scalar.value, radix: 16)
+      if (0x7F...0x9F).contains(scalar.value) || MessageText.isLayoutCharacter(scalar) {
+        let hex = String(scalar.value, radix: 16)
+        json += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
       } else {
         json.unicodeScalars.append(scalar)
       }

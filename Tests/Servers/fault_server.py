@@ -26,6 +26,17 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
   slow         sends 64 KiB every 20 ms (to be killed mid-transfer)
   status       /status/CODE answers CODE (with Retry-After: 0)
   headers      the request's header lines, as they came, are the body
+  endlessrecord  a WebDAV remote whose key records (paths with /keys/) are
+               64 MiB long; anything else is 404
+  errorflood   every request answered 500 with a 64 MiB body
+  redirect     /redirect/NAME?to=URL (percent-encoded) answers 302 to URL;
+               without ?to=, to itself
+  lengths      two Content-Length headers: the body's length, and 5
+
+Every request, whatever its method, also appends one line to LOG.headers:
+METHOD PATH, a tab, and its header lines joined by " | ". A method other
+than GET is answered 405. The modes with 64 MiB bodies log "CUT PATH" to LOG
+when the client closed before the end, "SENT PATH" when it read it all.
 """
 import http.server
 import random
@@ -33,6 +44,7 @@ import socketserver
 import sys
 import threading
 import time
+import urllib.parse
 
 LOG = sys.argv[1]
 LOCK = threading.Lock()
@@ -50,7 +62,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def log_headers(self):
+        lines = " | ".join(f"{k}: {v}" for k, v in self.headers.items())
+        with LOCK:
+            with open(LOG + ".headers", "a") as log:
+                log.write(f"{self.command} {self.path}\t{lines}\n")
+
+    def refuse(self):
+        self.log_headers()
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_PUT = do_DELETE = do_MOVE = do_MKCOL = do_PROPFIND = refuse
+
     def do_GET(self):
+        self.log_headers()
         path, _, query = self.path.partition("?")
         params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
         parts = path.strip("/").split("/")
@@ -62,10 +92,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(LOG, "a") as log:
                 log.write(f'GET {path} "{rng or "-"}" "{self.headers.get("If-Range") or "-"}" '
                           f'"{self.headers.get("If-None-Match") or "-"}"\n')
+        if mode == "errorflood" or (mode == "endlessrecord" and "/keys/" in path):
+            self.flood(path, 500 if mode == "errorflood" else 200)
+            return
+        if mode == "endlessrecord":
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if mode == "status":
             code = int(name)
             self.send_response(code)
             self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if mode == "redirect":
+            self.send_response(302)
+            self.send_header("Location", urllib.parse.unquote(params.get("to", self.path)))
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -125,6 +169,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Last-Modified", LAST_MODIFIED)
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(len(data) - start))
+        if mode == "lengths":
+            self.send_header("Content-Length", "5")
         if status == 206:
             shown = 0 if mode == "badrange" else start
             self.send_header("Content-Range", f"bytes {shown}-{len(data) - 1}/{len(data)}")
@@ -151,6 +197,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(0.02)
             return
         self.wfile.write(payload)
+
+    def flood(self, path, code):
+        """Answers `code` with a 64 MiB body; logs whether it all went."""
+        self.send_response(code)
+        self.send_header("Content-Length", str(64 << 20))
+        self.end_headers()
+        piece = b"x" * 65536
+        try:
+            for _ in range(1024):
+                self.wfile.write(piece)
+            self.wfile.flush()
+            outcome = "SENT"
+        except (BrokenPipeError, ConnectionResetError):
+            outcome = "CUT"
+        self.close_connection = True
+        with LOCK:
+            with open(LOG, "a") as log:
+                log.write(f"{outcome} {path}\n")
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -83,10 +83,11 @@ struct AccessTests {
       prefix: Self.bob + ["/bin/sh", "-c", "umask 077; exec \"$0\" \"$@\""])
     #expect(strict.status == 0, "\(strict.stderr)")
     try expectShared(store, scratch)
-    // What members made is the group's, with the group's modes.
-    for name in ["objects", "tmp"] {
+    // What members made is the group's, with the group's modes: the
+    // folder members stage files in is also sticky.
+    for (name, mode) in [("objects", 0o2770), ("tmp", 0o3770)] {
       let status = try fileStatus(store + "/" + name)
-      #expect(status.mode & 0o7777 == 0o2770, "\(name): \(String(status.mode, radix: 8))")
+      #expect(status.mode & 0o7777 == mode, "\(name): \(String(status.mode, radix: 8))")
       #expect(status.group == Self.team, "\(name)")
     }
     for name in ["index.sqlite", "sweep.lock", "references.log"] {

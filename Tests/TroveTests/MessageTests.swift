@@ -197,4 +197,27 @@ struct MessageTests {
     #expect(full.stderr == "Error: cannot write '<output>': No space left on device\n")
   }
 
+  @Test(
+    "characters that reorder text (U+202E…) are escaped in printed keys and \\u-escaped in JSON"
+  )
+  func layoutCharactersEscaped() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let key = "invoice\u{202E}fdp.exe\u{2066}x\u{200F}"
+    try put(scratch, "in", [1, 2, 3], key: key)
+    let keys = try CLI.run(["--store", store, "keys"])
+    #expect(keys.status == 0, "\(keys.stderr)")
+    #expect(
+      keys.out.contains("invoice\\xe2\\x80\\xaefdp.exe\\xe2\\x81\\xa6x\\xe2\\x80\\x8f"),
+      "\(keys.out)")
+    let json = try CLI.run(["--store", store, "keys", "--json"])
+    #expect(json.out.contains("invoice\\u202efdp.exe\\u2066x\\u200f"), "\(json.out)")
+    let records = try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]]
+    #expect(records?.first?["key"] as? String == key)
+    for text in [keys.out, json.out] {
+      #expect(!text.unicodeScalars.contains { MessageText.isLayoutCharacter($0) })
+    }
+    let missing = try CLI.run(["--store", store, "get", "no\u{202E}such", "-"])
+    #expect(missing.stderr.contains("no\\xe2\\x80\\xaesuch"), "\(missing.stderr)")
+  }
 }

@@ -374,20 +374,23 @@ struct RemoteTests {
     #expect(
       try Self.remote(
         store,
-        ["add", "two", "redis://cache.example:6380/2", "--read-only", "--auth-env", "REDIS_PW"]
+        [
+          "add", "two", "redis://cache.example:6380/2", "--read-only", "--auth-env",
+          "TROVE_REDIS_PW",
+        ]
       ).status == 0)
     let ls = try Self.remote(store, ["ls"])
     #expect(
       ls.out == """
         one  http://127.0.0.1:9/base/  read-write  no max-object-size
-        two  redis://cache.example:6380/2  read-only  max-object-size 64.0 MiB  auth-env REDIS_PW
+        two  redis://cache.example:6380/2  read-only  max-object-size 64.0 MiB  auth-env TROVE_REDIS_PW
 
         """)
     let json = try Self.remote(store, ["ls", "--json"])
     let records = try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]]
     #expect(records?.count == 2)
     #expect(records?[0]["authEnv"] is NSNull && records?[0]["maxObjectSize"] is NSNull)
-    #expect(records?[1]["authEnv"] as? String == "REDIS_PW")
+    #expect(records?[1]["authEnv"] as? String == "TROVE_REDIS_PW")
     #expect(records?[1]["readOnly"] as? Bool == true)
     #expect(
       records?[0].keys.sorted() == [
@@ -424,11 +427,11 @@ struct RemoteTests {
     #expect(try contents(store + "/remotes.json") == before)
 
     // A credential named but not set: one line naming the variable.
-    let unset = try Self.remote(store, ["check", "two"], environment: ["REDIS_PW": ""])
+    let unset = try Self.remote(store, ["check", "two"], environment: ["TROVE_REDIS_PW": ""])
     #expect(unset.status == 69)
     #expect(
       unset.errorLines == [
-        "Error: remote 'two' takes its credential from the environment variable REDIS_PW, which is not set"
+        "Error: remote 'two' takes its credential from the environment variable TROVE_REDIS_PW, which is not set"
       ])
 
     #expect(try Self.remote(store, ["rm", "one"]).status == 0)

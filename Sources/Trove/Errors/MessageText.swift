@@ -5,8 +5,11 @@
 ///
 /// One convention everywhere: a tab, newline and carriage return become
 /// `\t`, `\n` and `\r`; every other control character (U+0000–U+001F,
-/// U+007F–U+009F) becomes `\xHH` per UTF-8 byte (ESC is `\x1b`, U+009B is
-/// `\xc2\x9b`); a byte that is not part of valid UTF-8 becomes `\xHH`
+/// U+007F–U+009F), every bidirectional formatting character, which
+/// reorders the text around it on screen (U+061C, U+200E, U+200F,
+/// U+202A–U+202E, U+2066–U+2069), and the line and paragraph separators
+/// (U+2028, U+2029) become `\xHH` per UTF-8 byte (ESC is `\x1b`, U+009B
+/// is `\xc2\x9b`, U+202E is `\xe2\x80\xae`); a byte that is not part of valid UTF-8 becomes `\xHH`
 /// (`\xff`). Everything else, the backslash included, is left as it is, so
 /// escaping is idempotent: text already escaped passes through unchanged,
 /// and every layer that prints may escape without doubling backslashes. The
@@ -97,9 +100,21 @@ public enum MessageText {
     "'" + escaped(value) + "'"
   }
 
-  /// Whether `scalar` is a control character (Unicode category Cc).
+  /// Whether `scalar` is a control character (Unicode category Cc) or
+  /// one of ``isLayoutCharacter(_:)``'s.
   private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
     scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value <= 0x9F)
+      || isLayoutCharacter(scalar)
+  }
+
+  /// Whether `scalar` changes how the text around it is laid out rather
+  /// than being shown: a bidirectional formatting character (which can
+  /// make a name read as another) or a line or paragraph separator.
+  public static func isLayoutCharacter(_ scalar: Unicode.Scalar) -> Bool {
+    switch scalar.value {
+    case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: true
+    default: false
+    }
   }
 
   private static func append(_ scalar: Unicode.Scalar, to out: inout String) {

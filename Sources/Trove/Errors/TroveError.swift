@@ -167,6 +167,13 @@ public struct TroveError: Error, Sendable, CustomStringConvertible, Equatable {
         "cannot \(action) '\(path)': the store is on a locked encrypted directory (unlock it, e.g. 'fscrypt unlock')",
         path: path, cause: error)
     }
+    if error.errno == .notARegularFile && error.call == "open" {
+      // A FIFO, socket or device planted under a store file's name.
+      return TroveError(
+        code ?? .ioError,
+        "cannot \(action) '\(path)': it is not a regular file (a FIFO, a socket or a device); remove it",
+        path: path)
+    }
     return TroveError(chosen, "cannot \(action) '\(path)'", path: path, cause: error)
   }
 }

@@ -105,6 +105,15 @@ final class Download: HTTPBodySink {
       return false
     }
     answer = .body
+    let lengths = head.contentLengths
+    if lengths.count > 1 {
+      // libcurl would go by one of them and Trove's length check by none.
+      return stop(
+        TroveError(
+          .unavailable,
+          "cannot fetch '\(request.url)': the server sent conflicting Content-Length headers (\(lengths.sorted().joined(separator: ", ")))",
+          value: request.url))
+    }
     if head.status == 206 {
       // libcurl checked the range starts at `offset`. The rest must be of
       // the same body: its validator, and the whole length the part was
@@ -123,7 +132,7 @@ final class Download: HTTPBodySink {
         return false
       }
     } else {
-      total = head.field("content-length").flatMap { Int64($0) }
+      total = lengths.first.flatMap { Int64($0) }
     }
     do throws(TroveError) {
       if let total { try limit.checkAnnounced(total) }

@@ -23,12 +23,18 @@ extension Store {
   /// - Threads and processes fetching one URL make one transfer: the others
   ///   wait for it, then serve what it stored.
   ///
+  /// - A login in the URL, ``FetchRequest/credential`` (else `~/.netrc`)
+  ///   and ``FetchRequest/headers`` go to the URL's origin only; redirects
+  ///   are followed to http:// and https:// only, never from https:// to
+  ///   http://. The URL is recorded and reported without its login.
+  ///
   /// Nothing is stored, bound or kept as a part file when the bytes do not
   /// match: the store only ever holds verified, complete bodies.
   ///
   /// - Throws: `.notFound` (HTTP 404 or 410; a miss with `.offline`),
   ///   `.checksumMismatch`, `.transferFailed` (transient, after retries),
-  ///   `.unavailable` (no such host, refused, TLS, other HTTP failures),
+  ///   `.unavailable` (no such host, refused, TLS, a redirect refused,
+  ///   conflicting `Content-Length` headers, other HTTP failures),
   ///   `.invalidArgument` (not an http or https URL), `.tooLarge` (a body
   ///   longer than the policy's ``CachePolicy/maximumObjectSize``, refused at
   ///   its `Content-Length` or as soon as it passes it), `.invalidConfig`
@@ -66,6 +72,9 @@ struct Fetcher {
   var cancellation: Cancellation?
   /// The store's policy: what every body is checked against and hashed for.
   let policy: CachePolicy
+  /// The user's header lines and credential, for the URL's origin only.
+  let originHeaders: [String]
+  let login: String?
   let started = ContinuousClock.now
   var url: String { request.url }
   /// Body bytes received by this fetch.
@@ -78,7 +87,25 @@ struct Fetcher {
     progress: (@Sendable (FetchProgress) -> Void)?
   ) throws(TroveError) {
     self.store = store
+    // The key, and every message and record, is the URL without its
+    // userinfo: the credential in it goes with the requests and nowhere else.
+    var request = request
+    let (bare, userinfo) = URLUserinfo.split(request.url)
+    request.url = bare
+    var headers = request.headers
+    var login = userinfo
+    if login == nil, let credential = request.credential {
+      if credential.contains(":") {
+        login = credential
+      } else {
+        headers.append("Authorization: Bearer \(credential)")
+      }
+    }
+    request.credential = nil
+    request.headers = []
     self.request = request
+    self.login = login
+    originHeaders = headers
     self.options = options
     self.client = client
     self.progress = progress
@@ -171,9 +198,9 @@ struct Fetcher {
     switch request.mode {
     case .offline: servable = true
     case .refresh:
-      servable =
-        (cached.origin.map { $0.isImmutable && $0.isFresh(at: now) } ?? false)
-        || waitedSince.map { fetched >= $0 } ?? false
+      // Whatever the recorded freshness says: only a fetch that asked the
+      // server while this one waited stands in for asking it.
+      servable = waitedSince.map { fetched >= $0 } ?? false
     case .normal:
       servable =
         (cached.origin?.isFresh(at: now) ?? false) || young
@@ -224,8 +251,15 @@ struct Fetcher {
   /// validators, resuming the part file when there is one; retries what
   /// may pass. Called holding the URL's lock.
   mutating func download(cached: KeyBinding?, lock: FetchLock) throws(TroveError) -> FetchResult {
+    if login != nil || originHeaders.contains(where: Self.isCredentialHeader),
+      HTTPOrigin(url)?.exposesCredentials == true
+    {
+      store.warn(
+        "fetch '\(url)': its credential goes over plain http://, readable on the network; use https://"
+      )
+    }
     let part = lock.isHonoured ? try PartialDownload(store: store, url: url) : nil
-    var conditional = cached.flatMap { $0.origin?.hasValidator == true ? $0 : nil }
+    var conditional = cached.flatMap { ConditionalRequest.canRevalidate($0.origin) ? $0 : nil }
     let cause = store.trace.isEnabled ? downloadCause(cached) : ""
     var retries = 0
     var restarts = 0
@@ -242,21 +276,24 @@ struct Fetcher {
       }
     }
     while true {
-      var headers = request.headers
+      var headers: [String] = []
       var offset: Int64 = 0
       if let origin = conditional?.origin {
-        if let etag = origin.etag { headers.append("If-None-Match: \(etag)") }
-        if let modified = origin.lastModified { headers.append("If-Modified-Since: \(modified)") }
-      } else if let point = part?.resumePoint {
+        headers += ConditionalRequest.revalidation(origin)
+      } else if let point = part?.resumePoint,
+        let condition = ConditionalRequest.resumption(point.validator)
+      {
         offset = point.offset
-        headers.append("If-Range: \(point.validator)")
+        headers.append(condition)
       }
       let download = Download(
         store: store, request: request, part: part, offset: offset, algorithms: algorithms,
         limit: limit, progress: progress)
       download.cancellation = cancellation
       let outcome = client.perform(
-        HTTPRequest(url: url, headers: headers, resumeFrom: offset, options: options),
+        HTTPRequest(
+          url: url, headers: headers, originHeaders: originHeaders, login: login,
+          resumeFrom: offset, options: options),
         into: download)
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }
@@ -276,19 +313,27 @@ struct Fetcher {
           try restart("the server answered 304 without a matching validator")
           continue
         }
-        let refreshed = Self.refreshed(origin, by: outcome.head)
-        do throws(TroveError) {
-          try store.objects.bind(key: url, to: cached.digest, origin: refreshed)
-        } catch  where error.code == .notFound {
+        // What is served is the stored object: its own length is checked,
+        // reported and recorded, never the one recorded with the key.
+        guard let entry = try store.entry(for: cached.digest) else {
           conditional = nil  // evicted meanwhile: fetch the body
           try restart("its cached object was removed during revalidation")
           continue
         }
-        let verified = try verify(cached.digest, size: origin.size)
+        var refreshed = Self.refreshed(origin, by: outcome.head)
+        refreshed.size = entry.size
+        do throws(TroveError) {
+          try store.objects.bind(key: url, to: cached.digest, origin: refreshed)
+        } catch  where error.code == .notFound {
+          conditional = nil
+          try restart("its cached object was removed during revalidation")
+          continue
+        }
+        let verified = try verify(cached.digest, size: entry.size)
         store.recordRead(cached.digest)
         store.countFetch(cached.digest, served: true)
         return result(
-          cached.digest, size: origin.size, source: .revalidated, verified: verified,
+          cached.digest, size: entry.size, source: .revalidated, verified: verified,
           why: cause + "; the server answered 304 Not Modified")
       case .status(let code)?:
         let error = Self.statusError(url, outcome.head, code: code)
@@ -415,8 +460,20 @@ struct Fetcher {
     }
   }
 
-  /// The error for a transfer libcurl ended with a failure.
+  /// Whether a header line carries a credential (`Authorization`,
+  /// `Proxy-Authorization`, `Cookie`, or a name that says token or key).
+  static func isCredentialHeader(_ line: String) -> Bool {
+    let name = line.prefix { $0 != ":" }.lowercased()
+    return ["authorization", "proxy-authorization", "cookie"].contains(name)
+      || name.contains("token") || name.contains("key") || name.contains("secret")
+  }
+
+  /// The error for a transfer libcurl ended with a failure, or Trove
+  /// ended at a redirect it does not follow.
   static func transferError(_ url: String, _ outcome: HTTPOutcome) -> TroveError {
+    if let refused = outcome.refusedRedirect {
+      return TroveError(.unavailable, "cannot fetch '\(url)': \(refused)", value: url)
+    }
     let code = Int(outcome.code.rawValue)
     let message = "cannot fetch '\(url)': \(outcome.message) (curl error \(code))"
     switch outcome.code {

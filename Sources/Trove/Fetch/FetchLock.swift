@@ -80,11 +80,12 @@ final class FetchLock {
 }
 
 extension Store {
-  /// Opens the folder `name` in the root, creating it (0700) when missing.
-  func ensureFolder(_ name: String) throws(TroveError) -> FileDescriptor {
+  /// Opens the folder `name` in the root, creating it with the store's
+  /// folder mode (its staging mode when `sticky`) when missing.
+  func ensureFolder(_ name: String, sticky: Bool = false) throws(TroveError) -> FileDescriptor {
     try attempt("create store folder", root + "/" + name) {
       () throws(SystemCallError) -> FileDescriptor in
-      try rootDirectory.makeStoreFolder(name, access: access).0
+      try rootDirectory.makeStoreFolder(name, access: access, staging: sticky).0
     }
   }
 

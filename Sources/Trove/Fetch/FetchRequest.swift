@@ -4,14 +4,17 @@ public struct FetchRequest: Sendable, Hashable {
   public enum Mode: String, Sendable, Hashable {
     /// A fresh cached copy is served as it is; a stale one is revalidated.
     case normal
-    /// The cached copy is revalidated even when fresh (`--refresh`).
+    /// The server is always asked: the cached copy is revalidated even
+    /// when fresh or `immutable` (`--refresh`).
     case refresh
     /// The network is never used: what is cached is served, a miss is
     /// `.notFound` (`--offline`).
     case offline
   }
 
-  /// The URL (`http://` or `https://`); also the key it is recorded under.
+  /// The URL (`http://` or `https://`). It is recorded under ``key``: a
+  /// login in it (`http://user:password@host/…`) is used for this
+  /// request's origin and never stored or printed.
   public var url: String
   /// The publisher's checksums: the body must match every one. With one
   /// whose object the store holds, no request is made.
@@ -23,14 +26,22 @@ public struct FetchRequest: Sendable, Hashable {
   /// Serve a cached copy fetched or revalidated less than this long ago
   /// without asking the server, whatever its headers said.
   public var maxAge: Duration?
-  /// Extra request header lines (`Authorization: Bearer …`).
+  /// Extra request header lines (`Authorization: Bearer …`), sent to the
+  /// URL's origin only: a redirect to another scheme, host or port goes
+  /// without them.
   public var headers: [String]
+  /// The credential for the URL's origin when the URL holds none:
+  /// `user:password` for basic authentication, else a bearer token
+  /// (`Authorization: Bearer`). Sent as ``headers`` are; never stored.
+  /// With neither, `~/.netrc` is used where it names the host.
+  public var credential: String?
   /// What to do when the volume is low (see ``PutPriority``).
   public var priority: PutPriority
 
   public init(
     url: String, expected: [Checksum] = [], expectedSize: Int64? = nil, mode: Mode = .normal,
-    maxAge: Duration? = nil, headers: [String] = [], priority: PutPriority = .important
+    maxAge: Duration? = nil, headers: [String] = [], credential: String? = nil,
+    priority: PutPriority = .important
   ) {
     self.url = url
     self.expected = expected
@@ -38,8 +49,13 @@ public struct FetchRequest: Sendable, Hashable {
     self.mode = mode
     self.maxAge = maxAge
     self.headers = headers
+    self.credential = credential
     self.priority = priority
   }
+
+  /// The key the URL is recorded under, and the URL every message and
+  /// result gives: ``url`` without its userinfo.
+  public var key: String { URLUserinfo.split(url).url }
 }
 
 /// How transfers behave: timeouts, retries, redirects.
@@ -51,7 +67,8 @@ public struct FetchOptions: Sendable, Hashable {
   public var stallTimeout: Double = 30
   /// See ``stallTimeout``.
   public var stallSpeed = 10
-  /// Redirects followed at most.
+  /// Redirects followed at most (only to http:// and https://, never
+  /// from https:// to http://).
   public var maxRedirects = 10
   /// Transient failures (a dropped connection, a stall, 408, 429, 5xx)
   /// retried at most this many times; each retry resumes what was received.
@@ -79,7 +96,7 @@ public enum FetchSource: String, Sendable, Codable {
 
 /// What a fetch did.
 public struct FetchResult: Sendable, Hashable, Codable {
-  /// The URL asked for.
+  /// The URL asked for, without its userinfo (``FetchRequest/key``).
   public var url: String
   /// The object's digest.
   public var digest: BlobDigest

@@ -18,9 +18,7 @@ extension Fetcher {
     if request.mode == .offline { return "offline: the cached copy is served as it is" }
     if let origin = cached.origin, origin.isFresh(at: now) {
       let until = origin.expires.map { " until \(Self.traceDate($0))" } ?? ""
-      return origin.isImmutable && request.mode == .refresh
-        ? "immutable and fresh\(until): not revalidated, even when a refresh is asked"
-        : "fresh\(until) (the server's Cache-Control max-age or Expires)"
+      return "fresh\(until) (the server's Cache-Control max-age or Expires)"
     }
     if young, request.mode == .normal {
       return "fetched less than the max-age asked ago (FetchRequest.maxAge)"
@@ -52,7 +50,7 @@ extension Fetcher {
       why = "the cached copy is gone or does not match the expected checksums"
     }
     why +=
-      origin.hasValidator
+      ConditionalRequest.canRevalidate(origin)
       ? "; asked with its validator (If-None-Match, If-Modified-Since)"
       : "; it has no ETag or Last-Modified to revalidate it by"
     return why

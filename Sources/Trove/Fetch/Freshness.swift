@@ -11,13 +11,31 @@ enum Freshness {
   static func origin(_ head: HTTPResponseHead, size: Int64, finalURL: String?, now: Int64)
     -> KeyOrigin
   {
+    // A validator that could not be sent back is not kept.
     var origin = KeyOrigin(
-      size: size, etag: head.field("etag"), lastModified: head.field("last-modified"),
+      size: size, etag: head.field("etag").flatMap { ConditionalRequest.isSafe($0) ? $0 : nil },
+      lastModified: head.field("last-modified").flatMap {
+        ConditionalRequest.isDate($0) ? $0 : nil
+      },
       expires: nil, isImmutable: false, finalURL: finalURL, fetched: now)
     origin.expiresNanoseconds = lifetime(head).map { now.addingSaturated($0) }
     origin.isImmutable =
       origin.expires != nil && cacheControl(head.field("cache-control"))["immutable"] != nil
     return origin
+  }
+
+  /// `origin` as a key record pulled from a remote carries it, bound in
+  /// this store at `now`: its validators, and no freshness. Freshness is
+  /// the origin's word, and a remote's record is any writer's: the first
+  /// fetch here asks the origin (a conditional request, a `304` without a
+  /// body when nothing changed), whose answer sets the freshness. Never
+  /// `immutable`; fetched no later than `now`.
+  static func pulled(_ origin: KeyOrigin, now: Int64) -> KeyOrigin {
+    var bound = origin
+    bound.expiresNanoseconds = nil
+    bound.isImmutable = false
+    bound.fetchedNanoseconds = min(origin.fetchedNanoseconds, now)
+    return bound
   }
 
   /// How much longer than now the response is fresh (nanoseconds, maybe 0

@@ -16,8 +16,12 @@ protocol HTTPBodySink: AnyObject {
 /// One HTTP GET.
 struct HTTPRequest {
   var url: String
-  /// Extra header lines, `Name: value`.
+  /// Extra header lines, `Name: value`, sent to every URL a redirect leads to.
   var headers: [String] = []
+  /// The user's header lines and login (`user:password`): sent to the
+  /// URL's own origin only, never to another a redirect leads to.
+  var originHeaders: [String] = []
+  var login: String?
   /// Ask for the body from this offset on (a `Range` request); libcurl
   /// refuses an answer that does not start there.
   var resumeFrom: Int64 = 0
@@ -36,12 +40,18 @@ struct HTTPOutcome {
   var effectiveURL: String?
   /// Whether the sink stopped it.
   var stoppedBySink: Bool
+  /// Why a redirect was not followed (to another scheme, from https://
+  /// to http://, past the limit); the transfer ended there.
+  var refusedRedirect: String?
 
-  var succeeded: Bool { code == CURLE_OK && !stoppedBySink }
+  var succeeded: Bool { code == CURLE_OK && !stoppedBySink && refusedRedirect == nil }
 }
 
 /// The fetch path's HTTP GETs, on one reused ``HTTPHandle``, run by
 /// `curl_easy_perform` on the calling thread or by a shared ``HTTPMulti``.
+/// Redirects are followed here, not by libcurl, which would send the
+/// user's headers on to another host: each hop is decided by
+/// `HTTPOrigin.redirect(from:to:)`.
 final class HTTPClient {
   private let handle: HTTPHandle
 
@@ -59,15 +69,22 @@ final class HTTPClient {
   }
 
   /// A transfer's callbacks, handing the body to a sink once the last
-  /// response's head is in.
+  /// response's head is in; a redirect's body is dropped.
   private final class Exchange: HTTPExchange {
     let sink: any HTTPBodySink
     var began = false
     var stopped = false
+    /// The response is a redirect, to be followed by the client.
+    var redirects = false
     init(sink: any HTTPBodySink) { self.sink = sink }
 
     func begin() -> Bool {
+      if redirects { return true }
       guard !began else { return !stopped }
+      if HTTPClient.isRedirect(head) {
+        redirects = true
+        return true
+      }
       began = true
       if !sink.begin(head) { stopped = true }
       return !stopped
@@ -75,7 +92,7 @@ final class HTTPClient {
 
     override func body(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer {
       guard begin() else { return .stop }
-      guard !bytes.isEmpty else { return .accepted }
+      guard !bytes.isEmpty, !redirects else { return .accepted }
       switch sink.write(bytes) {
       case .accepted: return .accepted
       case .pause where sink is HTTPRelay: return .pause  // the relay's job resumes it
@@ -93,28 +110,76 @@ final class HTTPClient {
     }
   }
 
-  /// Runs `request` to its end on this thread, giving the body to `sink`.
+  /// The statuses libcurl would follow, when they name a `Location`.
+  static func isRedirect(_ head: HTTPResponseHead) -> Bool {
+    [301, 302, 303, 307, 308].contains(head.status) && head.field("location") != nil
+  }
+
+  /// Runs `request` to its end on this thread, giving the body to `sink`,
+  /// following redirects: at most ``FetchOptions/maxRedirects``, only to
+  /// http:// and https://, never from https:// to http://; the user's
+  /// headers and login go only to the request's own origin.
   func perform(_ request: HTTPRequest, into sink: any HTTPBodySink) -> HTTPOutcome {
+    let origin = HTTPOrigin(request.url)
+    var url = request.url
+    var followed = 0
+    while true {
+      let own = origin != nil && HTTPOrigin(url) == origin
+      var outcome = perform(
+        url: url, request, headers: request.headers + (own ? request.originHeaders : []),
+        login: own ? request.login : nil, into: sink)
+      guard let next = outcome.redirect else { return outcome.result }
+      switch HTTPOrigin.redirect(from: url, to: next) {
+      case .refuse(let why):
+        outcome.result.refusedRedirect = why
+        return outcome.result
+      case .follow:
+        break
+      }
+      followed += 1
+      if followed > request.options.maxRedirects {
+        outcome.result.refusedRedirect =
+          "more than \(request.options.maxRedirects) redirects (the last to '\(URLUserinfo.split(next).url)')"
+        return outcome.result
+      }
+      // A login the server puts in a Location is not ours to send or keep.
+      url = URLUserinfo.split(next).url
+    }
+  }
+
+  /// One request, no redirect followed: its outcome, and where it
+  /// redirects to when it does.
+  private func perform(
+    url: String, _ request: HTTPRequest, headers: [String], login: String?,
+    into sink: any HTTPBodySink
+  ) -> (result: HTTPOutcome, redirect: String?) {
     // Through a multi, libcurl calls back on its thread: into a relay,
     // which this thread drains into `sink`.
     let relay = multi.map { _ in HTTPRelay() }
     let exchange = Exchange(sink: relay ?? sink)
     let o = request.options
-    let setup = HTTPHandle.Request(
-      url: request.url, headers: request.headers, connectTimeout: o.connectTimeout,
+    var setup = HTTPHandle.Request(
+      url: url, headers: headers, connectTimeout: o.connectTimeout,
       stallSpeed: o.stallSpeed, stallTimeout: o.stallTimeout, userAgent: o.userAgent,
-      maxRedirects: o.maxRedirects, resumeFrom: request.resumeFrom,
+      maxRedirects: nil, resumeFrom: request.resumeFrom, login: login,
       waitsToMultiplex: multi?.multiplexes ?? false)
+    // ~/.netrc names a login per host: for a hop with no login of its own.
+    setup.usesNetrc = login == nil
     var stopped = false
     let ending = handle.perform(setup, exchange) { easy in
       var code: CURLcode
       if let multi, let relay {
         multi.start(easy, relay: relay)
         (code, stopped) = relay.drain(into: sink) { multi.resume(easy) }
-        // A response without a body (304, an empty file) calls no write.
-        if code == CURLE_OK, !exchange.began, !stopped, !sink.begin(exchange.head) {
-          stopped = true
-          code = CURLE_WRITE_ERROR
+        // A response without a body (304, an empty file, most redirects)
+        // calls no write.
+        if code == CURLE_OK, !exchange.began, !exchange.redirects, !stopped {
+          if HTTPClient.isRedirect(exchange.head) {
+            exchange.redirects = true
+          } else if !sink.begin(exchange.head) {
+            stopped = true
+            code = CURLE_WRITE_ERROR
+          }
         }
       } else {
         code = handle.curl.easyPerform(easy)
@@ -123,8 +188,16 @@ final class HTTPClient {
       }
       return code
     }
-    return HTTPOutcome(
+    var redirects = ending.code == CURLE_OK && !stopped && exchange.redirects
+    if redirects && ending.redirectURL == nil {
+      // A Location libcurl cannot resolve: the answer is the redirect itself.
+      redirects = false
+      if !sink.begin(exchange.head) { stopped = true }
+    }
+    let result = HTTPOutcome(
       code: ending.code, message: ending.message, head: exchange.head,
-      effectiveURL: ending.effectiveURL, stoppedBySink: stopped)
+      effectiveURL: ending.effectiveURL.map { URLUserinfo.split($0).url },
+      stoppedBySink: stopped)
+    return (result, redirects ? ending.redirectURL : nil)
   }
 }

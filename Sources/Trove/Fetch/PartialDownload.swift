@@ -10,6 +10,13 @@ import Foundation
 /// lock is honoured; never under `objects/`. A finished body is renamed
 /// into `tmp/` and published from there like any put.
 ///
+/// The part file becomes the object, so it is `0600` from its creation:
+/// no one else can hold it open to write into the object later. In a group
+/// store each member has its own (`<k>.<uid>.part`), and a part this user
+/// does not own, or one others could ever write (a group-writable part),
+/// is never resumed or published: it is removed if it can be, else the
+/// body goes to a private temp file.
+///
 /// A part survives a killed process (its bytes are in the page cache) but
 /// not a reboot, whose loss of unsynced pages could leave holes: the boot
 /// id recorded beside it must match for it to be resumed.
@@ -40,29 +47,67 @@ final class PartialDownload {
   private var infoName: String { name + ".json" }
   var path: String { store.root + "/" + StoreLayout.partial + "/" + partName }
 
-  /// Opens the part file of `url`, if there is one. The caller holds the
-  /// URL's lock, honoured.
-  init(store: Store, url: String) throws(TroveError) {
-    self.store = store
-    name = Store.downloadName(url)
-    folder = try store.ensureFolder(StoreLayout.partial)
+  /// Opens this user's part file of `url`, if there is one; nil when its
+  /// name holds something this user cannot use or remove (the body then
+  /// goes to a private temp file). The caller holds the URL's lock, honoured.
+  init?(store: Store, url: String) throws(TroveError) {
+    let name = PartialDownload.name(of: url, access: store.access)
+    let folder = try store.ensureFolder(StoreLayout.partial, sticky: true)
+    let partName = name + ".part"
+    let infoName = name + ".json"
+    var file: FileDescriptor?
     do throws(SystemCallError) {
-      let file = try FileDescriptor.open(partName, in: folder, [.readWrite, .noFollow])
-      self.file = file
-      length = try file.status().size
+      let opened = try FileDescriptor.openRegularFile(partName, in: folder, .readWrite)
+      file = opened
+      let status = try opened.status()
+      guard PartialDownload.isOwnPrivate(status) else {
+        throw SystemCallError("open", .notPermitted)
+      }
+      length = status.size
     } catch  where error.errno == .noSuchFileOrDirectory {
-      return
     } catch {
       file?.close()
-      folder.close()
-      throw TroveError.system(error, "open", path: path)
+      file = nil
+      // Not this user's private part (another member's, one the group
+      // could write, a FIFO): it goes, and the body starts afresh; if it
+      // cannot go, no part is used.
+      try? folder.removeFile(infoName)
+      guard (try? folder.removeFile(partName)) != nil else {
+        folder.close()
+        return nil
+      }
     }
-    if let bytes = try? FileDescriptor.open(infoName, in: folder, [.noFollow]).readAllClosing(),
+    self.store = store
+    self.name = name
+    self.folder = folder
+    self.file = file
+    guard file != nil, let sidecar = try? FileDescriptor.openRegularFile(infoName, in: folder)
+    else { return }
+    // A sidecar another member planted says nothing of this part.
+    let isOwn = (try? sidecar.status()).map(PartialDownload.isOwnPrivate) == true
+    if isOwn, let bytes = try? sidecar.readAllClosing(),
       let info = try? JSONDecoder().decode(Info.self, from: Data(bytes)),
-      info.url == url, info.boot == Self.bootID, length > 0, info.total.map({ length < $0 }) ?? true
+      info.url == url, info.boot == PartialDownload.bootID, length > 0,
+      info.total.map({ length < $0 }) ?? true
     {
       self.info = info
+    } else if !isOwn {
+      sidecar.close()
     }
+  }
+
+  /// The name of `url`'s part and sidecar (without suffix): the URL's
+  /// XXH3-128 hex, and in a group store this user's id after a dot (the
+  /// lock's name is what precedes the first dot).
+  static func name(of url: String, access: StoreAccess) -> String {
+    let k = Store.downloadName(url)
+    return access == .group ? k + "." + String(Sys.effectiveUserID) : k
+  }
+
+  /// Whether a part (or sidecar) of `status` is this user's, and no one
+  /// else could ever have opened it to write.
+  private static func isOwnPrivate(_ status: FileStatus) -> Bool {
+    status.owner == Sys.effectiveUserID && status.mode & 0o022 == 0
   }
 
   deinit {
@@ -90,10 +135,10 @@ final class PartialDownload {
     try? folder.removeFile(infoName)
     try attempt("create", path) { () throws(SystemCallError) in
       if file == nil {
+        // Made here, owner-only whatever the store's access: it becomes
+        // the object, which nobody else may hold open to write.
         file = try FileDescriptor.open(
-          partName, in: folder, [.readWrite, .create, .noFollow],
-          permissions: store.access.sharedFileMode)
-        file?.shareForStore(store.access)
+          partName, in: folder, [.readWrite, .create, .exclusive, .noFollow], permissions: 0o600)
       }
       try file?.truncate(to: 0)
       try file?.seek(to: 0)
@@ -104,10 +149,8 @@ final class PartialDownload {
     let temp = StoreLayout.temporaryName("part")
     do throws(SystemCallError) {
       let fd = try FileDescriptor.open(
-        temp, in: folder, [.writeOnly, .create, .exclusive],
-        permissions: store.access.sharedFileMode)
+        temp, in: folder, [.writeOnly, .create, .exclusive], permissions: 0o600)
       defer { fd.close() }
-      fd.shareForStore(store.access)
       try fd.writeAll(Array(bytes))
       try folder.rename(temp, to: infoName, in: folder)
       self.info = info
@@ -209,5 +252,22 @@ extension FileDescriptor {
   fileprivate func readAllClosing() throws(SystemCallError) -> [UInt8] {
     defer { close() }
     return try readAll(limit: 64 * 1024)
+  }
+}
+
+extension PartialDownload.Info {
+  /// Decodes a sidecar, refusing one whose validator could not be sent as
+  /// `If-Range` (``ConditionalRequest/isSafe(_:)``): its part is not
+  /// resumed. The sidecar is a file in the store, writable by others.
+  init(from decoder: any Decoder) throws {
+    let values = try decoder.container(keyedBy: CodingKeys.self)
+    url = try values.decode(String.self, forKey: .url)
+    validator = try values.decode(String.self, forKey: .validator)
+    total = try values.decodeIfPresent(Int64.self, forKey: .total)
+    boot = try values.decode(String.self, forKey: .boot)
+    guard ConditionalRequest.isSafe(validator) else {
+      throw DecodingError.dataCorruptedError(
+        forKey: .validator, in: values, debugDescription: "not a header value")
+    }
   }
 }

@@ -7,7 +7,9 @@ import Foundation
 /// path (``HTTPClient``) and the WebDAV remotes (``RemoteHTTPTransfer``).
 /// libcurl is called directly, not through URLSession: the write callback
 /// hands the body over synchronously, so TCP throttles the sender and
-/// memory stays bounded; resume, stall limits and redirects are libcurl's.
+/// memory stays bounded; resume and stall limits are libcurl's (redirects
+/// too when ``Request/maxRedirects`` is set; the fetch path follows them
+/// itself, to decide what goes along).
 ///
 /// Every request is HTTP or HTTPS (redirects too), sends no signal, keeps
 /// TCP alive, has a connect timeout and a stall limit — below `stallSpeed`
@@ -59,6 +61,9 @@ final class HTTPHandle {
     var message: String
     /// The URL after redirects.
     var effectiveURL: String?
+    /// Where a redirect that was not followed points (its `Location`,
+    /// resolved against the URL).
+    var redirectURL: String?
   }
 
   let curl: LibCurl
@@ -184,10 +189,13 @@ final class HTTPHandle {
     let code = run(handle)
     var effective: UnsafeMutablePointer<CChar>?
     trove_curl_get_string(curl.easyGetinfo, handle, CURLINFO_EFFECTIVE_URL, &effective)
+    var redirect: UnsafeMutablePointer<CChar>?
+    trove_curl_get_string(curl.easyGetinfo, handle, CURLINFO_REDIRECT_URL, &redirect)
     let detail = String(cString: errorBuffer)
     return Ending(
       code: code, message: detail.isEmpty ? curl.message(code) : detail,
-      effectiveURL: effective.map { String(cString: $0) })
+      effectiveURL: effective.map { String(cString: $0) },
+      redirectURL: redirect.map { String(cString: $0) })
   }
 }
 

@@ -20,6 +20,16 @@ struct HTTPResponseHead: Sendable {
     fields.last { $0.name == name }?.value
   }
 
+  /// The distinct values of its `Content-Length` fields (a field may
+  /// list several, comma-separated): more than one means the length is
+  /// not known, and the response cannot be trusted.
+  var contentLengths: Set<String> {
+    Set(
+      fields.filter { $0.name == "content-length" }.flatMap {
+        $0.value.split(separator: ",").map { String(Self.withoutWhitespace($0)) }
+      })
+  }
+
   /// Takes one line of a response's head as libcurl hands it over, line
   /// ending included. A status line (`HTTP/1.1 200 OK`) starts a new
   /// response — after a redirect or an interim 1xx — dropping the fields

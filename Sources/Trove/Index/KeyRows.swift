@@ -45,8 +45,9 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
   /// `Cache-Control: max-age` or `Expires`); nil: stale once fetched,
   /// revalidated on every fetch.
   public var expires: Date? { expiresNanoseconds.map { Date(nanosecondsSince1970: $0) } }
-  /// `Cache-Control: immutable`: not revalidated while fresh, even by
-  /// ``FetchRequest/Mode/refresh``.
+  /// `Cache-Control: immutable`, as the server sent it (with a freshness
+  /// lifetime). Recorded and shown; ``FetchRequest/Mode/refresh`` asks the
+  /// server all the same.
   public var isImmutable: Bool
   /// The URL the body came from, after redirects.
   public var finalURL: String?
@@ -85,9 +86,6 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
   func isFresh(at now: Int64) -> Bool {
     expiresNanoseconds.map { now < $0 } ?? false
   }
-
-  /// Whether a conditional request can revalidate it.
-  var hasValidator: Bool { etag != nil || lastModified != nil }
 }
 
 /// The `keys` table: names (a URL, a package id) bound to digests. A key

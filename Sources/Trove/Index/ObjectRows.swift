@@ -138,7 +138,8 @@ extension IndexSession {
   /// Up to `limit` unpinned entries in least-recently-used order, after
   /// `cursor` (last access, digest) and, if given, last accessed before
   /// `cutoff` and taking at most `largest` bytes; with `remoteBacked`
-  /// true, only those a remote is known to hold, false only the others.
+  /// true, only those a remote is known to hold with the right bytes,
+  /// false only the others.
   /// A walk that filters on it passes over the rows it leaves out: O(n) at
   /// worst. O(limit · log n) through the
   /// access index (more when many entries are larger than `largest`, or
@@ -165,9 +166,10 @@ extension IndexSession {
     }
   }
 
-  /// SQL true for rows of `objects` (aliased `o`) a remote is known to hold.
+  /// SQL true for rows of `objects` (aliased `o`) a remote is known to
+  /// hold with the right bytes (``RemoteHolding/verified``).
   static let remoteBacked =
-    "EXISTS (SELECT 1 FROM remote_objects r WHERE r.digest = o.digest AND r.state = 'held')"
+    "EXISTS (SELECT 1 FROM remote_objects r WHERE r.digest = o.digest AND r.state = 'verified')"
 
   /// SQL true for rows of `objects` (aliased `o`) that an unexpired pin holds.
   static let pinned =

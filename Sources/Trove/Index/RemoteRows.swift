@@ -126,10 +126,28 @@ extension IndexSession {
 /// from it) or it was found too large for it. The upload queue of a
 /// writable remote is every object with no row for it.
 enum RemoteHolding: String, Sendable {
-  /// The remote holds it.
+  /// The remote has a blob of its name and length, which this store did
+  /// not check (found there by an upload that sent nothing): any writer
+  /// may have put it there.
   case held
+  /// The remote holds it, and this store knows the bytes are right: its
+  /// own upload of them succeeded, or it pulled them and they hashed to
+  /// the digest. Only these copies let a sweep evict the local one first.
+  case verified
   /// Longer than the remote's `max-object-size`: never uploaded.
   case tooLarge = "too-large"
+
+  /// What an upload's outcome says the remote holds.
+  init(_ upload: RemoteUpload) {
+    switch upload {
+    case .uploaded: self = .verified
+    case .present: self = .held
+    case .tooLarge: self = .tooLarge
+    }
+  }
+
+  /// SQL: the states of a remote that holds a blob of the digest's name.
+  static let holdingStates = "('held', 'verified')"
 }
 
 extension IndexSession {
@@ -202,18 +220,19 @@ extension IndexSession {
     try run { db throws(SQLiteConnection.Failure) in
       var result: (Int64, Int64) = (0, 0)
       try db.query(
-        "SELECT COUNT(*), COALESCE(SUM(o.size), 0) FROM objects o WHERE EXISTS (SELECT 1 FROM remote_objects r WHERE r.digest = o.digest AND r.state = 'held')"
+        "SELECT COUNT(*), COALESCE(SUM(o.size), 0) FROM objects o WHERE EXISTS (SELECT 1 FROM remote_objects r WHERE r.digest = o.digest AND r.state IN \(RemoteHolding.holdingStates))"
       ) { row in result = (row.integer(0), row.integer(1)) }
       return result
     }
   }
 
-  /// The remotes recorded as holding `digest`.
-  func remotesHolding(_ digest: BlobDigest) throws(TroveError) -> [String] {
+  /// The remotes recorded as holding `digest` with bytes this store
+  /// knows are right (``RemoteHolding/verified``).
+  func remotesVerified(_ digest: BlobDigest) throws(TroveError) -> [String] {
     try run { db throws(SQLiteConnection.Failure) in
       var names: [String] = []
       try db.query(
-        "SELECT remote FROM remote_objects WHERE digest = ? AND state = 'held' ORDER BY remote",
+        "SELECT remote FROM remote_objects WHERE digest = ? AND state = 'verified' ORDER BY remote",
         [.text(digest.hex)]
       ) { row in names.append(row.text(0)) }
       return names

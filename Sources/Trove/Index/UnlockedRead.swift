@@ -30,11 +30,12 @@ struct UnlockedIndexLook: Sendable, Equatable {
   static let journalMagic: [UInt8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]
 
   /// Looks at the database file at `path` (named `shown` in messages) and
-  /// its `-wal` and `-journal` companions.
+  /// its `-wal` and `-journal` companions; a FIFO under one of their names
+  /// fails the read, never blocks it.
   static func take(_ path: String, shown: String) throws(TroveError) -> Self {
     func status(_ file: String) throws(TroveError) -> FileStatus? {
       do throws(SystemCallError) {
-        let fd = try FileDescriptor.open(file, .readOnly)
+        let fd = try FileDescriptor.open(file, [.readOnly, .nonBlocking])
         defer { fd.close() }
         return try fd.status()
       } catch  where error.errno == .noSuchFileOrDirectory {
@@ -45,7 +46,7 @@ struct UnlockedIndexLook: Sendable, Equatable {
     }
     func prefix(_ file: String, at offset: Int64, count: Int) throws(TroveError) -> [UInt8] {
       do throws(SystemCallError) {
-        let fd = try FileDescriptor.open(file, .readOnly)
+        let fd = try FileDescriptor.open(file, [.readOnly, .nonBlocking])
         defer { fd.close() }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 8)
         defer { buffer.deallocate() }

@@ -42,9 +42,11 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// it passes the limit when it streams (``TroveError/Code/tooLarge``);
   /// nil for no limit.
   public var maximumObjectSize: Int64?
-  /// Whether sweeps evict objects a remote is known to hold (which a `get`
-  /// reads back through it) before any object no remote holds, each group
-  /// in least-recently-used order. Without remotes there are none such.
+  /// Whether sweeps evict objects a remote is known to hold with the right
+  /// bytes (this store uploaded them, or pulled them and they hashed to
+  /// their digest; a `get` reads them back through it) before any other
+  /// object, each group in least-recently-used order. Without remotes there
+  /// are none such.
   public var evictRemoteBackedFirst: Bool = true
   /// The absolute path of the private key file (`trove keygen`) a push
   /// signs key records and objects with; nil: pushes are not signed. The

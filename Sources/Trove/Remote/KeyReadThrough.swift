@@ -29,16 +29,18 @@ extension Store {
   /// Binds `key` from the record of it on the remote named `remote`,
   /// pulling the blob the record names when the store lacks it (rehashed
   /// on the way in, as ``pull(_:from:)`` does), unless the store has the
-  /// key bound already. The record's checksums are computed from the
-  /// bytes before the key is bound. The remote is asked whatever its
-  /// circuit breaker says (it was named): its answer closes the breaker,
-  /// its failure keeps it open.
+  /// key bound already. The record's length and checksums are checked
+  /// against the bytes before the key is bound; its validators are kept,
+  /// its freshness is not (a fetch asks the origin before serving it). The
+  /// remote is asked whatever its circuit breaker says (it was named): its
+  /// answer closes the breaker, its failure keeps it open.
   ///
   /// - Throws: `.notFound` when the remote has no record of `key` or does
   ///   not hold the blob it names; `.checksumMismatch` when the blob's
-  ///   bytes are not its name, or the record claims a checksum they do not
-  ///   have (nothing is bound); `.unavailable` or `.transferFailed` when
-  ///   the remote fails.
+  ///   bytes are not its name, or the record cannot be used (a validator
+  ///   that is not a header value) or claims a length or a checksum they do
+  ///   not have (nothing is bound); `.unavailable` or `.transferFailed`
+  ///   when the remote fails (a record longer than 64 KiB included).
   @discardableResult
   public func pull(key: String, from remote: String) throws(TroveError) -> RemoteKeyPull {
     try requireWritable()
@@ -64,9 +66,13 @@ extension Store {
   public func hasKeyRecord(_ key: String, on remote: String) throws(TroveError) -> Bool {
     let spec = try self.remote(named: remote)
     return try askingDirectly(spec.name) { () throws(TroveError) in
-      guard let record = try openRemote(spec, writing: false).readKeyRecord(key) else {
-        return false
+      let record: RemoteKeyRecord?
+      do throws(TroveError) {
+        record = try openRemote(spec, writing: false).readKeyRecord(key)
+      } catch  where error.code == .checksumMismatch {
+        return false  // one that cannot be used is none
       }
+      guard let record else { return false }
       return spec.trustedKeys.map { record.facts(trusting: $0) != nil } ?? true
     }
   }
@@ -97,9 +103,10 @@ extension Store {
   /// `key` is bound now. Never throws: failures are warnings, as for
   /// ``readThrough(_:)``.
   ///
-  /// The record is a hint: a fetch then treats the binding as it treats
-  /// any cached one — served while fresh, else revalidated with the
-  /// record's validators, and checked against the fetch's expectations.
+  /// The record is a hint: the binding keeps its validators but no
+  /// freshness (``Freshness/pulled(_:now:)``), so a fetch revalidates it
+  /// with the origin before serving it, and checks it against the fetch's
+  /// expectations as any cached object.
   func readThroughKey(_ key: String) -> Bool {
     guard !isReadOnly else { return false }
     return askRemotes { (spec, backend) throws(TroveError) -> Bool? in
@@ -122,9 +129,10 @@ extension Store {
   /// names, pulling the blob first when the store lacks it. Nil when the
   /// remote has no record of `key`.
   ///
-  /// - Throws: `.checksumMismatch` when the record claims a checksum the
-  ///   bytes do not have (the key is not bound; a blob pulled stays, its
-  ///   bytes being its name), or when the remote's bytes are not the
+  /// - Throws: `.checksumMismatch` when the record cannot be used (see
+  ///   `RemoteKeyRecord.validated(remote:)`), claims a length or a checksum
+  ///   the bytes do not have (the key is not bound; a blob pulled stays,
+  ///   its bytes being its name), or when the remote's bytes are not the
   ///   blob's name; `.notFound` when the remote lacks the blob.
   /// `onPulled` hears of the blob pulled, if one is.
   private func bindFromRecord(
@@ -148,6 +156,14 @@ extension Store {
       size = pulled.size
       downloaded = true
     }
+    // So is its length: a record that says another length than the
+    // blob's is not the blob's, and binds nothing.
+    if let claimed = record.origin?.size, claimed != size {
+      throw TroveError(
+        .checksumMismatch,
+        "remote '\(spec.name)': the record of key '\(key)' says \(digest) is \(claimed) bytes, and it is \(size); key not bound",
+        value: key)
+    }
     // The record's checksums are claims: each is computed from the bytes
     // (and recorded so) before the key is bound; a record whose claims
     // the bytes do not bear is corrupt, and binds nothing.
@@ -163,7 +179,9 @@ extension Store {
     }
     // A binding this store made meanwhile (a fetch of its own) is newer
     // than the record: it stays.
-    try objects.bind(key: key, to: digest, origin: record.origin, existing: .keep)
+    // Validators, but no freshness: the origin says whether it is current.
+    let origin = record.origin.map { Freshness.pulled($0, now: currentTimeNanoseconds()) }
+    try objects.bind(key: key, to: digest, origin: origin, existing: .keep)
     var result = RemoteKeyPull(
       key: key, digest: digest, size: size, bound: true, downloaded: downloaded)
     if let binding = try binding(forKey: key), binding.digest != digest,

@@ -420,8 +420,12 @@ final class RedisBackend: RemoteBackend {
       try c.call(["GETRANGE", name, "0", String(RemoteKeyRecord.sizeLimit)])
     }
     guard case .bulk(let bytes) = reply else { throw unexpected(reply, to: "GETRANGE") }
-    guard let bytes, !bytes.isEmpty, bytes.count <= RemoteKeyRecord.sizeLimit else { return nil }
-    return RemoteKeyRecord.decode(bytes, key: key)
+    guard let bytes, !bytes.isEmpty else { return nil }
+    // GETRANGE sent one byte past the limit at most: enough to know.
+    guard bytes.count <= RemoteKeyRecord.sizeLimit else {
+      throw RemoteKeyRecord.tooLong(remote: spec.name, source: "key \(name)")
+    }
+    return try RemoteKeyRecord.decode(bytes, key: key)?.validated(remote: spec.name)
   }
 
   func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError) {

@@ -53,6 +53,7 @@ extension Store {
     let backend: any RemoteBackend
     do throws(TroveError) {
       backend = try spec.backend()
+      warnOfCredentialInClear(spec)
       let clock = ContinuousClock()
       let started = clock.now
       let layout = try backend.readLayout()

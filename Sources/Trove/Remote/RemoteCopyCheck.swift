@@ -1,12 +1,17 @@
 /// Confirms, right before a sweep evicts an object for being held by a
 /// remote (``CachePolicy/evictRemoteBackedFirst``), that a remote still
-/// holds it: a `HEAD` (WebDAV) or `STRLEN` (Redis) that finds a blob of
-/// the object's length. What `remote_objects` records was true once; a
-/// Redis that evicted or restarted, a purged folder, a damaged file make it
-/// false, and an object evicted on that belief would be lost. A remote that
-/// no longer holds it (or holds another length) loses its row; one that
-/// cannot be asked (its breaker open, unreachable) confirms nothing. One
-/// request per object evicted this way, through one connection per remote.
+/// holds it. Only a copy this store knows is right counts
+/// (``RemoteHolding/verified``: its own upload, or a pull whose bytes
+/// hashed to the digest) — a blob of the right name and length anyone
+/// could have written is not, as no remote answers a checksum — and the
+/// remote must still have it: a `HEAD` (WebDAV) or `STRLEN` (Redis) that
+/// finds a blob of the object's length. What `remote_objects` records was
+/// true once; a Redis that evicted or restarted, a purged folder make it
+/// false, and an object evicted on that belief would be lost. A remote
+/// that no longer holds it (or holds another length) loses its row; one
+/// that cannot be asked (its breaker open, unreachable) confirms nothing.
+/// One request per object evicted this way, through one connection per
+/// remote.
 final class RemoteCopyCheck {
   private let store: Store
   private let specs: [String: RemoteSpec]
@@ -26,7 +31,7 @@ final class RemoteCopyCheck {
       let holders = try? store.index().read(
         "look up who holds \(digest)",
         { (tx) throws(TroveError) in
-          try tx.remotesHolding(digest)
+          try tx.remotesVerified(digest)
         })
     else { return false }
     for name in holders {

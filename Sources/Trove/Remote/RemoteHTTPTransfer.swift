@@ -56,8 +56,9 @@ final class RemoteHTTPTransfer {
     var sentDigest: BlobDigest?
   }
 
-  /// A request's callbacks: a 2xx response's body to the sink, the
-  /// upload's bytes from its file or array.
+  /// A request's callbacks: a 2xx response's body to the sink (any other
+  /// body is dropped, read up to ``unreadBodyLimit``), the upload's bytes
+  /// from its file or array.
   private final class Exchange: HTTPExchange {
     let sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)?
     var sinkError: TroveError?
@@ -71,8 +72,24 @@ final class RemoteHTTPTransfer {
       if upload?.hashes == true { hasher = XXH3Hasher() }
     }
 
+    /// Bytes of a body no one reads, dropped so far.
+    var dropped = 0
+    /// Whether such a body ran past ``unreadBodyLimit`` and the exchange
+    /// was ended there.
+    var cut = false
+
     override func body(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer {
-      guard (200..<300).contains(head.status), let sink else { return .accepted }
+      guard (200..<300).contains(head.status), let sink else {
+        // An error page or an answer to a PUT: a short one is read out, so
+        // the connection is kept; a longer one ends the exchange, which
+        // its status has settled already.
+        dropped += bytes.count
+        guard dropped <= RemoteHTTPTransfer.unreadBodyLimit else {
+          cut = true
+          return .stop
+        }
+        return .accepted
+      }
       do throws(TroveError) {
         try sink(bytes)
         return .accepted
@@ -108,8 +125,13 @@ final class RemoteHTTPTransfer {
     }
   }
 
+  /// The most bytes read of a body that goes to no sink (a non-2xx
+  /// answer's, or one to a request that reads none).
+  static let unreadBodyLimit = 4096
+
   /// Sends `method` to `url` with `headers`, the body from `upload`; a
-  /// 2xx response's body goes to `sink` (others' is dropped).
+  /// 2xx response's body goes to `sink` (others' is dropped, and the
+  /// exchange ended after ``unreadBodyLimit`` bytes of it).
   func perform(
     _ method: String, _ url: String, headers: [String] = [], upload: Upload? = nil,
     sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)? = nil
@@ -125,10 +147,12 @@ final class RemoteHTTPTransfer {
       request.headers.append("Authorization: Bearer \(credential)")
     }
     let ending = handle.perform(request, exchange)
+    // A body cut short here was not wanted: the exchange completed.
+    let code = exchange.cut && ending.code == CURLE_WRITE_ERROR ? CURLE_OK : ending.code
     return Outcome(
       status: exchange.head.status,
       contentLength: exchange.head.lastField("content-length").flatMap { Int64($0) },
-      code: ending.code, message: ending.message,
+      code: code, message: ending.message,
       sinkError: exchange.sinkError, readError: exchange.readError,
       sentDigest: exchange.offset == upload?.size ? exchange.hasher?.finalize() : nil)
   }

@@ -52,3 +52,48 @@ struct RemoteKeyRecord: Codable, Sendable, Hashable {
   /// Its checksums that parse.
   var parsedChecksums: [Checksum] { checksums.compactMap { try? Checksum(parsing: $0) } }
 }
+
+extension RemoteKeyRecord {
+  /// The error for a record at `source` on `remote` longer than
+  /// ``sizeLimit``: reading stops there, and the remote counts as failing
+  /// (its breaker), as one whose answers break off does.
+  static func tooLong(remote: String, source: String) -> TroveError {
+    TroveError(
+      .unavailable,
+      "remote '\(remote)': \(source) is longer than 64 KiB, more than a key record can be; not read",
+      value: source)
+  }
+
+  /// The record as a reader may use it: a record is any writer's text, and
+  /// its validators go into requests to the origin. An `ETag` or
+  /// `Last-Modified` that could not be sent as it is (a control character,
+  /// CR or LF, longer than ``ConditionalRequest/maximumLength``) or a
+  /// negative size makes the record unusable; a clean `Last-Modified` that
+  /// is not an HTTP date is dropped (it validates nothing).
+  ///
+  /// - Throws: `.checksumMismatch` naming the remote, the key and the field:
+  ///   a bad record, counted `corrupt` where remotes count those, and never
+  ///   bound.
+  func validated(remote: String) throws(TroveError) -> RemoteKeyRecord {
+    guard var origin else { return self }
+    func refuse(_ why: String) -> TroveError {
+      TroveError(
+        .checksumMismatch,
+        "remote '\(remote)': the record of key '\(key)' is not usable: \(why); ignored",
+        value: key)
+    }
+    if let etag = origin.etag, !ConditionalRequest.isSafe(etag) {
+      throw refuse("its etag is not a header value (control characters, or over 1 KiB)")
+    }
+    if let modified = origin.lastModified {
+      guard ConditionalRequest.isSafe(modified) || modified.isEmpty else {
+        throw refuse("its lastModified is not a header value (control characters, or over 1 KiB)")
+      }
+      if !ConditionalRequest.isDate(modified) { origin.lastModified = nil }
+    }
+    guard origin.size >= 0 else { throw refuse("its size is negative") }
+    var record = self
+    record.origin = origin
+    return record
+  }
+}

@@ -27,6 +27,9 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// are read from it; nil reads what the remote holds, checked against
   /// damage only.
   @Nullable public var trust: [PublicSigningKey]?
+  /// Why ``authEnvironment`` may not be used: set when the file the spec
+  /// was read from is not this user's or root's. Never written.
+  var credentialRefusal: String? = nil
 
   /// The default ``maxObjectSize`` of a Redis remote: 64 MiB.
   public static let defaultRedisMaxObjectSize: Int64 = 64 << 20
@@ -134,11 +137,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// `url` with the password of its user part, if any, replaced by `***`,
   /// so that no message or file repeats it.
   static func redacted(_ url: String) -> String {
-    guard let scheme = url.range(of: "://"),
-      let at = url[scheme.upperBound...].firstIndex(of: "@"),
-      let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
-    else { return url }
-    return String(url[...colon]) + "***" + String(url[at...])
+    URLUserinfo.redacted(url)
   }
 
   /// This spec, or the error naming what is wrong with it.
@@ -191,14 +190,30 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     return first.contains(head) && text.allSatisfy(rest.contains)
   }
 
+  /// The prefix of every variable ``authEnvironment`` may name: a
+  /// store's file can then only ever send a credential meant for Trove.
+  static let credentialVariablePrefix = "TROVE_"
+
+  /// Why `variable` may not hold a remote's credential, or nil when it may.
+  static func credentialVariableRefusal(_ variable: String, remote: String) -> String? {
+    guard !variable.hasPrefix(credentialVariablePrefix) else { return nil }
+    return
+      "remote '\(remote)' names the environment variable \(variable) for its credential: only \(credentialVariablePrefix)* variables are read, so that a store's remotes.json cannot pick another of your secrets"
+  }
+
   /// The credential from the environment variable named by
   /// ``authEnvironment``, or nil when none is named.
   ///
-  /// - Throws: `.invalidConfig` when the variable is named but not set.
+  /// - Throws: `.invalidConfig` when the variable is named but not set,
+  ///   does not start with `TROVE_`, or the file naming it belongs to
+  ///   another user (not root).
   func credential(environment: [String: String] = ProcessInfo.processInfo.environment)
     throws(TroveError) -> String?
   {
     guard let variable = authEnvironment else { return nil }
+    if let refusal = credentialRefusal ?? Self.credentialVariableRefusal(variable, remote: name) {
+      throw TroveError(.invalidConfig, refusal, value: variable)
+    }
     guard let value = environment[variable], !value.isEmpty else {
       throw TroveError(
         .invalidConfig,
@@ -206,6 +221,17 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
         value: variable)
     }
     return value
+  }
+
+  /// The scheme its credential would cross a network in clear by (plain
+  /// `http` or `redis` to a host that is not this machine), or nil when
+  /// it has none or it would not.
+  var credentialInClear: String? {
+    guard authEnvironment != nil, let endpoint = try? endpoint() else { return nil }
+    let scheme = url.prefix { $0 != ":" }.lowercased()
+    guard scheme == "http" || scheme == "redis", !HTTPOrigin.isLoopback(host: endpoint.host)
+    else { return nil }
+    return scheme
   }
 
   /// A backend for this remote (no connection is made yet).

@@ -20,10 +20,20 @@ extension Store {
   /// a remote with no record gets this build's.
   func openRemote(_ spec: RemoteSpec, writing: Bool) throws(TroveError) -> any RemoteBackend {
     let backend = try spec.backend()
+    warnOfCredentialInClear(spec)
     if try backend.readLayout() == nil, writing {
       try backend.writeLayout(.current)
     }
     return backend
+  }
+
+  /// Warns when `spec`'s credential is about to cross a network unencrypted.
+  func warnOfCredentialInClear(_ spec: RemoteSpec) {
+    guard let scheme = spec.credentialInClear else { return }
+    warn(
+      "remote '\(spec.name)': its credential goes over plain \(scheme)://, readable on the network; "
+        + (scheme == "http" ? "use https://" : "reach it through a TLS tunnel")
+    )
   }
 
   /// Copies `digest`'s blob from the remote named `remote` into the store,
@@ -100,7 +110,8 @@ extension Store {
           value: digest.description)
       }
       let result = try writer.commit(method: .stream, expecting: digest, size: size)
-      noteHolding(spec.name, digest, .held)
+      // Its bytes hashed to the digest as they came: a copy known good.
+      noteHolding(spec.name, digest, .verified)
       return RemotePull(digest: digest, size: result.size, downloaded: true)
     } catch  where error.code == .checksumMismatch {
       writer.cancel()
@@ -144,7 +155,7 @@ extension Store {
     let upload = try askingDirectly(spec.name) { () throws(TroveError) in
       try push(digest, to: try openRemote(spec, writing: true))
     }
-    noteHolding(spec.name, digest, .held)
+    noteHolding(spec.name, digest, RemoteHolding(upload))
     trace(
       .remote, "pushed \(digest) to remote '\(spec.name)': \(upload.rawValue)",
       why: "asked to push it")
@@ -257,6 +268,16 @@ extension Store {
     }
     let time = currentTimeNanoseconds() / 1_000_000_000
     for binding in keys {
+      // A key a fetch made from a URL with a login in it (older versions
+      // kept it) would publish the password: such a record stays here.
+      if URLUserinfo.range(in: binding.key) != nil
+        || binding.origin?.finalURL.map({ URLUserinfo.range(in: $0) != nil }) == true
+      {
+        warn(
+          "the record of key '\(URLUserinfo.split(binding.key).url)' is not pushed: its URL holds a login; fetch it again without one and remove this key"
+        )
+        continue
+      }
       var record = RemoteKeyRecord(
         key: binding.key, digest: digest.description, origin: binding.origin,
         checksums: checksums.map(\.description))

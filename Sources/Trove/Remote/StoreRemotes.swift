@@ -28,9 +28,18 @@ extension Store {
   /// the remote (`checkRemote(named:)` does that).
   ///
   /// - Throws: `.invalidArgument` when the spec is invalid (see
-  ///   ``RemoteSpec/validated()``) or its name is taken; nothing is written.
+  ///   ``RemoteSpec/validated()``), its ``RemoteSpec/authEnvironment``
+  ///   does not start with `TROVE_`, or its name is taken; nothing is
+  ///   written.
   public func addRemote(_ spec: RemoteSpec) throws(TroveError) {
     let spec = try spec.validated()
+    if let variable = spec.authEnvironment,
+      let refusal = RemoteSpec.credentialVariableRefusal(variable, remote: spec.name)
+    {
+      throw TroveError(
+        .invalidArgument, refusal + "; name a TROVE_ variable (export TROVE_\(variable)=…)",
+        value: variable)
+    }
     try rewriteRemoteList { (list) throws(TroveError) in
       if list.remotes.contains(where: { $0.name == spec.name }) {
         throw TroveError(
@@ -74,21 +83,44 @@ extension Store {
     return removed
   }
 
+  /// Reads `remotes.json`: never blocked on (a FIFO or device in its
+  /// place is refused), and its credential bindings refused unless this
+  /// user or root owns it.
   private func readRemoteList() throws(TroveError) -> RemoteList {
     let path = remotesPath
-    let bytes: [UInt8]? = try attempt("read", path) { () throws(SystemCallError) -> [UInt8]? in
+    enum Found {
+      case missing, notRegular
+      case read([UInt8], FileStatus)
+    }
+    let found = try attempt("read", path) { () throws(SystemCallError) -> Found in
       let fd: FileDescriptor
       do throws(SystemCallError) {
-        fd = try FileDescriptor.open(
-          RemoteList.fileName, in: rootDirectory, [.readOnly, .noFollow])
+        fd = try FileDescriptor.openRegularFile(RemoteList.fileName, in: rootDirectory)
       } catch  where error.errno == .noSuchFileOrDirectory {
-        return nil
+        return .missing
+      } catch  where error.errno == .notARegularFile {
+        return .notRegular
       }
       defer { fd.close() }
-      return try fd.readAll(limit: 1 << 20)
+      return .read(try fd.readAll(limit: 1 << 20), try fd.status())
     }
-    guard let bytes else { return RemoteList() }
-    return try RemoteList.decode(bytes, path: path)
+    let read: (bytes: [UInt8], status: FileStatus)
+    switch found {
+    case .missing: return RemoteList()
+    case .notRegular:
+      throw TroveError(
+        .invalidConfig, "'\(path)' is not a regular file; remove it", path: path)
+    case .read(let bytes, let status): read = (bytes, status)
+    }
+    var list = try RemoteList.decode(read.bytes, path: path)
+    let owner = read.status.owner
+    if owner != Sys.effectiveUserID && owner != 0 {
+      for i in list.remotes.indices where list.remotes[i].authEnvironment != nil {
+        list.remotes[i].credentialRefusal =
+          "'\(path)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its auth-env for remote '\(list.remotes[i].name)' is not used, as another user chose where the credential goes"
+      }
+    }
+    return list
   }
 
   /// Reads `remotes.json` under the root's lock, applies `change`, and

@@ -180,7 +180,7 @@ extension Store {
         }
         let confirmed = items.compactMap { (item, _) -> (BlobDigest, RemoteHolding)? in
           guard let digest = item.digest, let outcome = item.outcome else { return nil }
-          return (digest, outcome == .tooLarge ? .tooLarge : .held)
+          return (digest, RemoteHolding(outcome))
         }
         var recordFailure: TroveError?
         do throws(TroveError) {

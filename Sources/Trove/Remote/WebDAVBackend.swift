@@ -155,18 +155,16 @@ final class WebDAVBackend: RemoteBackend {
 
   func readKeyRecord(_ key: String) throws(TroveError) -> RemoteKeyRecord? {
     var bytes: [UInt8] = []
-    var tooLarge = false
-    let outcome = try request(
-      "GET", base + "/" + RemoteNames.keyRecordPath(key), accepting: [200, 404]
-    ) { piece in
-      if bytes.count + piece.count > RemoteKeyRecord.sizeLimit {
-        tooLarge = true
-      } else {
-        bytes += piece
+    let (name, url) = (spec.name, base + "/" + RemoteNames.keyRecordPath(key))
+    let outcome = try request("GET", url, accepting: [200, 404]) { (piece) throws(TroveError) in
+      // Read no further: an endless record would stall every reader.
+      guard bytes.count + piece.count <= RemoteKeyRecord.sizeLimit else {
+        throw RemoteKeyRecord.tooLong(remote: name, source: url)
       }
+      bytes += piece
     }
-    guard outcome.status == 200, !tooLarge else { return nil }
-    return RemoteKeyRecord.decode(bytes, key: key)
+    guard outcome.status == 200 else { return nil }
+    return try RemoteKeyRecord.decode(bytes, key: key)?.validated(remote: spec.name)
   }
 
   func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError) {

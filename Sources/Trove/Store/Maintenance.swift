@@ -12,7 +12,9 @@ extension Store {
   /// idle that long and then removed fails its publish cleanly (ENOENT),
   /// never publishing wrong bytes. This process's own temp files are kept,
   /// however old: a put of many files stages its next group while the
-  /// sweep after its last group runs. Interrupted downloads in `partial/` and
+  /// sweep after its last group runs. In a group store's sticky folders,
+  /// only this user's entries are removed (root's sweep removes all).
+  /// Interrupted downloads in `partial/` and
   /// URL locks in `locks/` that old go too (a lock only when no fetch
   /// holds it). Whatever an entry is — a file, a symbolic link (removed as
   /// a link, never followed), a FIFO, a folder with everything in it (see
@@ -123,9 +125,16 @@ extension Store {
       result.fail(TroveError.system(error, "list", path: path))
       return result
     }
+    // In a sticky folder (a group store's staging folders) only an entry's
+    // owner, the folder's owner or root may remove it: another member's
+    // leftovers are theirs to clear, not failures of this sweep.
+    let me = Sys.effectiveUserID
+    let guarded = (try? folder.status()).map { status in
+      status.mode & UInt32(S_ISVTX) != 0 && status.owner != me && me != 0
+    }
     for name in names where !keep(name) {
       guard let status = try? folder.status(of: name, followSymlinks: false),
-        status[keyPath: age] < cutoff
+        status[keyPath: age] < cutoff, guarded != true || status.owner == me
       else { continue }
       // A lock file unlinked while held here: a fetch that opened it
       // meanwhile holds a lock nobody else will find — one extra download

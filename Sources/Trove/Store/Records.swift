@@ -139,14 +139,15 @@ final class RecordKeeper: Sendable {
     }
   }
 
-  /// Opens `records/NAME.log` to append, never through a symbolic link;
-  /// with `creating`, makes `records/` and the log when missing.
+  /// Opens `records/NAME.log` to append, never through a symbolic link
+  /// and never blocking on a FIFO (anything but a regular file is an
+  /// error); with `creating`, makes `records/` and the log when missing.
   func openLog(_ name: String, creating: Bool) throws(SystemCallError) -> FileDescriptor {
     let folder = try recordsFolder(creating: creating)
     defer { folder.close() }
-    let fd = try FileDescriptor.open(
+    let fd = try FileDescriptor.openRegularFile(
       name + Self.logSuffix, in: folder,
-      creating ? [.writeOnly, .append, .create, .noFollow] : [.writeOnly, .append, .noFollow],
+      creating ? [.writeOnly, .append, .create] : [.writeOnly, .append],
       permissions: access.sharedFileMode)
     fd.shareForStore(access)
     return fd
@@ -246,8 +247,8 @@ extension Store {
     try attempt("start record", path + RecordKeeper.activeSuffix) { () throws(SystemCallError) in
       let folder = try records.recordsFolder(creating: true)
       defer { folder.close() }
-      let fd = try FileDescriptor.open(
-        name + RecordKeeper.activeSuffix, in: folder, [.writeOnly, .create, .noFollow],
+      let fd = try FileDescriptor.openRegularFile(
+        name + RecordKeeper.activeSuffix, in: folder, [.writeOnly, .create],
         permissions: access.sharedFileMode)
       fd.close()
     }
@@ -337,10 +338,8 @@ extension Store {
       do throws(SystemCallError) {
         let folder = try records.recordsFolder(creating: false)
         defer { folder.close() }
-        let fd = try FileDescriptor.open(
-          name + RecordKeeper.logSuffix, in: folder, [.readOnly, .noFollow, .nonBlocking])
+        let fd = try FileDescriptor.openRegularFile(name + RecordKeeper.logSuffix, in: folder)
         defer { fd.close() }
-        guard try fd.status().isRegular else { throw SystemCallError("open", .isDirectory) }
         try reader.read(fd)
         let active =
           (try? folder.status(of: name + RecordKeeper.activeSuffix, followSymlinks: false)) != nil

@@ -81,9 +81,10 @@ public final class Store: Sendable {
   /// What must write fails with `.readOnlyStore` (``requireWritable()``).
   public var isReadOnly: Bool { readOnlyReason != nil }
 
-  /// Opens the store at `configuration.root`, creating it (mode 0700, with
-  /// `objects/`, `tmp/`, `CACHEDIR.TAG`, `config.json` and the index) when
-  /// missing and allowed. Safe to race with other processes opening it.
+  /// Opens the store at `configuration.root`, creating it (mode 0700, or
+  /// 2770 in a folder its group shares, an empty folder adopted set so;
+  /// with `objects/`, `tmp/`, `CACHEDIR.TAG`, `config.json` and the index)
+  /// when missing and allowed. Safe to race with other processes opening it.
   /// A store opened without creating it that is not there (no folder, or
   /// one without `config.json`) is `.storeMissing`, and nothing is made.
   ///
@@ -126,7 +127,8 @@ public final class Store: Sendable {
         try attempt("create store folder", root + "/" + name, code: .storeUnavailable) {
           () throws(SystemCallError) in
           do throws(SystemCallError) {
-            try rootFD.makeStoreFolder(name, access: access).0.close()
+            try rootFD.makeStoreFolder(name, access: access, staging: name == StoreLayout.tmp).0
+              .close()
           } catch  where error.errno.meansNotAFolder {}  // said below, when it is opened
         }
       }
@@ -171,6 +173,8 @@ public final class Store: Sendable {
     records = RecordKeeper(
       rootDirectory: rootFD, root: root, access: access, extra: configuration.recordName,
       isWritable: readOnlyReason == nil, warn: configuration.onWarning ?? { _ in })
+    // A group store made before its staging folders were sticky.
+    makeStagingFoldersSticky()
     if configuration.createIfMissing && readOnlyReason == nil {
       // What freeing space needs exists from the start: the sweep lock
       // (the index's WAL and shared memory persist once made), and the
@@ -305,6 +309,14 @@ public final class Store: Sendable {
       }
     }
     guard creating else { throw missing(root) }
+    // An existing folder taken as a store gets the mode its access says
+    // (0700, or 2770 for a group's): the index and log made in it would
+    // otherwise be as readable as the folder was. Another owner's folder
+    // keeps its mode (only its owner may change it).
+    if let mode = try? rootFD.status().mode {
+      let access = StoreAccess(rootMode: mode)
+      if mode & 0o7777 != access.folderMode { try? rootFD.setPermissions(access.folderMode) }
+    }
     try publishIfMissing(
       StoreLayout.settings, StoreSettings.initial.encoded(), root: root, in: rootFD,
       through: "." + StoreLayout.temporaryName("config"), in: rootFD)

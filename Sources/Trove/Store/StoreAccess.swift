@@ -13,9 +13,10 @@ public enum StoreAccess: String, Sendable, Hashable, Codable, CaseIterable {
   /// Only the owner: folders `0700`, files `0600`/`0644` inside them.
   case `private`
   /// The root folder's group: folders `2770` (setgid, so everything made
-  /// in them belongs to the group), files that every member writes (the
-  /// index, locks, the journal, partial downloads) `0660`, objects
-  /// read-only `0444` and owned by whoever stored them. Members can read
+  /// in them belongs to the group; the staging folders also sticky,
+  /// `3770`), files that every member writes (the index, locks, the
+  /// journal) `0660`, part files and temp files `0600`, objects read-only
+  /// `0444` and owned by whoever stored them. Members can read
   /// every object, store their own and evict any; Trove never writes or
   /// replaces an object file and none is writable, but members are trusted:
   /// one who can remove an object could put other bytes under its name by
@@ -23,10 +24,15 @@ public enum StoreAccess: String, Sendable, Hashable, Codable, CaseIterable {
   /// group is refused by the root folder's mode.
   case group
 
-  /// The mode of every folder in the store.
+  /// The mode of every folder in the store but the staging ones.
   var folderMode: mode_t { self == .group ? 0o2770 : 0o700 }
+  /// The mode of the folders members stage files in, to be renamed later
+  /// (`tmp/`, its staging folders, `partial/`): in a group store also
+  /// sticky (`3770`), so that no member can rename or unlink, and so
+  /// replace, another's file there.
+  var stagingFolderMode: mode_t { self == .group ? 0o3770 : 0o700 }
   /// The mode of files any writer of the store opens to write (the index
-  /// and its journal, locks, the references log, partial downloads).
+  /// and its journal, locks, the references log).
   var sharedFileMode: mode_t { self == .group ? 0o660 : 0o644 }
 
   /// The access a root folder of `mode` gives.
@@ -38,20 +44,21 @@ public enum StoreAccess: String, Sendable, Hashable, Codable, CaseIterable {
 extension FileDescriptor {
   /// Creates folder `name` here for a store with `access`, and opens it
   /// (never through a symbolic link); one that exists is opened as it is.
-  /// A folder made here gets exactly `access`'s mode, whatever the umask.
-  /// Returns it and whether it was made.
-  func makeStoreFolder(_ name: String, access: StoreAccess) throws(SystemCallError)
-    -> (FileDescriptor, created: Bool)
+  /// A folder made here gets exactly `access`'s mode (its staging mode when
+  /// `staging`), whatever the umask. Returns it and whether it was made.
+  func makeStoreFolder(_ name: String, access: StoreAccess, staging: Bool = false)
+    throws(SystemCallError) -> (FileDescriptor, created: Bool)
   {
+    let mode = staging ? access.stagingFolderMode : access.folderMode
     var created = false
     do throws(SystemCallError) {
-      try makeDirectory(name, permissions: access.folderMode)
+      try makeDirectory(name, permissions: mode)
       created = true
     } catch  where error.errno == .fileExists {}
     let folder = try FileDescriptor.open(name, in: self, [.directory, .noFollow])
     if created && access == .group {
       do throws(SystemCallError) {
-        try folder.setPermissions(access.folderMode)
+        try folder.setPermissions(mode)
       } catch {
         folder.close()
         throw error
@@ -66,6 +73,43 @@ extension FileDescriptor {
   func shareForStore(_ access: StoreAccess) {
     guard access == .group else { return }
     try? setPermissions(access.sharedFileMode)
+  }
+}
+
+extension Store {
+  /// Gives the staging folders (`tmp/`, its staging folders, `partial/`)
+  /// of a group store that this user owns their sticky mode
+  /// (``StoreAccess/stagingFolderMode``), if they lack it: a store made
+  /// before they were sticky gets it when its owner opens it to write, or
+  /// on `verify --repair`. Only a folder's owner (or root) may change its
+  /// mode; the others' stay as they are. Returns how many were changed.
+  /// Best effort. O(staging folders).
+  @discardableResult
+  func makeStagingFoldersSticky() -> Int {
+    guard access == .group, readOnlyReason == nil else { return 0 }
+    let me = Sys.effectiveUserID
+    var changed = 0
+    func fix(_ folder: FileDescriptor) {
+      guard let status = try? folder.status(), status.isDirectory,
+        me == 0 || status.owner == me,
+        status.mode & 0o7777 != access.stagingFolderMode
+      else { return }
+      if (try? folder.setPermissions(access.stagingFolderMode)) != nil { changed += 1 }
+    }
+    fix(tmpDirectory)
+    for name in StoreLayout.stagingFolders {
+      guard let folder = try? FileDescriptor.open(name, in: tmpDirectory, [.directory, .noFollow])
+      else { continue }
+      fix(folder)
+      folder.close()
+    }
+    if let partial = try? FileDescriptor.open(
+      StoreLayout.partial, in: rootDirectory, [.directory, .noFollow])
+    {
+      fix(partial)
+      partial.close()
+    }
+    return changed
   }
 }
 
@@ -100,10 +144,11 @@ public struct AccessChange: Sendable, Hashable, Codable {
 extension Store {
   /// Makes the store private to its owner, or shared with its root
   /// folder's group (`chgrp` the folder to the team's group first): sets
-  /// the root folder's mode, then every folder's (`2770` or `0700`) and
-  /// group, the files every writer opens (the index, locks, the journal,
-  /// partial downloads: `0660` or `0644`), and the group of every object
-  /// (objects stay read-only, `0444`). Nothing is followed through a
+  /// the root folder's mode, then every folder's (`2770` or `0700`; the
+  /// staging folders `tmp/`, its folders and `partial/` `3770` or `0700`)
+  /// and group, the files every writer opens (the index, locks, the
+  /// journal: `0660` or `0644`), and the group of every object (objects
+  /// stay read-only, `0444`) and part file (each stays its owner's alone). Nothing is followed through a
   /// symbolic link. Files another user owns cannot be changed by this
   /// process: they are listed in the result. O(files in the store).
   ///
@@ -168,13 +213,13 @@ extension Store {
     let sharedAtRoot = Set(
       [StoreLayout.sweepLock, StoreLayout.journal, StoreLayout.index]
         + ObjectTable.indexCompanions.map { StoreLayout.index + $0 })
-    func walkFolder(_ name: String, shared: Bool) {
+    func walkFolder(_ name: String, shared: Bool, staging: Bool = false) {
       guard let folder = try? FileDescriptor.open(name, in: rootDirectory, [.directory, .noFollow])
       else { return }
       defer { folder.close() }
       do throws(SystemCallError) {
         try folder.setGroup(gid)
-        try folder.setPermissions(access.folderMode)
+        try folder.setPermissions(staging ? access.stagingFolderMode : access.folderMode)
         change.changed += 1
       } catch {
         note(root + "/" + name, error)
@@ -194,9 +239,22 @@ extension Store {
       }
     }
     for name in [StoreLayout.objects, StoreLayout.tmp, StoreLayout.quarantine] {
-      walkFolder(name, shared: false)
+      walkFolder(name, shared: false, staging: name == StoreLayout.tmp)
     }
-    for name in [StoreLayout.partial, StoreLayout.locks] { walkFolder(name, shared: true) }
+    // A part becomes an object: it stays its owner's alone.
+    walkFolder(StoreLayout.partial, shared: false, staging: true)
+    walkFolder(StoreLayout.locks, shared: true)
+    // The staging folders inside tmp/ (counted by the walk) are sticky too.
+    for name in StoreLayout.stagingFolders {
+      guard let folder = try? FileDescriptor.open(name, in: tmpDirectory, [.directory, .noFollow])
+      else { continue }
+      defer { folder.close() }
+      do throws(SystemCallError) {
+        try folder.setPermissions(access.stagingFolderMode)
+      } catch {
+        note(tmpPath + "/" + name, error)
+      }
+    }
     return change
   }
 }

@@ -55,6 +55,7 @@ extension Store {
     if repair {
       try requireWritable()
       try objects.checkIndex()
+      makeStagingFoldersSticky()
     }
     var progress: ByteProgress?
     if let onProgress {

@@ -52,6 +52,11 @@ extension RemoteKeyRecord {
   /// (seconds since 1970).
   func signed(by signer: SigningKey, facts: SignedFacts, time: Int64) -> RemoteKeyRecord {
     var record = self
+    // Readers drop a Last-Modified that is not an HTTP date before they
+    // check (``validated(remote:)``): what is signed is what they keep.
+    if let modified = record.origin?.lastModified, !ConditionalRequest.isDate(modified) {
+      record.origin?.lastModified = nil
+    }
     record.signed = KeyRecordSignatures(
       format: 1, size: facts.size, sha256: facts.sha256.description, time: time, signatures: [])
     if let text = record.signedText {

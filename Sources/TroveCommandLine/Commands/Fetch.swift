@@ -10,7 +10,7 @@ let fetchCommand = CommandSpec(
   name: "fetch",
   abstract: "Download URLs into the store once; revalidate, resume, verify, and print each digest.",
   usage:
-    "[-o <dest>] [-f] [--expect <algo:hex>]... [--expect-size <n>] [--refresh | --offline] [--max-age <d>] [-H <line>]... [--retries <n>] [--connect-timeout <seconds>] [--stall-timeout <seconds>] [-i <file>] [-j <n>] [--json] [-v] [-q] <url>...",
+    "[-o <dest>] [-f] [--expect <algo:hex>]... [--expect-size <n>] [--refresh | --offline] [--max-age <d>] [-H <line>]... [--auth-env <var>] [--retries <n>] [--connect-timeout <seconds>] [--stall-timeout <seconds>] [-i <file>] [-j <n>] [--json] [-v] [-q] <url>...",
   arguments: [("url", "An http:// or https:// URL; several are fetched in parallel.")],
   options: [
     OptionSpec(
@@ -37,7 +37,11 @@ let fetchCommand = CommandSpec(
       names: ["-j", "--jobs"], valueName: "n", help: "Transfers at once (default 8)."),
     OptionSpec(
       names: ["-H", "--header"], valueName: "line",
-      help: "An extra request header, 'Name: value' (repeatable)."),
+      help: "An extra request header, 'Name: value' (repeatable); not sent to another host."),
+    OptionSpec(
+      names: ["--auth-env"], valueName: "var",
+      help:
+        "The environment variable holding the credential: user:password, or a bearer token."),
     OptionSpec(
       names: ["--retries"], valueName: "n",
       help: "Retries of a transient failure, each resuming (default 3)."),
@@ -58,10 +62,14 @@ let fetchCommand = CommandSpec(
     no request is made. Bodies are hashed as they arrive and checked against
     their length and the expected checksums; nothing is stored on a mismatch.
     An interrupted download resumes on the next fetch. Processes fetching the
-    same URL make one download. Exit status: 1 for HTTP 404/410 or an offline
-    miss, 65 for a checksum mismatch, 69 when the server cannot be used, 75 for
-    a transient failure that outlasted its retries; the first failure's status
-    when several URLs are fetched.
+    same URL make one download. A login in the URL (http://user:pw@host/...),
+    the --auth-env credential, or ~/.netrc's entry for the host is sent to the
+    URL's own origin only, as -H lines are; the key and every message hold
+    the URL without its login. Redirects go to http:// or https:// only, never
+    from https:// to http://. Exit status: 1 for HTTP 404/410 or an offline
+    miss, 65 for a checksum mismatch, 69 when the server cannot be used (a
+    refused redirect too), 75 for a transient failure that outlasted its
+    retries; the first failure's status when several URLs are fetched.
     """,
   store: .creates,
   run: { invocation in try runFetch(invocation) })
@@ -88,12 +96,32 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
   }
   template.maxAge = try invocation.duration("--max-age").map { .seconds($0) }
   for line in invocation.allValues("--header") {
-    guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
-      !line.contains(where: { $0 == "\r" || $0 == "\n" })
+    // Bytes, not Characters: "\r\n" is one Character, equal to neither.
+    guard let colon = line.utf8.firstIndex(of: UInt8(ascii: ":")), colon != line.utf8.startIndex
     else {
       throw invocation.usageError("invalid --header '\(line)': expected 'Name: value'")
     }
+    guard !line.utf8.contains(where: { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") })
+    else {
+      // The value may be a secret: only the name is echoed.
+      let name = String(decoding: line.utf8[..<colon], as: UTF8.self)
+      throw invocation.usageError(
+        "invalid --header '\(name): …': a header line holds no line break (CR or LF)")
+    }
     template.headers.append(line)
+  }
+  if let variable = invocation.value("--auth-env") {
+    guard RemoteSpec.isVariableName(variable) else {
+      throw invocation.usageError(
+        "invalid --auth-env '\(variable)': expected an environment variable's name")
+    }
+    guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
+      throw TroveError(
+        .invalidConfig,
+        "--auth-env names the environment variable \(variable), which is not set",
+        value: variable)
+    }
+    template.credential = value
   }
   for url in invocation.positionals {
     var request = template
@@ -167,7 +195,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
     } catch {
       Output.error("Error: \(error.withHint)")
       if status == ExitStatus.success { status = ExitStatus.of(error) }
-      if invocation.flag("--json") { records.append(FetchRecord(url: request.url, error: error)) }
+      if invocation.flag("--json") { records.append(FetchRecord(url: request.key, error: error)) }
     }
   }
   if invocation.flag("--json") { Output.json(records) }
@@ -191,13 +219,16 @@ private func readURLList(_ path: String, template: FetchRequest, invocation: Inv
   let data = try readList(path)
   let place = path == "-" ? "<stdin>" : path
   var requests: [FetchRequest] = []
-  for (number, text) in String(decoding: data, as: UTF8.self).split(
-    separator: "\n", omittingEmptySubsequences: false
-  ).enumerated() {
-    let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+  // Split as bytes: "\r\n" is one Character, which a split on "\n" misses.
+  for (number, line) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+    .enumerated()
+  {
+    let words = line.split(whereSeparator: {
+      $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\r")
+    }).map { String(decoding: $0, as: UTF8.self) }
     guard let first = words.first, !first.hasPrefix("#") else { continue }
     var request = template
-    request.url = String(first)
+    request.url = first
     for word in words.dropFirst() {
       do {
         request.expected.append(try Checksum(parsing: String(word)))

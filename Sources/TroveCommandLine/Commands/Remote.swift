@@ -22,7 +22,7 @@ let remoteCommand = CommandSpec(
     OptionSpec(
       names: ["--auth-env"], valueName: "var",
       help:
-        "add: the environment variable holding the credential (user:password, or a token over HTTP)."
+        "add: the TROVE_* environment variable holding the credential (user:password, or a token over HTTP)."
     ),
     OptionSpec(
       names: ["--write"], valueName: "when",
@@ -53,8 +53,10 @@ let remoteCommand = CommandSpec(
     A remote is a cache shared by several stores (a team, a CI fleet) on a server
     people already run: a WebDAV folder (nginx's dav module: PUT, DELETE, MOVE) or a
     Redis database. Remotes are kept in the store's remotes.json, in the order they
-    are tried; a credential comes from the environment variable named by --auth-env
-    (or ~/.netrc over HTTP), never from the file.
+    are tried; a credential comes from the TROVE_* environment variable named by
+    --auth-env (or ~/.netrc over HTTP), never from the file, and only when this user
+    or root owns remotes.json: in a shared store no member picks where another's
+    credential goes.
 
     'remote check' reads the remote's layout record (trove-remote.json), timing the
     round trip; unless the remote is read-only it writes the record when missing and

@@ -122,6 +122,13 @@ final class FaultServer {
     return text.split(separator: "\n").map(String.init)
   }
 
+  /// Every request's `METHOD PATH`, a tab, and its header lines joined
+  /// by ` | `, in order.
+  func headerLog() -> [String] {
+    let text = (try? String(contentsOfFile: state["requests.log.headers"], encoding: .utf8)) ?? ""
+    return text.split(separator: "\n").map(String.init)
+  }
+
   /// The body `/MODE/name?size=N` serves (version 2: `etagchange` after
   /// its first request), computed by the same Python code.
   func body(_ name: String, size: Int, version: Int = 1) throws -> [UInt8] {

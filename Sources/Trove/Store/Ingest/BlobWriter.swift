@@ -285,8 +285,9 @@ public final class BlobWriter {
     precondition(sample == nil && compressor == nil, "a clone is stored raw")
     do throws(SystemCallError) {
       // A second descriptor of the same file (its own offset), checked to
-      // be that file: a name swapped in tmp/ is never what gets hashed.
-      let reader = try FileDescriptor.open(name, in: store.tmpDirectory, [.readOnly, .noFollow])
+      // be that file: a name swapped in tmp/ (a FIFO too) is never what
+      // gets hashed, nor waited on.
+      let reader = try FileDescriptor.openRegularFile(name, in: store.tmpDirectory)
       defer { reader.close() }
       guard try reader.status().inode == file.status().inode else {
         throw SystemCallError("open", Errno(rawValue: ESTALE))

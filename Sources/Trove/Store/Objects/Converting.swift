@@ -26,16 +26,17 @@ extension ObjectTable {
       else { return nil }
       // No row: being removed (or never indexed): the conversion is dropped.
       guard let row = try tx.entry(for: digest) else { return nil }
+      var replaced = false
       do throws(SystemCallError) {
-        try tmpDirectory.renameWithoutReplacing(
-          staged.name, to: StoreLayout.objectName(digest, compressed: staged.isCompressed),
-          in: folder)
-        renamed = true
+        renamed = try moveStaged(
+          staged, to: StoreLayout.objectName(digest, compressed: staged.isCompressed), in: folder)
+        replaced = !renamed
       } catch  where error.errno == .fileExists {
         // A twin left by a crash: it is published, so it holds the bytes.
       } catch {
         throw TroveError.system(error, "store", path: newPath)
       }
+      if replaced { throw stagedFileReplaced(staged) }
       guard let published = try status(digest, compressed: staged.isCompressed),
         published.isRegular
       else { return nil }

@@ -17,7 +17,9 @@
 /// 4. In one index write transaction: dedup hits first (one may ask for a
 ///    durable commit, which runs the body again, and nothing is renamed
 ///    yet); a rename that never replaces of each new file into its fan-out
-///    folder; the new names made durable — one more `syncfs(2)` for a group
+///    folder, made only while its temp name is still the file the put
+///    wrote (``ObjectTable/moveStaged(_:to:in:)``: another member of a
+///    group store may not swap bytes in); the new names made durable — one more `syncfs(2)` for a group
 ///    touching several folders, else an `fsync(2)` of each folder a rename
 ///    touched (a folder whose sync fails takes its new objects back out:
 ///    they fail); then the rows, and each object's key binding, of the
@@ -310,7 +312,8 @@ struct GroupCommit {
   }
 
   /// Renames member `i`'s file into its fan-out folder, never replacing,
-  /// and returns what became of it. Something at its name
+  /// and returns what became of it: failed, storing nothing, when its temp
+  /// name was no longer the file it wrote. Something at its name
   /// settles a group of one here (a hit; something that is not an object
   /// is set aside first) and a member of a larger group alone, after; so
   /// does a folder with no room for the name.
@@ -330,7 +333,9 @@ struct GroupCommit {
         name, inFolder: StoreLayout.fanout(staged.digest), repair: true, into: &report)
     }
     do throws(SystemCallError) {
-      try table.tmpDirectory.renameWithoutReplacing(staged.name, to: name, in: folder)
+      guard try table.moveStaged(staged, to: name, in: folder) else {
+        return .failed(table.stagedFileReplaced(staged))
+      }
     } catch  where !isAlone && (error.errno == .fileExists || error.errno == .noSpace) {
       return .alone
     } catch  where error.errno == .fileExists {

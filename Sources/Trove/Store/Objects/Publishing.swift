@@ -21,6 +21,44 @@ extension ObjectTable {
     try publish(group: [staged])[0].get()
   }
 
+  /// Renames `staged` from its name in `tmp/` to `name` in `folder`, never
+  /// replacing, only while that name is the staged file itself; whether it
+  /// was. In a group store another member could otherwise swap a file of
+  /// theirs in under the name (the staging folders are sticky, but their
+  /// owner may still rename in them) and this put would publish their
+  /// bytes under its digest. The name is compared with the open descriptor
+  /// (device and inode) before the rename, and the new name after it: a
+  /// file swapped in between is taken back out of `folder`. False: nothing
+  /// of `staged` was published. Called inside the index write
+  /// transaction, so no reader adopts what is taken back out.
+  func moveStaged(_ staged: StagedObject, to name: String, in folder: FileDescriptor)
+    throws(SystemCallError) -> Bool
+  {
+    let held = try staged.file.status()
+    Sys.pauseForTest("publish", staged.name)
+    let named = try tmpDirectory.status(of: staged.name, followSymlinks: false)
+    guard named.device == held.device, named.inode == held.inode else { return false }
+    Sys.pauseForTest("rename", staged.name)
+    try tmpDirectory.renameWithoutReplacing(staged.name, to: name, in: folder)
+    guard let placed = try? folder.status(of: name, followSymlinks: false),
+      placed.device == held.device, placed.inode == held.inode
+    else {
+      try? folder.removeFile(name)
+      return false
+    }
+    return true
+  }
+
+  /// The error of a put whose staged file was not there to publish under
+  /// its name (``moveStaged(_:to:in:)`` said false).
+  func stagedFileReplaced(_ staged: StagedObject) -> TroveError {
+    let path = tmpPath + "/" + staged.name
+    return TroveError(
+      .ioError,
+      "cannot store \(staged.digest): its temp file '\(path)' was replaced by another file before it was published (another user of the store?); nothing was stored",
+      path: path)
+  }
+
   /// Unlinks the object file `staged` became, if it is still that file
   /// and no row records it. Best effort: what stays is an orphan, adopted
   /// by the next read or reconcile.
@@ -171,7 +209,7 @@ extension ObjectTable {
       do throws(SystemCallError) {
         folder = try FileDescriptor.open(folderName, in: tmpDirectory, [.directory, .noFollow])
       } catch  where error.errno == .noSuchFileOrDirectory {
-        folder = try tmpDirectory.makeStoreFolder(folderName, access: access).0
+        folder = try tmpDirectory.makeStoreFolder(folderName, access: access, staging: true).0
       }
     } catch  where error.errno.meansNotAFolder {
       let flat = StoreLayout.temporaryName(purpose)

@@ -1,0 +1,293 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The paths of regular files under `root` whose bytes hold `needle`.
+func files(under root: String, holding needle: String) -> [String] {
+  let wanted = Data(needle.utf8)
+  var found: [String] = []
+  guard let walk = FileManager.default.enumerator(atPath: root) else { return [] }
+  while let name = walk.nextObject() as? String {
+    let path = root + "/" + name
+    guard (try? fileStatus(path))?.isRegular == true,
+      let data = try? Data(contentsOf: URL(fileURLWithPath: path))
+    else { continue }
+    if data.range(of: wanted) != nil { found.append(path) }
+  }
+  return found
+}
+
+/// Credentials reach the server the user named and nothing else: no key,
+/// record, file, listing, error line or remote holds them, and a store's
+/// files cannot pick which of the user's secrets go where.
+@Suite(
+  "secrets: credentials never stored, printed or sent where the user did not ask",
+  .enabled(if: FaultServer.python != nil, FaultServer.missing))
+struct SecretsTests {
+  static let password = "S3cretPW"
+
+  static func fetch(_ store: String, _ arguments: [String], environment: [String: String] = [:])
+    throws -> CLI.Result
+  {
+    try CLI.run(["--store", store, "fetch"] + arguments, environment: environment)
+  }
+
+  /// `url` with `login@` after its scheme.
+  static func with(_ login: String, _ url: String) -> String {
+    url.replacingOccurrences(of: "http://", with: "http://\(login)@")
+  }
+
+  @Test(
+    "a login in a fetch URL goes to its server; the key, index, log, listings and errors hold the URL without it"
+  )
+  func loginInFetchURL() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let bare = server.url("/headers/x")
+    let fetched = try Self.fetch(store, ["--json", Self.with("alice:\(Self.password)", bare)])
+    #expect(fetched.status == 0, "\(fetched.stderr)")
+    let records = try JSONSerialization.jsonObject(with: Data(fetched.stdout)) as? [[String: Any]]
+    #expect(records?.first?["url"] as? String == bare, "\(fetched.out)")
+    let digest = try #require(records?.first?["digest"] as? String)
+    // The server got the login (its answer is the request's header lines).
+    let body = String(decoding: try trove(store, ["get", digest, "-"]).stdout, as: UTF8.self)
+    let basic = Data("alice:\(Self.password)".utf8).base64EncodedString()
+    #expect(body.contains("Authorization: Basic \(basic)"), "\(body)")
+    let keys = try trove(store, ["keys"])
+    #expect(keys.out.contains(bare) && !keys.out.contains(Self.password), "\(keys.out)")
+    #expect(try scratch.store().binding(forKey: bare)?.digest.description == digest)
+
+    let missing = Self.with("alice:\(Self.password)", server.url("/status/404"))
+    let failed = try Self.fetch(store, [missing])
+    #expect(failed.status == 1 && failed.errorLines.count == 1, "\(failed.stderr)")
+    #expect(failed.stderr.contains("'\(server.url("/status/404"))'"), "\(failed.stderr)")
+    let failedJSON = try Self.fetch(store, ["--json", missing])
+    #expect(failedJSON.status == 1)
+    #expect(!(failed.stderr + failedJSON.out + failedJSON.stderr).contains(Self.password))
+    #expect(files(under: store, holding: Self.password).isEmpty)
+  }
+
+  @Test(
+    "--auth-env and ~/.netrc give a fetch its credential: user:password as Basic, a token as Bearer"
+  )
+  func fetchCredentialSources() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    func sent(_ path: String, _ options: [String], _ environment: [String: String]) throws
+      -> String
+    {
+      let run = try Self.fetch(
+        store, ["-o", "-"] + options + [server.url(path)], environment: environment)
+      #expect(run.status == 0, "\(run.stderr)")
+      return run.out
+    }
+    let login = try sent(
+      "/headers/a", ["--auth-env", "TROVE_FETCH_LOGIN"], ["TROVE_FETCH_LOGIN": "bob:pw2"])
+    #expect(login.contains("Authorization: Basic \(Data("bob:pw2".utf8).base64EncodedString())"))
+    let token = try sent("/headers/b", ["--auth-env", "MY_TOKEN"], ["MY_TOKEN": "tok3n"])
+    #expect(token.contains("Authorization: Bearer tok3n"), "\(token)")
+    let home = scratch["home"]
+    try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
+    try scratch.write("home/.netrc", Array("machine 127.0.0.1 login carol password pw4\n".utf8))
+    #expect(chmod(home + "/.netrc", 0o600) == 0)
+    let netrc = try sent("/headers/c", [], ["HOME": home])
+    #expect(
+      netrc.contains("Authorization: Basic \(Data("carol:pw4".utf8).base64EncodedString())"),
+      "\(netrc)")
+    let unset = try Self.fetch(
+      store, ["--auth-env", "TROVE_NOT_SET_ANYWHERE", server.url("/headers/d")])
+    #expect(unset.status == 78 && unset.errorLines.count == 1, "\(unset.stderr)")
+    // The bodies echo the headers; the key and the index hold no credential.
+    let keys = try trove(store, ["keys"])
+    #expect(!keys.out.contains("tok3n") && !keys.out.contains("pw2"), "\(keys.out)")
+  }
+
+  @Test(
+    "a key record holding a login is never pushed: a warning names the key without it",
+    .enabled(if: Nginx.executable != nil, Nginx.missing))
+  func recordWithLoginNotPushed() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    // Keys an older version made from fetch URLs with their login.
+    let file = try scratch.write("in", Bytes.random(5_000, seed: 3))
+    try trove(store, ["put", "--key", "http://alice:\(Self.password)@example.com/x", file])
+    try trove(store, ["put", "--key", "plain-key", file])
+    try trove(store, ["remote", "add", "shared", nginx.url("/shared"), "--write", "off"])
+    let digest = XXH3Hasher.digest(try contents(file)).description
+    let push = try CLI.run(["--store", store, "remote", "push", digest])
+    #expect(push.status == 0, "\(push.stderr)")
+    #expect(
+      push.stderr.contains("'http://example.com/x' is not pushed")
+        && !push.stderr.contains(Self.password), "\(push.stderr)")
+    #expect(files(under: nginx.files.path, holding: Self.password).isEmpty)
+    #expect(!files(under: nginx.files.path, holding: "plain-key").isEmpty)
+  }
+
+  @Test(
+    "redaction cuts a password holding '@' whole; a URL's login ends at the authority's last '@'")
+  func redaction() throws {
+    #expect(
+      RemoteSpec.redacted("https://alice:p@ss@cache.example/x")
+        == "https://alice:***@cache.example/x")
+    #expect(
+      RemoteSpec.redacted("https://alice:pw@cache.example/a@b")
+        == "https://alice:***@cache.example/a@b")
+    #expect(RemoteSpec.redacted("https://cache.example/a@b") == "https://cache.example/a@b")
+    let split = URLUserinfo.split("http://alice:p%40ss@h:8/x?y=@")
+    #expect(split.url == "http://h:8/x?y=@" && split.login == "alice:p@ss")
+    #expect(URLUserinfo.split("http://h/a@b").login == nil)
+    // Through the CLI: no part of the password in the error.
+    let scratch = try Scratch()
+    let added = try CLI.run([
+      "--store", scratch["store"], "remote", "add", "pw", "https://alice:p@ss@cache.example/x",
+    ])
+    #expect(added.status == 64, "\(added.stderr)")
+    #expect(added.errorLines.first?.contains("'https://alice:***@cache.example/x'") == true)
+    #expect(!added.stderr.contains("ss@"), "\(added.stderr)")
+  }
+
+  @Test(
+    "auth-env names only TROVE_* variables: remote add refuses another; an old file naming one sends nothing"
+  )
+  func credentialVariablePrefix() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let refused = try CLI.run([
+      "--store", store, "remote", "add", "gh", server.url("/headers/gh"), "--auth-env",
+      "GITHUB_TOKEN",
+    ])
+    #expect(refused.status == 64 && refused.errorLines.count == 1, "\(refused.stderr)")
+    #expect(refused.stderr.contains("TROVE_"), "\(refused.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: store + "/remotes.json"))
+    // A file an older version wrote, or someone put there.
+    let file = """
+      {"format": 1, "remotes": [{"name": "gh", "url": "\(server.url("/headers/gh"))", "read-only": true, "auth-env": "GITHUB_TOKEN"}]}
+      """
+    try scratch.write("store/remotes.json", Array(file.utf8))
+    let check = try CLI.run(
+      ["--store", store, "remote", "check", "gh"], environment: ["GITHUB_TOKEN": "gh-secret"])
+    #expect(check.status == 69 && check.errorLines.count == 1, "\(check.stderr)")
+    #expect(check.stderr.contains("GITHUB_TOKEN"), "\(check.stderr)")
+    #expect(!server.headerLog().joined().contains("gh-secret"), "\(server.headerLog())")
+  }
+
+  @Test(
+    "a credential about to cross a network in clear (http:// or redis:// off this machine) is warned about first"
+  )
+  func credentialInClearWarned() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    // 192.0.2.1 (TEST-NET-1) is never this machine; nothing answers there.
+    for (name, url) in [("web", "http://192.0.2.1:9/cache"), ("mem", "redis://192.0.2.1:9")] {
+      try trove(
+        store, ["remote", "add", name, url, "--auth-env", "TROVE_T", "--write", "off"])
+      let check = try CLI.run(
+        ["--store", store, "remote", "check", name], environment: ["TROVE_T": "t0ken"])
+      #expect(check.status == 69, "\(check.stderr)")
+      let scheme = url.prefix { $0 != ":" }
+      #expect(
+        check.errorLines.first?.hasPrefix(
+          "trove: warning: remote '\(name)': its credential goes over plain \(scheme)://") == true,
+        "\(check.stderr)")
+      #expect(!check.stderr.contains("t0ken"))
+    }
+    let fetch = try Self.fetch(
+      store,
+      [
+        "--auth-env", "TROVE_T", "--connect-timeout", "0.3", "--retries", "0",
+        "http://192.0.2.1:9/x",
+      ],
+      environment: ["TROVE_T": "t0ken"])
+    #expect(fetch.status != 0)
+    #expect(
+      fetch.errorLines.first?.hasPrefix(
+        "trove: warning: fetch 'http://192.0.2.1:9/x': its credential goes over plain http://")
+        == true,
+      "\(fetch.stderr)")
+    // Loopback and https:// cross no network in clear.
+    #expect(HTTPOrigin("http://127.0.0.1:8/x")?.exposesCredentials == false)
+    #expect(HTTPOrigin("http://localhost/x")?.exposesCredentials == false)
+    #expect(HTTPOrigin("http://[::1]:8/x")?.exposesCredentials == false)
+    #expect(HTTPOrigin("https://cache.example/x")?.exposesCredentials == false)
+    #expect(HTTPOrigin("http://cache.example/x")?.exposesCredentials == true)
+  }
+
+  @Test("a FIFO in place of remotes.json is refused in one line, never waited on")
+  func remotesFIFO() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    try trove(store, ["put", try scratch.write("in", [1, 2, 3])])
+    #expect(mkfifo(store + "/remotes.json", 0o644) == 0)
+    let ls = try CLI.run(["--store", store, "remote", "ls"])
+    #expect(ls.status == 78 && ls.errorLines.count == 1, "\(ls.stderr)")
+    #expect(ls.stderr.contains("not a regular file"), "\(ls.stderr)")
+  }
+
+  @Test("an empty 0755 folder adopted as a store becomes 0700, as its access says")
+  func adoptedFolderMode() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(mkdir(store, 0o755) == 0 && chmod(store, 0o755) == 0)
+    try trove(store, ["put", try scratch.write("in", [1, 2, 3])])
+    #expect(try fileStatus(store).mode & 0o7777 == 0o700)
+    #expect(try trove(store, ["config", "get", "access"]).out == "private\n")
+  }
+}
+
+/// A group store's `remotes.json` is written by whichever member last
+/// changed it: its credential bindings hold only for that member (or for
+/// every member when root owns the file). Run as root, which starts `trove`
+/// as the members with setpriv.
+@Suite(
+  "shared stores: one member's remotes.json cannot send another's credential", .serialized,
+  .enabled(
+    if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable && FaultServer.python != nil,
+    "needs root, setpriv and python3"))
+struct SharedCredentialTests {
+  @Test(
+    "another member's remotes.json is refused for credentials in one line naming it; the user's own, or root's, is used"
+  )
+  func otherMembersBinding() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    #expect(chmod(scratch.path, 0o755) == 0)
+    let store = scratch["store"]
+    try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
+    #expect(chown(store, 0, AccessTests.team) == 0 && chmod(store, 0o2770) == 0)
+    func check(_ user: [String], _ secret: String) throws -> CLI.Result {
+      try CLI.run(
+        ["--store", store, "remote", "check", "team"],
+        environment: ["TROVE_TEAM_TOKEN": secret], prefix: user)
+    }
+    let added = try CLI.run(
+      [
+        "--store", store, "remote", "add", "team", server.url("/headers/team"), "--auth-env",
+        "TROVE_TEAM_TOKEN", "--write", "off",
+      ], prefix: AccessTests.alice)
+    #expect(added.status == 0, "\(added.stderr)")
+
+    let bob = try check(AccessTests.bob, "bob-secret")
+    #expect(bob.status == 69 && bob.errorLines.count == 1, "\(bob.stderr)")
+    #expect(
+      bob.stderr.contains(store + "/remotes.json") && bob.stderr.contains("uid 60001"),
+      "\(bob.stderr)")
+    #expect(!server.headerLog().joined().contains("bob-secret"), "\(server.headerLog())")
+
+    _ = try check(AccessTests.alice, "alice-secret")
+    #expect(server.headerLog().contains { $0.contains("Authorization: Bearer alice-secret") })
+
+    // Owned by root: an administrator's choice, which every member uses.
+    #expect(chown(store + "/remotes.json", 0, AccessTests.team) == 0)
+    _ = try check(AccessTests.bob, "bob-secret")
+    #expect(server.headerLog().contains { $0.contains("Authorization: Bearer bob-secret") })
+  }
+}
