@@ -29,6 +29,9 @@ private let variants: [(name: String, tuning: RemovalTuning)] = {
   }
   return [
     ("every optimisation", tuned),
+    // The same engine again: how far two runs of one engine differ here,
+    // beside which the other rows are read.
+    ("nothing (the same engine again)", tuned),
     ("a row per removal record", without { $0.recordsPerRow = 1 }),
     ("triggers left on", without { $0.bulkRemovalMinimum = .max }),
     ("SQLite's checkpoint interval", without { $0.checkpointPages = 1000 }),
@@ -42,7 +45,7 @@ private func removalSuite(_ b: Bench, folder: String, filesystem: String) throws
   let on = filesystem == "work folder" ? "" : " on \(filesystem)"
   let root = folder + "/removal-\(count)"
   let params = ["entries": "\(count)", "entry size": "200", "filesystem": filesystem]
-  let repetitions = b.quick ? 1 : 3
+  let repetitions = b.quick ? 1 : 4
   let operations = ["evict 10%", "evict all", "remove every digest"]
   var samples = [[[Double]]](
     repeating: [[Double]](repeating: [], count: operations.count), count: variants.count)
