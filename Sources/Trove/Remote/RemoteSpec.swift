@@ -154,8 +154,9 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// - Throws: `.invalidArgument` naming the value: a name that is not
   ///   1 to 64 letters, digits, `.`, `_` or `-` starting with a letter or
   ///   digit; a bad URL (another scheme, no host, a password in it or,
-  ///   over HTTP, any login, a Redis database that is not a number); a `max-object-size` of 0 or
-  ///   (Redis) above 512 MiB; an environment variable name that is not one.
+  ///   over HTTP, any login, a Redis database that is not a number); a
+  ///   `max-object-size` of 0 or (Redis) above 512 MiB; an environment
+  ///   variable name that is not one.
   public func validated() throws(TroveError) -> RemoteSpec {
     let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
     guard (1...64).contains(name.count), name.allSatisfy(allowed.contains),
