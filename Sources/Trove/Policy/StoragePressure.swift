@@ -194,7 +194,7 @@ extension Store {
     worth: Int64, until: Int64?, batches: Int, sizedToNeed: Bool
   ) throws(TroveError) -> Removal {
     var planned = Set<BlobDigest>()
-    var available = try volumeSpace().available
+    var available = try quietSpace()
     var left = batches
     return try removeLeastRecentlyUsed(
       before: nil, now: currentTimeNanoseconds(), dryRun: false, protected: [],
@@ -212,6 +212,24 @@ extension Store {
         return PressurePolicy.freedAnything(now - available, of: batch.bytes)
       },
       until: { removed in removed >= worth })
+  }
+
+  /// The volume's available bytes once they hold still: after a write
+  /// met a full volume, XFS trims preallocations and frees blocks in the
+  /// background for a while, and space it frees after this reading would
+  /// be taken for what the first eviction freed. Reads until two readings
+  /// 5 ms apart agree, for up to ``PressurePolicy/settleTime``.
+  private func quietSpace() throws(TroveError) -> Int64 {
+    let clock = ContinuousClock()
+    let deadline = clock.now + PressurePolicy.settleTime
+    var last = try volumeSpace().available
+    while clock.now < deadline {
+      Sys.sleep(microseconds: 5_000)
+      let now = try volumeSpace().available
+      if now == last { return now }
+      last = now
+    }
+    return last
   }
 
   /// The volume's available bytes after an eviction that recorded
