@@ -34,9 +34,7 @@ private let variants: [(name: String, tuning: RemovalTuning)] = {
     ("nothing (the same engine again)", tuned),
     ("a row per removal record", without { $0.recordsPerRow = 1 }),
     ("triggers left on", without { $0.bulkRemovalMinimum = .max }),
-    ("SQLite's checkpoint interval", without { $0.checkpointPages = 1000 }),
     ("one unlink thread", without { $0.unlinkLanes = false }),
-    ("parts that do not grow", without { $0.partGrowth = 1 }),
   ]
 }()
 

@@ -298,21 +298,6 @@ final class Index: Sendable {
     return TroveError(.indexFailure, "cannot \(action) '\(path)': \(failure)", path: path)
   }
 
-  /// Runs `body` with this connection's commits checkpointing the WAL
-  /// only once it holds `pages` pages, then back to SQLite's default
-  /// (1,000 pages), which every connection of the store otherwise keeps
-  /// (other threads of this process share the connection, and its setting,
-  /// meanwhile). A setting that cannot be made leaves the default: only
-  /// the time a commit takes depends on it.
-  func withCheckpointInterval<T>(pages: Int, _ body: () throws(TroveError) -> T)
-    throws(TroveError) -> T
-  {
-    guard pages != 1000 else { return try body() }
-    connection.withLock { db in _ = try? db.execute("PRAGMA wal_autocheckpoint=\(pages)") }
-    defer { connection.withLock { db in _ = try? db.execute("PRAGMA wal_autocheckpoint=1000") } }
-    return try body()
-  }
-
   /// Runs `body` with the connection, outside any explicit transaction:
   /// each statement commits by itself. For lookups.
   func read<T>(_ action: String, _ body: (IndexSession) throws(TroveError) -> T)

@@ -481,9 +481,8 @@ extension Store {
   }
 
   /// How many entries a sweep evicts per batch: one
-  /// ``ObjectTable/evict(_:now:part:)``, which removes them in parts (the
-  /// first of ``RemovalEngine/removalPart``, growing to
-  /// ``RemovalTuning/partGrowth`` times that), two parts to a
+  /// ``ObjectTable/evict(_:now:part:)``, which removes them in parts of
+  /// ``RemovalEngine/removalPart``, two parts to a
   /// transaction (each part's unlinks overlapping the next part's file
   /// lookups). The pipeline of parts starts and drains once per batch, so
   /// batches are large (about 10 MB of candidates in memory per batch).

@@ -540,8 +540,7 @@ public final class Store: Sendable {
   }
 
   /// Removes the objects of `digests` as ``remove(_:)`` does, in batches
-  /// of up to 131,072, each in parts (the first of 8,192, each after it
-  /// twice the one before, up to 32,768), two parts to a durable index
+  /// of up to 131,072, each in parts of 8,192, two parts to a durable index
   /// transaction: the files of one part are unlinked while the next
   /// part's are looked up, then the next part's rows are removed and its
   /// removals recorded.

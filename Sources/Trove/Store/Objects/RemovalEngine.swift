@@ -102,20 +102,8 @@ struct RemovalEngine: Sendable {
   /// How many objects the first transaction of a removal takes at once.
   static let removalPart = 8192
 
-  /// How much larger than the first a later part may grow
-  /// (``RemovalTuning/partGrowth``): each part is twice the one before, up to
-  /// that many times the first. A part's commit writes most of the
-  /// index's pages whatever its size (its rows' digests, the keys, are
-  /// spread over all of them), so fewer, larger parts write less, while
-  /// the first part stays small enough for its unlinks to start soon. The
-  /// write lock is held for a part's unlinks. Parts do not grow on network
-  /// and FUSE filesystems.
-  var removalGrowth: Int { tuning.partGrowth }
-
-  /// Removes `digests` (each once) in parts, the first of `size`
-  /// (``removalPart``) and each after it twice the one before, up to
-  /// ``removalGrowth`` times the first; the two steps of consecutive parts
-  /// sharing a transaction: one durable
+  /// Removes `digests` (each once) in parts of `size` (``removalPart``),
+  /// the two steps of consecutive parts sharing a transaction: one durable
   /// index transaction takes the removal records of part k and unlinks
   /// its files on one thread while another looks up the files of part
   /// k + 1 (their identities: the filesystem only); once the unlinks are
@@ -152,41 +140,33 @@ struct RemovalEngine: Sendable {
     var failures: [TroveError] = []
     var pending: (digests: [BlobDigest], rows: [Int64]) = ([], [])
     var start = 0
-    let interval = checkpointPages(removing: digests.count, part: size)
-    var size = max(1, size)
-    // On a network or FUSE filesystem, where a lookup or an unlink may be
-    // a round trip, parts stay small: the write lock is held while one is
-    // unlinked.
-    let largest = size * (filesystem.isShared ? 1 : removalGrowth)
-    return try index().withCheckpointInterval(pages: interval) { () throws(TroveError) in
-      while start < digests.count || !pending.digests.isEmpty {
-        let part = start..<min(start + size, digests.count)
-        size = min(size * 2, largest)
-        let (finishing, rows) = pending
-        do throws(TroveError) {
-          let step = try index().write(
-            "\(what) \(finishing.count + part.count) objects", durable: !part.isEmpty
-          ) { (tx) throws(TroveError) in
-            let unlinking = try startUnlinking(finishing, rows: rows, tx)
-            let lookups = Lookups()
-            if !part.isEmpty { lookups.start(self, Array(digests[part]), explicit: explicit) }
-            defer { _ = try? lookups.wait() }
-            let finished = try finishUnlinking(unlinking, tx)
-            let recorded = part.isEmpty ? ([], []) : try firstStep(part, lookups, tx)
-            return (recorded, finished)
-          }
-          pending = step.0
-          removed.formUnion(step.1.removed)
-          unlinked.formUnion(step.1.unlinked)
-          failures += step.1.failures
-        } catch {
-          objects.journalAsIs(digests: finishing + digests[part])
-          throw error
+    let size = max(1, size)
+    while start < digests.count || !pending.digests.isEmpty {
+      let part = start..<min(start + size, digests.count)
+      let (finishing, rows) = pending
+      do throws(TroveError) {
+        let step = try index().write(
+          "\(what) \(finishing.count + part.count) objects", durable: !part.isEmpty
+        ) { (tx) throws(TroveError) in
+          let unlinking = try startUnlinking(finishing, rows: rows, tx)
+          let lookups = Lookups()
+          if !part.isEmpty { lookups.start(self, Array(digests[part]), explicit: explicit) }
+          defer { _ = try? lookups.wait() }
+          let finished = try finishUnlinking(unlinking, tx)
+          let recorded = part.isEmpty ? ([], []) : try firstStep(part, lookups, tx)
+          return (recorded, finished)
         }
-        start = part.upperBound
+        pending = step.0
+        removed.formUnion(step.1.removed)
+        unlinked.formUnion(step.1.unlinked)
+        failures += step.1.failures
+      } catch {
+        objects.journalAsIs(digests: finishing + digests[part])
+        throw error
       }
-      return (removed, unlinked, failures)
+      start = part.upperBound
     }
+    return (removed, unlinked, failures)
   }
 
   /// The lookups of a part's files (`lookUp(_:explicit:)` of many), made on
@@ -216,20 +196,6 @@ struct RemovalEngine: Sendable {
       done.wait()
       return try result.withLock { $0 }.get()
     }
-  }
-
-  /// How many pages the WAL may hold before a commit checkpoints it,
-  /// during a removal of `count` objects in parts of `part`:
-  /// ``RemovalTuning/checkpointPages`` (64 MiB) for one of several parts on a
-  /// volume with at least 1 GiB free, else SQLite's default (1,000). Each
-  /// part's commit changes most of the index's pages, and checkpointing
-  /// them after every part costs much of the commits' time. Where space
-  /// is short (an eviction for pressure), the WAL stays as small as ever.
-  private func checkpointPages(removing count: Int, part: Int) -> Int {
-    guard count > part, let space = try? Sys.spaceAvailable(at: objects.root),
-      space.available >= 1 << 30
-    else { return 1000 }
-    return tuning.checkpointPages
   }
 
   /// The second step of a removal under way: the records taken, the
