@@ -22,7 +22,8 @@ public struct StoreDiagnosis: Sendable, Hashable, Codable {
 
     /// A short stable name: `store-filesystem`, `destination-filesystem`,
     /// `clone`, `hardlink`, `locks`, `free-space`, `index-journal`,
-    /// `writable`.
+    /// `writable`, and `remotes-owner` when another user's `remotes.json`
+    /// configures the remotes.
     public var name: String
     /// Whether it is as it should be.
     public var status: Status
@@ -118,6 +119,12 @@ extension Store {
         remedy: .openWritable)
     } else {
       check("writable", true, "the store is writable")
+    }
+    if let foreign = remotesChosenByAnother() {
+      check(
+        "remotes-owner", false, foreign,
+        "read and write its remotes only if you trust that user; otherwise remove them ('trove remote rm') and add your own"
+      )
     }
 
     let clone = probeClone(into: destination, readOnly: isReadOnly)

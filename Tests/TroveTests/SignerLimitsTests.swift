@@ -1,0 +1,254 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// What a signer refuses to vouch for, and what a trusting store refuses
+/// to count on: bindings learnt from a remote, a signing key another user
+/// configured, unsigned copies a sweep would drop, oversized or padded
+/// signed entries. Against real nginx (WebDAV) and redis-server.
+extension SigningTests {
+  /// The SHA-256 of `bytes`.
+  static func sha(_ bytes: [UInt8]) -> Checksum {
+    let hasher = SHA2Hasher(.sha256)
+    bytes.withUnsafeBytes { hasher.update($0) }
+    return hasher.finalize()
+  }
+
+  /// The path of `digest`'s signed entry under `base` on `dav`.
+  static func entryPath(_ dav: Nginx, _ base: String, _ digest: BlobDigest) -> String {
+    dav.files["\(base)/sigs/\(digest.hex.prefix(2))/\(digest.hex).json"]
+  }
+
+  /// Writes `bytes` at `path`, making its folders.
+  static func plant(_ bytes: [UInt8], at path: String) throws {
+    try FileManager.default.createDirectory(
+      atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+  }
+
+  @Test(
+    "a signing store never signs or pushes a key it bound from an unsigned remote's record: a reader trusting its key gets no such key"
+  )
+  func pulledBindingNotSigned() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    // Another writer of the unsigned shared remote plants K -> D'.
+    let planter = scratch["planter"]
+    #expect(
+      try RemoteTests.remote(planter, ["add", "a", dav.url("/a"), "--write", "sync"]).status == 0)
+    let planted = Bytes.random(6000, seed: 2811)
+    let plantedDigest = XXH3Hasher.digest(planted)
+    let file = try scratch.write("planted", planted)
+    #expect(try CLI.run(["--store", planter, "put", "--key", "tools/cc", file]).status == 0)
+
+    // The CI writer reads A unsigned and publishes signed to B.
+    let writer = scratch["w"]
+    #expect(try RemoteTests.remote(writer, ["add", "a", dav.url("/a"), "--read-only"]).status == 0)
+    #expect(
+      try RemoteTests.remote(writer, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try CLI.run(["--store", writer, "config", "set", "signing-key", keyFile]).status == 0)
+    let read = try CLI.run(["--store", writer, "get", "tools/cc", "-"])
+    #expect(read.status == 0 && read.stdout == planted, "\(read.stderr)")
+    let push = try RemoteTests.remote(writer, ["push", "--remote", "b", "--all"])
+    #expect(push.status == 0, "\(push.stderr)")
+    #expect(push.stderr.contains("'tools/cc' is not signed or pushed"), "\(push.stderr)")
+    let named = try RemoteTests.remote(writer, ["push", "--remote", "b", "tools/cc"])
+    #expect(named.status == 0, "\(named.stderr)")
+    #expect(
+      !FileManager.default.fileExists(atPath: RemoteKeyPullTests.recordPath(dav, "b", "tools/cc")))
+    // The blob itself went up signed: its bytes are their own proof.
+    #expect(FileManager.default.fileExists(atPath: Self.entryPath(dav, "b", plantedDigest)))
+
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    let got = try CLI.run(["--store", reader, "get", "tools/cc", "-"])
+    #expect(got.status == 1 && got.stdout.isEmpty, "\(got.stderr)")
+
+    // The same key put here by this store's own user is its to sign.
+    #expect(try CLI.run(["--store", writer, "put", "--key", "tools/cc", file]).status == 0)
+    #expect(try RemoteTests.remote(writer, ["push", "--remote", "b", "tools/cc"]).status == 0)
+    let own = try CLI.run(["--store", reader, "get", "tools/cc", "-"])
+    #expect(own.status == 0 && own.stdout == planted, "\(own.stderr)")
+  }
+
+  @Test(
+    "signing-key in a config.json another user owns is not used: a push that would sign stops (exit 78) naming the file and owner; TROVE_SIGNING_KEY still signs",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give config.json to another user"))
+  func signingKeyFromAnotherUsersConfig() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = scratch["s"]
+    #expect(
+      try RemoteTests.remote(store, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", keyFile]).status == 0)
+    // Another member of the group (or a restored cache folder) wrote it.
+    #expect(chown(store + "/config.json", 60001, 60001) == 0)
+    let digest = try RemoteTests.put(store, Bytes.random(3000, seed: 2812), in: scratch)
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(push.status == 78, "\(push.stderr)")
+    #expect(
+      push.stderr.contains("config.json' is owned by uid 60001")
+        && push.stderr.contains("its signing-key is not used"), "\(push.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: dav.files["b/" + remoteBlobPath(digest)]))
+
+    let own = try RemoteTests.remote(
+      store, ["push", digest.description], environment: ["TROVE_SIGNING_KEY": keyFile])
+    #expect(own.status == 0, "\(own.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    #expect(try CLI.run(["--store", reader, "get", digest.description, "-"]).status == 0)
+  }
+
+  @Test(
+    "remote-first eviction keeps an object a trusting store pushed unsigned (readers of that remote could not use it) and evicts one pushed signed by a trusted key"
+  )
+  func evictionNeedsTrustedCopy() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = scratch["s"]
+    #expect(
+      try RemoteTests.remote(
+        store, ["add", "shared", dav.url("/ev"), "--trust", publicKey, "--write", "off"]
+      ).status == 0)
+    var digests: [BlobDigest] = []
+    for i in 0..<3 {
+      digests.append(
+        try RemoteTests.put(store, Bytes.random(100_000, seed: UInt64(2820 + i)), in: scratch))
+      usleep(20_000)  // distinct last accesses: 0 is the least recently used
+    }
+    // No signing key: the remote holds it, no trusted key signed it.
+    #expect(try RemoteTests.remote(store, ["push", digests[1].description]).status == 0)
+    #expect(try CLI.run(["--store", store, "sweep", "--budget", "250K"]).status == 0)
+    #expect(try Set(RemoteTests.digests(store)) == [digests[1], digests[2]])
+    let got = try CLI.run(["--store", store, "get", digests[1].description, "-"])
+    #expect(got.status == 0 && got.stdout.count == 100_000, "\(got.stderr)")
+
+    // Signed by the key it trusts: that copy is one it can read back.
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", keyFile]).status == 0)
+    #expect(try RemoteTests.remote(store, ["push", digests[2].description]).status == 0)
+    #expect(try CLI.run(["--store", store, "sweep", "--budget", "150K"]).status == 0)
+    #expect(try Set(RemoteTests.digests(store)) == [digests[1]])
+    let back = try CLI.run(["--store", store, "get", digests[2].description, "-"])
+    #expect(back.status == 0 && back.stdout.count == 100_000, "\(back.stderr)")
+  }
+
+  @Test(
+    "an owner check: remote status and doctor warn when another user owns remotes.json (its remotes and trust are theirs)",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give remotes.json to another user"))
+  func remotesOfAnotherUser() throws {
+    let scratch = try Scratch()
+    let store = scratch["s"]
+    #expect(
+      try RemoteTests.remote(store, ["add", "shared", "http://127.0.0.1:9/x", "--read-only"])
+        .status == 0)
+    let mine = try RemoteTests.remote(store, ["status"])
+    #expect(mine.status == 0 && !mine.stderr.contains("owned by uid"), "\(mine.stderr)")
+    #expect(chown(store + "/remotes.json", 60001, 60001) == 0)
+    let status = try RemoteTests.remote(store, ["status"])
+    #expect(status.status == 0, "\(status.stderr)")
+    #expect(
+      status.stderr.contains("remotes.json' is owned by uid 60001")
+        && status.stderr.contains("trusted keys are that user's choice"), "\(status.stderr)")
+    let doctor = try CLI.run(["--store", store, "doctor", scratch.path])
+    #expect(doctor.status == 0, "\(doctor.stderr)")
+    #expect(doctor.out.contains("warn  remotes-owner"), "\(doctor.out)")
+  }
+
+  @Test(
+    "a signed entry over 64 KiB (WebDAV, Redis) is a failure of the remote that counts toward its breaker, not an unsigned object"
+  )
+  func oversizedSignedEntry() throws {
+    let dav = try Nginx(webDAV: true)
+    let redis = try RedisServer()
+    for url in [dav.url("/big"), redis.url(database: 12)] {
+      let scratch = try Scratch()
+      let (writer, trusting, _, _) = try Self.stores(scratch, url: url)
+      let bytes = Bytes.random(4000, seed: 2830)
+      let digest = try RemoteTests.put(writer, bytes, in: scratch)
+      let padded = [UInt8](repeating: 0x20, count: SignedObjectEntry.sizeLimit + 10)
+      if url.hasPrefix("redis") {
+        try redis.command(["SET", "trove:sig:\(digest.hex)"], database: 12, payload: padded)
+      } else {
+        try Self.plant(padded, at: Self.entryPath(dav, "big", digest))
+      }
+      let pull = try RemoteTests.remote(trusting, ["pull", digest.description])
+      #expect(pull.status == 69, "\(url): \(pull.stderr)")
+      #expect(pull.stderr.contains("longer than 64 KiB"), "\(url): \(pull.stderr)")
+      let status = try RemoteTests.remote(trusting, ["status", "--json"])
+      let records = try JSONSerialization.jsonObject(with: Data(status.stdout)) as? [[String: Any]]
+      let record = try #require(records?.first)
+      #expect(record["errors"] as? Int == 1, "\(url): \(record)")
+      #expect(record["untrusted"] as? Int == 0, "\(url): \(record)")
+    }
+  }
+
+  @Test(
+    "a signer keeps only signatures that verify under keys it knows: junk padding on the remote's entry is dropped, and readers accept the re-signed entry"
+  )
+  func junkSignaturesDropped() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (writer, trusting, _, _) = try Self.stores(scratch, url: dav.url("/pad"))
+    let bytes = Bytes.random(5000, seed: 2840)
+    let digest = XXH3Hasher.digest(bytes)
+    // A remote writer's entry of these facts, padded with signatures of
+    // keys no one trusts and long names, just under the limit.
+    var junk: [RemoteSignature] = []
+    for _ in 0..<15 {
+      let key = try #require(Ed25519.PrivateKey.generate()).publicKey
+      junk.append(
+        RemoteSignature(
+          key: key, name: String(repeating: "n", count: 4000),
+          signature: Data(repeating: 7, count: 64).base64EncodedString()))
+    }
+    var entry = SignedObjectEntry(
+      format: SignedObjectEntry.currentFormat, digest: digest.description,
+      size: Int64(bytes.count), sha256: Self.sha(bytes).description, signatures: junk)
+    let room = SignedObjectEntry.sizeLimit - 80 - entry.encoded().count
+    entry.signatures[0].name += String(repeating: "n", count: room)
+    #expect(entry.encoded().count == SignedObjectEntry.sizeLimit - 80)
+    try Self.plant(entry.encoded(), at: Self.entryPath(dav, "pad", digest))
+
+    let put = try CLI.run(["--store", writer, "put", try scratch.write("in", bytes)])
+    #expect(put.status == 0, "\(put.stderr)")
+    let written = try contents(Self.entryPath(dav, "pad", digest))
+    #expect(written.count < 1000, "\(written.count) bytes")
+    let pulled = try RemoteTests.remote(trusting, ["pull", digest.description])
+    #expect(pulled.status == 0, "\(pulled.stderr)")
+    #expect(try Self.counts(trusting).untrusted == 0)
+  }
+
+  @Test(
+    "a signed record naming an object this store holds, with another SHA-256 than its bytes, binds nothing and is counted corrupt"
+  )
+  func signedRecordOfLocalObjectWithOtherSHA() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (_, trusting, _, keyFile) = try Self.stores(scratch, url: dav.url("/local"))
+    let bytes = Bytes.random(3000, seed: 2850)
+    let digest = try RemoteTests.put(trusting, bytes, in: scratch)
+    let record = RemoteKeyRecord(
+      key: "k/local", digest: digest.description, origin: nil, checksums: []
+    ).signed(
+      by: try SigningKey.load(keyFile),
+      facts: SignedFacts(size: Int64(bytes.count), sha256: Self.sha(bytes + [0])), time: 1)
+    try Self.plant(record.encoded(), at: RemoteKeyPullTests.recordPath(dav, "local", "k/local"))
+    let got = try CLI.run(["--store", trusting, "get", "k/local", "-"])
+    #expect(got.status == 1 && got.stdout.isEmpty, "\(got.stderr)")
+    #expect(!(try trove(trusting, ["keys"]).out.contains("k/local")))
+    #expect(try Self.counts(trusting).corrupt == 1)
+    #expect(try RemoteTests.digests(trusting) == [digest])
+  }
+}
