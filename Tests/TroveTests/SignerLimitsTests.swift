@@ -58,8 +58,16 @@ extension SigningTests {
     let push = try RemoteTests.remote(writer, ["push", "--remote", "b", "--all"])
     #expect(push.status == 0, "\(push.stderr)")
     #expect(push.stderr.contains("'tools/cc' is not signed or pushed"), "\(push.stderr)")
+    // references.log keeps where the binding came from: an index rebuilt
+    // from it still knows.
+    for name in try FileManager.default.contentsOfDirectory(atPath: writer)
+    where name.hasPrefix("index.sqlite") {
+      try FileManager.default.removeItem(atPath: writer + "/" + name)
+    }
     let named = try RemoteTests.remote(writer, ["push", "--remote", "b", "tools/cc"])
     #expect(named.status == 0, "\(named.stderr)")
+    #expect(named.stderr.contains("'tools/cc' is not signed or pushed"), "\(named.stderr)")
+    #expect(named.stderr.contains("1 key restored from references.log"), "\(named.stderr)")
     #expect(
       !FileManager.default.fileExists(atPath: RemoteKeyPullTests.recordPath(dav, "b", "tools/cc")))
     // The blob itself went up signed: its bytes are their own proof.
@@ -77,6 +85,62 @@ extension SigningTests {
     #expect(try RemoteTests.remote(writer, ["push", "--remote", "b", "tools/cc"]).status == 0)
     let own = try CLI.run(["--store", reader, "get", "tools/cc", "-"])
     #expect(own.status == 0 && own.stdout == planted, "\(own.stderr)")
+  }
+
+  @Test(
+    "a fetch keeps a pulled binding unsigned through a 304 (it proves only the ETag); a 200 from the origin replaces it, and then it is signed"
+  )
+  func pulledBindingThroughOrigin() throws {
+    let dav = try Nginx(webDAV: true)
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let planter = scratch["planter"]
+    #expect(
+      try RemoteTests.remote(planter, ["add", "a", dav.url("/a"), "--write", "sync"]).status == 0)
+    let planted = Bytes.random(7000, seed: 2813)
+    let file = try scratch.write("planted", planted)
+    // Two origin URLs planted at D': one with the origin's real ETag (it
+    // answers 304), one without validators (a fetch must get the body).
+    let (revalidated, replaced) = (
+      server.url("/ok/tool?size=5000"), server.url("/ok/lib?size=5000")
+    )
+    for url in [revalidated, replaced] {
+      #expect(try CLI.run(["--store", planter, "put", "--key", url, file]).status == 0)
+    }
+    let recordPath = RemoteKeyPullTests.recordPath(dav, "a", revalidated)
+    var record = try #require(
+      try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: recordPath)))
+        as? [String: Any])
+    record["origin"] = [
+      "etag": "\"v1\"", "size": planted.count, "isImmutable": false, "fetched": 1,
+    ]
+    try JSONSerialization.data(withJSONObject: record).write(to: URL(fileURLWithPath: recordPath))
+
+    let writer = scratch["w"]
+    #expect(try RemoteTests.remote(writer, ["add", "a", dav.url("/a"), "--read-only"]).status == 0)
+    #expect(
+      try RemoteTests.remote(writer, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try CLI.run(["--store", writer, "config", "set", "signing-key", keyFile]).status == 0)
+    for url in [revalidated, replaced] {
+      let fetched = try CLI.run(["--store", writer, "fetch", "-o", "-", url])
+      #expect(fetched.status == 0, "\(fetched.stderr)")
+    }
+    // The first was revalidated (If-None-Match "v1", answered 304).
+    #expect(server.requests().contains { $0.contains("/ok/tool") && $0.contains("v1") })
+    let push = try RemoteTests.remote(writer, ["push", "--remote", "b", "--all"])
+    #expect(push.status == 0, "\(push.stderr)")
+    #expect(
+      !FileManager.default.fileExists(atPath: RemoteKeyPullTests.recordPath(dav, "b", revalidated)))
+
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    let refused = try CLI.run(["--store", reader, "get", revalidated, "-"])
+    #expect(refused.status == 1 && refused.stdout.isEmpty, "\(refused.stderr)")
+    let origin = try CLI.run(["--store", reader, "get", replaced, "-"])
+    #expect(origin.status == 0 && origin.stdout.count == 5000, "\(origin.stderr)")
   }
 
   @Test(
