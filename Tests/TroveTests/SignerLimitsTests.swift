@@ -175,6 +175,62 @@ extension SigningTests {
   }
 
   @Test(
+    "group store: bob points config.json at alice's key; alice's push stops (exit 78) instead of signing bob's choice, and signs with TROVE_SIGNING_KEY",
+    .enabled(
+      if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable,
+      "needs root and setpriv to run trove as other users"))
+  func signingKeyChosenByAnotherMember() throws {
+    let dav = try Nginx(webDAV: true)
+    let (alice, bob) = (AccessTests.alice, AccessTests.bob)
+    let scratch = try Scratch()
+    #expect(chmod(scratch.path, 0o777) == 0)
+    let store = scratch["store"]
+    try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
+    #expect(chown(store, 0, AccessTests.team) == 0 && chmod(store, 0o2770) == 0)
+    func trove(_ user: [String], _ arguments: [String], _ environment: [String: String] = [:])
+      throws -> CLI.Result
+    {
+      try CLI.run(["--store", store] + arguments, environment: environment, prefix: user)
+    }
+    let keyFile = scratch["alice.key"]
+    let made = try CLI.run(["keygen", "alice", "--out", keyFile], prefix: alice)
+    #expect(made.status == 0, "\(made.stderr)")
+    let publicKey = made.out.trimmingCharacters(in: .newlines)
+    #expect(
+      try trove(alice, ["remote", "add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try trove(alice, ["config", "set", "signing-key", keyFile]).status == 0)
+    // Bob rewrites config.json (the root folder is the group's): it keeps
+    // naming alice's key, and is his now.
+    let rewrite = try CLI.run(
+      [],
+      prefix: bob + [
+        "/bin/sh", "-c", "cd \"$1\" && cat config.json > c.new && mv -f c.new config.json", "sh",
+        store,
+      ])
+    #expect(rewrite.status == 0, "\(rewrite.stderr)")
+    let input = scratch["in"]
+    try Data(Bytes.random(4000, seed: 2814)).write(to: URL(fileURLWithPath: input))
+    #expect(chmod(input, 0o644) == 0)
+    let put = try trove(alice, ["put", input])
+    #expect(put.status == 0, "\(put.stderr)")
+    let digest = String(put.out.prefix { $0 != " " && $0 != "\n" })
+    let push = try trove(alice, ["remote", "push", digest])
+    #expect(push.status == 78 && push.errorLines.count == 1, "\(push.stderr)")
+    #expect(push.stderr.contains("is owned by uid 60002"), "\(push.stderr)")
+    #expect(
+      !FileManager.default.fileExists(
+        atPath: dav.files["b/" + remoteBlobPath(try BlobDigest(parsing: digest))]))
+
+    let own = try trove(alice, ["remote", "push", digest], ["TROVE_SIGNING_KEY": keyFile])
+    #expect(own.status == 0, "\(own.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    #expect(try CLI.run(["--store", reader, "get", digest, "-"]).status == 0)
+  }
+
+  @Test(
     "remote-first eviction keeps an object a trusting store pushed unsigned (readers of that remote could not use it) and evicts one pushed signed by a trusted key"
   )
   func evictionNeedsTrustedCopy() throws {
