@@ -163,6 +163,8 @@ extension SigningTests {
       push.stderr.contains("config.json' is owned by uid 60001")
         && push.stderr.contains("its signing-key is not used"), "\(push.stderr)")
     #expect(!FileManager.default.fileExists(atPath: dav.files["b/" + remoteBlobPath(digest)]))
+    let doctor = try CLI.run(["--store", store, "doctor", scratch.path])
+    #expect(doctor.out.contains("warn  signing-key-owner"), "\(doctor.out)")
 
     let own = try RemoteTests.remote(
       store, ["push", digest.description], environment: ["TROVE_SIGNING_KEY": keyFile])

@@ -100,16 +100,26 @@ extension Store {
   ///   (see ``SigningKey/load(_:)``), or naming `config.json` and its owner.
   func signingKey() throws(TroveError) -> SigningKey? {
     guard let path = try currentSettings().policy.signingKey else { return nil }
-    if configuration.policyOverrides[.signingKey] == nil,
-      let owner = try? rootDirectory.status(of: StoreLayout.settings, followSymlinks: false).owner,
-      owner != Sys.effectiveUserID, owner != 0
-    {
+    if let refusal = signingKeyRefusal() {
       throw TroveError(
         .invalidConfig,
-        "'\(settingsPath)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its signing-key is not used, as another user chose it; nothing pushed unsigned (set TROVE_SIGNING_KEY to a key of your own)",
+        refusal + "; nothing pushed unsigned (set TROVE_SIGNING_KEY to a key of your own)",
         path: settingsPath)
     }
     return try SigningKey.load(path)
+  }
+
+  /// Why the `signing-key` setting is not used: a line naming
+  /// `config.json` and its owner when it comes from that file and neither
+  /// this user nor root owns it; nil otherwise.
+  func signingKeyRefusal() -> String? {
+    guard configuration.policyOverrides[.signingKey] == nil,
+      (try? loadedSettings().policy.signingKey) != nil,
+      let owner = try? rootDirectory.status(of: StoreLayout.settings, followSymlinks: false).owner,
+      owner != Sys.effectiveUserID, owner != 0
+    else { return nil }
+    return
+      "'\(settingsPath)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its signing-key is not used, as another user chose it"
   }
 
   /// What a signer vouches for `digest`: its length and SHA-256, computed
