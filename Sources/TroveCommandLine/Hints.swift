@@ -16,7 +16,8 @@ enum Hints {
         "; open the store once with write access (e.g. remount its volume read-write and run 'trove stats')"
     case .chooseStore: return "; give --store DIR or set TROVE_STORE"
     case .credentialVariable:
-      return "; put the credential in an environment variable and name it with --auth-env"
+      return
+        "; put the credential in an environment variable and name it with --auth-env (over HTTP, ~/.netrc serves too)"
     case .repairSettings(let key?):
       return "; repair it with 'trove config set \(key.rawValue) VALUE' or 'trove config reset'"
     case .repairSettings(nil):

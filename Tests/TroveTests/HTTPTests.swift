@@ -75,7 +75,7 @@ struct HTTPTests {
     #expect(sentByFetch.split(separator: "\n").contains { $0 == expected }, "\(sentByFetch)")
 
     var body: [UInt8] = []
-    let outcome = try RemoteHTTPTransfer(limits: .standard, credential: nil)
+    let outcome = try RemoteHTTPTransfer(limits: .standard, credential: nil, usesNetrc: false)
       .perform("GET", server.url("/headers/webdav")) { body += $0 }
     #expect(outcome.status == 200, "\(outcome.message)")
     #expect(outcome.contentLength == Int64(body.count))

@@ -188,7 +188,7 @@ struct RemedyTests {
         .utf8
     ).write(to: URL(fileURLWithPath: root + "/remotes.json"))
     let line =
-      "'\(root)/remotes.json': invalid remote URL 'http://u:***@127.0.0.1:9/': it holds a password"
+      "'\(root)/remotes.json': invalid remote URL 'http://***@127.0.0.1:9/': it holds a password"
     let absent = XXH3Hasher.digest(Bytes.random(100, seed: 77))
     func warnings(_ wording: (@Sendable (TroveError.Remedy) -> String)?) throws -> [String] {
       let said = Mutex<[String]>([])
@@ -204,7 +204,8 @@ struct RemedyTests {
     #expect(try warnings(nil) == ["remotes not consulted: \(line)"])
     #expect(
       try warnings({ " [\($0)]" }) == ["remotes not consulted: \(line) [credentialVariable]"])
-    let hint = "; put the credential in an environment variable and name it with --auth-env"
+    let hint =
+      "; put the credential in an environment variable and name it with --auth-env (over HTTP, ~/.netrc serves too)"
     let ls = try CLI.run(["--store", root, "remote", "ls"])
     #expect(ls.stderr == "Error: \(line)\(hint)\n")
     let get = try CLI.run(["--store", root, "get", absent.description, scratch["out"]])

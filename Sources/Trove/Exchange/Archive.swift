@@ -97,7 +97,9 @@ extension Store {
       }
       opened.append(
         (
-          .init(digest: object.digest.description, size: size, keys: object.keys), object.digest,
+          .init(
+            digest: object.digest.description, size: size,
+            keys: object.keys.map(URLUserinfo.exported(key:))), object.digest,
           file, isCompressed
         ))
     }

@@ -135,7 +135,9 @@ extension Store {
           recordName: nil, remedyWording: configuration.remedyWording))
       var report = ExchangeReport()
       for object in objects {
-        let binding = KeyRequest(key: nil, moreKeys: object.keys, existing: .repoint)
+        // A login older versions kept in a URL key stays here.
+        let keys = object.keys.map(URLUserinfo.exported(key:))
+        let binding = KeyRequest(key: nil, moreKeys: keys, existing: .repoint)
         guard let put = try destination.copyObject(object.digest, from: self, binding: binding)
         else {
           report.missing.append(object.digest)

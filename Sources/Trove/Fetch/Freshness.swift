@@ -29,12 +29,14 @@ enum Freshness {
   /// the origin's word, and a remote's record is any writer's: the first
   /// fetch here asks the origin (a conditional request, a `304` without a
   /// body when nothing changed), whose answer sets the freshness. Never
-  /// `immutable`; fetched no later than `now`.
-  static func pulled(_ origin: KeyOrigin, now: Int64) -> KeyOrigin {
+  /// `immutable`, and never fetched here (time 0): the record's own fetch
+  /// time is any writer's too, so no ``FetchRequest/maxAge`` counts it
+  /// as young.
+  static func pulled(_ origin: KeyOrigin) -> KeyOrigin {
     var bound = origin
     bound.expiresNanoseconds = nil
     bound.isImmutable = false
-    bound.fetchedNanoseconds = min(origin.fetchedNanoseconds, now)
+    bound.fetchedNanoseconds = 0
     return bound
   }
 

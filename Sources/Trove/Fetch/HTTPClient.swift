@@ -163,8 +163,9 @@ final class HTTPClient {
       stallSpeed: o.stallSpeed, stallTimeout: o.stallTimeout, userAgent: o.userAgent,
       maxRedirects: nil, resumeFrom: request.resumeFrom, login: login,
       waitsToMultiplex: multi?.multiplexes ?? false)
-    // ~/.netrc names a login per host: for a hop with no login of its own.
-    setup.usesNetrc = login == nil
+    // ~/.netrc names a login per host: for a hop with no login of its own,
+    // and never one that would carry it in clear.
+    setup.usesNetrc = login == nil && HTTPOrigin.mayUseNetrc(url)
     var stopped = false
     let ending = handle.perform(setup, exchange) { easy in
       var code: CURLcode

@@ -27,15 +27,25 @@ struct HTTPOrigin: Hashable {
   /// plain HTTP to it crosses no network.
   var isLoopback: Bool { Self.isLoopback(host: host) }
 
-  /// Whether `host` names this machine.
+  /// Whether `host` names this machine: `localhost`, or an IP literal in
+  /// 127.0.0.0/8 or `::1`. A name that only looks like one
+  /// (`127.example.com`) is anyone's.
   static func isLoopback(host: String) -> Bool {
-    let bare = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-    return bare == "localhost" || bare.hasSuffix(".localhost") || bare == "::1"
-      || bare.hasPrefix("127.")
+    var bare = host.lowercased()
+    if bare.hasPrefix("["), bare.hasSuffix("]") { bare = String(bare.dropFirst().dropLast()) }
+    return bare == "localhost" || IPAddress(literal: bare)?.isLoopback == true
   }
 
   /// Whether a credential sent here would cross a network in clear.
   var exposesCredentials: Bool { scheme == "http" && !isLoopback }
+
+  /// Whether `~/.netrc`'s login for the host of `url` may go with a
+  /// request to it: never in clear over a network (plain http:// to a
+  /// host that is not this machine), nor to a URL with no origin.
+  static func mayUseNetrc(_ url: String) -> Bool {
+    guard let origin = HTTPOrigin(url) else { return false }
+    return !origin.exposesCredentials
+  }
 
   /// What a fetch does with a redirect from `from` to `to`.
   enum Redirect: Equatable {

@@ -27,11 +27,51 @@ enum URLUserinfo {
     return (stripped, decoded.joined(separator: ":"))
   }
 
-  /// `url` with the password of its userinfo, if any, replaced by `***`.
+  /// `url` with its userinfo, if any, replaced by `***`: all of it, as a
+  /// token given as the user name is as secret as a password.
   static func redacted(_ url: String) -> String {
-    guard let range = range(in: url) else { return url }
-    let info = url[range.lowerBound..<url.index(before: range.upperBound)]
-    guard let colon = info.firstIndex(of: ":") else { return url }
-    return String(url[...colon]) + "***" + String(url[url.index(before: range.upperBound)...])
+    guard var range = range(in: url) else { return url }
+    range = range.lowerBound..<url.index(before: range.upperBound)
+    var shown = url
+    shown.replaceSubrange(range, with: "***")
+    return shown
   }
+}
+
+extension URLUserinfo {
+  /// Whether `key` is an http:// or https:// URL: only there is the text
+  /// before an `@` a login (`npm://lodash@4` names a version).
+  static func isHTTP(_ key: String) -> Bool {
+    let scheme = key.prefix { $0 != ":" }.lowercased()
+    return (scheme == "http" || scheme == "https") && key.contains("://")
+  }
+
+  /// `key` as it may be shown: an http(s) URL holding a login (older
+  /// versions kept it in the key) with the login as `***`.
+  static func shown(key: String) -> String {
+    isHTTP(key) ? redacted(key) : key
+  }
+
+  /// `key` as it may leave the store (an export): an http(s) URL without
+  /// its login, the key a fetch of it makes.
+  static func exported(key: String) -> String {
+    isHTTP(key) ? split(key).url : key
+  }
+}
+
+extension KeyBinding {
+  /// ``key`` as it may be printed: a login in a URL key, which older
+  /// versions kept, shown as `***`.
+  public var shownKey: String { URLUserinfo.shown(key: key) }
+}
+
+extension KeyOrigin {
+  /// ``finalURL`` as it may be printed, its login (if any) shown as `***`.
+  public var shownFinalURL: String? { finalURL.map(URLUserinfo.redacted) }
+}
+
+extension RecordedObject {
+  /// ``keys`` as they may be printed: a login in a URL key, which older
+  /// versions kept, shown as `***`.
+  public var shownKeys: [String] { keys.map(URLUserinfo.shown(key:)) }
 }

@@ -104,7 +104,7 @@ extension Store {
   /// ``readThrough(_:)``.
   ///
   /// The record is a hint: the binding keeps its validators but no
-  /// freshness (``Freshness/pulled(_:now:)``), so a fetch revalidates it
+  /// freshness (``Freshness/pulled(_:)``), so a fetch revalidates it
   /// with the origin before serving it, and checks it against the fetch's
   /// expectations as any cached object.
   func readThroughKey(_ key: String) -> Bool {
@@ -180,7 +180,7 @@ extension Store {
     // A binding this store made meanwhile (a fetch of its own) is newer
     // than the record: it stays.
     // Validators, but no freshness: the origin says whether it is current.
-    let origin = record.origin.map { Freshness.pulled($0, now: currentTimeNanoseconds()) }
+    let origin = record.origin.map(Freshness.pulled)
     try objects.bind(key: key, to: digest, origin: origin, existing: .keep, pulled: true)
     var result = RemoteKeyPull(
       key: key, digest: digest, size: size, bound: true, downloaded: downloaded)

@@ -10,11 +10,15 @@ final class RemoteHTTPTransfer {
   private let limits: RemoteLimits
   /// `user:password` for basic authentication, or a bearer token.
   private let credential: String?
+  /// Whether `~/.netrc` may give a login, where it names the host and
+  /// the request would not carry it in clear over a network.
+  private let usesNetrc: Bool
 
-  init(limits: RemoteLimits, credential: String?) throws(TroveError) {
+  init(limits: RemoteLimits, credential: String?, usesNetrc: Bool) throws(TroveError) {
     handle = try HTTPHandle()
     self.limits = limits
     self.credential = credential
+    self.usesNetrc = usesNetrc
   }
 
   /// A request's body: `size` bytes of `file` from offset 0, or `bytes`
@@ -140,7 +144,7 @@ final class RemoteHTTPTransfer {
     var request = HTTPHandle.Request(
       method: method, url: url, headers: headers, connectTimeout: limits.connectTimeout,
       stallSpeed: limits.stallSpeed, stallTimeout: limits.stallTimeout, bodySize: upload?.size,
-      usesNetrc: true)
+      usesNetrc: usesNetrc && HTTPOrigin.mayUseNetrc(url))
     if let credential, credential.contains(":") {
       request.login = credential
     } else if let credential {

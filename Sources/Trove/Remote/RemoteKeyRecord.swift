@@ -68,8 +68,10 @@ extension RemoteKeyRecord {
   /// its validators go into requests to the origin. An `ETag` or
   /// `Last-Modified` that could not be sent as it is (a control character,
   /// CR or LF, longer than ``ConditionalRequest/maximumLength``) or a
-  /// negative size makes the record unusable; a clean `Last-Modified` that
-  /// is not an HTTP date is dropped (it validates nothing).
+  /// negative size makes the record unusable, as does a `finalURL` holding
+  /// a control character; a clean `Last-Modified` that is not an HTTP date
+  /// is dropped (it validates nothing), as is a `finalURL` that is not an
+  /// http(s) URL, and a login in one is cut.
   ///
   /// - Throws: `.checksumMismatch` naming the remote, the key and the field:
   ///   a bad record, counted `corrupt` where remotes count those, and never
@@ -92,8 +94,22 @@ extension RemoteKeyRecord {
       if !ConditionalRequest.isDate(modified) { origin.lastModified = nil }
     }
     guard origin.size >= 0 else { throw refuse("its size is negative") }
+    if let url = origin.finalURL {
+      // Printed by `keys`, kept in the index, pushed again: no control
+      // character, and no login, which would also keep the key from
+      // ever being pushed from here.
+      guard !url.unicodeScalars.contains(where: Self.isControl) else {
+        throw refuse("its finalURL holds a control character")
+      }
+      origin.finalURL = URLUserinfo.isHTTP(url) ? URLUserinfo.split(url).url : nil
+    }
     var record = self
     record.origin = origin
     return record
+  }
+
+  /// Whether `scalar` is a control character: C0, DEL or C1.
+  static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
   }
 }

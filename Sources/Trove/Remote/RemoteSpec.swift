@@ -30,6 +30,9 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// Why ``authEnvironment`` may not be used: set when the file the spec
   /// was read from is not this user's or root's. Never written.
   var credentialRefusal: String? = nil
+  /// Whether this user or root chose it (owns the file it was read from):
+  /// only then may `~/.netrc` give its credential. Never written.
+  var isOwnConfiguration = true
 
   /// The default ``maxObjectSize`` of a Redis remote: 64 MiB.
   public static let defaultRedisMaxObjectSize: Int64 = 64 << 20
@@ -86,7 +89,8 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// The URL's parts.
   ///
   /// - Throws: `.invalidArgument` quoting the URL: another scheme, no
-  ///   host, a password in it, a Redis database that is not a number.
+  ///   host, a password in it (any login, over HTTP), a Redis database
+  ///   that is not a number.
   func endpoint() throws(TroveError) -> Endpoint {
     func bad(_ why: String, remedy: TroveError.Remedy? = nil) -> TroveError {
       let shown = Self.redacted(url)
@@ -98,6 +102,11 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     guard let host = components.host, !host.isEmpty else { throw bad("it names no host") }
     if components.password != nil {
       throw bad("it holds a password", remedy: .credentialVariable)
+    }
+    // Over HTTP a user name alone is a credential too (a token as
+    // `https://TOKEN@host`); Redis's names an ACL user, not a secret.
+    if components.user != nil, scheme == "http" || scheme == "https" {
+      throw bad("it holds a login", remedy: .credentialVariable)
     }
     guard components.query == nil, components.fragment == nil else {
       throw bad("a remote URL has no query or fragment")
@@ -134,8 +143,8 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     }
   }
 
-  /// `url` with the password of its user part, if any, replaced by `***`,
-  /// so that no message or file repeats it.
+  /// `url` with its user part, if any, replaced by `***`, so that no
+  /// message repeats a credential.
   static func redacted(_ url: String) -> String {
     URLUserinfo.redacted(url)
   }
@@ -144,9 +153,10 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   ///
   /// - Throws: `.invalidArgument` naming the value: a name that is not
   ///   1 to 64 letters, digits, `.`, `_` or `-` starting with a letter or
-  ///   digit; a bad URL (another scheme, no host, a password in it, a Redis
-  ///   database that is not a number); a `max-object-size` of 0 or
-  ///   (Redis) above 512 MiB; an environment variable name that is not one.
+  ///   digit; a bad URL (another scheme, no host, a password in it or,
+  ///   over HTTP, any login, a Redis database that is not a number); a
+  ///   `max-object-size` of 0 or (Redis) above 512 MiB; an environment
+  ///   variable name that is not one.
   public func validated() throws(TroveError) -> RemoteSpec {
     let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
     guard (1...64).contains(name.count), name.allSatisfy(allowed.contains),

@@ -98,8 +98,8 @@ extension Store {
   }
 
   /// Reads `remotes.json`: never blocked on (a FIFO or device in its
-  /// place is refused), and its credential bindings refused unless this
-  /// user or root owns it.
+  /// place is refused), and its credential bindings (auth-env, and
+  /// `~/.netrc` for its hosts) refused unless this user or root owns it.
   private func readRemoteList() throws(TroveError) -> RemoteList {
     let path = remotesPath
     enum Found {
@@ -129,6 +129,7 @@ extension Store {
     var list = try RemoteList.decode(read.bytes, path: path)
     let owner = read.status.owner
     if owner != Sys.effectiveUserID && owner != 0 {
+      for i in list.remotes.indices { list.remotes[i].isOwnConfiguration = false }
       for i in list.remotes.indices where list.remotes[i].authEnvironment != nil {
         list.remotes[i].credentialRefusal =
           "'\(path)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its auth-env for remote '\(list.remotes[i].name)' is not used, as another user chose where the credential goes"

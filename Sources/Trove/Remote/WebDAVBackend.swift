@@ -20,7 +20,8 @@ final class WebDAVBackend: RemoteBackend {
   init(_ spec: RemoteSpec, endpoint: RemoteSpec.Endpoint, limits: RemoteLimits) throws(TroveError) {
     self.spec = spec
     base = endpoint.base
-    transfer = try RemoteHTTPTransfer(limits: limits, credential: try spec.credential())
+    transfer = try RemoteHTTPTransfer(
+      limits: limits, credential: try spec.credential(), usesNetrc: spec.isOwnConfiguration)
   }
 
   /// `{base}/cas/<aa>/<hex>`.

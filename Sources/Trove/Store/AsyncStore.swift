@@ -62,7 +62,7 @@ extension Store {
     progress: (@Sendable (FetchProgress) -> Void)? = nil
   ) async throws(TroveError) -> FetchResult {
     let cancellation = Cancellation()
-    return try await Self.detached("fetch '\(request.url)'", cancellation) {
+    return try await Self.detached("fetch '\(URLUserinfo.split(request.url).url)'", cancellation) {
       () throws(TroveError) in
       let result = try self.fetch(
         request, options: options, client: HTTPClient(), progress: progress,

@@ -99,7 +99,8 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
     // Bytes, not Characters: "\r\n" is one Character, equal to neither.
     guard let colon = line.utf8.firstIndex(of: UInt8(ascii: ":")), colon != line.utf8.startIndex
     else {
-      throw invocation.usageError("invalid --header '\(line)': expected 'Name: value'")
+      // Without a colon, no part of it is known to be a name: none is echoed.
+      throw invocation.usageError("invalid --header: expected 'Name: value', with a colon")
     }
     guard !line.utf8.contains(where: { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") })
     else {

@@ -69,17 +69,18 @@ struct KeyRecord: Encodable {
   @Nullable var finalURL: String? = nil
 
   init(_ binding: KeyBinding, size: Int64?) {
-    key = binding.key
+    key = binding.shownKey
     digest = binding.digest.description
     self.size = size
     updated = Output.time(binding.updated)
     if let origin = binding.origin {
       etag = origin.etag
       lastModified = origin.lastModifiedDate.map(Output.time)
-      fetched = Output.time(origin.fetched)
+      // Bound from a remote's record: not fetched here until the origin is asked.
+      fetched = origin.fetched.timeIntervalSince1970 > 0 ? Output.time(origin.fetched) : nil
       freshUntil = origin.expires.map(Output.time)
       immutable = origin.isImmutable
-      finalURL = origin.finalURL
+      finalURL = origin.shownFinalURL
     }
   }
 }

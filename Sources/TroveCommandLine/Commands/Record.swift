@@ -123,7 +123,7 @@ struct RecordedObjectRow: Encodable {
 
   init(_ object: RecordedObject, entry: StoreEntry?) {
     digest = object.digest.description
-    keys = object.keys
+    keys = object.shownKeys
     size = entry?.size
     stored = entry != nil
     firstUsed = Output.time(object.firstUsed)
