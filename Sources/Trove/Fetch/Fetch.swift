@@ -323,7 +323,9 @@ struct Fetcher {
         var refreshed = Self.refreshed(origin, by: outcome.head)
         refreshed.size = entry.size
         do throws(TroveError) {
-          try store.objects.bind(key: url, to: cached.digest, origin: refreshed)
+          // A 304 vouches for the validator, not for where the binding came from.
+          try store.objects.bind(
+            key: url, to: cached.digest, origin: refreshed, pulled: cached.isPulled)
         } catch  where error.code == .notFound {
           conditional = nil
           try restart("its cached object was removed during revalidation")

@@ -13,12 +13,21 @@ public struct KeyBinding: Sendable, Hashable, Codable {
   public var origin: KeyOrigin?
   /// ``updated`` as the index keeps it: nanoseconds since 1970.
   var updatedNanoseconds: Int64
+  /// Bound from a remote's key record, and not replaced since by a body
+  /// from the origin or by a binding of this store's own: any writer of
+  /// that remote may have chosen it (a `304` proves only the validator),
+  /// so this store never signs or pushes it.
+  var isPulled = false
 
-  init(key: String, digest: BlobDigest, updated: Int64, origin: KeyOrigin? = nil) {
+  init(
+    key: String, digest: BlobDigest, updated: Int64, origin: KeyOrigin? = nil,
+    isPulled: Bool = false
+  ) {
     self.key = key
     self.digest = digest
     updatedNanoseconds = updated
     self.origin = origin
+    self.isPulled = isPulled
   }
 
   enum CodingKeys: String, CodingKey {
@@ -95,13 +104,15 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
 /// that deletes its row), or by a reconcile that finds the object gone.
 extension IndexSession {
   private static let columns =
-    "key, digest, updated, size, etag, last_modified, expires, immutable, final_url, fetched"
+    "key, digest, updated, size, etag, last_modified, expires, immutable, final_url, fetched, pulled"
 
   /// Points `key` at `digest`, replacing what it pointed at and what a
-  /// fetch had recorded about it (`origin`, nil for a plain binding).
-  func insertKey(_ key: String, digest: BlobDigest, origin: KeyOrigin?, at time: Int64)
-    throws(TroveError)
-  {
+  /// fetch had recorded about it (`origin`, nil for a plain binding);
+  /// `pulled` when a remote's record chose it (``KeyBinding/isPulled``).
+  func insertKey(
+    _ key: String, digest: BlobDigest, origin: KeyOrigin?, pulled: Bool = false,
+    at time: Int64
+  ) throws(TroveError) {
     let o = origin
     let values: [SQLiteValue] = [
       .text(key), .text(digest.hex), .integer(time), o.map { .integer($0.size) } ?? .null,
@@ -109,10 +120,11 @@ extension IndexSession {
       o?.expiresNanoseconds.map { .integer($0) } ?? .null,
       o.map { .integer($0.isImmutable ? 1 : 0) } ?? .null,
       o?.finalURL.map { .text($0) } ?? .null, o.map { .integer($0.fetchedNanoseconds) } ?? .null,
+      pulled ? .integer(1) : .null,
     ]
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
-        "INSERT OR REPLACE INTO keys(\(Self.columns)) VALUES (?,?,?,?,?,?,?,?,?,?)", values)
+        "INSERT OR REPLACE INTO keys(\(Self.columns)) VALUES (?,?,?,?,?,?,?,?,?,?,?)", values)
     }
   }
 
@@ -134,7 +146,8 @@ extension IndexSession {
 
   private static func binding(_ row: SQLiteConnection.Row) -> KeyBinding? {
     guard let digest = BlobDigest(hex: Substring(row.text(1))) else { return nil }
-    var binding = KeyBinding(key: row.text(0), digest: digest, updated: row.integer(2))
+    var binding = KeyBinding(
+      key: row.text(0), digest: digest, updated: row.integer(2), isPulled: !row.isNull(10))
     if !row.isNull(9) {
       binding.origin = KeyOrigin(
         size: row.integer(3), etag: row.optionalText(4), lastModified: row.optionalText(5),

@@ -59,7 +59,8 @@ enum Schema {
       expires INTEGER,
       immutable INTEGER,
       final_url TEXT,
-      fetched INTEGER
+      fetched INTEGER,
+      pulled INTEGER
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_by_digest ON keys(digest);
     CREATE TABLE IF NOT EXISTS checksums(

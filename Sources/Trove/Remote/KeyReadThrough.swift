@@ -181,7 +181,7 @@ extension Store {
     // than the record: it stays.
     // Validators, but no freshness: the origin says whether it is current.
     let origin = record.origin.map(Freshness.pulled)
-    try objects.bind(key: key, to: digest, origin: origin, existing: .keep)
+    try objects.bind(key: key, to: digest, origin: origin, existing: .keep, pulled: true)
     var result = RemoteKeyPull(
       key: key, digest: digest, size: size, bound: true, downloaded: downloaded)
     if let binding = try binding(forKey: key), binding.digest != digest,

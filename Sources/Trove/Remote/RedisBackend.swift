@@ -453,7 +453,12 @@ final class RedisBackend: RemoteBackend {
       ])
     }
     guard case .bulk(let bytes) = reply else { throw unexpected(reply, to: "GETRANGE") }
-    guard let bytes, !bytes.isEmpty, bytes.count <= SignedObjectEntry.sizeLimit else { return nil }
+    guard let bytes, !bytes.isEmpty else { return nil }
+    // GETRANGE sent one byte past the limit at most: enough to know.
+    guard bytes.count <= SignedObjectEntry.sizeLimit else {
+      throw SignedObjectEntry.tooLong(
+        remote: spec.name, source: "key \(RemoteNames.redisSignedEntryKey(digest))")
+    }
     return SignedObjectEntry.decode(bytes, digest: digest)
   }
 

@@ -8,6 +8,8 @@
 /// commits expecting the digest (see `Store.pull(_:from:)`): bytes that
 /// do not match their name are never stored.
 protocol RemoteBackend: AnyObject {
+  /// The remote it talks to.
+  var spec: RemoteSpec { get }
   /// Whether the remote holds `digest`.
   func exists(_ digest: BlobDigest) throws(TroveError) -> Bool
   /// The length of `digest`'s blob, or nil when the remote does not hold it.
@@ -43,7 +45,9 @@ protocol RemoteBackend: AnyObject {
   /// sees the old record or the new).
   func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError)
   /// The signed entry of `digest`'s blob, or nil when the remote has none
-  /// (or one that is not an entry of `digest`).
+  /// (or one that is not an entry of `digest`). An entry longer than
+  /// ``SignedObjectEntry/sizeLimit`` is a failure of the remote
+  /// (``SignedObjectEntry/tooLong(remote:source:)``), not read to its end.
   func readSignedEntry(_ digest: BlobDigest) throws(TroveError) -> SignedObjectEntry?
   /// Writes `entry`, replacing the blob's earlier one (whole).
   func writeSignedEntry(_ entry: SignedObjectEntry, of digest: BlobDigest) throws(TroveError)

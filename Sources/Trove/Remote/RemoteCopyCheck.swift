@@ -10,8 +10,11 @@
 /// false, and an object evicted on that belief would be lost. A remote
 /// that no longer holds it (or holds another length) loses its row; one
 /// that cannot be asked (its breaker open, unreachable) confirms nothing.
-/// One request per object evicted this way, through one connection per
-/// remote.
+/// From a remote with `--trust` keys, a copy counts only when an entry
+/// one of them signed is there and gives the local object's length and
+/// SHA-256: what a reader of that remote will ask for (a second request).
+/// One request per object evicted this way (two from such a remote),
+/// through one connection per remote.
 final class RemoteCopyCheck {
   private let store: Store
   private let specs: [String: RemoteSpec]
@@ -49,9 +52,26 @@ final class RemoteCopyCheck {
           backends[name] = backend
         }
         let size = try backend.size(digest)
+        guard size == entry.size else {
+          store.remoteAnswered(name)
+          store.forgetHolding(name, digest)
+          continue
+        }
+        // From a remote this store reads signed only, a copy is of use only
+        // with an entry a trusted key signed for these very bytes.
+        if spec.trustedKeys != nil {
+          let signed: SignedFacts?
+          do throws(TroveError) {
+            signed = try store.trustedFacts(of: digest, spec: spec, backend: backend)
+          } catch  where error.code == .untrusted {
+            signed = nil
+          }
+          store.remoteAnswered(name)
+          guard let signed, signed == (try? store.signedFacts(of: digest)) else { continue }
+          return true
+        }
         store.remoteAnswered(name)
-        if size == entry.size { return true }
-        store.forgetHolding(name, digest)
+        return true
       } catch {
         if error.code == .unavailable || error.code == .transferFailed {
           store.remoteFailed(name, error)

@@ -56,6 +56,7 @@ extension Store {
     // This process's own counts first.
     writeAccessCounts()
     let specs = try remotes()
+    if let foreign = remotesChosenByAnother() { warn(foreign) }
     let index = try index()
     var statuses: [RemoteStatus] = []
     for spec in specs {

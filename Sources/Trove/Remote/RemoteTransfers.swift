@@ -278,6 +278,14 @@ extension Store {
         )
         continue
       }
+      // A binding read from a remote record is whatever that remote's
+      // writers chose: a signer vouches only for what an origin sent it.
+      if signer != nil, binding.isPulled {
+        warn(
+          "the record of key '\(binding.key)' is not signed or pushed: it came from a remote's record, not from its origin; fetch it again once it is removed ('trove rm') to vouch for it"
+        )
+        continue
+      }
       var record = RemoteKeyRecord(
         key: binding.key, digest: digest.description, origin: binding.origin,
         checksums: checksums.map(\.description))

@@ -13,6 +13,20 @@ extension Store {
     try readRemoteList().remotes
   }
 
+  /// Why the remotes are not this user's choice: a line naming
+  /// `remotes.json` and its owner when neither this user nor root owns it
+  /// (whoever does chose the URLs and the `--trust` keys this store reads
+  /// with); nil when they own it or there is none.
+  public func remotesChosenByAnother() -> String? {
+    guard
+      let owner = try? rootDirectory.status(of: RemoteList.fileName, followSymlinks: false)
+        .owner,
+      owner != Sys.effectiveUserID, owner != 0
+    else { return nil }
+    return
+      "'\(remotesPath)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its remotes and their trusted keys are that user's choice"
+  }
+
   /// The remote named `name`.
   ///
   /// - Throws: `.notFound` when no remote has that name.

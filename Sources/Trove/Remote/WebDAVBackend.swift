@@ -178,21 +178,13 @@ final class WebDAVBackend: RemoteBackend {
 
   func readSignedEntry(_ digest: BlobDigest) throws(TroveError) -> SignedObjectEntry? {
     var bytes: [UInt8] = []
-    var tooLarge = false
-    let outcome: RemoteHTTPTransfer.Outcome
-    do throws(TroveError) {
-      outcome = try request(
-        "GET", base + "/" + RemoteNames.signedEntryPath(digest), accepting: [200, 404]
-      ) { (piece) throws(TroveError) in
-        // Stops at the limit: an endless entry is not read to its end.
-        guard bytes.count + piece.count <= SignedObjectEntry.sizeLimit else {
-          tooLarge = true
-          throw TroveError(.unsupportedFormat, "signed entry too large", value: digest.description)
-        }
-        bytes += piece
+    let (name, url) = (spec.name, base + "/" + RemoteNames.signedEntryPath(digest))
+    let outcome = try request("GET", url, accepting: [200, 404]) { (piece) throws(TroveError) in
+      // Read no further: an endless entry would stall every reader.
+      guard bytes.count + piece.count <= SignedObjectEntry.sizeLimit else {
+        throw SignedObjectEntry.tooLong(remote: name, source: url)
       }
-    } catch  where tooLarge {
-      return nil
+      bytes += piece
     }
     guard outcome.status == 200 else { return nil }
     return SignedObjectEntry.decode(bytes, digest: digest)

@@ -22,7 +22,9 @@ public struct StoreDiagnosis: Sendable, Hashable, Codable {
 
     /// A short stable name: `store-filesystem`, `destination-filesystem`,
     /// `clone`, `hardlink`, `locks`, `free-space`, `index-journal`,
-    /// `writable`.
+    /// `writable`, and `remotes-owner` when another user's `remotes.json`
+    /// configures the remotes, `signing-key-owner` when another user's
+    /// `config.json` names the signing key.
     public var name: String
     /// Whether it is as it should be.
     public var status: Status
@@ -118,6 +120,18 @@ extension Store {
         remedy: .openWritable)
     } else {
       check("writable", true, "the store is writable")
+    }
+    if let foreign = remotesChosenByAnother() {
+      check(
+        "remotes-owner", false, foreign,
+        "read and write its remotes only if you trust that user; otherwise remove them ('trove remote rm') and add your own"
+      )
+    }
+    if let foreign = signingKeyRefusal() {
+      check(
+        "signing-key-owner", false, foreign + ": pushes that would sign stop",
+        "set TROVE_SIGNING_KEY to a key file of your own, or 'trove config set signing-key' to make config.json yours"
+      )
     }
 
     let clone = probeClone(into: destination, readOnly: isReadOnly)

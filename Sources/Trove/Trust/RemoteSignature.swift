@@ -34,6 +34,18 @@ struct SignedObjectEntry: Codable, Sendable, Hashable {
   static let currentFormat = 1
   /// The largest entry read.
   static let sizeLimit = 64 * 1024
+  /// The most signatures a signer keeps beside its own.
+  static let keptSignatures = 15
+
+  /// The error for an entry at `source` on `remote` longer than
+  /// ``sizeLimit``: reading stops there, and the remote counts as failing
+  /// (its breaker), as for a key record too long.
+  static func tooLong(remote: String, source: String) -> TroveError {
+    TroveError(
+      .unavailable,
+      "remote '\(remote)': \(source) is longer than 64 KiB, more than a signed entry can be; not read",
+      value: source)
+  }
 
   /// The fields this entry's signatures cover, when they parse.
   var signedText: SignedText? {

@@ -7,16 +7,27 @@ extension RemoteSpec {
 }
 
 extension SignedObjectEntry {
-  /// An entry of `digest` signed by `signer`, keeping the signatures of
-  /// `earlier` (the remote's entry) when they cover the same facts.
+  /// An entry of `digest` signed by `signer`, keeping those signatures of
+  /// `earlier` (the remote's entry) that are valid signatures of the same
+  /// facts by one of `known` under a key name `keygen` could have given:
+  /// anything else on the remote is any writer's, and padding would make
+  /// the entry too long for readers.
   init(
     digest: BlobDigest, facts: SignedFacts, signer: SigningKey,
-    keeping earlier: SignedObjectEntry?
+    keeping earlier: SignedObjectEntry?, known: Set<PublicSigningKey> = []
   ) {
     let text = SignedText.object(digest: digest, size: facts.size, sha256: facts.sha256)
     var signatures = [signer.signature(of: text)]
     if let earlier, earlier.signedText == text {
-      signatures += earlier.signatures.filter { $0.key != signer.publicKey }.prefix(15)
+      var seen: Set<PublicSigningKey> = [signer.publicKey]
+      for signature in earlier.signatures
+      where signatures.count <= Self.keptSignatures && !seen.contains(signature.key)
+        && (try? SigningKey.checkName(signature.name)) != nil
+        && signature.verifies(text, trusting: known)
+      {
+        seen.insert(signature.key)
+        signatures.append(signature)
+      }
     }
     self.init(
       format: Self.currentFormat, digest: digest.description, size: facts.size,
@@ -80,11 +91,35 @@ extension Store {
   /// The key the settings name (`signing-key`), read from its file now;
   /// nil when none is set.
   ///
+  /// A `signing-key` in a `config.json` that neither this user nor root
+  /// owns is another user's choice of what this user signs with: it is not
+  /// used, and pushes that would sign stop instead of going unsigned.
+  /// `TROVE_SIGNING_KEY` is this user's own choice wherever it is set.
+  ///
   /// - Throws: `.invalidConfig` naming the file when it cannot be used
-  ///   (see ``SigningKey/load(_:)``).
+  ///   (see ``SigningKey/load(_:)``), or naming `config.json` and its owner.
   func signingKey() throws(TroveError) -> SigningKey? {
     guard let path = try currentSettings().policy.signingKey else { return nil }
+    if let refusal = signingKeyRefusal() {
+      throw TroveError(
+        .invalidConfig,
+        refusal + "; nothing pushed unsigned (set TROVE_SIGNING_KEY to a key of your own)",
+        path: settingsPath)
+    }
     return try SigningKey.load(path)
+  }
+
+  /// Why the `signing-key` setting is not used: a line naming
+  /// `config.json` and its owner when it comes from that file and neither
+  /// this user nor root owns it; nil otherwise.
+  func signingKeyRefusal() -> String? {
+    guard configuration.policyOverrides[.signingKey] == nil,
+      (try? loadedSettings().policy.signingKey) != nil,
+      let owner = try? rootDirectory.status(of: StoreLayout.settings, followSymlinks: false).owner,
+      owner != Sys.effectiveUserID, owner != 0
+    else { return nil }
+    return
+      "'\(settingsPath)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its signing-key is not used, as another user chose it"
   }
 
   /// What a signer vouches for `digest`: its length and SHA-256, computed
@@ -106,7 +141,9 @@ extension Store {
     let earlier = try backend.readSignedEntry(digest)
     if let earlier, earlier.isSigned(by: signer, for: facts) { return }
     try backend.writeSignedEntry(
-      SignedObjectEntry(digest: digest, facts: facts, signer: signer, keeping: earlier),
+      SignedObjectEntry(
+        digest: digest, facts: facts, signer: signer, keeping: earlier,
+        known: backend.spec.trustedKeys ?? []),
       of: digest)
   }
 

@@ -22,6 +22,8 @@ struct JournalRecord: Codable, Equatable {
   var key: String?
   var origin: KeyOrigin?
   var checksums: [Checksum]?
+  /// True for a key bound from a remote's record (``KeyBinding/isPulled``).
+  var pulled: Bool?
 }
 
 /// `references.log`: every pin and key as it changes, appended in the
@@ -110,7 +112,8 @@ extension ObjectTable {
     records += keys.map {
       JournalRecord(
         op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin,
-        checksums: (try? tx.checksums(of: $0.digest)).flatMap { $0.isEmpty ? nil : $0 })
+        checksums: (try? tx.checksums(of: $0.digest)).flatMap { $0.isEmpty ? nil : $0 },
+        pulled: $0.isPulled ? true : nil)
     }
     let bytes = Self.lines(records)
     guard Int64(bytes.count) * 4 < size else { return }
@@ -195,7 +198,8 @@ extension ObjectTable {
           replay.lost += 1
           continue
         }
-        try tx.insertKey(key, digest: digest, origin: record.origin, at: now)
+        try tx.insertKey(
+          key, digest: digest, origin: record.origin, pulled: record.pulled == true, at: now)
         try tx.insertChecksums(record.checksums ?? [], for: digest)
         replay.keys += 1
       }

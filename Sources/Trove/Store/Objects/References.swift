@@ -64,7 +64,9 @@ extension ObjectTable {
               op: .pin, digest: $0.digest, name: $0.name, expires: $0.expiresNanoseconds)
           }
             + keys.map {
-              JournalRecord(op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin)
+              JournalRecord(
+                op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin,
+                pulled: $0.isPulled ? true : nil)
             }, tx)
       }
       if let (digest, name) = pin {
@@ -82,7 +84,9 @@ extension ObjectTable {
         journal(
           [
             bound.map {
-              JournalRecord(op: .bind, digest: $0.digest, key: key, origin: $0.origin)
+              JournalRecord(
+                op: .bind, digest: $0.digest, key: key, origin: $0.origin,
+                pulled: $0.isPulled ? true : nil)
             } ?? JournalRecord(op: .unbind, key: key)
           ], tx)
       }
@@ -97,10 +101,10 @@ extension ObjectTable {
   /// - Throws: `.notFound` when the store does not hold `digest`.
   func bind(
     key: String?, to digest: BlobDigest, origin: KeyOrigin? = nil, checksums: [Checksum] = [],
-    existing: KeyRequest.ExistingKey = .replace
+    existing: KeyRequest.ExistingKey = .replace, pulled: Bool = false
   ) throws(TroveError) {
     let request = KeyRequest(
-      key: key, origin: origin, checksums: checksums, existing: existing)
+      key: key, origin: origin, checksums: checksums, existing: existing, pulled: pulled)
     do throws(TroveError) {
       try withPresent(digest, "bind key '\(key ?? digest.description)'") {
         (tx) throws(TroveError) in
@@ -132,12 +136,14 @@ extension ObjectTable {
         }
       }
       let origin = key == request.key ? request.origin : nil
-      try tx.insertKey(key, digest: digest, origin: origin, at: now)
+      let pulled = key == request.key && request.pulled
+      try tx.insertKey(key, digest: digest, origin: origin, pulled: pulled, at: now)
       journal(
         [
           JournalRecord(
             op: .bind, digest: digest, key: key, origin: origin,
-            checksums: key == request.key && !request.checksums.isEmpty ? request.checksums : nil)
+            checksums: key == request.key && !request.checksums.isEmpty ? request.checksums : nil,
+            pulled: pulled ? true : nil)
         ], tx)
     }
     try tx.insertChecksums(request.checksums, for: digest)
@@ -181,6 +187,8 @@ struct KeyRequest: Sendable {
   var moreKeys: [String] = []
   /// What becomes of a key the store has bound already.
   var existing = ExistingKey.replace
+  /// `key` comes from a remote's record (``KeyBinding/isPulled``).
+  var pulled = false
   /// Hears of each key kept bound to another digest (`.keep`): the key and
   /// that digest. Called inside the transaction.
   var onKept: (@Sendable (_ key: String, _ boundTo: BlobDigest) -> Void)? = nil

@@ -1,0 +1,376 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// What a signer refuses to vouch for, and what a trusting store refuses
+/// to count on: bindings learnt from a remote, a signing key another user
+/// configured, unsigned copies a sweep would drop, oversized or padded
+/// signed entries. Against real nginx (WebDAV) and redis-server.
+extension SigningTests {
+  /// The SHA-256 of `bytes`.
+  static func sha(_ bytes: [UInt8]) -> Checksum {
+    let hasher = SHA2Hasher(.sha256)
+    bytes.withUnsafeBytes { hasher.update($0) }
+    return hasher.finalize()
+  }
+
+  /// The path of `digest`'s signed entry under `base` on `dav`.
+  static func entryPath(_ dav: Nginx, _ base: String, _ digest: BlobDigest) -> String {
+    dav.files["\(base)/sigs/\(digest.hex.prefix(2))/\(digest.hex).json"]
+  }
+
+  /// Writes `bytes` at `path`, making its folders.
+  static func plant(_ bytes: [UInt8], at path: String) throws {
+    try FileManager.default.createDirectory(
+      atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+  }
+
+  @Test(
+    "a signing store never signs or pushes a key it bound from an unsigned remote's record: a reader trusting its key gets no such key"
+  )
+  func pulledBindingNotSigned() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    // Another writer of the unsigned shared remote plants K -> D'.
+    let planter = scratch["planter"]
+    #expect(
+      try RemoteTests.remote(planter, ["add", "a", dav.url("/a"), "--write", "sync"]).status == 0)
+    let planted = Bytes.random(6000, seed: 2811)
+    let plantedDigest = XXH3Hasher.digest(planted)
+    let file = try scratch.write("planted", planted)
+    #expect(try CLI.run(["--store", planter, "put", "--key", "tools/cc", file]).status == 0)
+
+    // The CI writer reads A unsigned and publishes signed to B.
+    let writer = scratch["w"]
+    #expect(try RemoteTests.remote(writer, ["add", "a", dav.url("/a"), "--read-only"]).status == 0)
+    #expect(
+      try RemoteTests.remote(writer, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try CLI.run(["--store", writer, "config", "set", "signing-key", keyFile]).status == 0)
+    let read = try CLI.run(["--store", writer, "get", "tools/cc", "-"])
+    #expect(read.status == 0 && read.stdout == planted, "\(read.stderr)")
+    let push = try RemoteTests.remote(writer, ["push", "--remote", "b", "--all"])
+    #expect(push.status == 0, "\(push.stderr)")
+    #expect(push.stderr.contains("'tools/cc' is not signed or pushed"), "\(push.stderr)")
+    // references.log keeps where the binding came from: an index rebuilt
+    // from it still knows.
+    for name in try FileManager.default.contentsOfDirectory(atPath: writer)
+    where name.hasPrefix("index.sqlite") {
+      try FileManager.default.removeItem(atPath: writer + "/" + name)
+    }
+    let named = try RemoteTests.remote(writer, ["push", "--remote", "b", "tools/cc"])
+    #expect(named.status == 0, "\(named.stderr)")
+    #expect(named.stderr.contains("'tools/cc' is not signed or pushed"), "\(named.stderr)")
+    #expect(named.stderr.contains("1 key restored from references.log"), "\(named.stderr)")
+    #expect(
+      !FileManager.default.fileExists(atPath: RemoteKeyPullTests.recordPath(dav, "b", "tools/cc")))
+    // The blob itself went up signed: its bytes are their own proof.
+    #expect(FileManager.default.fileExists(atPath: Self.entryPath(dav, "b", plantedDigest)))
+
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    let got = try CLI.run(["--store", reader, "get", "tools/cc", "-"])
+    #expect(got.status == 1 && got.stdout.isEmpty, "\(got.stderr)")
+
+    // The same key put here by this store's own user is its to sign.
+    #expect(try CLI.run(["--store", writer, "put", "--key", "tools/cc", file]).status == 0)
+    #expect(try RemoteTests.remote(writer, ["push", "--remote", "b", "tools/cc"]).status == 0)
+    let own = try CLI.run(["--store", reader, "get", "tools/cc", "-"])
+    #expect(own.status == 0 && own.stdout == planted, "\(own.stderr)")
+  }
+
+  @Test(
+    "a fetch keeps a pulled binding unsigned through a 304 (it proves only the ETag); a 200 from the origin replaces it, and then it is signed"
+  )
+  func pulledBindingThroughOrigin() throws {
+    let dav = try Nginx(webDAV: true)
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let planter = scratch["planter"]
+    #expect(
+      try RemoteTests.remote(planter, ["add", "a", dav.url("/a"), "--write", "sync"]).status == 0)
+    let planted = Bytes.random(7000, seed: 2813)
+    let file = try scratch.write("planted", planted)
+    // Two origin URLs planted at D': one with the origin's real ETag (it
+    // answers 304), one without validators (a fetch must get the body).
+    let (revalidated, replaced) = (
+      server.url("/ok/tool?size=5000"), server.url("/ok/lib?size=5000")
+    )
+    for url in [revalidated, replaced] {
+      #expect(try CLI.run(["--store", planter, "put", "--key", url, file]).status == 0)
+    }
+    let recordPath = RemoteKeyPullTests.recordPath(dav, "a", revalidated)
+    var record = try #require(
+      try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: recordPath)))
+        as? [String: Any])
+    record["origin"] = [
+      "etag": "\"v1\"", "size": planted.count, "isImmutable": false, "fetched": 1,
+    ]
+    try JSONSerialization.data(withJSONObject: record).write(to: URL(fileURLWithPath: recordPath))
+
+    let writer = scratch["w"]
+    #expect(try RemoteTests.remote(writer, ["add", "a", dav.url("/a"), "--read-only"]).status == 0)
+    #expect(
+      try RemoteTests.remote(writer, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try CLI.run(["--store", writer, "config", "set", "signing-key", keyFile]).status == 0)
+    for url in [revalidated, replaced] {
+      let fetched = try CLI.run(["--store", writer, "fetch", "-o", "-", url])
+      #expect(fetched.status == 0, "\(fetched.stderr)")
+    }
+    // The first was revalidated (If-None-Match "v1", answered 304).
+    #expect(server.requests().contains { $0.contains("/ok/tool") && $0.contains("v1") })
+    let push = try RemoteTests.remote(writer, ["push", "--remote", "b", "--all"])
+    #expect(push.status == 0, "\(push.stderr)")
+    #expect(
+      !FileManager.default.fileExists(atPath: RemoteKeyPullTests.recordPath(dav, "b", revalidated)))
+
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    let refused = try CLI.run(["--store", reader, "get", revalidated, "-"])
+    #expect(refused.status == 1 && refused.stdout.isEmpty, "\(refused.stderr)")
+    let origin = try CLI.run(["--store", reader, "get", replaced, "-"])
+    #expect(origin.status == 0 && origin.stdout.count == 5000, "\(origin.stderr)")
+  }
+
+  @Test(
+    "signing-key in a config.json another user owns is not used: a push that would sign stops (exit 78) naming the file and owner; TROVE_SIGNING_KEY still signs",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give config.json to another user"))
+  func signingKeyFromAnotherUsersConfig() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = scratch["s"]
+    #expect(
+      try RemoteTests.remote(store, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", keyFile]).status == 0)
+    // Another member of the group (or a restored cache folder) wrote it.
+    #expect(chown(store + "/config.json", 60001, 60001) == 0)
+    let digest = try RemoteTests.put(store, Bytes.random(3000, seed: 2812), in: scratch)
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(push.status == 78, "\(push.stderr)")
+    #expect(
+      push.stderr.contains("config.json' is owned by uid 60001")
+        && push.stderr.contains("its signing-key is not used"), "\(push.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: dav.files["b/" + remoteBlobPath(digest)]))
+    let doctor = try CLI.run(["--store", store, "doctor", scratch.path])
+    #expect(doctor.out.contains("warn  signing-key-owner"), "\(doctor.out)")
+
+    let own = try RemoteTests.remote(
+      store, ["push", digest.description], environment: ["TROVE_SIGNING_KEY": keyFile])
+    #expect(own.status == 0, "\(own.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    #expect(try CLI.run(["--store", reader, "get", digest.description, "-"]).status == 0)
+  }
+
+  @Test(
+    "group store: bob points config.json at alice's key; alice's push stops (exit 78) instead of signing bob's choice, and signs with TROVE_SIGNING_KEY",
+    .enabled(
+      if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable,
+      "needs root and setpriv to run trove as other users"))
+  func signingKeyChosenByAnotherMember() throws {
+    let dav = try Nginx(webDAV: true)
+    let (alice, bob) = (AccessTests.alice, AccessTests.bob)
+    let scratch = try Scratch()
+    #expect(chmod(scratch.path, 0o777) == 0)
+    let store = scratch["store"]
+    try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
+    #expect(chown(store, 0, AccessTests.team) == 0 && chmod(store, 0o2770) == 0)
+    func trove(_ user: [String], _ arguments: [String], _ environment: [String: String] = [:])
+      throws -> CLI.Result
+    {
+      try CLI.run(["--store", store] + arguments, environment: environment, prefix: user)
+    }
+    let keyFile = scratch["alice.key"]
+    let made = try CLI.run(["keygen", "alice", "--out", keyFile], prefix: alice)
+    #expect(made.status == 0, "\(made.stderr)")
+    let publicKey = made.out.trimmingCharacters(in: .newlines)
+    #expect(
+      try trove(alice, ["remote", "add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try trove(alice, ["config", "set", "signing-key", keyFile]).status == 0)
+    // Bob rewrites config.json (the root folder is the group's): it keeps
+    // naming alice's key, and is his now.
+    let rewrite = try CLI.run(
+      [],
+      prefix: bob + [
+        "/bin/sh", "-c", "cd \"$1\" && cat config.json > c.new && mv -f c.new config.json", "sh",
+        store,
+      ])
+    #expect(rewrite.status == 0, "\(rewrite.stderr)")
+    let input = scratch["in"]
+    try Data(Bytes.random(4000, seed: 2814)).write(to: URL(fileURLWithPath: input))
+    #expect(chmod(input, 0o644) == 0)
+    let put = try trove(alice, ["put", input])
+    #expect(put.status == 0, "\(put.stderr)")
+    let digest = String(put.out.prefix { $0 != " " && $0 != "\n" })
+    let push = try trove(alice, ["remote", "push", digest])
+    #expect(push.status == 78 && push.errorLines.count == 1, "\(push.stderr)")
+    #expect(push.stderr.contains("is owned by uid 60002"), "\(push.stderr)")
+    #expect(
+      !FileManager.default.fileExists(
+        atPath: dav.files["b/" + remoteBlobPath(try BlobDigest(parsing: digest))]))
+
+    let own = try trove(alice, ["remote", "push", digest], ["TROVE_SIGNING_KEY": keyFile])
+    #expect(own.status == 0, "\(own.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    #expect(try CLI.run(["--store", reader, "get", digest, "-"]).status == 0)
+  }
+
+  @Test(
+    "remote-first eviction keeps an object a trusting store pushed unsigned (readers of that remote could not use it) and evicts one pushed signed by a trusted key"
+  )
+  func evictionNeedsTrustedCopy() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = scratch["s"]
+    #expect(
+      try RemoteTests.remote(
+        store, ["add", "shared", dav.url("/ev"), "--trust", publicKey, "--write", "off"]
+      ).status == 0)
+    var digests: [BlobDigest] = []
+    for i in 0..<3 {
+      digests.append(
+        try RemoteTests.put(store, Bytes.random(100_000, seed: UInt64(2820 + i)), in: scratch))
+      usleep(20_000)  // distinct last accesses: 0 is the least recently used
+    }
+    // No signing key: the remote holds it, no trusted key signed it.
+    #expect(try RemoteTests.remote(store, ["push", digests[1].description]).status == 0)
+    #expect(try CLI.run(["--store", store, "sweep", "--budget", "250K"]).status == 0)
+    #expect(try Set(RemoteTests.digests(store)) == [digests[1], digests[2]])
+    let got = try CLI.run(["--store", store, "get", digests[1].description, "-"])
+    #expect(got.status == 0 && got.stdout.count == 100_000, "\(got.stderr)")
+
+    // Signed by the key it trusts: that copy is one it can read back.
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", keyFile]).status == 0)
+    #expect(try RemoteTests.remote(store, ["push", digests[2].description]).status == 0)
+    #expect(try CLI.run(["--store", store, "sweep", "--budget", "150K"]).status == 0)
+    #expect(try Set(RemoteTests.digests(store)) == [digests[1]])
+    let back = try CLI.run(["--store", store, "get", digests[2].description, "-"])
+    #expect(back.status == 0 && back.stdout.count == 100_000, "\(back.stderr)")
+  }
+
+  @Test(
+    "an owner check: remote status and doctor warn when another user owns remotes.json (its remotes and trust are theirs)",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give remotes.json to another user"))
+  func remotesOfAnotherUser() throws {
+    let scratch = try Scratch()
+    let store = scratch["s"]
+    #expect(
+      try RemoteTests.remote(store, ["add", "shared", "http://127.0.0.1:9/x", "--read-only"])
+        .status == 0)
+    let mine = try RemoteTests.remote(store, ["status"])
+    #expect(mine.status == 0 && !mine.stderr.contains("owned by uid"), "\(mine.stderr)")
+    #expect(chown(store + "/remotes.json", 60001, 60001) == 0)
+    let status = try RemoteTests.remote(store, ["status"])
+    #expect(status.status == 0, "\(status.stderr)")
+    #expect(
+      status.stderr.contains("remotes.json' is owned by uid 60001")
+        && status.stderr.contains("trusted keys are that user's choice"), "\(status.stderr)")
+    let doctor = try CLI.run(["--store", store, "doctor", scratch.path])
+    #expect(doctor.status == 0, "\(doctor.stderr)")
+    #expect(doctor.out.contains("warn  remotes-owner"), "\(doctor.out)")
+  }
+
+  @Test(
+    "a signed entry over 64 KiB (WebDAV, Redis) is a failure of the remote that counts toward its breaker, not an unsigned object"
+  )
+  func oversizedSignedEntry() throws {
+    let dav = try Nginx(webDAV: true)
+    let redis = try RedisServer()
+    for url in [dav.url("/big"), redis.url(database: 12)] {
+      let scratch = try Scratch()
+      let (writer, trusting, _, _) = try Self.stores(scratch, url: url)
+      let bytes = Bytes.random(4000, seed: 2830)
+      let digest = try RemoteTests.put(writer, bytes, in: scratch)
+      let padded = [UInt8](repeating: 0x20, count: SignedObjectEntry.sizeLimit + 10)
+      if url.hasPrefix("redis") {
+        try redis.command(["SET", "trove:sig:\(digest.hex)"], database: 12, payload: padded)
+      } else {
+        try Self.plant(padded, at: Self.entryPath(dav, "big", digest))
+      }
+      let pull = try RemoteTests.remote(trusting, ["pull", digest.description])
+      #expect(pull.status == 69, "\(url): \(pull.stderr)")
+      #expect(pull.stderr.contains("longer than 64 KiB"), "\(url): \(pull.stderr)")
+      let status = try RemoteTests.remote(trusting, ["status", "--json"])
+      let records = try JSONSerialization.jsonObject(with: Data(status.stdout)) as? [[String: Any]]
+      let record = try #require(records?.first)
+      #expect(record["errors"] as? Int == 1, "\(url): \(record)")
+      #expect(record["untrusted"] as? Int == 0, "\(url): \(record)")
+    }
+  }
+
+  @Test(
+    "a signer keeps only signatures that verify under keys it knows: junk padding on the remote's entry is dropped, and readers accept the re-signed entry"
+  )
+  func junkSignaturesDropped() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (writer, trusting, _, _) = try Self.stores(scratch, url: dav.url("/pad"))
+    let bytes = Bytes.random(5000, seed: 2840)
+    let digest = XXH3Hasher.digest(bytes)
+    // A remote writer's entry of these facts, padded with signatures of
+    // keys no one trusts and long names, just under the limit.
+    var junk: [RemoteSignature] = []
+    for _ in 0..<15 {
+      let key = try #require(Ed25519.PrivateKey.generate()).publicKey
+      junk.append(
+        RemoteSignature(
+          key: key, name: String(repeating: "n", count: 4000),
+          signature: Data(repeating: 7, count: 64).base64EncodedString()))
+    }
+    var entry = SignedObjectEntry(
+      format: SignedObjectEntry.currentFormat, digest: digest.description,
+      size: Int64(bytes.count), sha256: Self.sha(bytes).description, signatures: junk)
+    let room = SignedObjectEntry.sizeLimit - 80 - entry.encoded().count
+    entry.signatures[0].name += String(repeating: "n", count: room)
+    #expect(entry.encoded().count == SignedObjectEntry.sizeLimit - 80)
+    try Self.plant(entry.encoded(), at: Self.entryPath(dav, "pad", digest))
+
+    let put = try CLI.run(["--store", writer, "put", try scratch.write("in", bytes)])
+    #expect(put.status == 0, "\(put.stderr)")
+    let written = try contents(Self.entryPath(dav, "pad", digest))
+    #expect(written.count < 1000, "\(written.count) bytes")
+    let pulled = try RemoteTests.remote(trusting, ["pull", digest.description])
+    #expect(pulled.status == 0, "\(pulled.stderr)")
+    #expect(try Self.counts(trusting).untrusted == 0)
+  }
+
+  @Test(
+    "a signed record naming an object this store holds, with another SHA-256 than its bytes, binds nothing and is counted corrupt"
+  )
+  func signedRecordOfLocalObjectWithOtherSHA() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (_, trusting, _, keyFile) = try Self.stores(scratch, url: dav.url("/local"))
+    let bytes = Bytes.random(3000, seed: 2850)
+    let digest = try RemoteTests.put(trusting, bytes, in: scratch)
+    let record = RemoteKeyRecord(
+      key: "k/local", digest: digest.description, origin: nil, checksums: []
+    ).signed(
+      by: try SigningKey.load(keyFile),
+      facts: SignedFacts(size: Int64(bytes.count), sha256: Self.sha(bytes + [0])), time: 1)
+    try Self.plant(record.encoded(), at: RemoteKeyPullTests.recordPath(dav, "local", "k/local"))
+    let got = try CLI.run(["--store", trusting, "get", "k/local", "-"])
+    #expect(got.status == 1 && got.stdout.isEmpty, "\(got.stderr)")
+    #expect(!(try trove(trusting, ["keys"]).out.contains("k/local")))
+    #expect(try Self.counts(trusting).corrupt == 1)
+    #expect(try RemoteTests.digests(trusting) == [digest])
+  }
+}
