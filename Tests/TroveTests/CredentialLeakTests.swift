@@ -253,6 +253,27 @@ struct PulledRecordWordTests {
     #expect(origin.requests("/aged.bin").count == 2)
   }
 
+  @Test("--max-age never serves a pulled record that carries no origin at all")
+  func maxAgeAsksForOriginlessRecord() throws {
+    let origin = try Nginx()
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    _ = try origin.files.write("bare.bin", Bytes.random(30_000, seed: 2805))
+    let url = origin.url("/bare.bin")
+    let (_, b) = try RemoteRecordTrustTests.publish([url], dav: dav, base: "bare", scratch: scratch)
+    #expect(origin.requests("/bare.bin").count == 1)
+    // The record names the object and nothing of the origin, as a put's.
+    let path = URL(fileURLWithPath: RemoteRecordTrustTests.record(dav, "bare", url))
+    var json = try #require(
+      try JSONSerialization.jsonObject(with: Data(contentsOf: path)) as? [String: Any])
+    json["origin"] = nil
+    try JSONSerialization.data(withJSONObject: json).write(to: path)
+    let (status, record, stderr) = try RemoteRecordTrustTests.fetch(b, ["--max-age", "1d", url])
+    #expect(status == 0, "\(stderr)")
+    #expect(record?["source"] as? String != "cache", "\(String(describing: record))")
+    #expect(origin.requests("/bare.bin").count == 2)
+  }
+
   @Test(
     "a pulled record's finalURL loses its login; one holding a control character binds nothing")
   func finalURLChecked() throws {

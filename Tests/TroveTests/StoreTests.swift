@@ -401,6 +401,19 @@ struct StoreTests {
     #expect(try store.statistics().entries == 1)
   }
 
+  @Test("an index made before its version gained a column in place gets the column, keys intact")
+  func indexWithoutColumnAddedInPlace() throws {
+    let scratch = try Scratch()
+    let digest = try scratch.store().put(bytes: Bytes.random(500, seed: 5), key: "k").digest
+    let index = scratch["store/index.sqlite"]
+    try SQLiteConnection(path: index, busyTimeoutMilliseconds: 1000).execute(
+      "ALTER TABLE keys DROP COLUMN pulled")
+    let store = try scratch.store()
+    #expect(try store.digest(forKey: "k") == digest)
+    try store.bind(key: "k2", to: digest)
+    #expect(try store.digest(forKey: "k2") == digest)
+  }
+
   @Test(
     "the default location: TROVE_STORE, else XDG_CACHE_HOME if absolute, else HOME, else passwd")
   func defaultLocation() throws {

@@ -190,7 +190,10 @@ struct Fetcher {
   /// is a mismatch): the server may have a newer body.
   func serve(_ cached: KeyBinding, waitedSince: Int64?) throws(TroveError) -> FetchResult? {
     let now = currentTimeNanoseconds()
-    let fetched = cached.origin?.fetchedNanoseconds ?? cached.updatedNanoseconds
+    // A binding pulled from a remote's record was never fetched here,
+    // whenever it was bound: the record is anyone's word.
+    let fetched =
+      cached.origin?.fetchedNanoseconds ?? (cached.isPulled ? 0 : cached.updatedNanoseconds)
     let young =
       request.maxAge.map { now.subtractingSaturated(fetched) < $0.nanoseconds }
       ?? false

@@ -31,8 +31,33 @@ enum Schema {
           "INSERT OR REPLACE INTO counters(name, value) VALUES ('rebuild_pending', 1)")
         try db.execute("PRAGMA user_version = \(Self.version)")
       }
+    } else if version == Self.version {
+      try addColumnsMadeInPlace(db)
     }
     return (version, created)
+  }
+
+  /// Columns this unreleased version gained in place, added to an index
+  /// an earlier build of it made: every statement names them. One look at
+  /// the table's columns when nothing is missing.
+  private static func addColumnsMadeInPlace(_ db: SQLiteConnection)
+    throws(SQLiteConnection.Failure)
+  {
+    var columns: Set<String> = []
+    try db.query("PRAGMA table_info(keys)") { row in columns.insert(row.text(1)) }
+    guard !columns.contains("pulled") else { return }
+    do throws(SQLiteConnection.Failure) {
+      try db.transaction { () throws(SQLiteConnection.Failure) in
+        var again: Set<String> = []
+        try db.query("PRAGMA table_info(keys)") { row in again.insert(row.text(1)) }
+        // Another process may have added it meanwhile.
+        guard !again.contains("pulled") else { return }
+        try db.execute("ALTER TABLE keys ADD COLUMN pulled INTEGER")
+      }
+    } catch  where error.isReadOnly {
+      // A store this process may not write: its key statements fail,
+      // each with its own error, until a writer opens it.
+    }
   }
 
   /// Every table and index.
