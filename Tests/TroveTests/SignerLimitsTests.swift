@@ -289,7 +289,7 @@ extension SigningTests {
   }
 
   @Test(
-    "a signed entry over 64 KiB (WebDAV, Redis) is a failure of the remote that counts toward its breaker, not an unsigned object"
+    "a signed entry over 64 KiB (WebDAV, Redis) is a failure of the remote that counts toward its breaker, not an unsigned object; the signer replaces it"
   )
   func oversizedSignedEntry() throws {
     let dav = try Nginx(webDAV: true)
@@ -313,6 +313,12 @@ extension SigningTests {
       let record = try #require(records?.first)
       #expect(record["errors"] as? Int == 1, "\(url): \(record)")
       #expect(record["untrusted"] as? Int == 0, "\(url): \(record)")
+      // The signer replaces it, and readers then take the object: one
+      // planted entry does not stop the signer's pushes.
+      let pushed = try RemoteTests.remote(writer, ["push", digest.description])
+      #expect(pushed.status == 0, "\(url): \(pushed.stderr)")
+      let again = try RemoteTests.remote(trusting, ["pull", digest.description])
+      #expect(again.status == 0, "\(url): \(again.stderr)")
     }
   }
 

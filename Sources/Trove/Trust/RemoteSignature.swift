@@ -42,10 +42,15 @@ struct SignedObjectEntry: Codable, Sendable, Hashable {
   /// (its breaker), as for a key record too long.
   static func tooLong(remote: String, source: String) -> TroveError {
     TroveError(
-      .unavailable,
-      "remote '\(remote)': \(source) is longer than 64 KiB, more than a signed entry can be; not read",
-      value: source)
+      .unavailable, "remote '\(remote)': \(source) is \(tooLongReason); not read", value: source)
   }
+
+  /// Whether `error` is ``tooLong(remote:source:)``'s.
+  static func isTooLong(_ error: TroveError) -> Bool {
+    error.code == .unavailable && error.message.contains(tooLongReason)
+  }
+
+  private static let tooLongReason = "longer than 64 KiB, more than a signed entry can be"
 
   /// The fields this entry's signatures cover, when they parse.
   var signedText: SignedText? {

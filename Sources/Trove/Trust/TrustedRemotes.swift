@@ -133,12 +133,19 @@ extension Store {
   }
 
   /// Signs `digest`'s blob on `backend`: writes its signed entry unless
-  /// `signer` signed the same facts there already.
+  /// `signer` signed the same facts there already. An earlier entry too
+  /// long to be one is replaced: refusing would stop every later push
+  /// behind this object.
   func signObject(
     _ digest: BlobDigest, facts: SignedFacts, on backend: any RemoteBackend,
     signer: SigningKey
   ) throws(TroveError) {
-    let earlier = try backend.readSignedEntry(digest)
+    let earlier: SignedObjectEntry?
+    do throws(TroveError) {
+      earlier = try backend.readSignedEntry(digest)
+    } catch  where SignedObjectEntry.isTooLong(error) {
+      earlier = nil
+    }
     if let earlier, earlier.isSigned(by: signer, for: facts) { return }
     try backend.writeSignedEntry(
       SignedObjectEntry(
