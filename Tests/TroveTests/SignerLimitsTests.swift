@@ -177,7 +177,7 @@ extension SigningTests {
   }
 
   @Test(
-    "group store: bob points config.json at alice's key; alice's push stops (exit 78) instead of signing bob's choice, and signs with TROVE_SIGNING_KEY",
+    "group store: bob points config.json at alice's key; alice's push stops (exit 78) instead of signing bob's choice, signs with TROVE_SIGNING_KEY, and sends the key bob bound unsigned",
     .enabled(
       if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable,
       "needs root and setpriv to run trove as other users"))
@@ -230,6 +230,20 @@ extension SigningTests {
       try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
         == 0)
     #expect(try CLI.run(["--store", reader, "get", digest, "-"]).status == 0)
+
+    // A key bob bound: alice's signing push sends its record unsigned (the
+    // index does not say whose a binding is), so the reader binds nothing.
+    let evil = scratch["evil"]
+    try Data(Bytes.random(3000, seed: 2815)).write(to: URL(fileURLWithPath: evil))
+    #expect(chmod(evil, 0o644) == 0)
+    let bobPut = try trove(bob, ["put", "--key", "tool", evil])
+    #expect(bobPut.status == 0, "\(bobPut.stderr)")
+    let evilDigest = String(bobPut.out.prefix { $0 != " " && $0 != "\n" })
+    let signed = try trove(alice, ["remote", "push", evilDigest], ["TROVE_SIGNING_KEY": keyFile])
+    #expect(signed.status == 0, "\(signed.stderr)")
+    #expect(signed.stderr.contains("pushed unsigned"), "\(signed.stderr)")
+    let looked = try CLI.run(["--store", reader, "get", "tool", "-"])
+    #expect(looked.status == 1, "\(looked.stderr)")
   }
 
   @Test(

@@ -289,7 +289,15 @@ extension Store {
       var record = RemoteKeyRecord(
         key: binding.key, digest: digest.description, origin: binding.origin,
         checksums: checksums.map(\.description))
-      if let signer, let facts { record = record.signed(by: signer, facts: facts, time: time) }
+      // In a group store any member may have made the binding: a signer
+      // vouches for its own, and the index does not say whose this is.
+      if signer != nil, access == .group {
+        warn(
+          "the record of key '\(binding.key)' is pushed unsigned: in a group store another member may have bound it; sign from a private store"
+        )
+      } else if let signer, let facts {
+        record = record.signed(by: signer, facts: facts, time: time)
+      }
       try backend.writeKeyRecord(record)
     }
   }
