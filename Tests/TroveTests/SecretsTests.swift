@@ -342,6 +342,11 @@ struct SharedCredentialTests {
     try plantAlicesObject(
       #"{"format": 1, "policy": {"signing-key": "/nonexistent/bob.key"}}"#, as: "config.json",
       in: store, scratch)
+    // Root setting the access mode does not give it the mode of a file trove wrote.
+    let access = try CLI.run(["--store", store, "config", "set", "access", "group"])
+    #expect(access.status == 0, "\(access.stderr)")
+    var status = stat()
+    #expect(stat(store + "/config.json", &status) == 0 && status.st_mode & 0o7777 == 0o444)
     let doctor = try CLI.run(["--store", store, "doctor", scratch.path], prefix: AccessTests.alice)
     #expect(doctor.out.contains("warn  signing-key-owner"), "\(doctor.out)")
     #expect(doctor.out.contains("warn  remotes-owner"), "\(doctor.out)")
