@@ -173,4 +173,55 @@ struct RemoteKeyPullTests {
       #expect(dead.stderr.contains("; not pinned"), "\(dead.stderr)")
     }
   }
+
+  /// Whether `store` binds `key` as pulled (``KeyBinding/isPulled``).
+  static func isPulled(_ store: String, _ key: String) throws -> Bool? {
+    try Store(StoreConfiguration(root: store, createIfMissing: false, recordName: nil))
+      .binding(forKey: key)?.isPulled
+  }
+
+  @Test(
+    "export and import keep a pulled key pulled; an archive's keys are all bound as pulled")
+  func pulledMarkSurvivesExport() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (a, b) = (scratch["a"], scratch["b"])
+    #expect(
+      try RemoteTests.remote(a, ["add", "shared", dav.url("/pm"), "--write", "sync"]).status == 0)
+    #expect(
+      try RemoteTests.remote(b, ["add", "shared", dav.url("/pm"), "--read-only"]).status == 0)
+    let theirs = try scratch.write("theirs", Bytes.random(5_000, seed: 3102))
+    let mine = try scratch.write("mine", Bytes.random(5_000, seed: 3103))
+    #expect(try CLI.run(["--store", a, "put", "--key", "models/theirs", theirs]).status == 0)
+    #expect(try CLI.run(["--store", b, "record", "start", "set"]).status == 0)
+    let pulled = try RemoteTests.remote(b, ["pull", "models/theirs"])
+    #expect(pulled.status == 0, "\(pulled.stderr)")
+    #expect(try CLI.run(["--store", b, "get", "models/theirs", "-"]).status == 0)
+    #expect(try CLI.run(["--store", b, "put", "--key", "models/mine", mine]).status == 0)
+    #expect(try CLI.run(["--store", b, "record", "stop", "set"]).status == 0)
+    #expect(try Self.isPulled(b, "models/theirs") == true)
+    #expect(try Self.isPulled(b, "models/mine") == false)
+
+    // A folder: each key keeps its mark, through export and import.
+    let folder = try CLI.run(["--store", b, "export", "--record", "set", scratch["folder"]])
+    #expect(folder.status == 0, "\(folder.stderr)")
+    #expect(try Self.isPulled(scratch["folder"], "models/theirs") == true)
+    #expect(try Self.isPulled(scratch["folder"], "models/mine") == false)
+    let fromFolder = try CLI.run(["--store", scratch["c"], "import", scratch["folder"]])
+    #expect(fromFolder.status == 0, "\(fromFolder.stderr)")
+    #expect(try Self.isPulled(scratch["c"], "models/theirs") == true)
+    #expect(try Self.isPulled(scratch["c"], "models/mine") == false)
+
+    // An archive: its manifest lists the pulled key; every key it binds is pulled.
+    let tar = scratch["set.tar"]
+    let archive = try CLI.run(["--store", b, "export", "--record", "set", tar])
+    #expect(archive.status == 0, "\(archive.stderr)")
+    let listed = try CLI.run(
+      [], prefix: ["/bin/bash", "-c", "tar -xOf '\(tar)' trove-export.json"])
+    #expect(listed.out.contains("\"pulled\""), "\(listed.out)")
+    let fromArchive = try CLI.run(["--store", scratch["d"], "import", tar])
+    #expect(fromArchive.status == 0, "\(fromArchive.stderr)")
+    #expect(try Self.isPulled(scratch["d"], "models/theirs") == true)
+    #expect(try Self.isPulled(scratch["d"], "models/mine") == true)
+  }
 }

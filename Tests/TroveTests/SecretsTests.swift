@@ -290,4 +290,120 @@ struct SharedCredentialTests {
     _ = try check(AccessTests.bob, "bob-secret")
     #expect(server.headerLog().contains { $0.contains("Authorization: Bearer bob-secret") })
   }
+
+  /// A group store at `scratch["store"]` (root's, the team's, 2770).
+  func groupStore(_ scratch: Scratch) throws -> String {
+    #expect(chmod(scratch.path, 0o755) == 0)
+    let store = scratch["store"]
+    try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
+    #expect(chown(store, 0, AccessTests.team) == 0 && chmod(store, 0o2770) == 0)
+    return store
+  }
+
+  /// Has alice put `text` (bytes bob chose) and bob rename her object
+  /// over `name` in `store`: a regular file alice owns.
+  func plantAlicesObject(_ text: String, as name: String, in store: String, _ scratch: Scratch)
+    throws
+  {
+    let input = try scratch.write("given", Array(text.utf8))
+    #expect(chmod(input, 0o644) == 0)
+    let put = try CLI.run(["--store", store, "put", input], prefix: AccessTests.alice)
+    #expect(put.status == 0, "\(put.stderr)")
+    let object = store + "/objects/" + StoreLayout.objectPath(XXH3Hasher.digest(Array(text.utf8)))
+    #expect(try Data(contentsOf: URL(fileURLWithPath: object)) == Data(text.utf8))
+    let moved = try CLI.run(
+      [],
+      prefix: AccessTests.bob + [
+        "/bin/sh", "-c", "mv -f \"$1\" \"$2\"", "sh", object, store + "/" + name,
+      ])
+    #expect(moved.status == 0, "\(moved.stderr)")
+    var status = stat()
+    #expect(stat(store + "/" + name, &status) == 0 && status.st_uid == 60001)
+  }
+
+  @Test(
+    "an object of alice's that bob renamed over remotes.json or config.json is not hers: its auth-env sends nothing, its signing-key is not used"
+  )
+  func objectRenamedOverRootFile() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = try groupStore(scratch)
+    try plantAlicesObject(
+      """
+      {"format": 1, "remotes": [{"name": "team", "url": "\(server.url("/headers/team"))", "read-only": true, "auth-env": "TROVE_TEAM_TOKEN"}]}
+      """, as: "remotes.json", in: store, scratch)
+    let check = try CLI.run(
+      ["--store", store, "remote", "check", "team"],
+      environment: ["TROVE_TEAM_TOKEN": "alice-secret"], prefix: AccessTests.alice)
+    #expect(check.status == 69 && check.errorLines.count == 1, "\(check.stderr)")
+    #expect(check.stderr.contains("not a file trove wrote"), "\(check.stderr)")
+    #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
+
+    try plantAlicesObject(
+      #"{"format": 1, "policy": {"signing-key": "/nonexistent/bob.key"}}"#, as: "config.json",
+      in: store, scratch)
+    // Root setting the access mode does not give it the mode of a file trove wrote.
+    let access = try CLI.run(["--store", store, "config", "set", "access", "group"])
+    #expect(access.status == 0, "\(access.stderr)")
+    var status = stat()
+    #expect(stat(store + "/config.json", &status) == 0 && status.st_mode & 0o7777 == 0o444)
+    let doctor = try CLI.run(["--store", store, "doctor", scratch.path], prefix: AccessTests.alice)
+    #expect(doctor.out.contains("warn  signing-key-owner"), "\(doctor.out)")
+    #expect(doctor.out.contains("warn  remotes-owner"), "\(doctor.out)")
+  }
+
+  @Test(
+    "alice's config set or remote add over bob's files drops his signing-key and auth-env, one warning line each, unless her change sets them"
+  )
+  func rewriteDropsAnotherMembersChoices() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = try groupStore(scratch)
+    func trove(_ user: [String], _ arguments: [String], _ environment: [String: String] = [:])
+      throws -> CLI.Result
+    {
+      try CLI.run(["--store", store] + arguments, environment: environment, prefix: user)
+    }
+    #expect(chmod(scratch.path, 0o777) == 0)
+    let bobKey = scratch["bob.key"]
+    let made = try CLI.run(["keygen", "bob", "--out", bobKey], prefix: AccessTests.bob)
+    #expect(made.status == 0, "\(made.stderr)")
+    let added = try trove(
+      AccessTests.bob,
+      [
+        "remote", "add", "team", server.url("/headers/team"), "--auth-env", "TROVE_TEAM_TOKEN",
+        "--write", "off",
+      ])
+    #expect(added.status == 0, "\(added.stderr)")
+    #expect(try trove(AccessTests.bob, ["config", "set", "signing-key", bobKey]).status == 0)
+
+    let set = try trove(AccessTests.alice, ["config", "set", "max-age", "30d"])
+    #expect(set.status == 0, "\(set.stderr)")
+    #expect(
+      set.stderr.components(separatedBy: "\n").filter { $0.contains("signing-key dropped") }.count
+        == 1, "\(set.stderr)")
+    #expect(try trove(AccessTests.alice, ["config", "get", "signing-key"]).out == "none\n")
+
+    let other = try trove(
+      AccessTests.alice, ["remote", "add", "other", server.url("/headers/other"), "--write", "off"])
+    #expect(other.status == 0, "\(other.stderr)")
+    #expect(
+      other.stderr.components(separatedBy: "\n").filter {
+        $0.contains("auth-env of remote 'team' dropped")
+      }.count == 1, "\(other.stderr)")
+    let list = try String(contentsOfFile: store + "/remotes.json", encoding: .utf8)
+    #expect(!list.contains("TROVE_TEAM_TOKEN") && list.contains("team"), "\(list)")
+    _ = try trove(
+      AccessTests.alice, ["remote", "check", "team"], ["TROVE_TEAM_TOKEN": "alice-secret"])
+    #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
+
+    // Her own choice, set by the very change, stays.
+    let aliceKey = scratch["alice.key"]
+    #expect(
+      try CLI.run(["keygen", "alice", "--out", aliceKey], prefix: AccessTests.alice).status == 0)
+    #expect(try trove(AccessTests.bob, ["config", "set", "max-age", "20d"]).status == 0)
+    let own = try trove(AccessTests.alice, ["config", "set", "signing-key", aliceKey])
+    #expect(own.status == 0 && !own.stderr.contains("dropped"), "\(own.stderr)")
+    #expect(try trove(AccessTests.alice, ["config", "get", "signing-key"]).out == aliceKey + "\n")
+  }
 }

@@ -296,7 +296,7 @@ extension SigningTests {
     #expect(status.status == 0, "\(status.stderr)")
     #expect(
       status.stderr.contains("remotes.json' is owned by uid 60001")
-        && status.stderr.contains("trusted keys are that user's choice"), "\(status.stderr)")
+        && status.stderr.contains("trusted keys are another user's choice"), "\(status.stderr)")
     let doctor = try CLI.run(["--store", store, "doctor", scratch.path])
     #expect(doctor.status == 0, "\(doctor.stderr)")
     #expect(doctor.out.contains("warn  remotes-owner"), "\(doctor.out)")

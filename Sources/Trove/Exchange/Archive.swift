@@ -11,6 +11,9 @@ struct ExportManifest: Codable {
     var digest: String
     var size: Int64
     var keys: [String]
+    /// The keys of `keys` the exporting store had from a remote's record;
+    /// absent when none.
+    var pulled: [String]? = nil
   }
   var format = "trove-export"
   var version = 1
@@ -95,12 +98,14 @@ extension Store {
         report.missing.append(object.digest)
         continue
       }
+      let pulled = try pulledKeys(object.keys)
+      let keys = object.keys.map(URLUserinfo.exported(key:))
       opened.append(
         (
           .init(
-            digest: object.digest.description, size: size,
-            keys: object.keys.map(URLUserinfo.exported(key:))), object.digest,
-          file, isCompressed
+            digest: object.digest.description, size: size, keys: keys,
+            pulled: pulled.isEmpty ? nil : keys.filter(pulled.contains)),
+          object.digest, file, isCompressed
         ))
     }
     let encoder = JSONEncoder()
@@ -256,9 +261,11 @@ extension Store {
       guard header.size == item.size else {
         throw bad("member '\(shown)' is \(header.size) bytes, its manifest says \(item.size)")
       }
+      // An archive is anyone's word: its keys are bound as pulled, so a
+      // signer never vouches for them, whatever its manifest says.
       let binding = KeyRequest(
         key: nil, moreKeys: item.keys, existing: replacingKeys ? .repoint : .keep,
-        onKept: kept.note)
+        pulledKeys: Set(item.keys), onKept: kept.note)
       let put = try receive(
         digest, size: header.size, from: &reader, member: member, binding: binding, bad: bad)
       report.note(put)

@@ -137,7 +137,9 @@ extension Store {
       for object in objects {
         // A login older versions kept in a URL key stays here.
         let keys = object.keys.map(URLUserinfo.exported(key:))
-        let binding = KeyRequest(key: nil, moreKeys: keys, existing: .repoint)
+        let binding = KeyRequest(
+          key: nil, moreKeys: keys, existing: .repoint,
+          pulledKeys: try pulledKeys(object.keys))
         guard let put = try destination.copyObject(object.digest, from: self, binding: binding)
         else {
           report.missing.append(object.digest)
@@ -171,13 +173,17 @@ extension Store {
         recordName: nil, remedyWording: configuration.remedyWording))
     var report = ExchangeReport()
     var keys: [BlobDigest: [String]] = [:]
-    for binding in try source.keys() { keys[binding.digest, default: []].append(binding.key) }
+    var pulled: Set<String> = []
+    for binding in try source.keys() {
+      keys[binding.digest, default: []].append(binding.key)
+      if binding.isPulled { pulled.insert(binding.key) }
+    }
     let kept = KeptKeys()
     for entry in try source.entries() {
       let wanted = keys[entry.digest] ?? []
       let binding = KeyRequest(
         key: nil, moreKeys: wanted, existing: replacingKeys ? .repoint : .keep,
-        onKept: kept.note)
+        pulledKeys: pulled.intersection(wanted), onKept: kept.note)
       guard let put = try copyObject(entry.digest, from: source, binding: binding) else {
         report.missing.append(entry.digest)
         continue
@@ -194,6 +200,19 @@ extension Store {
   /// returns whether this made it. A symbolic link is refused, even to an
   /// empty folder: what a failed export leaves is removed through the
   /// same name, never through a link.
+  /// The exported form (``URLUserinfo/exported(key:)``) of each of
+  /// `keys` this store binds as pulled (``KeyBinding/isPulled``): an
+  /// export carries the mark.
+  func pulledKeys(_ keys: [String]) throws(TroveError) -> Set<String> {
+    var pulled: Set<String> = []
+    for key in keys {
+      if try binding(forKey: key)?.isPulled == true {
+        pulled.insert(URLUserinfo.exported(key: key))
+      }
+    }
+    return pulled
+  }
+
   static func claimEmptyFolder(_ path: String) throws(TroveError) -> Bool {
     let (parentPath, name) = split(path)
     let parent: FileDescriptor

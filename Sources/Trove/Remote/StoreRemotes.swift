@@ -18,13 +18,10 @@ extension Store {
   /// (whoever does chose the URLs and the `--trust` keys this store reads
   /// with); nil when they own it or there is none.
   public func remotesChosenByAnother() -> String? {
-    guard
-      let owner = try? rootDirectory.status(of: RemoteList.fileName, followSymlinks: false)
-        .owner,
-      owner != Sys.effectiveUserID, owner != 0
+    guard let read = try? readRemoteFile(), let reason = Self.rootFileRefusal(read.status)
     else { return nil }
     return
-      "'\(remotesPath)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its remotes and their trusted keys are that user's choice"
+      "'\(remotesPath)' \(reason): its remotes and their trusted keys are another user's choice"
   }
 
   /// The remote named `name`.
@@ -102,6 +99,22 @@ extension Store {
   /// `~/.netrc` for its hosts) refused unless this user or root owns it.
   private func readRemoteList() throws(TroveError) -> RemoteList {
     let path = remotesPath
+    guard let read = try readRemoteFile() else { return RemoteList() }
+    var list = try RemoteList.decode(read.bytes, path: path)
+    if let reason = Self.rootFileRefusal(read.status) {
+      for i in list.remotes.indices { list.remotes[i].isOwnConfiguration = false }
+      for i in list.remotes.indices where list.remotes[i].authEnvironment != nil {
+        list.remotes[i].credentialRefusal =
+          "'\(path)' \(reason): its auth-env for remote '\(list.remotes[i].name)' is not used, as another user chose where the credential goes"
+      }
+    }
+    return list
+  }
+
+  /// The bytes of `remotes.json` and the status of the descriptor they
+  /// were read from; nil when there is none.
+  private func readRemoteFile() throws(TroveError) -> (bytes: [UInt8], status: FileStatus)? {
+    let path = remotesPath
     enum Found {
       case missing, notRegular
       case read([UInt8], FileStatus)
@@ -118,36 +131,42 @@ extension Store {
       defer { fd.close() }
       return .read(try fd.readAll(limit: 1 << 20), try fd.status())
     }
-    let read: (bytes: [UInt8], status: FileStatus)
     switch found {
-    case .missing: return RemoteList()
+    case .missing: return nil
     case .notRegular:
       throw TroveError(
         .invalidConfig, "'\(path)' is not a regular file; remove it", path: path)
-    case .read(let bytes, let status): read = (bytes, status)
+    case .read(let bytes, let status): return (bytes, status)
     }
-    var list = try RemoteList.decode(read.bytes, path: path)
-    let owner = read.status.owner
-    if owner != Sys.effectiveUserID && owner != 0 {
-      for i in list.remotes.indices { list.remotes[i].isOwnConfiguration = false }
-      for i in list.remotes.indices where list.remotes[i].authEnvironment != nil {
-        list.remotes[i].credentialRefusal =
-          "'\(path)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its auth-env for remote '\(list.remotes[i].name)' is not used, as another user chose where the credential goes"
-      }
-    }
-    return list
   }
 
   /// Reads `remotes.json` under the root's lock, applies `change`, and
   /// replaces the file atomically (``replaceRootFile(_:with:)``, as
   /// `config.json` is rewritten); when `change` throws, nothing is written.
+  ///
+  /// The file written is this user's: when the one read is not
+  /// (``rootFileRefusal(_:)``), the auth-env of each remote it holds is
+  /// another user's choice of where a credential goes and is dropped, with
+  /// one warning naming the remotes.
   private func rewriteRemoteList(_ change: (inout RemoteList) throws(TroveError) -> Void)
     throws(TroveError)
   {
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }
     var list = try readRemoteList()
+    var dropped: [String] = []
+    for i in list.remotes.indices
+    where !list.remotes[i].isOwnConfiguration && list.remotes[i].authEnvironment != nil {
+      dropped.append("'\(list.remotes[i].name)'")
+      list.remotes[i].authEnvironment = nil
+      list.remotes[i].credentialRefusal = nil
+    }
     try change(&list)
+    if !dropped.isEmpty {
+      configuration.onWarning?(
+        "'\(remotesPath)' was not this user's: the auth-env of remote \(dropped.joined(separator: ", ")) dropped, as another user chose where the credential goes (remove the remote and add it again with your own --auth-env)"
+      )
+    }
     try replaceRootFile(RemoteList.fileName, with: list.encoded())
   }
 }

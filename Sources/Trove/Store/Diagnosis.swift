@@ -130,7 +130,7 @@ extension Store {
     if let foreign = signingKeyRefusal() {
       check(
         "signing-key-owner", false, foreign + ": pushes that would sign stop",
-        "set TROVE_SIGNING_KEY to a key file of your own, or 'trove config set signing-key' to make config.json yours"
+        "set TROVE_SIGNING_KEY to a key file of your own, or 'trove config set signing-key FILE' with a key of your own (which makes config.json yours; its signing-key is not carried over)"
       )
     }
 

@@ -19,6 +19,27 @@ extension Store {
     }
   }
 
+  /// The mode every root file Trove writes has (``writeRootFile(_:through:in:publish:)``).
+  static let rootFileMode: UInt32 = 0o644
+
+  /// Why the choices a root file holds (`signing-key`, credential
+  /// bindings) are not this user's, from the status of the descriptor they
+  /// were read from: another user (not root) owns it, or it is not as Trove
+  /// writes one (mode 0644, one link) — another member can rename a file
+  /// this user owns, such as an object (0444), over it. Nil when they are.
+  static func rootFileRefusal(_ status: FileStatus) -> String? {
+    let owner = status.owner
+    if owner != Sys.effectiveUserID && owner != 0 {
+      return "is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root"
+    }
+    let mode = status.mode & 0o7777
+    if mode != rootFileMode || status.linkCount != 1 {
+      return
+        "is not a file trove wrote (mode \(String(mode, radix: 8)), \(status.linkCount) links, not mode \(String(rootFileMode, radix: 8)) and 1 link)"
+    }
+    return nil
+  }
+
   /// Writes `bytes` to the new file `temp` in `tempFolder` with mode 0644
   /// whatever the umask (every user of the store reads it), syncs it, and
   /// has `publish` give it its name (a rename, which replaces or not).
@@ -28,10 +49,10 @@ extension Store {
     publish: () throws(SystemCallError) -> Void
   ) throws(SystemCallError) {
     let fd = try FileDescriptor.open(
-      temp, in: tempFolder, [.writeOnly, .create, .exclusive], permissions: 0o644)
+      temp, in: tempFolder, [.writeOnly, .create, .exclusive], permissions: rootFileMode)
     defer { fd.close() }
     do throws(SystemCallError) {
-      try fd.setPermissions(0o644)
+      try fd.setPermissions(rootFileMode)
       try fd.writeAll(bytes)
       try fd.sync()
       try publish()

@@ -38,7 +38,7 @@ public final class Store: Sendable {
   let device: UInt64
   /// The settings last read from `config.json`, with the file's identity:
   /// re-read when another process replaced it.
-  private let cachedSettings: Mutex<(identity: [Int64], settings: StoreSettings)>
+  private let cachedSettings: Mutex<SettingsRead>
   /// Reads this process recorded lately: digest → when (nanoseconds), so a
   /// hot object is not looked up in the index on every read.
   let recentReads = Mutex<[BlobDigest: Int64]>([:])
@@ -164,8 +164,7 @@ public final class Store: Sendable {
           StoreLayout.cacheDirTag, Array(StoreLayout.cacheDirTagContents.utf8), root: root,
           in: rootFD, through: StoreLayout.temporaryName("meta"), in: tmpFD)
       }
-      let (identity, settings) = try Self.readSettings(root: root, rootFD: rootFD)
-      cachedSettings = Mutex((identity, settings))
+      cachedSettings = Mutex(try Self.readSettings(root: root, rootFD: rootFD))
     } catch {
       for fd in opened { fd.close() }
       throw error
@@ -342,35 +341,52 @@ public final class Store: Sendable {
     }
   }
 
+  /// `config.json` as one read found it: its settings, and the status of
+  /// the descriptor they were read from (whose owner and mode say whose
+  /// choice they are, ``rootFileRefusal(_:)``).
+  struct SettingsRead: Sendable {
+    var identity: [Int64]
+    var settings: StoreSettings
+    var status: FileStatus
+  }
+
   static func readSettings(root: String, rootFD: FileDescriptor) throws(TroveError)
-    -> (identity: [Int64], settings: StoreSettings)
+    -> SettingsRead
   {
     let path = root + "/" + StoreLayout.settings
-    let (identity, bytes) = try attempt("read", path, code: .storeUnavailable) {
-      () throws(SystemCallError) -> ([Int64], [UInt8]) in
+    let (status, bytes) = try attempt("read", path, code: .storeUnavailable) {
+      () throws(SystemCallError) -> (FileStatus, [UInt8]) in
       let fd = try FileDescriptor.open(
         StoreLayout.settings, in: rootFD, [.readOnly, .noFollow, .nonBlocking])
       defer { fd.close() }
       let status = try fd.status()
       guard status.isRegular else { throw SystemCallError("open", .isDirectory) }
-      return (status.identity, try fd.readAll(limit: 64 * 1024))
+      return (status, try fd.readAll(limit: 64 * 1024))
     }
-    return (identity, try StoreSettings.decode(bytes, path: path))
+    return SettingsRead(
+      identity: status.identity, settings: try StoreSettings.decode(bytes, path: path),
+      status: status)
   }
 
   /// The store's settings as `config.json` now has them, problems and all:
   /// one `fstatat` when no process changed them since they were last read.
   func loadedSettings() throws(TroveError) -> StoreSettings {
+    try settingsRead().settings.overriding(configuration.policyOverrides)
+  }
+
+  /// `config.json` as last read, read again unless one `fstatat` shows no
+  /// process changed it since; its settings without overrides.
+  func settingsRead() throws(TroveError) -> SettingsRead {
     let identity = try? rootDirectory.status(of: StoreLayout.settings, followSymlinks: false)
       .identity
     if let identity,
-      let cached = cachedSettings.withLock({ $0.identity == identity ? $0.settings : nil })
+      let cached = cachedSettings.withLock({ $0.identity == identity ? $0 : nil })
     {
-      return try cached.overriding(configuration.policyOverrides)
+      return cached
     }
     let fresh = try Self.readSettings(root: root, rootFD: rootDirectory)
     cachedSettings.withLock { $0 = fresh }
-    return try fresh.settings.overriding(configuration.policyOverrides)
+    return fresh
   }
 
   /// The store's settings, for a decision that depends on them.

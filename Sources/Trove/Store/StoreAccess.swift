@@ -233,6 +233,11 @@ extension Store {
         let file = try FileDescriptor.open(
           name, in: rootDirectory, [.readOnly, .noFollow, .nonBlocking])
         defer { file.close() }
+        // A read-only or linked file in its place is not one Trove wrote
+        // (an object renamed there): giving it the mode would make it pass
+        // for one (``Store/rootFileRefusal(_:)``).
+        let status = try file.status()
+        guard status.linkCount == 1, status.mode & 0o200 != 0 else { continue }
         try file.setPermissions(0o644)
       } catch {
         note(root + "/" + name, error)

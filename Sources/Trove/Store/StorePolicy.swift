@@ -92,15 +92,35 @@ extension Store {
   /// starts from the defaults), applies `change`, and replaces the file
   /// atomically with the result (``replaceRootFile(_:with:)``), which it
   /// returns.
+  ///
+  /// The file written is this user's: when the one read is not
+  /// (``rootFileRefusal(_:)``), its `signing-key` is another user's choice
+  /// and is dropped, with a warning, unless `change` sets one.
   private func rewriteSettings(
     reading: Bool = true, _ change: (inout StoreSettings) throws(TroveError) -> Void
   ) throws(TroveError) -> StoreSettings {
     try requireWritable()
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }
-    var settings =
-      reading ? try Self.readSettings(root: root, rootFD: rootDirectory).settings : .initial
+    var settings = StoreSettings.initial
+    var dropped: String? = nil
+    if reading {
+      let read = try Self.readSettings(root: root, rootFD: rootDirectory)
+      settings = read.settings
+      if let reason = Self.rootFileRefusal(read.status),
+        settings.policy.signingKey != nil
+          || settings.problems.contains(where: { $0.key == .signingKey })
+      {
+        try settings.set(.signingKey, "none")
+        dropped = reason
+      }
+    }
     try change(&settings)
+    if let dropped, settings.policy.signingKey == nil {
+      configuration.onWarning?(
+        "'\(settingsPath)' \(dropped): its signing-key dropped, as another user chose it (set your own with 'trove config set signing-key FILE')"
+      )
+    }
     try replaceRootFile(StoreLayout.settings, with: settings.encoded())
     _ = try loadedSettings()
     return settings

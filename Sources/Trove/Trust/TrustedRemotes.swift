@@ -110,16 +110,15 @@ extension Store {
   }
 
   /// Why the `signing-key` setting is not used: a line naming
-  /// `config.json` and its owner when it comes from that file and neither
-  /// this user nor root owns it; nil otherwise.
+  /// `config.json` when it comes from that file and the file is not this
+  /// user's (``rootFileRefusal(_:)``, judged on the descriptor the setting
+  /// was read from); nil otherwise.
   func signingKeyRefusal() -> String? {
     guard configuration.policyOverrides[.signingKey] == nil,
-      (try? loadedSettings().policy.signingKey) != nil,
-      let owner = try? rootDirectory.status(of: StoreLayout.settings, followSymlinks: false).owner,
-      owner != Sys.effectiveUserID, owner != 0
+      let read = try? settingsRead(), read.settings.policy.signingKey != nil,
+      let reason = Self.rootFileRefusal(read.status)
     else { return nil }
-    return
-      "'\(settingsPath)' is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root: its signing-key is not used, as another user chose it"
+    return "'\(settingsPath)' \(reason): its signing-key is not used, as another user chose it"
   }
 
   /// What a signer vouches for `digest`: its length and SHA-256, computed

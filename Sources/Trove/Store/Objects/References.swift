@@ -136,7 +136,7 @@ extension ObjectTable {
         }
       }
       let origin = key == request.key ? request.origin : nil
-      let pulled = key == request.key && request.pulled
+      let pulled = key == request.key ? request.pulled : request.pulledKeys.contains(key)
       try tx.insertKey(key, digest: digest, origin: origin, pulled: pulled, at: now)
       journal(
         [
@@ -189,6 +189,9 @@ struct KeyRequest: Sendable {
   var existing = ExistingKey.replace
   /// `key` comes from a remote's record (``KeyBinding/isPulled``).
   var pulled = false
+  /// The keys of `moreKeys` that are someone else's word, not this
+  /// store's (``KeyBinding/isPulled``): a signer never vouches for them.
+  var pulledKeys: Set<String> = []
   /// Hears of each key kept bound to another digest (`.keep`): the key and
   /// that digest. Called inside the transaction.
   var onKept: (@Sendable (_ key: String, _ boundTo: BlobDigest) -> Void)? = nil
