@@ -347,6 +347,11 @@ struct SharedCredentialTests {
     #expect(access.status == 0, "\(access.stderr)")
     var status = stat()
     #expect(stat(store + "/config.json", &status) == 0 && status.st_mode & 0o7777 == 0o444)
+    // Nor to a file of hers the group may write (references.log, say).
+    #expect(chmod(store + "/config.json", 0o660) == 0)
+    let again = try CLI.run(["--store", store, "config", "set", "access", "group"])
+    #expect(again.status == 0, "\(again.stderr)")
+    #expect(stat(store + "/config.json", &status) == 0 && status.st_mode & 0o7777 == 0o660)
     let doctor = try CLI.run(["--store", store, "doctor", scratch.path], prefix: AccessTests.alice)
     #expect(doctor.out.contains("warn  signing-key-owner"), "\(doctor.out)")
     #expect(doctor.out.contains("warn  remotes-owner"), "\(doctor.out)")

@@ -401,7 +401,8 @@ struct StoreTests {
     #expect(try store.statistics().entries == 1)
   }
 
-  @Test("an index made before its version gained a column in place gets the column, keys intact")
+  @Test(
+    "an index made before its version gained a column in place gets it; its keys count as pulled")
   func indexWithoutColumnAddedInPlace() throws {
     let scratch = try Scratch()
     let digest = try scratch.store().put(bytes: Bytes.random(500, seed: 5), key: "k").digest
@@ -410,8 +411,11 @@ struct StoreTests {
       "ALTER TABLE keys DROP COLUMN pulled")
     let store = try scratch.store()
     #expect(try store.digest(forKey: "k") == digest)
+    // A key bound before the column existed is not taken for this store's own.
+    #expect(try store.binding(forKey: "k")?.isPulled == true)
     try store.bind(key: "k2", to: digest)
     #expect(try store.digest(forKey: "k2") == digest)
+    #expect(try store.binding(forKey: "k2")?.isPulled == false)
   }
 
   @Test(

@@ -173,17 +173,16 @@ extension Store {
         recordName: nil, remedyWording: configuration.remedyWording))
     var report = ExchangeReport()
     var keys: [BlobDigest: [String]] = [:]
-    var pulled: Set<String> = []
     for binding in try source.keys() {
       keys[binding.digest, default: []].append(binding.key)
-      if binding.isPulled { pulled.insert(binding.key) }
     }
     let kept = KeptKeys()
     for entry in try source.entries() {
       let wanted = keys[entry.digest] ?? []
       let binding = KeyRequest(
         key: nil, moreKeys: wanted, existing: replacingKeys ? .repoint : .keep,
-        pulledKeys: pulled.intersection(wanted), onKept: kept.note)
+        // Another store's bindings are its writers' word, as an archive's.
+        pulledKeys: Set(wanted), onKept: kept.note)
       guard let put = try copyObject(entry.digest, from: source, binding: binding) else {
         report.missing.append(entry.digest)
         continue

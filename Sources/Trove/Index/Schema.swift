@@ -52,7 +52,9 @@ enum Schema {
         try db.query("PRAGMA table_info(keys)") { row in again.insert(row.text(1)) }
         // Another process may have added it meanwhile.
         guard !again.contains("pulled") else { return }
-        try db.execute("ALTER TABLE keys ADD COLUMN pulled INTEGER")
+        // Keys bound before the column existed may have come from a
+        // remote's record: none is taken for this store's own.
+        try db.execute("ALTER TABLE keys ADD COLUMN pulled INTEGER DEFAULT 1")
       }
     } catch  where error.isReadOnly {
       // A store this process may not write: its key statements fail,

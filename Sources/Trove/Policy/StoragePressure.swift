@@ -64,10 +64,12 @@ enum PressurePolicy {
   static let lockWait = Duration.seconds(30)
   /// How long a measurement waits for freed blocks to show.
   static let settleTime = Duration.milliseconds(100)
-  /// A batch that freed less than this (or less than 1/64 of what its
-  /// entries recorded) freed nothing measurable.
+  /// A batch that freed less than this (or less than an eighth of what
+  /// its entries recorded) freed nothing measurable: removing a file
+  /// whose blocks are shared with clones still gives back a little (XFS
+  /// drops its copy-on-write preallocation), which is not room.
   static func freedAnything(_ freed: Int64, of recorded: Int64) -> Bool {
-    freed >= max(smallestMeasurable, recorded / 64)
+    freed >= max(smallestMeasurable, recorded / 8)
   }
   /// Less than this freed is not told apart from nothing.
   static let smallestMeasurable: Int64 = 4096
@@ -262,7 +264,7 @@ extension Store {
       let start = clock.now
       let before = try volumeSpace().available
       if before < 4 * StoreLayout.reserveSize { _ = releaseReserve() }
-      let released = try volumeSpace().available
+      let released = try quietSpace()
       defer {
         if ((try? volumeSpace().available) ?? 0) > 8 * StoreLayout.reserveSize {
           ensureReserve()
@@ -329,7 +331,9 @@ struct PressuredWrites {
             needed: remaining.map { $0 - Int64(offset) })
         else { throw error }
         if relief.removedEntries > 0 { reliefs.append(relief) }
-        guard let freed = relief.freedBytes, freed > 0 else { throw error }
+        guard let freed = relief.freedBytes,
+          PressurePolicy.freedAnything(freed, of: relief.removedBytes)
+        else { throw error }
       }
     }
   }

@@ -63,7 +63,9 @@ final class RemoteCopyCheck {
           let signed: SignedFacts?
           do throws(TroveError) {
             signed = try store.trustedFacts(of: digest, spec: spec, backend: backend)
-          } catch  where error.code == .untrusted {
+          } catch  where error.code == .untrusted || SignedObjectEntry.isTooLong(error) {
+            // No trusted copy (a planted oversized entry included), not a
+            // failure of the remote.
             signed = nil
           }
           store.remoteAnswered(name)

@@ -233,12 +233,11 @@ extension Store {
         let file = try FileDescriptor.open(
           name, in: rootDirectory, [.readOnly, .noFollow, .nonBlocking])
         defer { file.close() }
-        // A read-only or linked file in its place is not one Trove wrote
-        // (an object renamed there): giving it the mode would make it pass
-        // for one (``Store/rootFileRefusal(_:)``).
+        // Only a file Trove wrote, already 0644, keeps its mode: any other
+        // in its place (an object or a group-writable file renamed there)
+        // would pass for one once given it (``Store/rootFileRefusal(_:)``).
         let status = try file.status()
-        guard status.linkCount == 1, status.mode & 0o200 != 0 else { continue }
-        try file.setPermissions(0o644)
+        guard status.linkCount == 1, status.mode & 0o7777 == 0o644 else { continue }
       } catch {
         note(root + "/" + name, error)
       }
