@@ -712,7 +712,6 @@ struct RemovalEngine: Sendable {
   // MARK: What the engine uses of its table
 
   private func index() throws(TroveError) -> Index { try objects.index() }
-  private var filesystem: FilesystemKind { objects.filesystem }
   private func openFolder(of digest: BlobDigest) throws(TroveError) -> FileDescriptor? {
     try objects.openFolder(of: digest)
   }
