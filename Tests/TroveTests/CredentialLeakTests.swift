@@ -129,6 +129,47 @@ struct CredentialLeakTests {
     #expect(Self.netrcSent(server).count == own, "\(server.headerLog())")
   }
 
+  @Test(
+    "remote add over another user's remotes.json leaves their remotes theirs: named in a warning, no ~/.netrc login sent to them, remote status names them; removed and added again, they are this user's",
+    .enabled(if: TestFilesystems.isRoot, "needs root, to give remotes.json to another user"))
+  func rewriteKeepsAnotherUsersRemotesTheirs() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let home = try Self.home(scratch, hosts: ["127.0.0.1"])
+    let url = server.url("/headers/team")
+    #expect(
+      try RemoteTests.remote(store, ["add", "team", url, "--write", "off"]).status == 0)
+    #expect(chown(store + "/remotes.json", 60001, 60001) == 0)
+    let added = try RemoteTests.remote(
+      store, ["add", "mine", server.url("/headers/mine"), "--write", "off"])
+    #expect(added.status == 0, "\(added.stderr)")
+    #expect(
+      added.stderr.contains("remote 'team' (uid 60001)")
+        && added.stderr.contains("stays another user's choice"), "\(added.stderr)")
+    var status = stat()
+    #expect(stat(store + "/remotes.json", &status) == 0 && status.st_uid == 0)
+
+    _ = try CLI.run(["--store", store, "remote", "check", "team"], environment: ["HOME": home])
+    #expect(Self.netrcSent(server).isEmpty, "\(server.headerLog())")
+    let listed = try RemoteTests.remote(store, ["status"])
+    #expect(
+      listed.stderr.contains("remote 'team' (uid 60001)")
+        && listed.stderr.contains("another user's choice"), "\(listed.stderr)")
+    // A later change of this user's keeps saying so.
+    let removed = try RemoteTests.remote(store, ["rm", "mine"])
+    #expect(removed.stderr.contains("remote 'team' (uid 60001)"), "\(removed.stderr)")
+    _ = try CLI.run(["--store", store, "remote", "check", "team"], environment: ["HOME": home])
+    #expect(Self.netrcSent(server).isEmpty, "\(server.headerLog())")
+
+    #expect(try RemoteTests.remote(store, ["rm", "team"]).status == 0)
+    let again = try RemoteTests.remote(store, ["add", "team", url, "--write", "off"])
+    #expect(again.status == 0 && !again.stderr.contains("choice"), "\(again.stderr)")
+    _ = try CLI.run(["--store", store, "remote", "check", "team"], environment: ["HOME": home])
+    #expect(!Self.netrcSent(server).isEmpty, "\(server.headerLog())")
+    #expect(try RemoteTests.remote(store, ["status"]).stderr.isEmpty)
+  }
+
   @Test("remote add refuses any login in an http(s) URL in one line that shows none of it")
   func remoteURLLogin() throws {
     let scratch = try Scratch()

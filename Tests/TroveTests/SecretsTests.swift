@@ -394,7 +394,8 @@ struct SharedCredentialTests {
     #expect(other.status == 0, "\(other.stderr)")
     #expect(
       other.stderr.components(separatedBy: "\n").filter {
-        $0.contains("auth-env of remote 'team' dropped")
+        $0.contains("stays another user's choice")
+          && $0.contains("the auth-env of 'team' is dropped")
       }.count == 1, "\(other.stderr)")
     let list = try String(contentsOfFile: store + "/remotes.json", encoding: .utf8)
     #expect(!list.contains("TROVE_TEAM_TOKEN") && list.contains("team"), "\(list)")

@@ -177,6 +177,191 @@ extension SigningTests {
   }
 
   @Test(
+    "the signing key and whose choice it is come from one read of config.json: another user's file renamed away for this user's after the key was read still stops the push (exit 78)",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give config.json to another user"))
+  func signingKeyOwnerFromTheSameRead() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (theirKey, theirPublic) = try Self.keygen(scratch, "theirs")
+    let (ownKey, _) = try Self.keygen(scratch, "own")
+    let store = scratch["s"]
+    #expect(
+      try RemoteTests.remote(store, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    // This user's config.json (naming their own key), kept aside.
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", ownKey]).status == 0)
+    let own = scratch["own-config.json"]
+    try FileManager.default.copyItem(atPath: store + "/config.json", toPath: own)
+    // Another user's, naming a key of their choice, in place.
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", theirKey]).status == 0)
+    #expect(chown(store + "/config.json", 60001, 60001) == 0)
+    let digest = try RemoteTests.put(store, Bytes.random(3000, seed: 2816), in: scratch)
+
+    let pause = scratch["pause"]
+    try FileManager.default.createDirectory(atPath: pause, withIntermediateDirectories: false)
+    let push = try Spawned(
+      executable: "/usr/bin/env",
+      [
+        "TROVE_TEST_PAUSE=" + pause, CLI.executable, "--store", store, "remote", "push",
+        digest.description,
+      ],
+      io: scratch["io"])
+    let note = pause + "/signing-key"
+    while !FileManager.default.fileExists(atPath: note), push.process.isRunning { usleep(10_000) }
+    #expect(
+      (try? String(contentsOfFile: note, encoding: .utf8)) == theirKey,
+      "the push never read its signing key")
+    // Between reading the key and judging whose it is, this user's file
+    // takes its place.
+    #expect(rename(own, store + "/config.json") == 0)
+    _ = FileManager.default.createFile(atPath: note + ".go", contents: nil)
+    let outcome = try push.wait()
+    #expect(outcome.status == 78, "\(outcome.stderr)")
+    #expect(outcome.stderr.contains("is owned by uid 60001"), "\(outcome.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: dav.files["b/" + remoteBlobPath(digest)]))
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", theirPublic]).status
+        == 0)
+    #expect(try CLI.run(["--store", reader, "get", digest.description, "-"]).status == 1)
+  }
+
+  @Test(
+    "a config.json of this user's that a hand edit left 0600 or 0640 is theirs: its signing-key signs, and config set access group makes it 0644; at 0664 the group could have written it, and it is not",
+    arguments: [(0o600, true), (0o640, true), (0o664, false)])
+  func signingKeyFromOwnFileOfAnyMode(mode: Int, isOwn: Bool) throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = scratch["s"]
+    #expect(
+      try RemoteTests.remote(store, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", keyFile]).status == 0)
+    #expect(chmod(store + "/config.json", mode_t(mode)) == 0)
+    let digest = try RemoteTests.put(store, Bytes.random(3000, seed: 2817), in: scratch)
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    if isOwn {
+      #expect(push.status == 0, "\(push.stderr)")
+      let reader = scratch["r"]
+      #expect(
+        try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+          == 0)
+      let got = try CLI.run(["--store", reader, "get", digest.description, "-"])
+      #expect(got.status == 0 && got.stdout.count == 3000, "\(got.stderr)")
+      #expect(try CLI.run(["--store", store, "config", "set", "access", "group"]).status == 0)
+      var status = stat()
+      #expect(stat(store + "/config.json", &status) == 0 && status.st_mode & 0o7777 == 0o644)
+    } else {
+      #expect(push.status == 78, "\(push.stderr)")
+      #expect(push.stderr.contains("is writable by users other than its owner"), "\(push.stderr)")
+    }
+  }
+
+  /// A store whose root folder root owns with `mode` and group `team`,
+  /// with remote `b` on `dav` and `keyFile` to sign with.
+  static func signingStore(
+    _ scratch: Scratch, mode: mode_t, dav: Nginx, keyFile: String
+  ) throws -> String {
+    let store = scratch["s"]
+    try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
+    #expect(chown(store, 0, AccessTests.team) == 0 && chmod(store, mode) == 0)
+    #expect(
+      try RemoteTests.remote(store, ["add", "b", dav.url("/b"), "--write", "off"]).status == 0)
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", keyFile]).status == 0)
+    return store
+  }
+
+  @Test(
+    "a signer's root folder that others may write without being a group store (0770, 0775, 0777): key records go unsigned, naming why; the object is still signed",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give the store a group"),
+    arguments: [0o770, 0o775, 0o777])
+  func keyRecordsUnsignedWhereOthersWrite(mode: Int) throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = try Self.signingStore(scratch, mode: 0o700, dav: dav, keyFile: keyFile)
+    let input = try scratch.write("tool", Bytes.random(3000, seed: 2818))
+    #expect(try CLI.run(["--store", store, "put", "--key", "tool", input]).status == 0)
+    let digest = XXH3Hasher.digest(Bytes.random(3000, seed: 2818))
+    #expect(chmod(store, mode_t(mode)) == 0)
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(push.status == 0, "\(push.stderr)")
+    #expect(
+      push.stderr.contains("'tool' is pushed unsigned")
+        && push.stderr.contains(
+          "is writable by others than its owner (mode \(String(mode, radix: 8)))"),
+      "\(push.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    #expect(try CLI.run(["--store", reader, "get", "tool", "-"]).status == 1)
+    let got = try CLI.run(["--store", reader, "get", digest.description, "-"])
+    #expect(got.status == 0 && got.stdout.count == 3000, "\(got.stderr)")
+  }
+
+  @Test(
+    "a group store made private keeps the keys its members bound unsigned: config set access private marks them, and a signing push sends none of them",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give the store a group"))
+  func groupBindingsStayUnsignedWhenPrivate() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = try Self.signingStore(scratch, mode: 0o2770, dav: dav, keyFile: keyFile)
+    let bytes = Bytes.random(3000, seed: 2819)
+    let input = try scratch.write("tool", bytes)
+    #expect(try CLI.run(["--store", store, "put", "--key", "tool", input]).status == 0)
+    let made = try CLI.run(["--store", store, "config", "set", "access", "private"])
+    #expect(made.status == 0, "\(made.stderr)")
+    var status = stat()
+    #expect(stat(store, &status) == 0 && status.st_mode & 0o7777 == 0o700)
+    let digest = XXH3Hasher.digest(bytes)
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(push.status == 0, "\(push.stderr)")
+    #expect(push.stderr.contains("'tool' is not signed or pushed"), "\(push.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    #expect(try CLI.run(["--store", reader, "get", "tool", "-"]).status == 1)
+
+    // A key bound once it is private is this user's: signed.
+    #expect(try CLI.run(["--store", store, "put", "--key", "mine", input]).status == 0)
+    let again = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(again.status == 0, "\(again.stderr)")
+    let mine = try CLI.run(["--store", reader, "get", "mine", "-"])
+    #expect(mine.status == 0 && mine.stdout == bytes, "\(mine.stderr)")
+  }
+
+  @Test(
+    "a signer in a group store vouches for the SHA-256 of the object's bytes, not a false one a member wrote into the index",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give the store a group"))
+  func signedChecksumFromBytesInGroupStore() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = try Self.signingStore(scratch, mode: 0o2770, dav: dav, keyFile: keyFile)
+    let bytes = Bytes.random(3000, seed: 2823)
+    let digest = try RemoteTests.put(store, bytes, in: scratch)
+    // Written into the index by a member, who may write it.
+    let planted = try CLI.run(
+      [],
+      prefix: [
+        "/usr/bin/env", "python3", "-c",
+        "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"INSERT INTO checksums(algorithm, value, digest) VALUES ('sha256', ?, ?)\", ('ab'*32, sys.argv[2])); c.commit(); print(c.total_changes)",
+        store + "/index.sqlite", digest.hex,
+      ])
+    #expect(planted.status == 0 && planted.out == "1\n", "\(planted.stderr)")
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(push.status == 0, "\(push.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    let got = try CLI.run(["--store", reader, "get", digest.description, "-"])
+    #expect(got.status == 0 && got.stdout == bytes, "\(got.stderr)")
+  }
+
+  @Test(
     "group store: bob points config.json at alice's key; alice's push stops (exit 78) instead of signing bob's choice, signs with TROVE_SIGNING_KEY, and sends the key bob bound unsigned",
     .enabled(
       if: TestFilesystems.isRoot && TestFilesystems.setprivAvailable,

@@ -21,34 +21,44 @@ extension Store {
     let missing = algorithms.subtracting(found.keys)
     guard !missing.isEmpty else { return found }
     let hashers = missing.sorted { $0.rawValue < $1.rawValue }.map { SHA2Hasher($0) }
+    _ = try hashBytes(of: digest, into: hashers)
+    let computed = hashers.map { $0.finalize() }
+    try objects.bind(key: nil, to: digest, checksums: computed)
+    for checksum in computed { found[checksum.algorithm] = checksum }
+    return found
+  }
+
+  /// Feeds `digest`'s bytes (decompressed when stored compressed) to
+  /// `hashers`, in one read verified against the digest as it passes;
+  /// returns how many there were. Nothing the index says is used.
+  ///
+  /// - Throws: `.notFound`, `.corruptObject` (the object is quarantined),
+  ///   `.ioError`.
+  func hashBytes(of digest: BlobDigest, into hashers: [SHA2Hasher]) throws(TroveError) -> Int64 {
     let (object, isCompressed) = try openObject(digest)
     defer { object.close() }
     object.adviseSequential()
     let path = objectFilePath(digest, compressed: isCompressed)
     do throws(TroveError) {
       if isCompressed {
-        _ = try decompressVerified(
+        return try decompressVerified(
           object, digest: digest, objectPath: path, destination: "<hash>"
         ) { (chunk) throws(SystemCallError) in
           for hasher in hashers { hasher.update(chunk) }
         }
-      } else {
-        var xxh = XXH3Hasher()
-        _ = try attempt("read", path) { () throws(SystemCallError) in
-          try Transfer.read(from: object) { chunk in
-            xxh.update(chunk)
-            for hasher in hashers { hasher.update(chunk) }
-          }
-        }
-        let actual = xxh.finalize()
-        if actual != digest { throw corrupt(digest, actual: actual) }
       }
+      var xxh = XXH3Hasher()
+      let size = try attempt("read", path) { () throws(SystemCallError) in
+        try Transfer.read(from: object) { chunk in
+          xxh.update(chunk)
+          for hasher in hashers { hasher.update(chunk) }
+        }
+      }
+      let actual = xxh.finalize()
+      if actual != digest { throw corrupt(digest, actual: actual) }
+      return size
     } catch {
       throw quarantining(error, digest, object: object, compressed: isCompressed)
     }
-    let computed = hashers.map { $0.finalize() }
-    try objects.bind(key: nil, to: digest, checksums: computed)
-    for checksum in computed { found[checksum.algorithm] = checksum }
-    return found
   }
 }

@@ -176,6 +176,20 @@ extension IndexSession {
     }
   }
 
+  /// Marks every binding not already so as a remote's choice
+  /// (``KeyBinding/isPulled``); returns those it marked. O(keys).
+  func markKeysPulled() throws(TroveError) -> [KeyBinding] {
+    let marked = try keys().filter { !$0.isPulled }
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.execute("UPDATE keys SET pulled = 1 WHERE pulled IS NULL")
+    }
+    return marked.map {
+      var binding = $0
+      binding.isPulled = true
+      return binding
+    }
+  }
+
   /// The keys bound to `digest`, ordered by key. O(log n + keys) through
   /// the keys' digest index.
   func keys(of digest: BlobDigest) throws(TroveError) -> [KeyBinding] {

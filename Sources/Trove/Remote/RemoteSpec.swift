@@ -27,6 +27,11 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// are read from it; nil reads what the remote holds, checked against
   /// damage only.
   @Nullable public var trust: [PublicSigningKey]?
+  /// The user (uid) who chose this remote, when it is not whoever owns
+  /// `remotes.json`: set when a user rewrote a file another user owned
+  /// (`remote add`, `remote rm`), whose remotes stay that user's choice.
+  /// Nil for a remote the file's owner chose.
+  var chosenBy: UInt32?
   /// Why ``authEnvironment`` may not be used: set when the file the spec
   /// was read from is not this user's or root's. Never written.
   var credentialRefusal: String? = nil
@@ -68,6 +73,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     case authEnvironment = "auth-env"
     case write
     case trust
+    case chosenBy = "chosen-by"
   }
 
   /// The kind of server the URL names.

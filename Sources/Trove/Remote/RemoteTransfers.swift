@@ -188,6 +188,9 @@ extension Store {
     } catch {
       return digests.map { _ -> Result<RemoteUpload, TroveError>? in .failure(error) }
     }
+    // Another user may have written the bindings and checksums the index
+    // holds: a signer vouches for none of them, only for bytes it read.
+    let othersWriteIndex = signer == nil ? nil : othersMayWriteIndex()
     var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: digests.count)
     var pending: [(Int, VerifiedCopy)] = []
     var remoteFailed = false
@@ -222,11 +225,13 @@ extension Store {
           if let signer {
             // Signed after the blob, before its keys: a reader that finds
             // a signed record finds the blob and its signed entry.
-            let signed = try signedFacts(of: digests[i])
+            let signed = try signedFacts(of: digests[i], fromBytes: othersWriteIndex != nil)
             try signObject(digests[i], facts: signed, on: backend, signer: signer)
             facts = signed
           }
-          try writeKeyRecords(of: digests[i], to: backend, signer: signer, facts: facts)
+          try writeKeyRecords(
+            of: digests[i], to: backend, signer: signer, facts: facts,
+            othersWriteIndex: othersWriteIndex)
           results[i] = .success(upload)
         } catch {
           results[i] = .failure(error)
@@ -256,10 +261,12 @@ extension Store {
 
   /// Writes the key records of the keys bound to `digest`, with what
   /// fetches learnt and the checksums.
-  /// With `signer`, each record is signed, saying `facts` of the object.
+  /// With `signer`, each record is signed, saying `facts` of the object,
+  /// unless another user may have made the binding (`othersWriteIndex`
+  /// says why): that record goes unsigned.
   private func writeKeyRecords(
     of digest: BlobDigest, to backend: any RemoteBackend, signer: SigningKey? = nil,
-    facts: SignedFacts? = nil
+    facts: SignedFacts? = nil, othersWriteIndex: String? = nil
   )
     throws(TroveError)
   {
@@ -279,21 +286,23 @@ extension Store {
         continue
       }
       // A binding read from a remote record is whatever that remote's
-      // writers chose: a signer vouches only for what an origin sent it.
+      // writers chose (one made while other users could write the store
+      // counts as such): a signer vouches only for what an origin sent it.
       if signer != nil, binding.isPulled {
         warn(
-          "the record of key '\(binding.key)' is not signed or pushed: it came from a remote's record, not from its origin; fetch it again once it is removed ('trove rm') to vouch for it"
+          "the record of key '\(binding.key)' is not signed or pushed: a remote's record or another user of this store chose it, not its origin; fetch it again once it is removed ('trove rm') to vouch for it"
         )
         continue
       }
       var record = RemoteKeyRecord(
         key: binding.key, digest: digest.description, origin: binding.origin,
         checksums: checksums.map(\.description))
-      // In a group store any member may have made the binding: a signer
-      // vouches for its own, and the index does not say whose this is.
-      if signer != nil, access == .group {
+      // Where another user may write the index, any of them may have made
+      // the binding: a signer vouches for its own, and the index does not
+      // say whose this is.
+      if signer != nil, let othersWriteIndex {
         warn(
-          "the record of key '\(binding.key)' is pushed unsigned: in a group store another member may have bound it; sign from a private store"
+          "the record of key '\(binding.key)' is pushed unsigned: \(othersWriteIndex), so another user may have bound it; sign from a store only you can write"
         )
       } else if let signer, let facts {
         record = record.signed(by: signer, facts: facts, time: time)

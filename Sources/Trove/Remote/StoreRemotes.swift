@@ -18,10 +18,22 @@ extension Store {
   /// (whoever does chose the URLs and the `--trust` keys this store reads
   /// with); nil when they own it or there is none.
   public func remotesChosenByAnother() -> String? {
-    guard let read = try? readRemoteFile(), let reason = Self.rootFileRefusal(read.status)
-    else { return nil }
+    guard let read = try? readRemoteFile() else { return nil }
+    if let reason = Self.rootFileRefusal(read.status) {
+      return
+        "'\(remotesPath)' \(reason): its remotes and their trusted keys are another user's choice"
+    }
+    guard let list = try? RemoteList.decode(read.bytes, path: remotesPath) else { return nil }
+    let carried = list.remotes.filter { $0.chosenBy.map { $0 != Sys.effectiveUserID } ?? false }
+    guard !carried.isEmpty else { return nil }
     return
-      "'\(remotesPath)' \(reason): its remotes and their trusted keys are another user's choice"
+      "\(Self.naming(carried)) in '\(remotesPath)' \(carried.count == 1 ? "is" : "are") another user's choice, with the keys it trusts: remove and add again what you want to keep"
+  }
+
+  /// `remote 'a' (uid N)` or `remotes 'a' (uid N), 'b' (uid M)`.
+  private static func naming(_ remotes: [RemoteSpec]) -> String {
+    (remotes.count == 1 ? "remote " : "remotes ")
+      + remotes.map { "'\($0.name)' (uid \($0.chosenBy ?? 0))" }.joined(separator: ", ")
   }
 
   /// The remote named `name`.
@@ -101,11 +113,23 @@ extension Store {
     let path = remotesPath
     guard let read = try readRemoteFile() else { return RemoteList() }
     var list = try RemoteList.decode(read.bytes, path: path)
-    if let reason = Self.rootFileRefusal(read.status) {
-      for i in list.remotes.indices { list.remotes[i].isOwnConfiguration = false }
-      for i in list.remotes.indices where list.remotes[i].authEnvironment != nil {
+    let refusal = Self.rootFileRefusal(read.status)
+    for i in list.remotes.indices {
+      let reason: String
+      if let refusal {
+        reason = "'\(path)' \(refusal)"
+        // Whoever owns the file chose its remotes, unless it says who did.
+        list.remotes[i].chosenBy = list.remotes[i].chosenBy ?? read.status.owner
+      } else if let chooser = list.remotes[i].chosenBy, chooser != Sys.effectiveUserID {
+        reason = "remote '\(list.remotes[i].name)' in '\(path)' was chosen by uid \(chooser)"
+      } else {
+        continue
+      }
+      list.remotes[i].isOwnConfiguration = false
+      if list.remotes[i].authEnvironment != nil {
         list.remotes[i].credentialRefusal =
-          "'\(path)' \(reason): its auth-env for remote '\(list.remotes[i].name)' is not used, as another user chose where the credential goes"
+          reason
+          + ": its auth-env for remote '\(list.remotes[i].name)' is not used, as another user chose where the credential goes"
       }
     }
     return list
@@ -144,10 +168,10 @@ extension Store {
   /// replaces the file atomically (``replaceRootFile(_:with:)``, as
   /// `config.json` is rewritten); when `change` throws, nothing is written.
   ///
-  /// The file written is this user's: when the one read is not
-  /// (``rootFileRefusal(_:)``), the auth-env of each remote it holds is
-  /// another user's choice of where a credential goes and is dropped, with
-  /// one warning naming the remotes.
+  /// The file written is this user's, and says which of its remotes are
+  /// not: those of a file another user owned stay that user's choice
+  /// (``RemoteSpec/chosenBy``: `~/.netrc` is not used for them), their
+  /// auth-env dropped, with one warning naming them.
   private func rewriteRemoteList(_ change: (inout RemoteList) throws(TroveError) -> Void)
     throws(TroveError)
   {
@@ -162,9 +186,11 @@ extension Store {
       list.remotes[i].credentialRefusal = nil
     }
     try change(&list)
-    if !dropped.isEmpty {
+    let carried = list.remotes.filter { !$0.isOwnConfiguration }
+    if !carried.isEmpty {
+      let one = carried.count == 1
       configuration.onWarning?(
-        "'\(remotesPath)' was not this user's: the auth-env of remote \(dropped.joined(separator: ", ")) dropped, as another user chose where the credential goes (remove the remote and add it again with your own --auth-env)"
+        "\(Self.naming(carried)) in '\(remotesPath)' stay\(one ? "s" : "") another user's choice: ~/.netrc is not used for \(one ? "it" : "them")\(dropped.isEmpty ? "" : " and the auth-env of \(dropped.joined(separator: ", ")) is dropped"); remove and add again what you want to keep"
       )
     }
     try replaceRootFile(RemoteList.fileName, with: list.encoded())

@@ -24,18 +24,23 @@ extension Store {
 
   /// Why the choices a root file holds (`signing-key`, credential
   /// bindings) are not this user's, from the status of the descriptor they
-  /// were read from: another user (not root) owns it, or it is not as Trove
-  /// writes one (mode 0644, one link) — another member can rename a file
-  /// this user owns, such as an object (0444), over it. Nil when they are.
+  /// were read from: another user (not root) owns it; another user could
+  /// write it (group or other write permission); it is read-only to its
+  /// owner, as every object is — another member can rename a file this
+  /// user owns, such as an object whose bytes they chose, over it — or it
+  /// has other names. Nil when they are this user's.
   static func rootFileRefusal(_ status: FileStatus) -> String? {
     let owner = status.owner
     if owner != Sys.effectiveUserID && owner != 0 {
       return "is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root"
     }
     let mode = status.mode & 0o7777
-    if mode != rootFileMode || status.linkCount != 1 {
+    if mode & 0o022 != 0 {
+      return "is writable by users other than its owner (mode \(String(mode, radix: 8)))"
+    }
+    if mode & 0o200 == 0 || status.linkCount != 1 {
       return
-        "is not a file trove wrote (mode \(String(mode, radix: 8)), \(status.linkCount) links, not mode \(String(rootFileMode, radix: 8)) and 1 link)"
+        "is not a file trove wrote (mode \(String(mode, radix: 8)), \(status.linkCount) links: read-only or linked, as an object is)"
     }
     return nil
   }

@@ -160,6 +160,12 @@ extension Store {
       try rootDirectory.status().group
     }
     var change = AccessChange(access: access, groupID: gid)
+    // Other users could bind keys until now: none of those is this user's
+    // to sign, and the index does not say whose each is.
+    let wasShared = (try? rootDirectory.status()).map { $0.mode & 0o022 != 0 } ?? false
+    if access == .private, wasShared || self.access == .group {
+      try objects.markKeysPulled()
+    }
     try attempt("change access of", root) { () throws(SystemCallError) in
       try rootDirectory.setPermissions(access.folderMode)
     }
@@ -233,11 +239,14 @@ extension Store {
         let file = try FileDescriptor.open(
           name, in: rootDirectory, [.readOnly, .noFollow, .nonBlocking])
         defer { file.close() }
-        // Only a file Trove wrote, already 0644, keeps its mode: any other
-        // in its place (an object or a group-writable file renamed there)
-        // would pass for one once given it (``Store/rootFileRefusal(_:)``).
+        // Only a file that is this user's choice becomes one every member
+        // reads: any other in its place (an object, a file the group may
+        // write) would pass for this user's once given its mode
+        // (``Store/rootFileRefusal(_:)``).
         let status = try file.status()
-        guard status.linkCount == 1, status.mode & 0o7777 == 0o644 else { continue }
+        guard Self.rootFileRefusal(status) == nil else { continue }
+        try file.setPermissions(Self.rootFileMode)
+        change.changed += 1
       } catch {
         note(root + "/" + name, error)
       }

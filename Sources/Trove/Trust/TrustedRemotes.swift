@@ -99,8 +99,14 @@ extension Store {
   /// - Throws: `.invalidConfig` naming the file when it cannot be used
   ///   (see ``SigningKey/load(_:)``), or naming `config.json` and its owner.
   func signingKey() throws(TroveError) -> SigningKey? {
-    guard let path = try currentSettings().policy.signingKey else { return nil }
-    if let refusal = signingKeyRefusal() {
+    // One read decides both which key and whose choice it is: a second
+    // read could find another file renamed into place between them.
+    let read = try settingsRead()
+    let settings = try read.settings.overriding(configuration.policyOverrides)
+      .checked(path: settingsPath)
+    guard let path = settings.policy.signingKey else { return nil }
+    Sys.pauseForTest("signing-key", path)
+    if let refusal = signingKeyRefusal(read) {
       throw TroveError(
         .invalidConfig,
         refusal + "; nothing pushed unsigned (set TROVE_SIGNING_KEY to a key of your own)",
@@ -112,23 +118,59 @@ extension Store {
   /// Why the `signing-key` setting is not used: a line naming
   /// `config.json` when it comes from that file and the file is not this
   /// user's (``rootFileRefusal(_:)``, judged on the descriptor the setting
-  /// was read from); nil otherwise.
-  func signingKeyRefusal() -> String? {
+  /// was read from, `read`, or `config.json` as it is now); nil otherwise.
+  func signingKeyRefusal(_ read: SettingsRead? = nil) -> String? {
     guard configuration.policyOverrides[.signingKey] == nil,
-      let read = try? settingsRead(), read.settings.policy.signingKey != nil,
+      let read = read ?? (try? settingsRead()), read.settings.policy.signingKey != nil,
       let reason = Self.rootFileRefusal(read.status)
     else { return nil }
     return "'\(settingsPath)' \(reason): its signing-key is not used, as another user chose it"
   }
 
-  /// What a signer vouches for `digest`: its length and SHA-256, computed
-  /// from (and checked against) the local object.
-  func signedFacts(of digest: BlobDigest) throws(TroveError) -> SignedFacts {
+  /// What a signer vouches for `digest`: its length and SHA-256. From the
+  /// SHA-256 the index recorded (checked against the object when it was
+  /// computed or fetched), or, when `fromBytes` (another user may have
+  /// written the index: ``othersMayWriteIndex()``), from the object's bytes
+  /// in one read, verified against its digest.
+  func signedFacts(of digest: BlobDigest, fromBytes: Bool = false) throws(TroveError)
+    -> SignedFacts
+  {
+    if fromBytes {
+      let hasher = SHA2Hasher(.sha256)
+      let size = try hashBytes(of: digest, into: [hasher])
+      return SignedFacts(size: size, sha256: hasher.finalize())
+    }
     guard let entry = try entry(for: digest) else { throw notFound(digest) }
     guard let sha = try checksums(of: digest, [.sha256])[.sha256] else {
       throw TroveError(.ioError, "no SHA-256 of \(digest)", value: digest.description)
     }
     return SignedFacts(size: entry.size, sha256: sha)
+  }
+
+  /// Why the keys and checksums in the index may not be this user's own
+  /// word: another user owns, or a group or others may write, the root
+  /// folder (whose entries can then be renamed) or the index and its
+  /// companion files. Nil when only this user could have written them.
+  func othersMayWriteIndex() -> String? {
+    func refusal(_ status: FileStatus, _ path: String) -> String? {
+      let mode = status.mode & 0o7777
+      if status.owner != Sys.effectiveUserID {
+        return "'\(path)' is owned by uid \(status.owner)"
+      }
+      if mode & 0o022 != 0 {
+        return "'\(path)' is writable by others than its owner (mode \(String(mode, radix: 8)))"
+      }
+      return nil
+    }
+    guard let folder = try? rootDirectory.status() else { return "'\(root)' cannot be read" }
+    if let reason = refusal(folder, root) { return reason }
+    for name in [StoreLayout.index] + ObjectTable.indexCompanions.map({ StoreLayout.index + $0 }) {
+      guard let status = try? rootDirectory.status(of: name, followSymlinks: false) else {
+        continue
+      }
+      if let reason = refusal(status, root + "/" + name) { return reason }
+    }
+    return nil
   }
 
   /// Signs `digest`'s blob on `backend`: writes its signed entry unless

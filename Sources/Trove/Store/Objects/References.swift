@@ -45,6 +45,20 @@ extension ObjectTable {
     }
   }
 
+  /// Marks every key bound so far as not this user's own binding (as one
+  /// a remote's record chose): a signer vouches for none of them. For a
+  /// store that other users could write until now.
+  func markKeysPulled() throws(TroveError) {
+    try index().write("mark the keys as others' bindings") { (tx) throws(TroveError) in
+      let marked = try tx.markKeysPulled()
+      journal(
+        marked.map {
+          JournalRecord(
+            op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin, pulled: true)
+        }, tx)
+    }
+  }
+
   /// After a change that failed — its line may be in `references.log`
   /// though its transaction rolled back — appends what the index holds
   /// now for that pin or key (or every pin and key of `digests`, after a
