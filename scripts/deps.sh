@@ -6,12 +6,14 @@
 #   scripts/deps.sh test    also the tools the tests and benchmarks compare against
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
 #                           servers the tests start on 127.0.0.1 themselves (nginx with its
-#                           WebDAV module, redis-server, python3)
+#                           WebDAV module, redis-server, python3, and Ceph's mon, osd and
+#                           radosgw for an S3 service)
 set -euo pipefail
 
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
-  packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 redis-server)
+  packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 redis-server
+    ceph-mon ceph-osd radosgw ceph-common)
 elif [ "${1:-build}" = "demo" ]; then
   packages+=(nginx-light python3 redis-server)
 fi

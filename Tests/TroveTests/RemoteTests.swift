@@ -403,7 +403,7 @@ struct RemoteTests {
     let cases: [([String], Int32, String)] = [
       (["add", "one", "http://h/x"], 64, "remote 'one' already exists"),
       (["add", "pw", "redis://u:secret@h:6379"], 64, "it holds a password"),
-      (["add", "ftp", "ftp://h/x"], 64, "the scheme 'ftp' is not http, https or redis"),
+      (["add", "ftp", "ftp://h/x"], 64, "the scheme 'ftp' is not http, https, redis or s3"),
       (["add", "bad name", "http://h/x"], 64, "invalid remote name 'bad name'"),
       (["add", "db", "redis://h/x"], 64, "the database 'x' is not a number"),
       (["add", "port", "redis://127.0.0.1:99999"], 64, "the port 99999 is not from 1 to 65535"),

@@ -46,7 +46,12 @@ extension Store {
   /// - Throws: `.notFound` when no remote has that name.
   public func checkRemote(named name: String) throws(TroveError) -> RemoteCheck {
     let spec = try remote(named: name)
-    let kind = (try? spec.endpoint().kind) == .redis ? "redis" : "webdav"
+    let kind: String
+    switch try? spec.endpoint().kind {
+    case .redis: kind = "redis"
+    case .s3: kind = "s3"
+    default: kind = "webdav"
+    }
     var check = RemoteCheck(
       name: spec.name, url: spec.url, kind: kind, readOnly: spec.readOnly, reachable: false,
       writable: nil, layout: nil, layoutWritten: false, latencySeconds: nil, error: nil)

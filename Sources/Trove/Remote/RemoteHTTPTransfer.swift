@@ -14,11 +14,25 @@ final class RemoteHTTPTransfer {
   /// the request would not carry it in clear over a network.
   private let usesNetrc: Bool
 
-  init(limits: RemoteLimits, credential: String?, usesNetrc: Bool) throws(TroveError) {
+  /// How S3 requests are signed; nil for none.
+  private let signing: AWSSigning?
+
+  init(limits: RemoteLimits, credential: String?, usesNetrc: Bool, signing: AWSSigning? = nil)
+    throws(TroveError)
+  {
     handle = try HTTPHandle()
     self.limits = limits
     self.credential = credential
     self.usesNetrc = usesNetrc
+    self.signing = signing
+  }
+
+  /// AWS Signature Version 4, computed by libcurl, for S3.
+  struct AWSSigning {
+    var accessKeyID: String
+    var secretAccessKey: String
+    var sessionToken: String?
+    var region: String
   }
 
   /// A request's body: `size` bytes of `file` from offset 0, or `bytes`
@@ -58,6 +72,12 @@ final class RemoteHTTPTransfer {
     /// The digest of the body sent, when the upload ``Upload/hashes`` and
     /// all of it was read.
     var sentDigest: BlobDigest?
+    /// The start of a body that went to no sink (an error's: S3 names its
+    /// error in it), at most ``unreadBodyLimit`` bytes.
+    var unreadBody: [UInt8] = []
+    /// The response's `Date` and `ETag`, when it had them.
+    var date: String?
+    var etag: String?
   }
 
   /// A request's callbacks: a 2xx response's body to the sink (any other
@@ -76,8 +96,9 @@ final class RemoteHTTPTransfer {
       if upload?.hashes == true { hasher = XXH3Hasher() }
     }
 
-    /// Bytes of a body no one reads, dropped so far.
+    /// Bytes of a body no one reads, dropped so far, and the first of them.
     var dropped = 0
+    var unread: [UInt8] = []
     /// Whether such a body ran past ``unreadBodyLimit`` and the exchange
     /// was ended there.
     var cut = false
@@ -88,6 +109,8 @@ final class RemoteHTTPTransfer {
         // the connection is kept; a longer one ends the exchange, which
         // its status has settled already.
         dropped += bytes.count
+        let room = RemoteHTTPTransfer.unreadBodyLimit - unread.count
+        if room > 0 { unread += bytes.prefix(room) }
         guard dropped <= RemoteHTTPTransfer.unreadBodyLimit else {
           cut = true
           return .stop
@@ -145,7 +168,18 @@ final class RemoteHTTPTransfer {
       method: method, url: url, headers: headers, connectTimeout: limits.connectTimeout,
       stallSpeed: limits.stallSpeed, stallTimeout: limits.stallTimeout, bodySize: upload?.size,
       usesNetrc: usesNetrc && HTTPOrigin.mayUseNetrc(url))
-    if let credential, credential.contains(":") {
+    if let signing {
+      request.login = signing.accessKeyID + ":" + signing.secretAccessKey
+      request.awsSigV4 = "aws:amz:\(signing.region):s3"
+      // libcurl signs what this header says the body is; S3 servers
+      // (radosgw) refuse a request without it.
+      if !request.headers.contains(where: { $0.lowercased().hasPrefix("x-amz-content-sha256:") }) {
+        request.headers.append("x-amz-content-sha256: UNSIGNED-PAYLOAD")
+      }
+      if let token = signing.sessionToken {
+        request.headers.append("x-amz-security-token: \(token)")
+      }
+    } else if let credential, credential.contains(":") {
       request.login = credential
     } else if let credential {
       request.headers.append("Authorization: Bearer \(credential)")
@@ -158,6 +192,8 @@ final class RemoteHTTPTransfer {
       contentLength: exchange.head.lastField("content-length").flatMap { Int64($0) },
       code: code, message: ending.message,
       sinkError: exchange.sinkError, readError: exchange.readError,
-      sentDigest: exchange.offset == upload?.size ? exchange.hasher?.finalize() : nil)
+      sentDigest: exchange.offset == upload?.size ? exchange.hasher?.finalize() : nil,
+      unreadBody: exchange.unread, date: exchange.head.lastField("date"),
+      etag: exchange.head.lastField("etag"))
   }
 }

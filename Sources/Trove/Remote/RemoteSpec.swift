@@ -27,6 +27,21 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// are read from it; nil reads what the remote holds, checked against
   /// damage only.
   @Nullable public var trust: [PublicSigningKey]?
+  /// S3: the service's URL (`http://127.0.0.1:7480`, `https://s3.eu-west-1.amazonaws.com`);
+  /// nil for the one the AWS configuration names (`AWS_ENDPOINT_URL_S3`,
+  /// `AWS_ENDPOINT_URL`, `endpoint_url` in `~/.aws/config`), else AWS's.
+  public var endpointURL: String?
+  /// S3: the region requests are signed for; nil for the one the AWS
+  /// configuration names, else `us-east-1`.
+  public var region: String?
+  /// S3: whether the bucket is named in the path (`ENDPOINT/BUCKET/KEY`)
+  /// rather than the host (`BUCKET.HOST/KEY`); nil for path style when the
+  /// endpoint's host is an IP address or `localhost`, virtual-hosted
+  /// otherwise.
+  public var pathStyle: Bool?
+  /// S3: the storage class blobs are uploaded with (`STANDARD_IA`); nil
+  /// for the bucket's default.
+  public var storageClass: String?
   /// The user (uid) who chose this remote, when it is not whoever owns
   /// `remotes.json`: set when a user rewrote a file another user owned
   /// (`remote add`, `remote rm`), whose remotes stay that user's choice.
@@ -48,8 +63,13 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   public init(
     name: String, url: String, readOnly: Bool = false,
     maxObjectSize: Int64? = nil, authEnvironment: String? = nil, write: RemoteWrite? = nil,
-    trust: [PublicSigningKey]? = nil
+    trust: [PublicSigningKey]? = nil, endpointURL: String? = nil, region: String? = nil,
+    pathStyle: Bool? = nil, storageClass: String? = nil
   ) {
+    self.endpointURL = endpointURL
+    self.region = region
+    self.pathStyle = pathStyle
+    self.storageClass = storageClass
     self.write = write
     self.trust = trust
     self.name = name
@@ -74,10 +94,14 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     case write
     case trust
     case chosenBy = "chosen-by"
+    case endpointURL = "endpoint"
+    case region
+    case pathStyle = "path-style"
+    case storageClass = "storage-class"
   }
 
   /// The kind of server the URL names.
-  enum Kind { case webDAV, redis }
+  enum Kind { case webDAV, redis, s3 }
 
   /// The parts of the URL a backend needs.
   struct Endpoint {
@@ -90,6 +114,10 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     var database: Int
     /// A user name in the URL (`redis://user@host`), never a password.
     var user: String?
+    /// S3: the bucket and the key prefix (no leading or trailing `/`;
+    /// empty for the bucket's root).
+    var bucket = ""
+    var prefix = ""
   }
 
   /// The URL's parts.
@@ -104,7 +132,10 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
         .invalidArgument, "invalid remote URL '\(shown)': \(why)", value: shown, remedy: remedy)
     }
     guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased()
-    else { throw bad("expected http://, https:// or redis://HOST[:PORT][/DB]") }
+    else {
+      throw bad("expected http://, https://, redis://HOST[:PORT][/DB] or s3://BUCKET[/PREFIX]")
+    }
+    if scheme == "s3" { return try s3Location(components, bad) }
     guard let host = components.host, !host.isEmpty else { throw bad("it names no host") }
     if components.password != nil {
       throw bad("it holds a password", remedy: .credentialVariable)
@@ -145,7 +176,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
         kind: .redis, base: url, host: host, port: components.port ?? 6379, database: database,
         user: components.user)
     default:
-      throw bad("the scheme '\(scheme)' is not http, https or redis")
+      throw bad("the scheme '\(scheme)' is not http, https, redis or s3")
     }
   }
 
@@ -188,6 +219,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
         "invalid auth-env '\(variable)' for remote '\(name)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN",
         value: variable)
     }
+    try validateS3Options(endpoint.kind)
     if let trust, trust.isEmpty {
       throw TroveError(
         .invalidArgument,
@@ -256,6 +288,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     switch endpoint.kind {
     case .webDAV: return try WebDAVBackend(self, endpoint: endpoint, limits: limits)
     case .redis: return try RedisBackend(self, endpoint: endpoint, limits: limits)
+    case .s3: return try S3Backend(self, endpoint: endpoint, limits: limits)
     }
   }
 }

@@ -2,12 +2,12 @@ import Trove
 
 let remoteCommand = CommandSpec(
   name: "remote",
-  abstract: "Configure shared remotes (WebDAV, Redis) and copy objects to and from them.",
+  abstract: "Configure shared remotes (WebDAV, Redis, S3) and copy objects to and from them.",
   usage:
-    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] [--trust <key>...] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] [--trust <key>...] [--endpoint <url>] [--region <region>] [--path-style] [--storage-class <class>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
   arguments: [
     ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
-    ("url", "http(s)://HOST/PATH (WebDAV) or redis://HOST[:PORT][/DB]."),
+    ("url", "http(s)://HOST/PATH (WebDAV), redis://HOST[:PORT][/DB] or s3://BUCKET[/PREFIX]."),
     ("digest", "An object's digest (xxh128:…), checksum or key (push); a digest or key (pull)."),
   ],
   options: [
@@ -35,6 +35,24 @@ let remoteCommand = CommandSpec(
         "add: read only records and objects signed by this public key (ed25519:…, as 'trove keygen' prints it; repeatable)."
     ),
     OptionSpec(
+      names: ["--endpoint"], valueName: "url",
+      help:
+        "add, s3:// only: the S3 service (http(s)://HOST[:PORT]; default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the AWS profile's endpoint_url, else AWS)."
+    ),
+    OptionSpec(
+      names: ["--region"], valueName: "region",
+      help:
+        "add, s3:// only: the region requests are signed for (default: AWS_REGION, AWS_DEFAULT_REGION, the AWS profile's, else us-east-1)."
+    ),
+    OptionSpec(
+      names: ["--path-style"], valueName: nil,
+      help:
+        "add, s3:// only: name the bucket in the path (ENDPOINT/BUCKET/KEY), not the host (default for an IP address or localhost)."
+    ),
+    OptionSpec(
+      names: ["--storage-class"], valueName: "class",
+      help: "add, s3:// only: the storage class blobs are uploaded with (STANDARD_IA…)."),
+    OptionSpec(
       names: ["--all"], valueName: nil,
       help:
         "push without digests: every object the remote is not known to hold, not only those stored since it was added."
@@ -51,12 +69,16 @@ let remoteCommand = CommandSpec(
   ],
   discussion: """
     A remote is a cache shared by several stores (a team, a CI fleet) on a server
-    people already run: a WebDAV folder (nginx's dav module: PUT, DELETE, MOVE) or a
-    Redis database. Remotes are kept in the store's remotes.json, in the order they
-    are tried; a credential comes from the TROVE_* environment variable named by
-    --auth-env (or ~/.netrc over HTTP), never from the file, and only when this user
-    or root owns remotes.json: in a shared store no member picks where another's
-    credential goes.
+    people already run: a WebDAV folder (nginx's dav module: PUT, DELETE, MOVE), a
+    Redis database, or an S3 bucket (AWS, Ceph's radosgw, MinIO, R2…). Remotes are
+    kept in the store's remotes.json, in the order they are tried; a credential comes
+    from the TROVE_* environment variable named by --auth-env (or ~/.netrc over HTTP),
+    never from the file, and only when this user or root owns remotes.json: in a
+    shared store no member picks where another's credential goes. An s3:// remote
+    signs its requests with the credentials the AWS tools would use
+    (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, with AWS_SESSION_TOKEN; else
+    AWS_PROFILE's, or the default profile's, in ~/.aws/credentials or ~/.aws/config),
+    and reads a public bucket unsigned when there are none.
 
     'remote check' reads the remote's layout record (trove-remote.json), timing the
     round trip; unless the remote is read-only it writes the record when missing and
@@ -108,7 +130,10 @@ let remoteCommand = CommandSpec(
 
 /// The options each action takes (beyond --store, --quiet, --help).
 private let remoteActionOptions: [String: Set<String>] = [
-  "add": ["--read-only", "--max-object-size", "--auth-env", "--write", "--trust"],
+  "add": [
+    "--read-only", "--max-object-size", "--auth-env", "--write", "--trust", "--endpoint",
+    "--region", "--path-style", "--storage-class",
+  ],
   "ls": ["--json"],
   "rm": [],
   "check": ["--json"],
@@ -152,6 +177,10 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
         "invalid --auth-env '\(variable)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN"
       )
     }
+    spec.endpointURL = invocation.value("--endpoint")
+    spec.region = invocation.value("--region")
+    spec.storageClass = invocation.value("--storage-class")
+    if invocation.flag("--path-style") { spec.pathStyle = true }
     if let when = invocation.value("--write") {
       guard let write = RemoteWrite(rawValue: when) else {
         throw invocation.usageError("invalid --write '\(when)': expected async, sync or off")

@@ -1,0 +1,443 @@
+import CCurl
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A remote in an S3 bucket (AWS S3, Ceph's radosgw, MinIO, R2…), under a
+/// prefix, in the WebDAV remote's layout (`trove-remote.json`,
+/// `cas/<aa>/<hex>`, `keys/<h>.json`, `sigs/…`): `aws s3 ls` shows what
+/// Trove stored, and any Trove reads it. Requests are signed by libcurl
+/// (AWS Signature Version 4) with the credentials the AWS tools would use
+/// (``AWSConfiguration``), or go unsigned for a public bucket.
+///
+/// An upload asks HEAD first and sends nothing when the blob is there. A
+/// blob of up to ``partSize`` is read into memory, checked against its
+/// digest, and sent in one PUT with its SHA-256 (which the server checks)
+/// and `If-None-Match: *`, so that an existing blob is never replaced (a
+/// 412 means another writer got there first). A larger one goes as a
+/// multipart upload, read once in order — hashed as it is read, each part
+/// sent with its SHA-256 — and completed only when the whole hashed to its
+/// digest (else aborted): S3 shows an object only once it is whole.
+final class S3Backend: RemoteBackend {
+  let spec: RemoteSpec
+  private let configuration: AWSConfiguration
+  private let transfer: RemoteHTTPTransfer
+  private let bucket: String
+  private let prefix: String
+
+  /// The size of a multipart upload's parts, and the largest blob sent
+  /// in one PUT.
+  static let partSize = 8 << 20
+  /// Attempts of a request the server asked to slow down (503, `SlowDown`).
+  static let attempts = 4
+
+  init(_ spec: RemoteSpec, endpoint: RemoteSpec.Endpoint, limits: RemoteLimits) throws(TroveError) {
+    self.spec = spec
+    let configuration = try AWSConfiguration.resolve(spec)
+    // Another user chose this remote's bucket and endpoint: this user's
+    // AWS credentials do not sign requests to where they chose.
+    if let credentials = configuration.credentials, !spec.isOwnConfiguration {
+      throw TroveError(
+        .invalidConfig,
+        "remote '\(spec.name)' is another user's choice (its remotes.json or its chosen-by): the AWS credentials from \(credentials.source) are not used for it; remove it and add it again to use them",
+        value: spec.name)
+    }
+    self.configuration = configuration
+    bucket = endpoint.bucket
+    prefix = endpoint.prefix
+    transfer = try RemoteHTTPTransfer(
+      limits: limits, credential: nil, usesNetrc: false,
+      signing: configuration.credentials.map {
+        RemoteHTTPTransfer.AWSSigning(
+          accessKeyID: $0.accessKeyID, secretAccessKey: $0.secretAccessKey,
+          sessionToken: $0.sessionToken, region: configuration.region)
+      })
+  }
+
+  /// `name`'s key in the bucket: under the prefix.
+  private func key(_ name: String) -> String {
+    prefix.isEmpty ? name : prefix + "/" + name
+  }
+
+  /// `s3://BUCKET/KEY`, for messages.
+  private func shown(_ name: String) -> String { "s3://\(bucket)/\(key(name))" }
+
+  /// The request URL of `name`, with `query` in the canonical form
+  /// Signature Version 4 signs (sorted, percent-encoded, `=` after every
+  /// name), which libcurl does not make itself.
+  func url(_ name: String, query: [(String, String)] = []) -> String {
+    let service = configuration.service
+    let path = key(name).split(separator: "/").map { Self.encoded(String($0)) }
+      .joined(separator: "/")
+    var url =
+      configuration.pathStyle
+      ? "\(service.scheme)://\(service.authority)/\(bucket)/\(path)"
+      : "\(service.scheme)://\(bucket).\(service.authority)/\(path)"
+    if !query.isEmpty {
+      url +=
+        "?"
+        + query.sorted { $0.0 < $1.0 }.map { Self.encoded($0.0) + "=" + Self.encoded($0.1) }
+        .joined(separator: "&")
+    }
+    return url
+  }
+
+  /// `text` with everything but RFC 3986's unreserved characters
+  /// percent-encoded, as Signature Version 4 wants.
+  static func encoded(_ text: String) -> String {
+    var out = ""
+    for byte in text.utf8 {
+      switch byte {
+      case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+        UInt8(ascii: "_"), UInt8(ascii: "~"):
+        out.unicodeScalars.append(Unicode.Scalar(byte))
+      default:
+        out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+      }
+    }
+    return out
+  }
+
+  /// Runs a request on `name`; an exchange that did not complete, or a
+  /// status not in `accepted`, is an error naming the remote, the object
+  /// and S3's error code. A 503 is tried again, after 0.2 s, 0.8 s and
+  /// 3.2 s. A 404 whose code is not `NoSuchKey` (a missing bucket) is an
+  /// error even where 404 is accepted.
+  @discardableResult
+  private func request(
+    _ method: String, _ name: String, query: [(String, String)] = [],
+    accepting accepted: Set<Int>, headers: [String] = [],
+    upload: RemoteHTTPTransfer.Upload? = nil,
+    sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)? = nil
+  ) throws(TroveError) -> RemoteHTTPTransfer.Outcome {
+    let target = url(name, query: query)
+    var outcome = transfer.perform(method, target, headers: headers, upload: upload, sink: sink)
+    var attempt = 1
+    while outcome.code == CURLE_OK, outcome.status == 503, attempt < Self.attempts {
+      usleep(useconds_t(200_000 << (2 * (attempt - 1))))
+      attempt += 1
+      outcome = transfer.perform(method, target, headers: headers, upload: upload, sink: sink)
+    }
+    if let error = outcome.sinkError { throw error }
+    if let error = outcome.readError {
+      throw TroveError(
+        .ioError, "cannot read the blob being uploaded to remote '\(spec.name)'", cause: error)
+    }
+    guard outcome.code == CURLE_OK else {
+      let transient =
+        [
+          CURLE_PARTIAL_FILE, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+          CURLE_GOT_NOTHING,
+        ].contains(outcome.code) && outcome.status != 0
+      throw TroveError(
+        transient ? .transferFailed : .unavailable,
+        "remote '\(spec.name)': \(method) \(shown(name)) failed: \(ServerText.excerpt(outcome.message))",
+        value: shown(name))
+    }
+    let code = S3Response.errorCode(outcome.unreadBody)
+    if outcome.status == 404, let code, code != "NoSuchKey" {
+      throw failure(method, name, outcome, code: code)
+    }
+    guard accepted.contains(outcome.status) else {
+      throw failure(method, name, outcome, code: code)
+    }
+    return outcome
+  }
+
+  /// The error for an answer no request accepts: its status, S3's code
+  /// and what the code means.
+  private func failure(
+    _ method: String, _ name: String, _ outcome: RemoteHTTPTransfer.Outcome, code: String?
+  ) -> TroveError {
+    var text =
+      "remote '\(spec.name)': \(method) \(shown(name)) answered HTTP \(outcome.status)"
+    if let code {
+      text += " \(code)"
+      if let hint = S3Response.hint(code) { text += " (\(hint))" }
+    }
+    if code == "RequestTimeTooSkewed" || code == "SignatureDoesNotMatch",
+      let skew = clockSkew(outcome.date), abs(skew) > 300
+    {
+      text +=
+        "; this machine's clock is \(abs(skew)) s \(skew > 0 ? "ahead of" : "behind") the server's"
+    }
+    return TroveError(
+      outcome.status >= 500 ? .transferFailed : .unavailable, text, value: shown(name))
+  }
+
+  /// Seconds this machine's clock is ahead of `date` (an HTTP date the
+  /// server sent), or nil without one.
+  func clockSkew(_ date: String?) -> Int64? {
+    guard let date, let seconds = Freshness.httpDate(date) else { return nil }
+    return (currentTimeNanoseconds() - seconds) / 1_000_000_000
+  }
+
+  func exists(_ digest: BlobDigest) throws(TroveError) -> Bool {
+    try size(digest) != nil
+  }
+
+  func size(_ digest: BlobDigest) throws(TroveError) -> Int64? {
+    let name = RemoteNames.blobPath(digest)
+    let outcome = try request("HEAD", name, accepting: [200, 404])
+    guard outcome.status == 200 else { return nil }
+    guard let length = outcome.contentLength else {
+      throw TroveError(
+        .unavailable, "remote '\(spec.name)': HEAD \(shown(name)) gave no Content-Length",
+        value: shown(name))
+    }
+    return length
+  }
+
+  func download(_ digest: BlobDigest, from offset: Int64, into writer: any RemoteSink)
+    throws(TroveError) -> Int64?
+  {
+    let name = RemoteNames.blobPath(digest)
+    let headers = offset > 0 ? ["Range: bytes=\(offset)-"] : []
+    var received: Int64 = 0
+    let outcome = try request(
+      "GET", name, accepting: offset > 0 ? [206, 404] : [200, 404], headers: headers
+    ) { (bytes) throws(TroveError) in
+      try writer.write(bytes)
+      received += Int64(bytes.count)
+    }
+    guard outcome.status != 404 else { return nil }
+    if let length = outcome.contentLength, length != received {
+      throw TroveError(
+        .transferFailed,
+        "remote '\(spec.name)': GET \(shown(name)) ended after \(received) of \(length) bytes",
+        value: shown(name))
+    }
+    return offset + received
+  }
+
+  func upload(_ item: RemoteUploadItem) throws(TroveError) -> RemoteUpload {
+    let (digest, size) = (item.digest, item.size)
+    if let limit = spec.sizeLimit, size > limit { return .tooLarge }
+    // An object of another length under the blob's name cannot be the
+    // blob (a damaged upload): it is replaced, never taken as present.
+    let found = try self.size(digest)
+    if found == size { return .present }
+    if size > Int64(Self.partSize) {
+      return try uploadInParts(item)
+    }
+    var bytes = [UInt8](repeating: 0, count: Int(size))
+    try readFully(item, into: &bytes, at: 0)
+    if item.verify, XXH3Hasher.digest(bytes) != digest { throw item.mismatch }
+    var headers = try payloadHeaders(bytes)
+    if found == nil { headers.append("If-None-Match: *") }
+    let put = try request(
+      "PUT", RemoteNames.blobPath(digest), accepting: [200, 412], headers: headers,
+      upload: RemoteHTTPTransfer.Upload(bytes: bytes))
+    return put.status == 412 ? .present : .uploaded
+  }
+
+  /// The headers of a body's upload: its SHA-256, which signs it and
+  /// which the server checks, and the storage class of a blob.
+  private func payloadHeaders(_ bytes: [UInt8], blob: Bool = true) throws(TroveError) -> [String] {
+    let hasher = SHA2Hasher(.sha256)
+    bytes.withUnsafeBytes { hasher.update($0) }
+    var headers = ["x-amz-content-sha256: \(hasher.finalize().hex)"]
+    if blob, let storageClass = spec.storageClass {
+      headers.append("x-amz-storage-class: \(storageClass)")
+    }
+    return headers
+  }
+
+  /// Reads `bytes.count` bytes of `item`'s file from `offset`.
+  private func readFully(_ item: RemoteUploadItem, into bytes: inout [UInt8], at offset: Int64)
+    throws(TroveError)
+  {
+    var failure: SystemCallError?
+    var short = false
+    bytes.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) -> Void in
+      var done = 0
+      while done < buffer.count {
+        do throws(SystemCallError) {
+          let n = try item.file.read(
+            into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]),
+            at: offset + Int64(done))
+          guard n > 0 else {
+            short = true
+            return
+          }
+          done += n
+        } catch {
+          failure = error
+          return
+        }
+      }
+    }
+    if let failure {
+      throw TroveError(
+        .ioError, "cannot read the blob being uploaded to remote '\(spec.name)'", cause: failure)
+    }
+    if short {
+      throw TroveError(
+        .ioError,
+        "the blob being uploaded to remote '\(spec.name)' ended before \(item.size) bytes",
+        value: item.digest.description)
+    }
+  }
+
+  /// A multipart upload of `item`, read once in order: completed when its
+  /// bytes hashed to the digest, else (and on any failure) aborted.
+  private func uploadInParts(_ item: RemoteUploadItem) throws(TroveError) -> RemoteUpload {
+    let name = RemoteNames.blobPath(item.digest)
+    var body: [UInt8] = []
+    var headers: [String] = []
+    if let storageClass = spec.storageClass {
+      headers.append("x-amz-storage-class: \(storageClass)")
+    }
+    try request("POST", name, query: [("uploads", "")], accepting: [200], headers: headers) {
+      (piece) throws(TroveError) in
+      guard body.count + piece.count <= 64 * 1024 else {
+        throw TroveError(
+          .unavailable,
+          "remote '\(self.spec.name)': the answer to starting an upload of \(self.shown(name)) is larger than 64 KiB",
+          value: self.shown(name))
+      }
+      body += piece
+    }
+    guard let uploadID = S3Response.uploadID(body) else {
+      throw TroveError(
+        .unavailable,
+        "remote '\(spec.name)': starting an upload of \(shown(name)) gave no UploadId",
+        value: shown(name))
+    }
+    do throws(TroveError) {
+      var hasher = XXH3Hasher()
+      var parts: [String] = []
+      var offset: Int64 = 0
+      var number = 1
+      while offset < item.size {
+        let length = Int(min(Int64(Self.partSize), item.size - offset))
+        var bytes = [UInt8](repeating: 0, count: length)
+        try readFully(item, into: &bytes, at: offset)
+        hasher.update(bytes)
+        let sent = try request(
+          "PUT", name, query: [("partNumber", String(number)), ("uploadId", uploadID)],
+          accepting: [200], headers: try payloadHeaders(bytes, blob: false),
+          upload: RemoteHTTPTransfer.Upload(bytes: bytes))
+        guard let etag = sent.etag,
+          etag.unicodeScalars.allSatisfy({
+            $0.value >= 0x20 && $0.value < 0x7F && $0 != "<" && $0 != "&"
+          })
+        else {
+          throw TroveError(
+            .unavailable,
+            "remote '\(spec.name)': part \(number) of \(shown(name)) was answered with no usable ETag",
+            value: shown(name))
+        }
+        parts.append(
+          "<Part><PartNumber>\(number)</PartNumber><ETag>\(etag)</ETag></Part>")
+        offset += Int64(length)
+        number += 1
+      }
+      if hasher.finalize() != item.digest { throw item.mismatch }
+      let complete = Array(
+        ("<CompleteMultipartUpload>" + parts.joined() + "</CompleteMultipartUpload>").utf8)
+      var answer: [UInt8] = []
+      try request(
+        "POST", name, query: [("uploadId", uploadID)], accepting: [200],
+        headers: try payloadHeaders(complete, blob: false),
+        upload: RemoteHTTPTransfer.Upload(bytes: complete)
+      ) { (piece) throws(TroveError) in
+        if answer.count < 4096 { answer += piece.prefix(4096 - answer.count) }
+      }
+      // S3 may answer 200 and report the failure in the body.
+      if let code = S3Response.errorCode(answer) {
+        throw TroveError(
+          .transferFailed,
+          "remote '\(spec.name)': completing the upload of \(shown(name)) failed: \(code)",
+          value: shown(name))
+      }
+      return .uploaded
+    } catch {
+      _ = try? request(
+        "DELETE", name, query: [("uploadId", uploadID)], accepting: [200, 204, 404])
+      throw error
+    }
+  }
+
+  func delete(_ digest: BlobDigest) throws(TroveError) -> Bool {
+    // S3 answers 204 whether or not there was one.
+    guard try size(digest) != nil else { return false }
+    try request("DELETE", RemoteNames.blobPath(digest), accepting: [200, 204, 404])
+    return true
+  }
+
+  /// A small object's bytes (a record), or nil when there is none; one
+  /// longer than `limit` is `tooLong`'s error, not read to its end.
+  private func readSmall(
+    _ name: String, limit: Int, tooLong: @escaping (String) -> TroveError
+  ) throws(TroveError) -> [UInt8]? {
+    var bytes: [UInt8] = []
+    let source = shown(name)
+    let outcome = try request("GET", name, accepting: [200, 404]) { (piece) throws(TroveError) in
+      guard bytes.count + piece.count <= limit else { throw tooLong(source) }
+      bytes += piece
+    }
+    return outcome.status == 200 ? bytes : nil
+  }
+
+  /// Writes a small object (a record) whole, replacing any earlier one.
+  private func writeSmall(_ name: String, _ bytes: [UInt8], onlyNew: Bool = false)
+    throws(TroveError)
+  {
+    var headers = try payloadHeaders(bytes, blob: false)
+    if onlyNew { headers.append("If-None-Match: *") }
+    try request(
+      "PUT", name, accepting: onlyNew ? [200, 412] : [200], headers: headers,
+      upload: RemoteHTTPTransfer.Upload(bytes: bytes))
+  }
+
+  func readLayout() throws(TroveError) -> RemoteLayout? {
+    let name = spec.name
+    guard
+      let bytes = try readSmall(
+        RemoteNames.layoutFile, limit: 64 * 1024,
+        tooLong: {
+          TroveError(
+            .unsupportedFormat, "remote '\(name)': \($0) is larger than 64 KiB", value: $0)
+        })
+    else { return nil }
+    return try RemoteLayout.decode(
+      bytes, source: "remote '\(spec.name)': \(shown(RemoteNames.layoutFile))")
+  }
+
+  func writeLayout(_ layout: RemoteLayout) throws(TroveError) {
+    // Written once, by the first writer: a later one keeps it.
+    try writeSmall(RemoteNames.layoutFile, layout.encoded(), onlyNew: true)
+  }
+
+  func readKeyRecord(_ key: String) throws(TroveError) -> RemoteKeyRecord? {
+    let name = spec.name
+    guard
+      let bytes = try readSmall(
+        RemoteNames.keyRecordPath(key), limit: RemoteKeyRecord.sizeLimit,
+        tooLong: { RemoteKeyRecord.tooLong(remote: name, source: $0) })
+    else { return nil }
+    return try RemoteKeyRecord.decode(bytes, key: key)?.validated(remote: spec.name)
+  }
+
+  func writeKeyRecord(_ record: RemoteKeyRecord) throws(TroveError) {
+    try writeSmall(RemoteNames.keyRecordPath(record.key), record.encoded())
+  }
+
+  func readSignedEntry(_ digest: BlobDigest) throws(TroveError) -> SignedObjectEntry? {
+    let name = spec.name
+    guard
+      let bytes = try readSmall(
+        RemoteNames.signedEntryPath(digest), limit: SignedObjectEntry.sizeLimit,
+        tooLong: { SignedObjectEntry.tooLong(remote: name, source: $0) })
+    else { return nil }
+    return SignedObjectEntry.decode(bytes, digest: digest)
+  }
+
+  func writeSignedEntry(_ entry: SignedObjectEntry, of digest: BlobDigest) throws(TroveError) {
+    try writeSmall(RemoteNames.signedEntryPath(digest), entry.encoded())
+  }
+}
