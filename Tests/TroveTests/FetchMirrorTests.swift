@@ -248,6 +248,36 @@ struct FetchMirrorTests {
   }
 
   @Test(
+    "rewrite rules apply to mirrors too; each matching rule gives a URL, in name order; a rule onto its own prefix keeps the original as a fallback"
+  )
+  func rewriteOrderAndFallback() throws {
+    let nginx = try Nginx()
+    let body = Bytes.random(20_000, seed: 71)
+    _ = try nginx.files.write("x.bin", body)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    // a-lan: to a folder that lacks the file (404); b-self: the URL itself.
+    try trove(store, ["config", "set", "rewrite.a-lan", "\(nginx.url("/"))=\(nginx.url("/lan/"))"])
+    try trove(store, ["config", "set", "rewrite.b-self", "\(nginx.url("/"))=\(nginx.url("/"))"])
+    let fetched = try Self.fetch(store, ["--json", nginx.url("/x.bin")])
+    #expect(fetched.status == 0, "\(fetched.stderr)")
+    let log = nginx.accessLog().map { $0.split(separator: " ").prefix(3).joined(separator: " ") }
+    #expect(log == ["GET /lan/x.bin 404", "GET /x.bin 200"], "\(log)")
+    #expect(
+      try Self.keys(store)[nginx.url("/x.bin")]?["servedBy"] as? String
+        == nginx.url("/x.bin"))
+
+    // A mirror is rewritten as the URL is: the dead one goes to nginx.
+    let port = deadPort()
+    try trove(
+      store, ["config", "set", "rewrite.c-dead", "http://127.0.0.1:\(port)/=\(nginx.url("/"))"])
+    let origin = Self.dead("/x.bin")
+    let mirrored = try Self.fetch(store, [origin, "--mirror", "http://127.0.0.1:\(port)/x.bin"])
+    #expect(mirrored.status == 0, "\(mirrored.stderr)")
+    #expect(try Self.keys(store)[origin]?["servedBy"] as? String == nginx.url("/x.bin"))
+  }
+
+  @Test(
     "config refuses a rewrite rule without '=', with an empty prefix or with a login, naming it")
   func rewriteValidation() throws {
     let scratch = try Scratch()
