@@ -163,6 +163,7 @@ struct JSONSchemaTests {
         "etag": .nullable(.string), "lastModified": .nullable(.time),
         "fetched": .nullable(.time), "freshUntil": .nullable(.time),
         "immutable": .nullable(.bool), "finalURL": .nullable(.string),
+        "servedBy": .nullable(.string),
       ], "keys")
     let keys = try #require(
       try Self.json(["--store", store, "keys", "--json"]) as? [[String: Any]])
@@ -348,7 +349,7 @@ struct JSONSchemaTests {
       "url": .string, "digest": .nullable(.string), "size": .nullable(.integer),
       "source": .nullable(.string), "httpStatus": .nullable(.integer),
       "bytesTransferred": .nullable(.integer), "seconds": .nullable(.number), "verified": .array,
-      "error": .nullable(.string),
+      "servedBy": .nullable(.string), "error": .nullable(.string),
     ]
     let url = nginx.url("/a.bin")
     Self.expectRecords(try Self.json(["--store", store, "fetch", "--json", url]), fields, "fetch")

@@ -419,6 +419,28 @@ struct StoreTests {
   }
 
   @Test(
+    "an index made before keys gained served_by, or before both columns, gets them in place; its keys read as served by themselves",
+    arguments: [["served_by"], ["pulled", "served_by"]])
+  func indexWithoutServedByAddedInPlace(_ dropped: [String]) throws {
+    let scratch = try Scratch()
+    let digest = try scratch.store().put(bytes: Bytes.random(500, seed: 6), key: "k").digest
+    let index = scratch["store/index.sqlite"]
+    let db = try SQLiteConnection(path: index, busyTimeoutMilliseconds: 1000)
+    for column in dropped { try db.execute("ALTER TABLE keys DROP COLUMN \(column)") }
+    let store = try scratch.store()
+    let binding = try #require(try store.binding(forKey: "k"))
+    #expect(binding.digest == digest)
+    #expect(binding.origin?.servedBy == nil)
+    try store.bind(key: "k2", to: digest)
+    #expect(try store.digest(forKey: "k2") == digest)
+    var columns: Set<String> = []
+    try SQLiteConnection(path: index, busyTimeoutMilliseconds: 1000).query(
+      "PRAGMA table_info(keys)"
+    ) { row in columns.insert(row.text(1)) }
+    #expect(columns.isSuperset(of: ["pulled", "served_by"]), "\(columns)")
+  }
+
+  @Test(
     "the default location: TROVE_STORE, else XDG_CACHE_HOME if absolute, else HOME, else passwd")
   func defaultLocation() throws {
     #expect(try StoreConfiguration.defaultRoot(environment: ["TROVE_STORE": "/x/y"]) == "/x/y")

@@ -21,7 +21,15 @@ extension Store {
   ///   request; transient failures are retried ``FetchOptions/retries``
   ///   times, resuming.
   /// - Threads and processes fetching one URL make one transfer: the others
-  ///   wait for it, then serve what it stored.
+  ///   wait for it, then serve what it stored, whatever mirrors each listed.
+  /// - When the URL fails (it cannot be reached, a failure status, a body
+  ///   that does not match the expectations), its mirrors
+  ///   (``FetchRequest/mirrors``) are asked in order; the store's rewrite
+  ///   rules (``URLRewrite``) replace each URL first. The key is the URL
+  ///   asked for; the record names the URL that served it
+  ///   (``KeyOrigin/servedBy``). Every request goes down the list from its
+  ///   start, and a revalidation's validators go only to the URL that
+  ///   served the cached copy.
   ///
   /// - A login in the URL, ``FetchRequest/credential`` (else `~/.netrc`)
   ///   and ``FetchRequest/headers`` go to the URL's origin only; redirects
@@ -35,11 +43,16 @@ extension Store {
   ///   `.checksumMismatch`, `.transferFailed` (transient, after retries),
   ///   `.unavailable` (no such host, refused, TLS, a redirect refused,
   ///   conflicting `Content-Length` headers, other HTTP failures),
-  ///   `.invalidArgument` (not an http or https URL), `.tooLarge` (a body
-  ///   longer than the policy's ``CachePolicy/maximumObjectSize``, refused at
-  ///   its `Content-Length` or as soon as it passes it), `.invalidConfig`
-  ///   (the store's settings cannot be used: no fetch is made, not even
-  ///   from the cache), and the store's own errors (`.noSpace`, `.ioError`…).
+  ///   `.invalidArgument` (not an http or https URL, or a mirror that is
+  ///   not), `.tooLarge` (a body longer than the policy's
+  ///   ``CachePolicy/maximumObjectSize``, refused at its `Content-Length` or
+  ///   as soon as it passes it), `.invalidConfig` (the store's settings
+  ///   cannot be used: no fetch is made, not even from the cache), and the
+  ///   store's own errors (`.noSpace`, `.ioError`…). When every URL of
+  ///   several failed, one error names each failure: `.transferFailed` when
+  ///   one of them may pass, else `.checksumMismatch` or `.tooLarge` when a
+  ///   body was refused, else `.notFound` when every URL said so, else
+  ///   `.unavailable`.
   public func fetch(
     _ request: FetchRequest, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
@@ -75,6 +88,8 @@ struct Fetcher {
   /// The user's header lines and credential, for the URL's origin only.
   let originHeaders: [String]
   let login: String?
+  /// The URLs to ask, in order: the URL and its mirrors, after rewrites.
+  let candidates: [Candidate]
   let started = ContinuousClock.now
   var url: String { request.url }
   /// Body bytes received by this fetch.
@@ -92,6 +107,8 @@ struct Fetcher {
     var request = request
     let (bare, userinfo) = URLUserinfo.split(request.url)
     request.url = bare
+    let mirrors = request.mirrors.map(URLUserinfo.split)
+    request.mirrors = mirrors.map(\.url)
     var headers = request.headers
     var login = userinfo
     if login == nil, let credential = request.credential {
@@ -112,6 +129,9 @@ struct Fetcher {
     // Settings that cannot be used stop a fetch before anything else, even
     // one the store could serve: what a fetch does never depends on luck.
     policy = try store.policy()
+    candidates = Candidate.list(
+      [(bare, login)] + mirrors, key: bare, keyLogin: login, keyHeaders: headers,
+      rewrites: policy.rewrites)
   }
 
   mutating func run() throws(TroveError) -> FetchResult {
@@ -120,6 +140,12 @@ struct Fetcher {
       throw TroveError(
         .invalidArgument, "cannot fetch '\(url)': only http:// and https:// URLs are fetched",
         value: url)
+    }
+    for mirror in request.mirrors where !URLUserinfo.isHTTP(mirror) {
+      throw TroveError(
+        .invalidArgument,
+        "cannot fetch '\(url)': its mirror '\(mirror)' is not an http:// or https:// URL",
+        value: mirror)
     }
     if let hit = try expectedHit() { return hit }
     var cached = try store.binding(forKey: url)
@@ -144,7 +170,7 @@ struct Fetcher {
   /// The result of a fetch of `digest`.
   func result(
     _ digest: BlobDigest, size: Int64, source: FetchSource, verified: [Checksum],
-    why: @autoclosure () -> String
+    servedBy: String? = nil, why: @autoclosure () -> String
   ) -> FetchResult {
     store.records.note(digest, key: url)
     let elapsed = ContinuousClock.now - started
@@ -157,7 +183,7 @@ struct Fetcher {
     return FetchResult(
       url: url, digest: digest, size: size, source: source,
       httpStatus: source == .cache ? nil : status, bytesTransferred: transferred,
-      seconds: seconds, verified: verified)
+      seconds: seconds, verified: verified, servedBy: source == .cache ? nil : servedBy)
   }
 
   // MARK: The cache
@@ -226,10 +252,13 @@ struct Fetcher {
   /// Checks `digest`'s object (`size` bytes) against the expectations;
   /// returns the checksums it matched.
   /// - Throws: `.checksumMismatch` naming both values.
-  func verify(_ digest: BlobDigest, size: Int64, computed: [Checksum] = []) throws(TroveError)
-    -> [Checksum]
-  {
-    try SizeLimit(source: url, expected: request.expectedSize, maximum: nil).checkComplete(size)
+  /// `source` is the URL that sent the bytes, for the message.
+  func verify(
+    _ digest: BlobDigest, size: Int64, computed: [Checksum] = [], source: String? = nil
+  ) throws(TroveError) -> [Checksum] {
+    let source = source ?? url
+    try SizeLimit(source: source, expected: request.expectedSize, maximum: nil)
+      .checkComplete(size)
     guard !request.expected.isEmpty else { return [] }
     var known = Dictionary(computed.map { ($0.algorithm, $0) }) { a, _ in a }
     known[.xxh128] = Checksum(digest)
@@ -241,8 +270,8 @@ struct Fetcher {
       guard let actual = known[expected.algorithm], actual == expected else {
         throw TroveError(
           .checksumMismatch,
-          "'\(url)' has \(known[expected.algorithm]?.description ?? "no checksum"), expected \(expected)",
-          value: url)
+          "'\(source)' has \(known[expected.algorithm]?.description ?? "no checksum"), expected \(expected)",
+          value: source)
       }
     }
     return request.expected
@@ -250,32 +279,76 @@ struct Fetcher {
 
   // MARK: The network
 
-  /// Asks the server: conditionally when the URL's cached object has
-  /// validators, resuming the part file when there is one; retries what
-  /// may pass. Called holding the URL's lock.
+  /// Asks the URLs in order (``candidates``) until one gives the body or
+  /// a 304 for the cached copy; a failure of the network's or the bytes'
+  /// (``movesOn(_:)``) moves on to the next, any other (the store's own)
+  /// ends the fetch. Called holding the URL's lock.
   mutating func download(cached: KeyBinding?, lock: FetchLock) throws(TroveError) -> FetchResult {
-    if login != nil || originHeaders.contains(where: Self.isCredentialHeader),
-      HTTPOrigin(url)?.exposesCredentials == true
+    let part = lock.isHonoured ? try PartialDownload(store: store, key: url) : nil
+    let cause = store.trace.isEnabled ? downloadCause(cached) : ""
+    var failures: [TroveError] = []
+    for (index, candidate) in candidates.enumerated() {
+      let after =
+        failures.isEmpty
+        ? ""
+        : "; asked '\(candidate.url)' after: " + failures.map(\.message).joined(separator: "; ")
+      do throws(TroveError) {
+        return try download(
+          from: candidate, isLast: index == candidates.count - 1, cached: cached, part: part,
+          cause: cause + after)
+      } catch {
+        guard Self.movesOn(error) else { throw error }
+        failures.append(error)
+      }
+    }
+    throw Self.failure(url, failures)
+  }
+
+  /// Asks `candidate`: conditionally when the URL's cached object has
+  /// validators it sent, resuming the part file when it sent its bytes;
+  /// retries what may pass (a URL with others after it only when it had
+  /// begun sending a body: the next URL is asked at once otherwise).
+  mutating func download(
+    from candidate: Candidate, isLast: Bool, cached: KeyBinding?, part: PartialDownload?,
+    cause: String
+  ) throws(TroveError) -> FetchResult {
+    let source = candidate.url
+    if candidate.login != nil || candidate.headers.contains(where: Self.isCredentialHeader),
+      HTTPOrigin(source)?.exposesCredentials == true
     {
       store.warn(
-        "fetch '\(url)': its credential goes over plain http://, readable on the network; use https://"
+        "fetch '\(source)': its credential goes over plain http://, readable on the network; use https://"
       )
     }
-    let part = lock.isHonoured ? try PartialDownload(store: store, url: url) : nil
-    var conditional = cached.flatMap { ConditionalRequest.canRevalidate($0.origin) ? $0 : nil }
-    let cause = store.trace.isEnabled ? downloadCause(cached) : ""
+    // Validators are the server's names for its bytes: they go only to the
+    // URL that sent the cached copy.
+    var conditional = cached.flatMap {
+      ConditionalRequest.canRevalidate($0.origin) && ($0.origin?.servedBy ?? url) == source
+        ? $0 : nil
+    }
+    var asked = request
+    asked.url = source
+    // Progress is the key's, whichever URL sends the bytes.
+    let key = url
+    let progress = self.progress.map { report in
+      { @Sendable (received: FetchProgress) in
+        var shown = received
+        shown.url = key
+        report(shown)
+      }
+    }
     var retries = 0
     var restarts = 0
     var restartCauses: [String] = []
     // The policy's checksums are computed on every body, in the same pass.
     let algorithms = Set(request.expected.map(\.algorithm)).union(policy.checksums)
     let limit = SizeLimit(
-      source: url, expected: request.expectedSize, maximum: policy.maximumObjectSize)
+      source: source, expected: request.expectedSize, maximum: policy.maximumObjectSize)
     func restart(_ why: String) throws(TroveError) {
       restarts += 1
       restartCauses.append(why)
       if restarts > 3 {
-        throw TroveError(.unavailable, "cannot fetch '\(url)': \(why)", value: url)
+        throw TroveError(.unavailable, "cannot fetch '\(source)': \(why)", value: source)
       }
     }
     while true {
@@ -283,19 +356,19 @@ struct Fetcher {
       var offset: Int64 = 0
       if let origin = conditional?.origin {
         headers += ConditionalRequest.revalidation(origin)
-      } else if let point = part?.resumePoint,
+      } else if let point = part?.resumePoint(from: source),
         let condition = ConditionalRequest.resumption(point.validator)
       {
         offset = point.offset
         headers.append(condition)
       }
       let download = Download(
-        store: store, request: request, part: part, offset: offset, algorithms: algorithms,
+        store: store, request: asked, part: part, offset: offset, algorithms: algorithms,
         limit: limit, progress: progress)
       download.cancellation = cancellation
       let outcome = client.perform(
         HTTPRequest(
-          url: url, headers: headers, originHeaders: originHeaders, login: login,
+          url: source, headers: headers, originHeaders: candidate.headers, login: candidate.login,
           resumeFrom: offset, options: options),
         into: download)
       transferred += download.received
@@ -325,6 +398,7 @@ struct Fetcher {
         }
         var refreshed = Self.refreshed(origin, by: outcome.head)
         refreshed.size = entry.size
+        refreshed.servedBy = source
         do throws(TroveError) {
           // A 304 vouches for the validator, not for where the binding came from.
           try store.objects.bind(
@@ -339,10 +413,10 @@ struct Fetcher {
         store.countFetch(cached.digest, served: true)
         return result(
           cached.digest, size: entry.size, source: .revalidated, verified: verified,
-          why: cause + "; the server answered 304 Not Modified")
+          servedBy: source, why: cause + "; the server answered 304 Not Modified")
       case .status(let code)?:
-        let error = Self.statusError(url, outcome.head, code: code)
-        if error.code == .transferFailed, retries < options.retries {
+        let error = Self.statusError(source, outcome.head, code: code)
+        if error.code == .transferFailed, retries < options.retries, isLast {
           retries += 1
           pause(retries, head: outcome.head)
           continue
@@ -367,11 +441,13 @@ struct Fetcher {
       if outcome.succeeded {
         do throws(TroveError) { body = try download.finish() } catch { failure = error }
       } else {
-        failure = Self.transferError(url, outcome)
+        failure = Self.transferError(source, outcome)
       }
       if let failure {
         download.abandon(discardingPart: false)  // what arrived stays, to resume
-        if failure.code == .transferFailed, retries < options.retries {
+        if failure.code == .transferFailed, retries < options.retries,
+          isLast || download.received > 0
+        {
           retries += 1
           pause(retries, head: outcome.head)
           continue
@@ -381,15 +457,17 @@ struct Fetcher {
       guard let body else { continue }
       let verified: [Checksum]
       do throws(TroveError) {
-        verified = try verify(body.digest, size: body.size, computed: body.checksums)
+        verified = try verify(
+          body.digest, size: body.size, computed: body.checksums, source: source)
       } catch {
         download.abandon(discardingPart: true)
         throw error
       }
       let put = try download.publish(body)
-      let origin = Freshness.origin(
+      var origin = Freshness.origin(
         outcome.head, size: body.size, finalURL: outcome.effectiveURL,
         now: currentTimeNanoseconds())
+      origin.servedBy = source
       do throws(TroveError) {
         try store.objects.bind(key: url, to: put.digest, origin: origin, checksums: body.checksums)
       } catch  where error.code == .notFound {
@@ -399,6 +477,7 @@ struct Fetcher {
       store.countFetch(put.digest, served: false)
       return result(
         put.digest, size: body.size, source: offset > 0 ? .resumed : .network, verified: verified,
+        servedBy: source,
         why: cause + (conditional != nil ? "; the server sent a new body" : "")
           + (offset > 0 ? "; resumed at byte \(offset) of an interrupted download" : "")
           + restartCauses.map { "; started again: \($0)" }.joined())

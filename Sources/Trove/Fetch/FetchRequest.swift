@@ -37,11 +37,21 @@ public struct FetchRequest: Sendable, Hashable {
   public var credential: String?
   /// What to do when the volume is low (see ``PutPriority``).
   public var priority: PutPriority
+  /// Other URLs serving the same bytes, asked in order when ``url`` fails:
+  /// it cannot be reached, answers 404, 5xx or another failure status, or
+  /// sends bytes that do not match ``expected`` or ``expectedSize`` (which
+  /// hold for whichever URL serves the body; nothing from a mismatch is
+  /// kept). The result is recorded under ``key`` all the same, with the URL
+  /// that served it (``KeyOrigin/servedBy``). A login in one
+  /// (`http://user:pw@mirror/…`) goes to that mirror only; ``headers`` and
+  /// ``credential`` go to a mirror only when it has the URL's origin.
+  /// The store's rewrite rules (``URLRewrite``) apply to each.
+  public var mirrors: [String]
 
   public init(
     url: String, expected: [Checksum] = [], expectedSize: Int64? = nil, mode: Mode = .normal,
     maxAge: Duration? = nil, headers: [String] = [], credential: String? = nil,
-    priority: PutPriority = .important
+    priority: PutPriority = .important, mirrors: [String] = []
   ) {
     self.url = url
     self.expected = expected
@@ -51,6 +61,7 @@ public struct FetchRequest: Sendable, Hashable {
     self.headers = headers
     self.credential = credential
     self.priority = priority
+    self.mirrors = mirrors
   }
 
   /// The key the URL is recorded under, and the URL every message and
@@ -112,6 +123,10 @@ public struct FetchResult: Sendable, Hashable, Codable {
   public var seconds: Double
   /// The publishers' checksums the bytes were verified against.
   public var verified: [Checksum]
+  /// The URL asked for the bytes, before any redirect, without its login:
+  /// ``url``, a mirror, or what a rewrite rule made of either; nil when no
+  /// request was made (``FetchSource/cache``).
+  public var servedBy: String? = nil
 }
 
 /// A running transfer's progress, for a progress line.

@@ -32,8 +32,13 @@ enum Freshness {
   /// `immutable`, and never fetched here (time 0): the record's own fetch
   /// time is any writer's too, so no ``FetchRequest/maxAge`` counts it
   /// as young.
+  ///
+  /// Nor which URL served it: that is the writer's word too, and it would
+  /// decide where the validators go. They go to the key's own URL, as they
+  /// did before records named one.
   static func pulled(_ origin: KeyOrigin) -> KeyOrigin {
     var bound = origin
+    bound.servedBy = nil
     bound.expiresNanoseconds = nil
     bound.isImmutable = false
     bound.fetchedNanoseconds = 0

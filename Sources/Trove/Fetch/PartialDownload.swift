@@ -23,6 +23,7 @@ import Foundation
 final class PartialDownload {
   /// What a partial file is part of.
   struct Info: Codable, Equatable {
+    /// The URL the bytes came from: the key's own, or a mirror's.
     var url: String
     /// The strong `ETag` or the `Last-Modified` that makes the resume
     /// conditional (`If-Range`): a changed body is sent whole, not spliced.
@@ -47,11 +48,13 @@ final class PartialDownload {
   private var infoName: String { name + ".json" }
   var path: String { store.root + "/" + StoreLayout.partial + "/" + partName }
 
-  /// Opens this user's part file of `url`, if there is one; nil when its
-  /// name holds something this user cannot use or remove (the body then
-  /// goes to a private temp file). The caller holds the URL's lock, honoured.
-  init?(store: Store, url: String) throws(TroveError) {
-    let name = PartialDownload.name(of: url, access: store.access)
+  /// Opens this user's part file of the key `key` (a fetch's URL), if
+  /// there is one; nil when its name holds something this user cannot use
+  /// or remove (the body then goes to a private temp file). The caller
+  /// holds the key's lock, honoured. The part may have come from a mirror
+  /// of the key: its sidecar names the URL it resumes from.
+  init?(store: Store, key: String) throws(TroveError) {
+    let name = PartialDownload.name(of: key, access: store.access)
     let folder = try store.ensureFolder(StoreLayout.partial, sticky: true)
     let partName = name + ".part"
     let infoName = name + ".json"
@@ -87,7 +90,7 @@ final class PartialDownload {
     let isOwn = (try? sidecar.status()).map(PartialDownload.isOwnPrivate) == true
     if isOwn, let bytes = try? sidecar.readAllClosing(),
       let info = try? JSONDecoder().decode(Info.self, from: Data(bytes)),
-      info.url == url, info.boot == PartialDownload.bootID, length > 0,
+      info.boot == PartialDownload.bootID, length > 0,
       info.total.map({ length < $0 }) ?? true
     {
       self.info = info
@@ -122,10 +125,12 @@ final class PartialDownload {
     folder.close()
   }
 
-  /// Where a resume starts and what makes it conditional, if the part can
-  /// be resumed.
-  var resumePoint: (offset: Int64, validator: String)? {
-    info.map { (length, $0.validator) }
+  /// Where a resume from `url` starts and what makes it conditional, if
+  /// the part can be resumed from there: only from the URL that sent its
+  /// bytes, whose validator it holds.
+  func resumePoint(from url: String) -> (offset: Int64, validator: String)? {
+    guard let info, info.url == url else { return nil }
+    return (length, info.validator)
   }
 
   /// Empties the part file for a new body described by `info` (nil: not

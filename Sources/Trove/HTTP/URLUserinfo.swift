@@ -68,6 +68,10 @@ extension KeyBinding {
 extension KeyOrigin {
   /// ``finalURL`` as it may be printed, its login (if any) shown as `***`.
   public var shownFinalURL: String? { finalURL.map(URLUserinfo.redacted) }
+  /// ``servedBy`` as it may be printed: a fetch never records a login in
+  /// it, but the journal a rebuild reads is a file anyone sharing the
+  /// store could have written.
+  public var shownServedBy: String? { servedBy.map(URLUserinfo.redacted) }
 }
 
 extension RecordedObject {

@@ -60,6 +60,13 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
   public var isImmutable: Bool
   /// The URL the body came from, after redirects.
   public var finalURL: String?
+  /// The URL of the fetch's list that was asked for the body, before any
+  /// redirect: the key's own URL, one of its mirrors
+  /// (``FetchRequest/mirrors``), or what a rewrite rule (``URLRewrite``)
+  /// made of either; never with a login. A revalidation sends the
+  /// validators to this URL only: an ETag is one server's name for its
+  /// bytes. Nil in a record written before mirrors existed: the key's URL.
+  public var servedBy: String?
   /// When it was fetched or last revalidated.
   public var fetched: Date { Date(nanosecondsSince1970: fetchedNanoseconds) }
   /// ``expires`` as the index keeps it: nanoseconds since 1970.
@@ -69,7 +76,7 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
 
   init(
     size: Int64, etag: String?, lastModified: String?, expires: Int64?, isImmutable: Bool,
-    finalURL: String?, fetched: Int64
+    finalURL: String?, fetched: Int64, servedBy: String? = nil
   ) {
     self.size = size
     self.etag = etag
@@ -78,11 +85,12 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
     self.isImmutable = isImmutable
     self.finalURL = finalURL
     fetchedNanoseconds = fetched
+    self.servedBy = servedBy
   }
 
   // The names references.log has always used.
   enum CodingKeys: String, CodingKey {
-    case size, etag, lastModified, isImmutable, finalURL
+    case size, etag, lastModified, isImmutable, finalURL, servedBy
     case expiresNanoseconds = "expires"
     case fetchedNanoseconds = "fetched"
   }
@@ -104,7 +112,7 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
 /// that deletes its row), or by a reconcile that finds the object gone.
 extension IndexSession {
   private static let columns =
-    "key, digest, updated, size, etag, last_modified, expires, immutable, final_url, fetched, pulled"
+    "key, digest, updated, size, etag, last_modified, expires, immutable, final_url, fetched, pulled, served_by"
 
   /// Points `key` at `digest`, replacing what it pointed at and what a
   /// fetch had recorded about it (`origin`, nil for a plain binding);
@@ -120,11 +128,11 @@ extension IndexSession {
       o?.expiresNanoseconds.map { .integer($0) } ?? .null,
       o.map { .integer($0.isImmutable ? 1 : 0) } ?? .null,
       o?.finalURL.map { .text($0) } ?? .null, o.map { .integer($0.fetchedNanoseconds) } ?? .null,
-      pulled ? .integer(1) : .null,
+      pulled ? .integer(1) : .null, o?.servedBy.map { .text($0) } ?? .null,
     ]
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
-        "INSERT OR REPLACE INTO keys(\(Self.columns)) VALUES (?,?,?,?,?,?,?,?,?,?,?)", values)
+        "INSERT OR REPLACE INTO keys(\(Self.columns)) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", values)
     }
   }
 
@@ -152,7 +160,7 @@ extension IndexSession {
       binding.origin = KeyOrigin(
         size: row.integer(3), etag: row.optionalText(4), lastModified: row.optionalText(5),
         expires: row.isNull(6) ? nil : row.integer(6), isImmutable: row.integer(7) != 0,
-        finalURL: row.optionalText(8), fetched: row.integer(9))
+        finalURL: row.optionalText(8), fetched: row.integer(9), servedBy: row.optionalText(11))
     }
     return binding
   }

@@ -45,16 +45,21 @@ enum Schema {
   {
     var columns: Set<String> = []
     try db.query("PRAGMA table_info(keys)") { row in columns.insert(row.text(1)) }
-    guard !columns.contains("pulled") else { return }
+    guard !columns.contains("pulled") || !columns.contains("served_by") else { return }
     do throws(SQLiteConnection.Failure) {
       try db.transaction { () throws(SQLiteConnection.Failure) in
         var again: Set<String> = []
         try db.query("PRAGMA table_info(keys)") { row in again.insert(row.text(1)) }
-        // Another process may have added it meanwhile.
-        guard !again.contains("pulled") else { return }
-        // Keys bound before the column existed may have come from a
-        // remote's record: none is taken for this store's own.
-        try db.execute("ALTER TABLE keys ADD COLUMN pulled INTEGER DEFAULT 1")
+        // Another process may have added them meanwhile.
+        if !again.contains("pulled") {
+          // Keys bound before the column existed may have come from a
+          // remote's record: none is taken for this store's own.
+          try db.execute("ALTER TABLE keys ADD COLUMN pulled INTEGER DEFAULT 1")
+        }
+        if !again.contains("served_by") {
+          // Bound before mirrors: served by the key's own URL (null).
+          try db.execute("ALTER TABLE keys ADD COLUMN served_by TEXT")
+        }
       }
     } catch  where error.isReadOnly {
       // A store this process may not write: its key statements fail,
@@ -87,7 +92,8 @@ enum Schema {
       immutable INTEGER,
       final_url TEXT,
       fetched INTEGER,
-      pulled INTEGER
+      pulled INTEGER,
+      served_by TEXT
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_by_digest ON keys(digest);
     CREATE TABLE IF NOT EXISTS checksums(

@@ -52,6 +52,9 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// signs key records and objects with; nil: pushes are not signed. The
   /// key itself is never kept here: the file is read when a push signs.
   public var signingKey: String?
+  /// The rules that send every fetch of a URL prefix elsewhere (see
+  /// ``URLRewrite``), in name order; empty: URLs are asked as given.
+  public var rewrites: [URLRewrite] = []
 
   /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
   /// the volume kept free, leftovers removed after an hour, no limit on an
@@ -161,6 +164,9 @@ extension CachePolicy {
     case checksums
     case evictRemoteFirst = "evict-remote-first"
     case signingKey = "signing-key"
+    /// Every ``URLRewrite`` rule at once; `trove config set rewrite.NAME`
+    /// sets one (``Store/setRewrite(_:to:)``).
+    case rewrite
 
     /// The environment variable that overrides the setting for one process:
     /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
@@ -186,6 +192,9 @@ extension CachePolicy {
       case .checksums: return "none, sha256, sha512, or sha256,sha512"
       case .evictRemoteFirst: return "true or false"
       case .signingKey: return "the absolute path of a key file 'trove keygen' wrote, or 'none'"
+      case .rewrite:
+        return
+          "'PREFIX=REPLACEMENT' for each rule (config set rewrite.NAME), both the beginnings of http:// or https:// URLs; all at once: none, or NAME=PREFIX=REPLACEMENT entries separated by spaces"
       }
     }
 
@@ -211,6 +220,7 @@ extension CachePolicy {
           ? "none" : policy.checksums.map(\.rawValue).joined(separator: ",")
       case .evictRemoteFirst: return policy.evictRemoteBackedFirst ? "true" : "false"
       case .signingKey: return policy.signingKey ?? "none"
+      case .rewrite: return URLRewrite.listText(policy.rewrites)
       }
     }
 
@@ -290,6 +300,8 @@ extension CachePolicy {
         guard text.hasPrefix("/"), !text.unicodeScalars.contains(where: { $0.value < 0x20 })
         else { throw invalid }
         policy.signingKey = text
+      case .rewrite:
+        policy.rewrites = try URLRewrite.parseList(text)
       }
     }
 

@@ -68,6 +68,56 @@ extension Store {
     return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
   }
 
+  /// Adds the rewrite rule `name` (``URLRewrite``), or replaces the one of
+  /// that name, as `trove config set rewrite.NAME 'PREFIX=REPLACEMENT'`
+  /// does; every fetch of the store follows it from then on. The other
+  /// rules stay as they are (when `config.json`'s rules cannot all be used,
+  /// those that can are kept and the rest dropped).
+  ///
+  /// - Throws: `.invalidArgument` naming the rule and what is wrong with
+  ///   `rule` (see ``URLRewrite/init(name:rule:)``): nothing is written.
+  /// - Returns: the settings now in the file, with those still invalid.
+  @discardableResult
+  public func setRewrite(_ name: String, to rule: String) throws(TroveError) -> PolicyStatus {
+    let added = try URLRewrite(name: name, rule: rule)
+    return try changeRewrites { rules throws(TroveError) in
+      rules.removeAll { $0.name == name }
+      rules.append(added)
+    }
+  }
+
+  /// Removes the rewrite rule `name`, as `trove config unset rewrite.NAME`
+  /// does.
+  ///
+  /// - Throws: `.notFound` when the store has no rule of that name.
+  /// - Returns: the settings now in the file, with those still invalid.
+  @discardableResult
+  public func removeRewrite(_ name: String) throws(TroveError) -> PolicyStatus {
+    try changeRewrites { rules throws(TroveError) in
+      guard rules.contains(where: { $0.name == name }) else {
+        throw TroveError(
+          .notFound, "no rewrite rule '\(name)' in '\(settingsPath)'", value: name)
+      }
+      rules.removeAll { $0.name == name }
+    }
+  }
+
+  /// Applies `change` to the rewrite rules in `config.json` and writes them.
+  private func changeRewrites(_ change: (inout [URLRewrite]) throws(TroveError) -> Void)
+    throws(TroveError) -> PolicyStatus
+  {
+    let settings = try rewriteSettings { (settings) throws(TroveError) in
+      var rules =
+        settings.problems.contains { $0.key == .rewrite }
+        ? URLRewrite.usable(settings.kept[CachePolicy.Key.rewrite.rawValue])
+        : settings.policy.rewrites
+      try change(&rules)
+      rules.sort { $0.name < $1.name }
+      try settings.set(.rewrite, URLRewrite.listText(rules))
+    }
+    return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
+  }
+
   /// Sets `key` back to its default (``CachePolicy/default``), as `trove
   /// config unset KEY` does; the other settings stay as they are (an
   /// unreadable file is started again from the defaults).

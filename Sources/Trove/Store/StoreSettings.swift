@@ -147,7 +147,11 @@ extension CachePolicy {
     for key in CachePolicy.Key.allCases {
       guard let value = object[key.rawValue] else { continue }
       do throws(TroveError) {
-        try key.set(value.settingText(seconds: key.takesSeconds), in: &policy)
+        if key == .rewrite, case .object(let rules) = value {
+          policy.rewrites = try URLRewrite.read(rules)
+        } else {
+          try key.set(value.settingText(seconds: key.takesSeconds), in: &policy)
+        }
       } catch {
         problems.append(PolicyProblem(key: key, found: value.text))
         kept[key.rawValue] = value
@@ -209,6 +213,12 @@ extension CachePolicy.Key {
     case .checksums: return .string(value(in: policy))
     case .evictRemoteFirst: return .bool(policy.evictRemoteBackedFirst)
     case .signingKey: return policy.signingKey.map { .string($0) } ?? .null
+    case .rewrite:
+      // `{"NAME": "PREFIX=REPLACEMENT", …}`: one entry a rule, as set.
+      return policy.rewrites.isEmpty
+        ? .null
+        : .object(
+          Dictionary(uniqueKeysWithValues: policy.rewrites.map { ($0.name, .string($0.rule)) }))
     }
   }
 }
@@ -282,6 +292,33 @@ enum JSONValue: Codable, Sendable, Hashable {
     case .integer(let n): return "\(n)\(unit)"
     case .number(let d): return integer.map { "\($0)\(unit)" } ?? "\(d)\(unit)"
     case .bool, .array, .object: return text
+    }
+  }
+}
+
+extension URLRewrite {
+  /// The rules of `config.json`'s `rewrite` object, in name order.
+  /// - Throws: `.invalidArgument` naming the first rule that is not one.
+  static func read(_ object: [String: JSONValue]) throws(TroveError) -> [URLRewrite] {
+    var rules: [URLRewrite] = []
+    for (name, value) in object.sorted(by: { $0.key < $1.key }) {
+      guard case .string(let text) = value else {
+        throw TroveError(
+          .invalidArgument, "invalid rewrite.\(name) \(value.text): expected a string",
+          value: value.text)
+      }
+      rules.append(try URLRewrite(name: name, rule: text))
+    }
+    return rules
+  }
+
+  /// The rules of `config.json`'s `rewrite` value that can be used, when
+  /// the value as a whole cannot: what setting or removing one rule keeps.
+  static func usable(_ value: JSONValue?) -> [URLRewrite] {
+    guard case .object(let object)? = value else { return [] }
+    return object.sorted { $0.key < $1.key }.compactMap { entry -> URLRewrite? in
+      guard case .string(let text) = entry.value else { return nil }
+      return try? URLRewrite(name: entry.key, rule: text)
     }
   }
 }

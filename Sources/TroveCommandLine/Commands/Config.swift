@@ -29,6 +29,17 @@ let configCommand = CommandSpec(
     \(CachePolicy.Key.allCases.map { "  \($0.rawValue): \($0.acceptedForms)" }.joined(separator: "\n"))
       access: private or group
 
+    'rewrite.NAME' is one rewrite rule, 'PREFIX=REPLACEMENT' (split at the first
+    '='): every fetch, of the library and of the command alike, asks for a URL
+    (or a mirror) starting with PREFIX at REPLACEMENT and the rest of the URL
+    instead; the key stays the URL asked for. Each rule that matches gives one
+    URL, in the order of the rules' names; the URL a rule replaced is not
+    asked (a rule whose REPLACEMENT is its PREFIX keeps it). 'config set
+    rewrite.NAME RULE' adds or replaces one rule, 'config unset rewrite.NAME'
+    removes it, 'config get rewrite' lists them, one NAME=PREFIX=REPLACEMENT a
+    line, and 'config get rewrite.NAME' prints one. TROVE_REWRITE (the same
+    entries separated by spaces, or none) replaces them all for one process.
+
     'access' is not in config.json: the store's root folder says it. 'set access
     group' shares the store with its root folder's group (chgrp the folder to
     the team's group first): folders become 2770, the files every writer opens
@@ -61,6 +72,10 @@ let configCommand = CommandSpec(
     if args.count >= 2, args[1] == "access", ["get", "set", "unset"].contains(args[0]) {
       return try accessSetting(invocation)
     }
+    if args.count >= 2, args[1].hasPrefix("rewrite.") || (args[0] == "get" && args[1] == "rewrite")
+    {
+      return try rewriteSetting(invocation)
+    }
     switch args.first {
     case nil:
       let store = try invocation.openStore()
@@ -77,14 +92,22 @@ let configCommand = CommandSpec(
       }
       let rows =
         [("access", store.access.rawValue, accessSummary)]
-        + CachePolicy.Key.allCases.map { key in
-          (
-            key.rawValue,
-            status.problem(with: key).map { "invalid: \($0.found)" }
-              ?? key.value(in: status.policy)
-              + (status.overridden.contains(key) ? " (\(key.environmentVariable))" : ""),
-            key.summary
-          )
+        + CachePolicy.Key.allCases.flatMap { key in
+          let overridden = status.overridden.contains(key) ? " (\(key.environmentVariable))" : ""
+          if key == .rewrite, status.problem(with: key) == nil, !status.policy.rewrites.isEmpty {
+            // One row a rule: a list of URLs on one line reads badly.
+            return status.policy.rewrites.map {
+              ("rewrite.\($0.name)", $0.rule + overridden, key.summary)
+            }
+          }
+          return [
+            (
+              key.rawValue,
+              status.problem(with: key).map { "invalid: \($0.found)" }
+                ?? key.value(in: status.policy) + overridden,
+              key.summary
+            )
+          ]
         }
       let nameWidth = rows.map(\.0.count).max()! + 2
       let valueWidth = rows.map(\.1.count).max()! + 2
@@ -185,6 +208,52 @@ private func accessSetting(_ invocation: Invocation) throws -> Int32 {
   }
 }
 
+/// `config get rewrite`, `config get|set|unset rewrite.NAME`.
+private func rewriteSetting(_ invocation: Invocation) throws -> Int32 {
+  let args = invocation.positionals
+  let name = String(args[1].dropFirst("rewrite.".count))
+  switch args[0] {
+  case "get" where args[1] == "rewrite":
+    try invocation.requirePositionals(["get", "key"])
+    let status = try invocation.openStore().policyStatus()
+    if let error = status.error(for: .rewrite) { throw error }
+    for rule in status.policy.rewrites { Output.line("\(rule.name)=\(rule.rule)") }
+  case "get":
+    try invocation.requirePositionals(["get", "key"])
+    let status = try invocation.openStore().policyStatus()
+    if let error = status.error(for: .rewrite) { throw error }
+    guard let rule = status.policy.rewrites.first(where: { $0.name == name }) else {
+      throw TroveError(
+        .notFound, "no rewrite rule '\(name)' in '\(status.path)'", value: name)
+    }
+    Output.line(rule.rule)
+  case "set":
+    try invocation.requirePositionals(["set", "key", "value"])
+    do throws(TroveError) {
+      _ = try URLRewrite(name: name, rule: args[2])
+    } catch {
+      throw invocation.usageError(error.description)
+    }
+    let store = try invocation.openStore()
+    let after = try store.setRewrite(name, to: args[2])
+    if let remaining = after.error() { Output.warning(remaining.withHint) }
+    if try store.policyStatus().overridden.contains(.rewrite) {
+      Output.warning(
+        "\(CachePolicy.Key.rewrite.environmentVariable) overrides rewrite in this environment")
+    }
+  case "unset":
+    try invocation.requirePositionals(["unset", "key"])
+    let store = try invocation.openStore()
+    let after = try store.removeRewrite(name)
+    if let remaining = after.error() { Output.warning(remaining.withHint) }
+    warnOverridden(try store.policyStatus().overridden.filter { $0 == .rewrite })
+  default:
+    throw invocation.usageError(
+      "unknown action '\(args[0])': expected get, set or unset")
+  }
+  return ExitStatus.success
+}
+
 /// After `unset` or `reset`: a setting its environment variable still
 /// overrides does not take the default in this environment; say so.
 private func warnOverridden(_ keys: some Collection<CachePolicy.Key>) {
@@ -266,6 +335,8 @@ extension CachePolicy.Key {
       return "sweeps evict objects a remote holds (a get reads them back) before the others"
     case .signingKey:
       return "key file pushes sign records and objects with (none: unsigned)"
+    case .rewrite:
+      return "rules sending every fetch of a URL prefix elsewhere (rewrite.NAME)"
     }
   }
 }

@@ -10,7 +10,7 @@ let fetchCommand = CommandSpec(
   name: "fetch",
   abstract: "Download URLs into the store once; revalidate, resume, verify, and print each digest.",
   usage:
-    "[-o <dest>] [-f] [--expect <algo:hex>]... [--expect-size <n>] [--refresh | --offline] [--max-age <d>] [-H <line>]... [--auth-env <var>] [--retries <n>] [--connect-timeout <seconds>] [--stall-timeout <seconds>] [-i <file>] [-j <n>] [--json] [-v] [-q] <url>...",
+    "[-o <dest>] [-f] [--expect <algo:hex>]... [--expect-size <n>] [--mirror <url>]... [--refresh | --offline] [--max-age <d>] [-H <line>]... [--auth-env <var>] [--retries <n>] [--connect-timeout <seconds>] [--stall-timeout <seconds>] [-i <file>] [-j <n>] [--json] [-v] [-q] <url>...",
   arguments: [("url", "An http:// or https:// URL; several are fetched in parallel.")],
   options: [
     OptionSpec(
@@ -20,6 +20,11 @@ let fetchCommand = CommandSpec(
       names: ["--expect"], valueName: "algo:hex",
       help: "The publisher's checksum: sha256:HEX, sha512:HEX or xxh128:HEX (repeatable)."),
     expectSizeOption,
+    OptionSpec(
+      names: ["--mirror"], valueName: "url",
+      help:
+        "Another URL serving the same bytes, asked in order when the URL fails (repeatable; one <url>)."
+    ),
     OptionSpec(
       names: ["--refresh"], valueName: nil, help: "Revalidate with the server even if fresh."),
     OptionSpec(
@@ -31,7 +36,7 @@ let fetchCommand = CommandSpec(
     OptionSpec(
       names: ["-i", "--input"], valueName: "file",
       help:
-        "Read URLs from <file> ('-': stdin), one per line, each optionally followed by checksums."
+        "Read URLs from <file> ('-': stdin), one per line: the URL, its mirrors, its checksums."
     ),
     OptionSpec(
       names: ["-j", "--jobs"], valueName: "n", help: "Transfers at once (default 8)."),
@@ -70,6 +75,20 @@ let fetchCommand = CommandSpec(
     miss, 65 for a checksum mismatch, 69 when the server cannot be used (a
     refused redirect too), 75 for a transient failure that outlasted its
     retries; the first failure's status when several URLs are fetched.
+
+    Mirrors: --mirror URL2 (or, in an -i file, more URLs on the URL's line:
+    'URL [URL2 ...] [sha256:HEX ...]') lists other URLs serving the same bytes.
+    When the URL cannot be reached, answers 404, 5xx or another failure, or
+    sends bytes that do not match --expect or --expect-size, the next is
+    asked; nothing from a mismatch is kept. The key stays the URL asked for,
+    and 'keys --json' names the URL that served it (servedBy). Every fetch
+    goes down the list from its start; a revalidation sends its validators
+    only to the URL that served the cached copy. A login in a mirror goes
+    to that mirror only; -H lines and --auth-env only to the URL's origin.
+    The store's rewrite rules ('trove config set rewrite.NAME PREFIX=URL')
+    replace each URL first. When every URL fails, the error names each: 75
+    when one failure may pass, else 65 for a refused body, else 1 when every
+    URL answered 404, else 69.
     """,
   store: .creates,
   run: { invocation in try runFetch(invocation) })
@@ -124,9 +143,16 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
     }
     template.credential = value
   }
+  let mirrors = invocation.allValues("--mirror")
+  if !mirrors.isEmpty && invocation.positionals.count != 1 {
+    throw invocation.usageError(
+      "--mirror lists other URLs of one object: give exactly one <url> with it (several in an -i file: 'URL MIRROR...')"
+    )
+  }
   for url in invocation.positionals {
     var request = template
     request.url = url
+    request.mirrors = mirrors
     requests.append(request)
   }
   if let input = invocation.value("--input") {
@@ -189,8 +215,10 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
         Output.line("\(result.digest)  \(result.url)")
       }
       if invocation.flag("--verbose") {
+        let mirror =
+          result.servedBy.map { $0 == result.url ? "" : " (served by '\($0)')" } ?? ""
         Output.error(
-          "trove: \(result.url): \(Output.size(result.size)) from \(describe(result.source)), \(Output.size(result.bytesTransferred)) transferred in \(String(format: "%.3f", result.seconds)) s"
+          "trove: \(result.url): \(Output.size(result.size)) from \(describe(result.source))\(mirror), \(Output.size(result.bytesTransferred)) transferred in \(String(format: "%.3f", result.seconds)) s"
         )
       }
     } catch {
@@ -212,8 +240,9 @@ private func describe(_ source: FetchSource) -> String {
   }
 }
 
-/// `-i FILE`: one URL a line, optionally followed by its checksums; blank
-/// lines and `#` comments skipped.
+/// `-i FILE`: one URL a line, optionally followed by its mirrors (words
+/// with `://`) and its checksums (`sha256:HEX`, in any order after the
+/// URL); blank lines and `#` comments skipped.
 private func readURLList(_ path: String, template: FetchRequest, invocation: Invocation) throws
   -> [FetchRequest]
 {
@@ -231,6 +260,10 @@ private func readURLList(_ path: String, template: FetchRequest, invocation: Inv
     var request = template
     request.url = first
     for word in words.dropFirst() {
+      if word.contains("://") {
+        request.mirrors.append(word)
+        continue
+      }
       do {
         request.expected.append(try Checksum(parsing: String(word)))
       } catch {
@@ -253,6 +286,9 @@ struct FetchRecord: Encodable {
   @Nullable var bytesTransferred: Int64? = nil
   @Nullable var seconds: Double? = nil
   var verified: [String] = []
+  /// The URL asked for the bytes (the URL, a mirror, a rewrite's), null
+  /// when none was asked.
+  @Nullable var servedBy: String? = nil
   @Nullable var error: String? = nil
 
   init(url: String, error: TroveError) {
@@ -269,6 +305,7 @@ struct FetchRecord: Encodable {
     bytesTransferred = r.bytesTransferred
     seconds = (r.seconds * 1000).rounded() / 1000
     verified = r.verified.map(\.description)
+    servedBy = r.servedBy
   }
 }
 

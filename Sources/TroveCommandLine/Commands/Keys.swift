@@ -67,6 +67,9 @@ struct KeyRecord: Encodable {
   @Nullable var freshUntil: String? = nil
   @Nullable var immutable: Bool? = nil
   @Nullable var finalURL: String? = nil
+  /// The URL a fetch asked for the body (the key, a mirror, or a rewrite's
+  /// URL), before redirects; null for `put --key` and older records.
+  @Nullable var servedBy: String? = nil
 
   init(_ binding: KeyBinding, size: Int64?) {
     key = binding.shownKey
@@ -81,6 +84,7 @@ struct KeyRecord: Encodable {
       freshUntil = origin.expires.map(Output.time)
       immutable = origin.isImmutable
       finalURL = origin.shownFinalURL
+      servedBy = origin.shownServedBy
     }
   }
 }
