@@ -45,21 +45,38 @@ enum Schema {
   {
     var columns: Set<String> = []
     try db.query("PRAGMA table_info(keys)") { row in columns.insert(row.text(1)) }
-    guard !columns.contains("pulled") else { return }
+    guard !columns.isSuperset(of: ["pulled", "name"]) else { return }
     do throws(SQLiteConnection.Failure) {
       try db.transaction { () throws(SQLiteConnection.Failure) in
         var again: Set<String> = []
         try db.query("PRAGMA table_info(keys)") { row in again.insert(row.text(1)) }
-        // Another process may have added it meanwhile.
-        guard !again.contains("pulled") else { return }
-        // Keys bound before the column existed may have come from a
-        // remote's record: none is taken for this store's own.
-        try db.execute("ALTER TABLE keys ADD COLUMN pulled INTEGER DEFAULT 1")
+        // Another process may have added them meanwhile.
+        if !again.contains("pulled") {
+          // Keys bound before the column existed may have come from a
+          // remote's record: none is taken for this store's own.
+          try db.execute("ALTER TABLE keys ADD COLUMN pulled INTEGER DEFAULT 1")
+        }
+        if !again.contains("name") { try addRecordNames(db) }
       }
     } catch  where error.isReadOnly {
       // A store this process may not write: its key statements fail,
       // each with its own error, until a writer opens it.
     }
+  }
+
+  /// Adds the keys' record names (the XXH3-128 hex of each key, which
+  /// SQLite cannot compute) and their index, naming every key there is:
+  /// once, O(keys).
+  private static func addRecordNames(_ db: SQLiteConnection) throws(SQLiteConnection.Failure) {
+    try db.execute("ALTER TABLE keys ADD COLUMN name TEXT")
+    var keys: [String] = []
+    try db.query("SELECT key FROM keys") { row in keys.append(row.text(0)) }
+    for key in keys {
+      try db.query(
+        "UPDATE keys SET name = ? WHERE key = ?",
+        [.text(IndexSession.recordName(of: key)), .text(key)])
+    }
+    try db.execute("CREATE INDEX IF NOT EXISTS keys_by_name ON keys(name)")
   }
 
   /// Every table and index.
@@ -87,9 +104,11 @@ enum Schema {
       immutable INTEGER,
       final_url TEXT,
       fetched INTEGER,
-      pulled INTEGER
+      pulled INTEGER,
+      name TEXT
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_by_digest ON keys(digest);
+    CREATE INDEX IF NOT EXISTS keys_by_name ON keys(name);
     CREATE TABLE IF NOT EXISTS checksums(
       algorithm TEXT NOT NULL,
       value TEXT NOT NULL,
