@@ -30,11 +30,15 @@ struct ObjectResponse {
       ("Accept-Ranges", "bytes"),
     ]
     if body.isCompressed { headers.append(("Vary", "Accept-Encoding")) }
+    if encoded { headers.append(("Content-Encoding", "zstd")) }
     if matches(request.header("If-None-Match"), etag) {
-      return request.bytes(304, [], type: "application/octet-stream", headers: headers)
+      // With the length a 200 would have: a 304 may say only that one,
+      // and libmicrohttpd sends no body with it.
+      return send(
+        body, status: 304, offset: 0, length: encoded ? body.storedSize : body.size,
+        headers: headers)
     }
     if encoded {
-      headers.append(("Content-Encoding", "zstd"))
       return send(body, status: 200, offset: 0, length: body.storedSize, headers: headers)
     }
     switch ByteRange(header: rangeHeader, length: body.size) {
@@ -84,7 +88,7 @@ struct ObjectResponse {
   ) -> MHD_Result {
     let rawFile = !body.isCompressed || headers.contains { $0.0 == "Content-Encoding" }
     let response: OpaquePointer?
-    if rawFile || request.isHead {
+    if rawFile || request.isHead || status == 304 {
       // libmicrohttpd closes the file when the response is done.
       guard let fd = body.takeDescriptor() else { return .NO }
       response = MHD_create_response_from_fd_at_offset64(UInt64(length), fd, UInt64(offset))
@@ -104,7 +108,7 @@ struct ObjectResponse {
     guard let response else { return .NO }
     Request.add(("Content-Type", "application/octet-stream"), to: response)
     for header in headers { Request.add(header, to: response) }
-    return request.queue(status, response, bodyBytes: length)
+    return request.queue(status, response, bodyBytes: status == 304 ? 0 : length)
   }
 }
 
