@@ -12,6 +12,7 @@
 /// /cas/<aa>/<32 hex>       .remoteBlob     another store's `remote add`
 /// /keys/<32 hex>.json      .keyRecord      reads through from this one
 /// /sigs/<aa>/<32 hex>.json .signedEntry    (not served: 404)
+/// /tmp/<name>              .upload       a blob on its way in (--writable)
 /// ```
 public enum Route: Equatable, Sendable {
   case health
@@ -21,6 +22,7 @@ public enum Route: Equatable, Sendable {
   case remoteBlob(BlobDigest)
   case keyRecord(String)
   case signedEntry(BlobDigest)
+  case upload(String)
 
   /// Why a path is no route.
   public enum Refusal: Error, Equatable, Sendable {
@@ -62,6 +64,17 @@ public enum Route: Equatable, Sendable {
           ))
       }
       return .success(.keyRecord(String(name.dropLast(5))))
+    case ("tmp", 2):
+      let name = segments[1]
+      guard (1...64).contains(name.utf8.count),
+        name.utf8.allSatisfy({
+          isHexDigit($0) || (0x67...0x7A).contains($0) || (0x47...0x5A).contains($0)
+        })
+      else {
+        return .failure(
+          .malformed("'\(shown(name))' is not an upload name: expected 1 to 64 letters or digits"))
+      }
+      return .success(.upload(String(name)))
     case ("sha256", 2), ("sha512", 2):
       let algorithm = segments[0] == "sha256" ? ChecksumAlgorithm.sha256 : .sha512
       let length = algorithm == .sha256 ? 64 : 128
@@ -77,7 +90,7 @@ public enum Route: Equatable, Sendable {
         return .failure(.malformed("'\(shown(hex))' is not a \(algorithm.rawValue) checksum"))
       }
       return .success(.checksum(checksum))
-    case ("cas", _), ("keys", _), ("sigs", _), ("sha256", _), ("sha512", _):
+    case ("cas", _), ("keys", _), ("sigs", _), ("tmp", _), ("sha256", _), ("sha512", _):
       return .failure(.malformed("'\(shown(Substring(path)))' has too many or too few segments"))
     default:
       return .failure(.unknown)

@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable {
   /// Whether reads need no token even where tokens are given, or on an
   /// address other machines reach (`--public-read`).
   public var publicRead = false
+  /// Whether the write side of the WebDAV layout is served (`--writable`):
+  /// blobs and key records another store pushes, each request with a token.
+  public var writable = false
   /// What clients are allowed.
   public var limits = Limits()
   /// Where each request is logged; nil for nowhere.
@@ -89,9 +92,14 @@ public final class Server: @unchecked Sendable {
         "refusing to listen on \(exposed): other machines reach it; give --token-file FILE to require a token, or --public-read to serve reads to anyone who reaches it"
       )
     }
+    if configuration.writable, configuration.tokens == nil {
+      throw ServerError(
+        .refusedExposure, "--writable needs --token-file FILE: every write needs a token")
+    }
     self.store = store
     self.configuration = configuration
-    handler = RequestHandler(store: store, configuration: configuration)
+    handler = RequestHandler(
+      store: store, configuration: configuration, uploads: PendingUploads())
   }
 
   deinit { stop(grace: 0) }
@@ -175,6 +183,7 @@ public final class Server: @unchecked Sendable {
     let finished = inFlight.load(ordering: .acquiring) == 0
     for daemon in daemons { MHD_stop_daemon(daemon) }
     daemons.removeAll()
+    handler.uploads.dropAll()
     store.flushAccessCounts()
     return finished
   }
@@ -219,7 +228,7 @@ public final class Server: @unchecked Sendable {
   /// next answers it.
   fileprivate func handle(
     _ connection: OpaquePointer, url: String, method: String, version: String,
-    uploadSize: UnsafeMutablePointer<Int>?,
+    uploadData: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>?,
     state slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
   ) -> MHD_Result {
     if slot.pointee == nil { slot.pointee = began(connection, uri: url) }
@@ -229,10 +238,30 @@ public final class Server: @unchecked Sendable {
       state.method = method
       state.version = version
       state.path = url
+      let request = Request(connection: connection, state: state)
+      state.upload = handler.upload(for: request)
+      if state.upload == nil, request.hasBody {
+        // A body nobody reads: answered before it is read (libmicrohttpd
+        // sends no 100 Continue, and closes the connection after).
+        state.answered = true
+        return handler.answer(connection, state)
+      }
       return .YES
     }
-    // A body nobody reads is dropped; the answer does not depend on it.
-    uploadSize?.pointee = 0
+    if let size = uploadSize, size.pointee > 0 {
+      defer { size.pointee = 0 }
+      guard let upload = state.upload else {
+        // A body nobody reads: the answer is given now, and the
+        // connection closed after it.
+        if state.answered { return .YES }
+        state.answered = true
+        return handler.answer(connection, state)
+      }
+      if let data = uploadData {
+        upload.receive(UnsafeRawBufferPointer(start: UnsafeRawPointer(data), count: size.pointee))
+      }
+      return .YES
+    }
     if state.answered { return .YES }
     state.answered = true
     return handler.answer(connection, state)
@@ -277,13 +306,14 @@ public final class Server: @unchecked Sendable {
 
 /// libmicrohttpd's request callback: to the server in `context`.
 private let accessHandler: MHD_AccessHandlerCallback = {
-  context, connection, url, method, version, _, uploadSize, slot in
+  context, connection, url, method, version, uploadData, uploadSize, slot in
   guard let context, let connection, let slot else { return .NO }
   let server = Unmanaged<Server>.fromOpaque(context).takeUnretainedValue()
   return server.handle(
     connection, url: url.map { String(cString: $0) } ?? "",
     method: method.map { String(cString: $0) } ?? "",
-    version: version.map { String(cString: $0) } ?? "", uploadSize: uploadSize, state: slot)
+    version: version.map { String(cString: $0) } ?? "", uploadData: uploadData,
+    uploadSize: uploadSize, state: slot)
 }
 
 /// libmicrohttpd's callback for a request's end, whether its response
@@ -315,6 +345,8 @@ final class RequestState: @unchecked Sendable {
   var version = "-"
   var headRead = false
   var answered = false
+  /// The body being received, for a write that takes one.
+  var upload: UploadBody?
   var status = 0
   var bytes: Int64 = 0
 

@@ -373,6 +373,76 @@ struct ServeLifecycleTests {
     #expect(try contents(io["body"]) == body)
   }
 
+  /// A store served with `--writable` and a token file, and the token.
+  static func writableServer(_ scratch: Scratch) throws -> (TroveServe, String) {
+    try trove(scratch["store"], ["config", "set", "budget", "1G"])
+    let token = "push-token-0123456789"
+    let file = try scratch.write("tokens", Array("\(token)\n".utf8))
+    chmod(file, 0o600)
+    return (try TroveServe(store: scratch["store"], ["--writable", "--token-file", file]), token)
+  }
+
+  @Test("with --writable and a token, another store pushes to it: blobs rehashed, keys bound")
+  func pushToWritable() throws {
+    let scratch = try Scratch()
+    let (server, token) = try Self.writableServer(scratch)
+    let pusher = try Scratch()
+    let environment = ["TROVE_PEER_TOKEN": token]
+    try trove(
+      pusher["store"],
+      ["remote", "add", "peer", server.url, "--auth-env", "TROVE_PEER_TOKEN", "--write", "off"],
+      environment: environment)
+    let body = Bytes.random(3 << 20, seed: 11)
+    let digest = try put(pusher, "blob", body, key: "pushed-key")
+    try trove(
+      pusher["store"], ["remote", "push", "--remote", "peer", digest.description],
+      environment: environment)
+    #expect(try trove(scratch["store"], ["get", "pushed-key", scratch["got"]]).status == 0)
+    #expect(try contents(scratch["got"]) == body)
+    // Pushed again: present, nothing sent.
+    let again = try trove(
+      pusher["store"], ["remote", "push", "--remote", "peer", digest.description],
+      environment: environment)
+    #expect(again.out.contains("present") || again.out.contains("already"), "\(again.out)")
+    #expect(scratch.temporaries("store").isEmpty)
+    #expect(try server.stop().status == 0)
+  }
+
+  @Test("a blob moved onto a digest its bytes are not is not stored (409); nothing is left")
+  func mismatchedBlob() throws {
+    let scratch = try Scratch()
+    let (server, token) = try Self.writableServer(scratch)
+    let auth = ["-H", "Authorization: Bearer \(token)"]
+    let file = try scratch.write("body", Bytes.random(100_000, seed: 12))
+    let put = try curl(auth + ["-X", "PUT", "--data-binary", "@" + file, server.url("tmp/a1b2")])
+    #expect(put.status == 201)
+    let other = XXH3Hasher.digest(Array("other".utf8)).hex
+    let move = try curl(
+      auth + [
+        "-X", "MOVE", "-H", "Destination: \(server.url)cas/\(other.prefix(2))/\(other)",
+        "-H", "Overwrite: F", server.url("tmp/a1b2"),
+      ])
+    #expect(move.status == 409)
+    #expect(try trove(scratch["store"], ["ls"]).out.isEmpty)
+    #expect(try server.stop().status == 0)
+    #expect(scratch.temporaries("store").isEmpty)
+  }
+
+  @Test("writes need --writable and a token: 405 without it, 401 without a token, 403 a wrong one")
+  func writesRefused() throws {
+    let scratch = try Scratch()
+    let (server, _) = try Self.writableServer(scratch)
+    let url = server.url("tmp/abc")
+    #expect(try curl(["-X", "PUT", "--data-binary", "x", url]).status == 401)
+    let wrong = ["-H", "Authorization: Bearer wrong-token-0123456789"]
+    #expect(try curl(wrong + ["-X", "PUT", "--data-binary", "x", url]).status == 403)
+    let readOnly = try TroveServe(store: scratch["store"])
+    let refused = try curl(["-X", "PUT", "--data-binary", "x", readOnly.url("tmp/abc")])
+    #expect(refused.status == 405 && refused.headers["allow"] == "GET, HEAD")
+    let run = try CLI.run(["--store", scratch["store"], "serve", "--writable"])
+    #expect(run.status == 64 && run.stderr.contains("--writable needs --token-file"))
+  }
+
   @Test("an index made before keys had record names gets them, and serves the records")
   func indexWithoutRecordNames() throws {
     let scratch = try Scratch()

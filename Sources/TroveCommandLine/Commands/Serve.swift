@@ -6,7 +6,7 @@ let serveCommand = CommandSpec(
   name: "serve",
   abstract: "Serve the store over HTTP: objects by digest or checksum, and as a remote.",
   usage:
-    "[--listen <addr:port>]... [--token-file <file>] [--public-read] [--access-log <file>|-] [--access-log-format clf|json] [--max-connections <n>] [--idle-timeout <duration>] [--max-header-size <size>] [--threads <n>] [--grace-period <duration>]",
+    "[--listen <addr:port>]... [--token-file <file>] [--public-read] [--writable] [--access-log <file>|-] [--access-log-format clf|json] [--max-connections <n>] [--idle-timeout <duration>] [--max-header-size <size>] [--threads <n>] [--grace-period <duration>]",
   arguments: [],
   options: [
     OptionSpec(
@@ -18,6 +18,9 @@ let serveCommand = CommandSpec(
     OptionSpec(
       names: ["--public-read"], valueName: nil,
       help: "Serve reads without a token, also on addresses other machines reach."),
+    OptionSpec(
+      names: ["--writable"], valueName: nil,
+      help: "Take what other stores push (with a token): blobs, rehashed, and key records."),
     OptionSpec(
       names: ["--access-log"], valueName: "file",
       help: "Append one line per request to this file ('-': standard error)."),
@@ -56,6 +59,10 @@ let serveCommand = CommandSpec(
     A loopback address serves reads to anyone on this machine. Any other address
     is refused unless --token-file (every request then needs a token, except
     /healthz) or --public-read is given; tokens are never printed or logged.
+    With --writable (and --token-file: every write needs a token) it also takes
+    what 'trove remote push' sends to it: each blob rehashed by the store's own
+    writer before it is stored, each key record checked as one read from a
+    remote is.
     Exits 0 once stopped, 64 for a bad flag or an address it may not expose, 69
     when an address cannot be listened on (in use, not this machine's), 78 for a
     token file or access log that cannot be used.
@@ -75,6 +82,7 @@ let serveCommand = CommandSpec(
       }
     }
     configuration.publicRead = invocation.flag("--public-read")
+    configuration.writable = invocation.flag("--writable")
     configuration.limits = try invocation.serverLimits()
     let format: AccessLog.Format
     switch invocation.value("--access-log-format") ?? "clf" {
