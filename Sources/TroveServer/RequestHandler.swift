@@ -133,9 +133,10 @@ struct RequestHandler: Sendable {
           error.map(status) ?? 500, error?.message ?? "the upload could not be received")
       }
       if let error = body.failure {
-        writer.cancel()
+        body.abandon()
         return request.text(status(of: error), error.message)
       }
+      body.handedOver = true
       guard uploads.keep(writer, size: body.received, as: name) else {
         return request.text(503, "too many uploads wait for their MOVE; try again later")
       }

@@ -274,6 +274,7 @@ public final class Server: @unchecked Sendable {
     guard let slot, let pointer = slot.pointee else { return }
     slot.pointee = nil
     let state = Unmanaged<RequestState>.fromOpaque(pointer).takeRetainedValue()
+    state.upload?.abandon()
     inFlight.subtract(1, ordering: .acquiringAndReleasing)
     let status =
       state.status != 0 ? state.status : connection.map { Int(trove_mhd_status($0)) } ?? 0

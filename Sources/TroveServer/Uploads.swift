@@ -15,8 +15,19 @@ final class UploadBody: @unchecked Sendable {
   var received: Int64 = 0
   /// What stopped the body going in; the answer reports it.
   var failure: TroveError?
+  /// Whether the blob's writer went to ``PendingUploads`` (or was
+  /// dropped there): the request no longer owns it.
+  var handedOver = false
 
   init(_ kind: Kind) { self.kind = kind }
+
+  /// Drops the blob's bytes unless they were handed over: a request that
+  /// ends before its answer (the client left mid-body) leaves nothing.
+  func abandon() {
+    guard !handedOver, case .blob(_, let writer) = kind else { return }
+    handedOver = true
+    writer.cancel()
+  }
 
   /// Takes the next piece of the body.
   func receive(_ piece: UnsafeRawBufferPointer) {

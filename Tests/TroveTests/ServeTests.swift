@@ -428,6 +428,34 @@ struct ServeLifecycleTests {
     #expect(scratch.temporaries("store").isEmpty)
   }
 
+  @Test(
+    "a pushed key record whose key holds a login is refused (400); a PUT cut off leaves nothing")
+  func hostileWrites() throws {
+    let scratch = try Scratch()
+    let (server, token) = try Self.writableServer(scratch)
+    let auth = ["-H", "Authorization: Bearer \(token)"]
+    let digest = try put(scratch, "blob", Bytes.random(1000, seed: 13))
+    let key = "http://user:secret@example.com/file"
+    let record = "{\"checksums\":[],\"digest\":\"\(digest)\",\"key\":\"\(key)\"}"
+    let name = XXH3Hasher.digest(Array(key.utf8)).hex
+    let refused = try curl(
+      auth + ["-X", "PUT", "--data-binary", record, server.url("keys/\(name).json")])
+    #expect(refused.status == 400)
+    #expect(!String(decoding: refused.body, as: UTF8.self).contains("secret"))
+    #expect(try trove(scratch["store"], ["keys"]).out.isEmpty)
+    // A body sent at 64 KiB/s, given up after a second.
+    let file = try scratch.write("big", Bytes.random(4 << 20, seed: 14))
+    let cut = try curl(
+      auth + [
+        "-X", "PUT", "--limit-rate", "64K", "--max-time", "1", "--data-binary", "@" + file,
+        server.url("tmp/cut"),
+      ])
+    #expect(cut.exitStatus == 28)
+    let left = poll(times: 100) { scratch.temporaries("store").isEmpty ? true : nil }
+    #expect(left == true, "\(scratch.temporaries("store"))")
+    #expect(try server.stop().status == 0)
+  }
+
   @Test("writes need --writable and a token: 405 without it, 401 without a token, 403 a wrong one")
   func writesRefused() throws {
     let scratch = try Scratch()

@@ -16,7 +16,7 @@ extension Store {
   /// A later record of the key replaces it.
   ///
   /// - Throws: `.invalidArgument` for bytes that are not a record of that
-  ///   name; `.checksumMismatch` for a record that cannot be used or
+  ///   name, or of a key that is a URL holding a login; `.checksumMismatch` for a record that cannot be used or
   ///   claims what the object is not; `.notFound` when the store does not
   ///   hold its object (the blob goes first).
   @_spi(Serving)
@@ -31,6 +31,12 @@ extension Store {
         .invalidArgument,
         "not a key record whose key's XXH3-128 is \(name) (a JSON object of at most 64 KiB)",
         value: name)
+    }
+    // A login in a key would be a secret kept, listed and served.
+    guard URLUserinfo.range(in: key) == nil else {
+      throw TroveError(
+        .invalidArgument, "the record's key is a URL holding a login; not stored",
+        value: URLUserinfo.split(key).url)
     }
     let record = try decoded.validated(remote: "HTTP client")
     guard let entry = try entry(for: digest) else {
