@@ -261,6 +261,20 @@ final class ServeTests {
   }
 }
 
+/// Whether a socket binds to ::1 here.
+let ipv6LoopbackWorks: Bool = {
+  let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+  defer { close(fd) }
+  var address = sockaddr_in6()
+  address.sin6_family = sa_family_t(AF_INET6)
+  address.sin6_addr = in6addr_loopback
+  return withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0
+    }
+  }
+}()
+
 /// Servers of their own: exposure, tokens, the JSON log, a graceful stop.
 @Suite
 struct ServeLifecycleTests {
@@ -276,6 +290,25 @@ struct ServeLifecycleTests {
     #expect(run.status == 64, "\(run.stderr)")
     #expect(run.stderr.contains("refusing to listen on 0.0.0.0:\(port)"))
     #expect(run.stderr.contains("--token-file"))
+  }
+
+  @Test(
+    "one daemon per --listen address: IPv4 and IPv6 loopback both serve",
+    .enabled(if: ipv6LoopbackWorks, "::1 is not configured here"))
+  func ipv4AndIPv6() throws {
+    let scratch = try Scratch()
+    let body = Bytes.random(10_000, seed: 15)
+    let digest = try put(scratch, "a", body)
+    let server = try TroveServe(store: scratch["store"], listen: ["[::1]:0", "127.0.0.1:0"])
+    let urls = try String(contentsOfFile: server.state["serve.err"], encoding: .utf8)
+      .split(separator: "\n").compactMap { line in
+        line.range(of: "on http://").map { line[$0.upperBound...] }
+      }
+    #expect(urls.count == 2 && urls[0].hasPrefix("[::1]:") && urls[1].hasPrefix("127.0.0.1:"))
+    for url in urls {
+      let got = try curl(["-g", "http://\(url)cas/\(digest.hex)"])
+      #expect(got.status == 200 && got.body == body)
+    }
   }
 
   @Test("an address another process listens on exits 69 naming it")

@@ -69,6 +69,9 @@ let serveCommand = CommandSpec(
     """,
   run: { invocation in
     try invocation.requirePositionals([])
+    // Before the store or a daemon starts a thread, so that every thread
+    // inherits it and only the wait below receives the signals.
+    Server.blockStopSignals()
     var configuration = ServerConfiguration()
     let addresses = invocation.allValues("--listen")
     if !addresses.isEmpty {
@@ -108,8 +111,6 @@ let serveCommand = CommandSpec(
       }
       configuration.onError = { Output.error("Error: \($0)") }
       let server = try Server(store: store, configuration: configuration)
-      // Before any daemon thread starts, so that all of them inherit it.
-      Server.blockStopSignals()
       for url in try server.start() { Output.error("trove: serving '\(store.root)' on \(url)") }
       let signal = Server.waitForStopSignal()
       let grace = configuration.limits.gracePeriod
