@@ -77,14 +77,10 @@ public final class AccessLog: Sendable {
   }
 
   private func commonLogFormat(_ entry: Entry) -> String {
-    let formatter = DateFormatter()
-    formatter.locale = Locale(identifier: "en_US_POSIX")
-    formatter.timeZone = TimeZone(identifier: "UTC")
-    formatter.dateFormat = "dd/MMM/yyyy:HH:mm:ss Z"
     let request =
       "\(Self.escaped(entry.method)) \(Self.escaped(entry.path)) \(Self.escaped(entry.version))"
     return
-      "\(entry.client) - - [\(formatter.string(from: entry.time))] \"\(request)\" \(entry.status) \(entry.bytes)"
+      "\(entry.client) - - [\(Self.utc(entry.time, "%d/%b/%Y:%H:%M:%S +0000"))] \"\(request)\" \(entry.status) \(entry.bytes)"
   }
 
   private func json(_ entry: Entry) -> String {
@@ -98,15 +94,28 @@ public final class AccessLog: Sendable {
       var bytes: Int64
       var completed: Bool
     }
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    let milliseconds = Int(entry.time.timeIntervalSince1970 * 1000) % 1000
+    let time =
+      Self.utc(entry.time, "%Y-%m-%dT%H:%M:%S.")
+      + String(String(1000 + milliseconds).dropFirst()) + "Z"
     let line = Line(
-      time: formatter.string(from: entry.time), client: entry.client, method: entry.method,
-      path: entry.path, version: entry.version, status: entry.status, bytes: entry.bytes,
+      time: time, client: entry.client, method: entry.method, path: entry.path,
+      version: entry.version, status: entry.status, bytes: entry.bytes,
       completed: entry.completed)
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     return String(decoding: (try? encoder.encode(line)) ?? Data(), as: UTF8.self)
+  }
+
+  /// `date` in UTC as `strftime` writes `format` (the C locale's month
+  /// names): no formatter object per line, and safe on any thread.
+  static func utc(_ date: Date, _ format: String) -> String {
+    var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    var text = [CChar](repeating: 0, count: 64)
+    let count = strftime(&text, text.count, format, &parts)
+    return String(decoding: text.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
   /// Text as a common-log-format field shows it: printable ASCII, with
