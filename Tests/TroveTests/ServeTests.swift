@@ -130,6 +130,8 @@ final class ServeTests {
       ("keys/zz.json", 400, "not a key record name"),
       ("cas/../../etc/passwd", 400, "too many or too few segments"),
       ("etc/passwd", 404, "no such path"),
+      ("sigs/00/" + String(repeating: "0", count: 32) + ".json", 404, "not served"),
+      ("tmp/abc", 404, "not read back"),
     ])
   func refusals(path: String, status: Int, cause: String) throws {
     let got = try curl(["--path-as-is", server.url(path)])
@@ -290,6 +292,22 @@ struct ServeLifecycleTests {
     #expect(run.status == 64, "\(run.stderr)")
     #expect(run.stderr.contains("refusing to listen on 0.0.0.0:\(port)"))
     #expect(run.stderr.contains("--token-file"))
+  }
+
+  @Test("a GET counts as a hit, as any read does; a HEAD and a 404 do not")
+  func hitsCounted() throws {
+    let scratch = try Scratch()
+    let digest = try put(scratch, "a", Bytes.random(3000, seed: 16))
+    let server = try TroveServe(store: scratch["store"])
+    _ = try curl([server.url("cas/" + digest.hex)])
+    _ = try curl([server.url("cas/" + digest.hex)])
+    _ = try curl(["-I", server.url("cas/" + digest.hex)])
+    _ = try curl([server.url("cas/" + String(repeating: "0", count: 32))])
+    // Counts are written a second after the first, or when the server stops.
+    #expect(try server.stop().status == 0)
+    let stats = try trove(scratch["store"], ["stats", "--json"])
+    let json = try JSONSerialization.jsonObject(with: Data(stats.stdout)) as? [String: Any]
+    #expect((json?["hits"] as? [String: Any])?["local"] as? Int == 2)
   }
 
   @Test(
