@@ -69,12 +69,12 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
 /// time, the memory that bounds a request's head); the ``RequestHandler``
 /// decides each answer. Callbacks are C function pointers: the server
 /// reaches them through an unretained context pointer, valid as long as
-/// the daemons run (``stop()`` ends them before the server can go).
+/// the daemons run (``stop(grace:)`` ends them before the server can go).
 public final class Server: @unchecked Sendable {
   let store: Store
   let configuration: ServerConfiguration
   let handler: RequestHandler
-  /// The running daemons and the URLs they answer on.
+  /// The running daemons, one per address.
   private var daemons: [OpaquePointer] = []
   /// Requests begun and not yet completed, for the grace period.
   let inFlight = Atomic<Int>(0)
