@@ -22,6 +22,8 @@ let package = Package(
     .systemLibrary(
       name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CLinux"),
+    .systemLibrary(
+      name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
     .target(
       name: "Trove",
@@ -35,9 +37,15 @@ let package = Package(
       ]),
     // The command's parsing, rules and commands, as a library the tests
     // import; the executable is its entry point alone.
+    // `trove serve`: HTTP over libmicrohttpd, a target of its own so that
+    // the library never links a server.
+    .target(
+      name: "TroveServer",
+      dependencies: ["Trove", "CMicroHTTPD", "CCrypto"],
+      swiftSettings: [.swiftLanguageMode(.v6)]),
     .target(
       name: "TroveCommandLine",
-      dependencies: ["Trove"],
+      dependencies: ["Trove", "TroveServer"],
       swiftSettings: [.swiftLanguageMode(.v6)]),
     .executableTarget(
       name: "TroveCLI",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Trove needs, if any are missing.
 #   scripts/deps.sh build   libraries to build (libxxhash, libzstd, libsqlite3, libcurl,
-#                           libcrypto)
+#                           libcrypto, libmicrohttpd)
 #   scripts/deps.sh demo    also nginx, which the demo serves a download from
 #   scripts/deps.sh test    also the tools the tests and benchmarks compare against
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
@@ -10,7 +10,7 @@
 #                           radosgw for an S3 service)
 set -euo pipefail
 
-packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev pkg-config)
+packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 redis-server
     ceph-mon ceph-osd radosgw ceph-common)

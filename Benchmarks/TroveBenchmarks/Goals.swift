@@ -53,6 +53,8 @@ enum Goals {
     // Signing may cost a pull at most 1.3× the unsigned one.
     Goal("remote", "the same pull, unsigned remote", 1 / 1.3),
     Goal("remote", "the same fetch, unsigned remote", 0.9),
+    Goal("serve", "nginx, the same file", 0.9),
+    Goal("serve", "nginx, the same files", 0.7),
   ]
 
   /// The goal of `result`, if its reference sets one.

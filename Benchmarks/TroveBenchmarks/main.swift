@@ -3,7 +3,7 @@ import Foundation
 /// trove-bench: how fast Trove is beside the tools users would otherwise use.
 /// Every figure is printed beside a reference measured in the same run.
 ///
-///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process|small|remote|removal]...
+///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process|small|remote|removal|serve]...
 ///               [--json PATH] [--markdown PATH] [--work DIR] [--xfs DIR]
 ///               [--trove PATH] [--sweep-entries N[,N...]]
 
@@ -11,7 +11,7 @@ let suites: [(String, (Bench) throws -> Void)] = [
   ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("sweep", sweepSuite),
   ("compression", compressionSuite), ("memory", memorySuite), ("fetch", fetchSuite),
   ("process", processSuite), ("small", smallSuite), ("remote", remoteSuite),
-  ("removal", removalSuite),
+  ("removal", removalSuite), ("serve", serveSuite),
 ]
 
 /// Prints the usage: on stdout with status 0 when asked for (`--help`),

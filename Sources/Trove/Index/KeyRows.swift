@@ -129,10 +129,35 @@ extension IndexSession {
       o.map { .integer($0.isImmutable ? 1 : 0) } ?? .null,
       o?.finalURL.map { .text($0) } ?? .null, o.map { .integer($0.fetchedNanoseconds) } ?? .null,
       pulled ? .integer(1) : .null, o?.servedBy.map { .text($0) } ?? .null,
+      .text(Self.recordName(of: key)),
     ]
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
-        "INSERT OR REPLACE INTO keys(\(Self.columns)) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", values)
+        "INSERT OR REPLACE INTO keys(\(Self.columns), name) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        values)
+    }
+  }
+
+  /// The name of `key`'s record on a remote (the XXH3-128 hex of its
+  /// UTF-8), kept in the row so a server finds the key a record name asks
+  /// for without hashing every key.
+  static func recordName(of key: String) -> String {
+    XXH3Hasher.digest(Array(key.utf8)).hex
+  }
+
+  /// The binding whose record name (``recordName(of:)``) is `name`, if a
+  /// key has it. O(log n) through the keys' name index.
+  func binding(forRecordName name: String) throws(TroveError) -> KeyBinding? {
+    try run { db throws(SQLiteConnection.Failure) in
+      var found: KeyBinding?
+      try db.query("SELECT \(Self.columns) FROM keys WHERE name = ?", [.text(name)]) { row in
+        // Two keys with one name would take 2^64 keys to find: the key is
+        // checked all the same.
+        if let binding = Self.binding(row), Self.recordName(of: binding.key) == name {
+          found = binding
+        }
+      }
+      return found
     }
   }
 

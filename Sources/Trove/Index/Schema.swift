@@ -45,7 +45,7 @@ enum Schema {
   {
     var columns: Set<String> = []
     try db.query("PRAGMA table_info(keys)") { row in columns.insert(row.text(1)) }
-    guard !columns.contains("pulled") || !columns.contains("served_by") else { return }
+    guard !columns.isSuperset(of: ["pulled", "served_by", "name"]) else { return }
     do throws(SQLiteConnection.Failure) {
       try db.transaction { () throws(SQLiteConnection.Failure) in
         var again: Set<String> = []
@@ -60,11 +60,27 @@ enum Schema {
           // Bound before mirrors: served by the key's own URL (null).
           try db.execute("ALTER TABLE keys ADD COLUMN served_by TEXT")
         }
+        if !again.contains("name") { try addRecordNames(db) }
       }
     } catch  where error.isReadOnly {
       // A store this process may not write: its key statements fail,
       // each with its own error, until a writer opens it.
     }
+  }
+
+  /// Adds the keys' record names (the XXH3-128 hex of each key, which
+  /// SQLite cannot compute) and their index, naming every key there is:
+  /// once, O(keys).
+  private static func addRecordNames(_ db: SQLiteConnection) throws(SQLiteConnection.Failure) {
+    try db.execute("ALTER TABLE keys ADD COLUMN name TEXT")
+    var keys: [String] = []
+    try db.query("SELECT key FROM keys") { row in keys.append(row.text(0)) }
+    for key in keys {
+      try db.query(
+        "UPDATE keys SET name = ? WHERE key = ?",
+        [.text(IndexSession.recordName(of: key)), .text(key)])
+    }
+    try db.execute("CREATE INDEX IF NOT EXISTS keys_by_name ON keys(name)")
   }
 
   /// Every table and index.
@@ -93,9 +109,11 @@ enum Schema {
       final_url TEXT,
       fetched INTEGER,
       pulled INTEGER,
-      served_by TEXT
+      served_by TEXT,
+      name TEXT
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_by_digest ON keys(digest);
+    CREATE INDEX IF NOT EXISTS keys_by_name ON keys(name);
     CREATE TABLE IF NOT EXISTS checksums(
       algorithm TEXT NOT NULL,
       value TEXT NOT NULL,

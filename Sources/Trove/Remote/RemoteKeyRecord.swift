@@ -54,6 +54,22 @@ struct RemoteKeyRecord: Codable, Sendable, Hashable {
 }
 
 extension RemoteKeyRecord {
+  /// The unsigned record of `binding`, whose object has `checksums`.
+  /// See ``holdsLogin(_:)`` for the bindings that must have none.
+  init(_ binding: KeyBinding, checksums: [Checksum]) {
+    self.init(
+      key: binding.key, digest: binding.digest.description, origin: binding.origin,
+      checksums: checksums.map(\.description))
+  }
+
+  /// Whether `binding`'s key or final URL holds a login (a key a fetch made
+  /// from such a URL, as older versions kept it): its record would publish
+  /// the password, so none is written or served.
+  static func holdsLogin(_ binding: KeyBinding) -> Bool {
+    URLUserinfo.range(in: binding.key) != nil
+      || binding.origin?.finalURL.map({ URLUserinfo.range(in: $0) != nil }) == true
+  }
+
   /// The error for a record at `source` on `remote` longer than
   /// ``sizeLimit``: reading stops there, and the remote counts as failing
   /// (its breaker), as one whose answers break off does.

@@ -277,9 +277,7 @@ extension Store {
     for binding in keys {
       // A key a fetch made from a URL with a login in it (older versions
       // kept it) would publish the password: such a record stays here.
-      if URLUserinfo.range(in: binding.key) != nil
-        || binding.origin?.finalURL.map({ URLUserinfo.range(in: $0) != nil }) == true
-      {
+      if RemoteKeyRecord.holdsLogin(binding) {
         warn(
           "the record of key '\(URLUserinfo.split(binding.key).url)' is not pushed: its URL holds a login; fetch it again without one and remove this key"
         )
@@ -294,9 +292,7 @@ extension Store {
         )
         continue
       }
-      var record = RemoteKeyRecord(
-        key: binding.key, digest: digest.description, origin: binding.origin,
-        checksums: checksums.map(\.description))
+      var record = RemoteKeyRecord(binding, checksums: checksums)
       // Where another user may write the index, any of them may have made
       // the binding: a signer vouches for its own, and the index does not
       // say whose this is.

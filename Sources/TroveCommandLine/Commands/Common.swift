@@ -13,7 +13,7 @@ let allCommands: [CommandSpec] = [
   recompressCommand, verifyCommand, reindexCommand, dirCommand, hashCommand, cleanCommand,
   doctorCommand,
   recordCommand, exportCommand, importCommand,
-  remoteCommand, keygenCommand,
+  remoteCommand, keygenCommand, serveCommand,
 ]
 
 let jsonOption = OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON on stdout.")
