@@ -162,12 +162,53 @@ struct CredentialLeakTests {
     _ = try CLI.run(["--store", store, "remote", "check", "team"], environment: ["HOME": home])
     #expect(Self.netrcSent(server).isEmpty, "\(server.headerLog())")
 
+    // A removal that removes nothing writes nothing.
+    let nothing = try RemoteTests.remote(store, ["rm", "nothing"])
+    #expect(nothing.status == 1 && !nothing.stderr.contains("stays"), "\(nothing.stderr)")
+
     #expect(try RemoteTests.remote(store, ["rm", "team"]).status == 0)
     let again = try RemoteTests.remote(store, ["add", "team", url, "--write", "off"])
     #expect(again.status == 0 && !again.stderr.contains("choice"), "\(again.stderr)")
     _ = try CLI.run(["--store", store, "remote", "check", "team"], environment: ["HOME": home])
     #expect(!Self.netrcSent(server).isEmpty, "\(server.headerLog())")
     #expect(try RemoteTests.remote(store, ["status"]).stderr.isEmpty)
+  }
+
+  @Test(
+    "a remotes.json that is not this user's cannot name them as its chooser: another user's file saying chosen-by this user, or this user's own object renamed there, stays foreign through a rewrite, and ~/.netrc is not sent",
+    .enabled(if: TestFilesystems.isRoot, "needs root, to give remotes.json to another user"),
+    arguments: [false, true])
+  func chooserCannotBeLaundered(ownObject: Bool) throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let home = try Self.home(scratch, hosts: ["127.0.0.1"])
+    #expect(
+      try RemoteTests.remote(store, ["add", "mine", server.url("/headers/mine"), "--write", "off"])
+        .status == 0)
+    let planted = """
+      {"format": 1, "remotes": [{"name": "team", "url": "\(server.url("/headers/team"))", "read-only": true, "chosen-by": 0}]}
+      """
+    let path = store + "/remotes.json"
+    try Data(planted.utf8).write(to: URL(fileURLWithPath: path + ".new"))
+    #expect(rename(path + ".new", path) == 0)
+    if ownObject {
+      // This user's, but as an object is: read-only.
+      #expect(chmod(path, 0o444) == 0)
+    } else {
+      #expect(chown(path, 60001, 60001) == 0 && chmod(path, 0o644) == 0)
+    }
+    let added = try RemoteTests.remote(
+      store, ["add", "other", server.url("/headers/other"), "--write", "off"])
+    #expect(added.status == 0, "\(added.stderr)")
+    #expect(added.stderr.contains("stays another user's choice"), "\(added.stderr)")
+    let list = try String(contentsOfFile: path, encoding: .utf8)
+    #expect(
+      !list.contains("\"chosen-by\" : 0,") && !list.contains("\"chosen-by\" : 0\n"), "\(list)")
+    _ = try CLI.run(["--store", store, "remote", "check", "team"], environment: ["HOME": home])
+    #expect(Self.netrcSent(server).isEmpty, "\(server.headerLog())")
+    let status = try RemoteTests.remote(store, ["status"])
+    #expect(status.stderr.contains("'team' ("), "\(status.stderr)")
   }
 
   @Test("remote add refuses any login in an http(s) URL in one line that shows none of it")

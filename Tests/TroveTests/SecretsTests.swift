@@ -394,11 +394,11 @@ struct SharedCredentialTests {
     #expect(other.status == 0, "\(other.stderr)")
     #expect(
       other.stderr.components(separatedBy: "\n").filter {
-        $0.contains("stays another user's choice")
-          && $0.contains("the auth-env of 'team' is dropped")
+        $0.contains("remote 'team' (uid 60002)")
+          && $0.contains("stays another user's choice: neither its auth-env nor ~/.netrc")
       }.count == 1, "\(other.stderr)")
     let list = try String(contentsOfFile: store + "/remotes.json", encoding: .utf8)
-    #expect(!list.contains("TROVE_TEAM_TOKEN") && list.contains("team"), "\(list)")
+    #expect(list.contains("\"chosen-by\" : 60002") && list.contains("team"), "\(list)")
     _ = try trove(
       AccessTests.alice, ["remote", "check", "team"], ["TROVE_TEAM_TOKEN": "alice-secret"])
     #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")

@@ -226,9 +226,14 @@ extension SigningTests {
   }
 
   @Test(
-    "a config.json of this user's that a hand edit left 0600 or 0640 is theirs: its signing-key signs, and config set access group makes it 0644; at 0664 the group could have written it, and it is not",
-    arguments: [(0o600, true), (0o640, true), (0o664, false)])
-  func signingKeyFromOwnFileOfAnyMode(mode: Int, isOwn: Bool) throws {
+    "a config.json of this user's that a hand edit left 0640 is theirs: its signing-key signs, and config set access group makes it 0644; at 0664 the group could have written it, and at 0600 or 0400 it has the mode of a part file or an object, which a member can rename there: not theirs",
+    arguments: [
+      (0o640, nil), (0o664, "is writable by users other than its owner"),
+      (0o600, "is not a file trove wrote (mode 600"),
+      (0o400, "is not a file trove wrote (mode 400"),
+    ])
+  func signingKeyFromOwnFileOfAnyMode(mode: Int, refusal: String?) throws {
+    let isOwn = refusal == nil
     let dav = try Nginx(webDAV: true)
     let scratch = try Scratch()
     let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
@@ -252,7 +257,7 @@ extension SigningTests {
       #expect(stat(store + "/config.json", &status) == 0 && status.st_mode & 0o7777 == 0o644)
     } else {
       #expect(push.status == 78, "\(push.stderr)")
-      #expect(push.stderr.contains("is writable by users other than its owner"), "\(push.stderr)")
+      #expect(push.stderr.contains(refusal ?? "?"), "\(push.stderr)")
     }
   }
 
@@ -330,6 +335,89 @@ extension SigningTests {
     #expect(again.status == 0, "\(again.stderr)")
     let mine = try CLI.run(["--store", reader, "get", "mine", "-"])
     #expect(mine.status == 0 && mine.stdout == bytes, "\(mine.stderr)")
+  }
+
+  @Test(
+    "config set access private puts the index in a new file: a member's descriptor opened while it was shared writes a binding only into the old file, and the signer signs none of it",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give the store a group"))
+  func heldIndexDescriptorLosesItsReach() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = try Self.signingStore(scratch, mode: 0o2770, dav: dav, keyFile: keyFile)
+    let bytes = Bytes.random(3000, seed: 2824)
+    let digest = try RemoteTests.put(store, bytes, in: scratch)
+    // A member's process holds the index open, and waits.
+    let go = scratch["go"]
+    let holder = try Spawned(
+      executable: "/usr/bin/env",
+      [
+        "python3", "-c",
+        """
+        import os, sqlite3, sys, time
+        fd = os.open(sys.argv[1], os.O_RDWR)
+        while not os.path.exists(sys.argv[3]): time.sleep(0.05)
+        copy = sys.argv[1] + ".member"
+        open(copy, "wb").write(os.pread(fd, os.fstat(fd).st_size, 0))
+        c = sqlite3.connect(copy)
+        c.execute("INSERT INTO keys(key, digest, updated) VALUES ('https://example.com/tool.tgz', ?, 1)", (sys.argv[2],))
+        c.commit(); c.close()
+        data = open(copy, "rb").read()
+        os.pwrite(fd, data, 0); os.ftruncate(fd, len(data)); os.fsync(fd)
+        print("written")
+        """,
+        store + "/index.sqlite", digest.hex, go,
+      ], io: scratch["holder"])
+    usleep(300_000)
+    let made = try CLI.run(["--store", store, "config", "set", "access", "private"])
+    #expect(made.status == 0, "\(made.stderr)")
+    _ = FileManager.default.createFile(atPath: go, contents: nil)
+    let held = try holder.wait()
+    #expect(held.status == 0 && held.text == "written\n", "\(held.stderr)")
+    try? FileManager.default.removeItem(atPath: store + "/index.sqlite.member")
+
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(push.status == 0, "\(push.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    let got = try CLI.run(["--store", reader, "get", "https://example.com/tool.tgz", "-"])
+    #expect(got.status != 0 && got.stdout.isEmpty, "\(got.stderr)")
+  }
+
+  @Test(
+    "a binding a member appended to references.log while the store was shared is not replayed as the user's own after it is private and its index is rebuilt",
+    .enabled(if: TestFilesystems.isRoot, "needs root to give the store a group"))
+  func sharedJournalLinesStayUnsigned() throws {
+    let dav = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (keyFile, publicKey) = try Self.keygen(scratch, "ci")
+    let store = try Self.signingStore(scratch, mode: 0o2770, dav: dav, keyFile: keyFile)
+    let bytes = Bytes.random(3000, seed: 2825)
+    let digest = try RemoteTests.put(store, bytes, in: scratch)
+    let line =
+      #"{"digest":"\#(digest.description)","key":"https://example.com/tool.tgz","op":"bind"}"#
+    if !FileManager.default.fileExists(atPath: store + "/references.log") {
+      _ = FileManager.default.createFile(atPath: store + "/references.log", contents: nil)
+    }
+    let log = try FileHandle(forWritingTo: URL(fileURLWithPath: store + "/references.log"))
+    try log.seekToEnd()
+    try log.write(contentsOf: Data((line + "\n").utf8))
+    try log.close()
+    #expect(try CLI.run(["--store", store, "config", "set", "access", "private"]).status == 0)
+    // The index is lost; the next command rebuilds it from the objects and the log.
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+      try? FileManager.default.removeItem(atPath: store + "/index.sqlite" + suffix)
+    }
+    let push = try RemoteTests.remote(store, ["push", digest.description])
+    #expect(push.status == 0, "\(push.stderr)")
+    let reader = scratch["r"]
+    #expect(
+      try RemoteTests.remote(reader, ["add", "b", dav.url("/b"), "--trust", publicKey]).status
+        == 0)
+    let got = try CLI.run(["--store", reader, "get", "https://example.com/tool.tgz", "-"])
+    #expect(got.status != 0 && got.stdout.isEmpty, "\(got.stderr)")
   }
 
   @Test(

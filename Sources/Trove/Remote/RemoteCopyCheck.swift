@@ -69,7 +69,7 @@ final class RemoteCopyCheck {
             signed = nil
           }
           store.remoteAnswered(name)
-          guard let signed, signed == (try? store.signedFacts(of: digest)) else { continue }
+          guard let signed, signed == (try? store.recordedFacts(of: digest)) else { continue }
           return true
         }
         store.remoteAnswered(name)

@@ -47,6 +47,15 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// (`remote add`, `remote rm`), whose remotes stay that user's choice.
   /// Nil for a remote the file's owner chose.
   var chosenBy: UInt32?
+  /// The ``chosenBy`` of a remote whose chooser is not known, only that
+  /// it is not this user (a file of theirs that is not as they write one).
+  static let unknownChooser = UInt32.max
+
+  /// `uid N`, or `an unknown user`.
+  static func chooserName(_ uid: UInt32) -> String {
+    uid == unknownChooser ? "an unknown user" : "uid \(uid)"
+  }
+
   /// Why ``authEnvironment`` may not be used: set when the file the spec
   /// was read from is not this user's or root's. Never written.
   var credentialRefusal: String? = nil

@@ -225,7 +225,7 @@ extension Store {
           if let signer {
             // Signed after the blob, before its keys: a reader that finds
             // a signed record finds the blob and its signed entry.
-            let signed = try signedFacts(of: digests[i], fromBytes: othersWriteIndex != nil)
+            let signed = try signedFacts(of: digests[i])
             try signObject(digests[i], facts: signed, on: backend, signer: signer)
             facts = signed
           }

@@ -33,7 +33,8 @@ extension Store {
   /// `remote 'a' (uid N)` or `remotes 'a' (uid N), 'b' (uid M)`.
   private static func naming(_ remotes: [RemoteSpec]) -> String {
     (remotes.count == 1 ? "remote " : "remotes ")
-      + remotes.map { "'\($0.name)' (uid \($0.chosenBy ?? 0))" }.joined(separator: ", ")
+      + remotes.map { "'\($0.name)' (\(RemoteSpec.chooserName($0.chosenBy ?? 0)))" }
+      .joined(separator: ", ")
   }
 
   /// The remote named `name`.
@@ -89,6 +90,9 @@ extension Store {
   /// false when there was none.
   @discardableResult
   public func removeRemote(named name: String) throws(TroveError) -> Bool {
+    // Nothing to remove writes nothing: a rewrite makes the file this
+    // user's.
+    guard try readRemoteList().remotes.contains(where: { $0.name == name }) else { return false }
     var removed = false
     try rewriteRemoteList { list in
       let before = list.remotes.count
@@ -118,10 +122,15 @@ extension Store {
       let reason: String
       if let refusal {
         reason = "'\(path)' \(refusal)"
-        // Whoever owns the file chose its remotes, unless it says who did.
-        list.remotes[i].chosenBy = list.remotes[i].chosenBy ?? read.status.owner
+        // Whoever owns the file chose its remotes, unless it says who did
+        // — but never this user: that is the word of a file that is not.
+        let me = Sys.effectiveUserID
+        let claimed = list.remotes[i].chosenBy.flatMap { $0 == me ? nil : $0 }
+        list.remotes[i].chosenBy =
+          claimed ?? (read.status.owner != me ? read.status.owner : RemoteSpec.unknownChooser)
       } else if let chooser = list.remotes[i].chosenBy, chooser != Sys.effectiveUserID {
-        reason = "remote '\(list.remotes[i].name)' in '\(path)' was chosen by uid \(chooser)"
+        reason =
+          "remote '\(list.remotes[i].name)' in '\(path)' was chosen by \(RemoteSpec.chooserName(chooser))"
       } else {
         continue
       }
@@ -170,27 +179,20 @@ extension Store {
   ///
   /// The file written is this user's, and says which of its remotes are
   /// not: those of a file another user owned stay that user's choice
-  /// (``RemoteSpec/chosenBy``: `~/.netrc` is not used for them), their
-  /// auth-env dropped, with one warning naming them.
+  /// (``RemoteSpec/chosenBy``: neither their auth-env nor `~/.netrc` is
+  /// used for them), with one warning naming them.
   private func rewriteRemoteList(_ change: (inout RemoteList) throws(TroveError) -> Void)
     throws(TroveError)
   {
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }
     var list = try readRemoteList()
-    var dropped: [String] = []
-    for i in list.remotes.indices
-    where !list.remotes[i].isOwnConfiguration && list.remotes[i].authEnvironment != nil {
-      dropped.append("'\(list.remotes[i].name)'")
-      list.remotes[i].authEnvironment = nil
-      list.remotes[i].credentialRefusal = nil
-    }
     try change(&list)
     let carried = list.remotes.filter { !$0.isOwnConfiguration }
     if !carried.isEmpty {
       let one = carried.count == 1
       configuration.onWarning?(
-        "\(Self.naming(carried)) in '\(remotesPath)' stay\(one ? "s" : "") another user's choice: ~/.netrc is not used for \(one ? "it" : "them")\(dropped.isEmpty ? "" : " and the auth-env of \(dropped.joined(separator: ", ")) is dropped"); remove and add again what you want to keep"
+        "\(Self.naming(carried)) in '\(remotesPath)' stay\(one ? "s" : "") another user's choice: neither \(one ? "its" : "their") auth-env nor ~/.netrc is used for \(one ? "it" : "them"); remove and add again what you want to keep"
       )
     }
     try replaceRootFile(RemoteList.fileName, with: list.encoded())

@@ -25,22 +25,24 @@ extension Store {
   /// Why the choices a root file holds (`signing-key`, credential
   /// bindings) are not this user's, from the status of the descriptor they
   /// were read from: another user (not root) owns it; another user could
-  /// write it (group or other write permission); it is read-only to its
-  /// owner, as every object is — another member can rename a file this
-  /// user owns, such as an object whose bytes they chose, over it — or it
-  /// has other names. Nil when they are this user's.
+  /// write it (group or other write permission); or it has the mode of a
+  /// file Trove wrote with bytes from elsewhere — read-only to its owner
+  /// as every object is, or private to its owner as every part file and
+  /// staged put is — which another member can rename over it from a folder
+  /// they own; or it has other names. Nil when they are this user's.
   static func rootFileRefusal(_ status: FileStatus) -> String? {
     let owner = status.owner
     if owner != Sys.effectiveUserID && owner != 0 {
       return "is owned by uid \(owner), not by this user (uid \(Sys.effectiveUserID)) or root"
     }
     let mode = status.mode & 0o7777
+    let shown = String(mode, radix: 8)
     if mode & 0o022 != 0 {
-      return "is writable by users other than its owner (mode \(String(mode, radix: 8)))"
+      return "is writable by users other than its owner (mode \(shown))"
     }
-    if mode & 0o200 == 0 || status.linkCount != 1 {
+    if mode & 0o200 == 0 || mode & 0o044 == 0 || status.linkCount != 1 {
       return
-        "is not a file trove wrote (mode \(String(mode, radix: 8)), \(status.linkCount) links: read-only or linked, as an object is)"
+        "is not a file trove wrote (mode \(shown), \(status.linkCount) links: read-only, private or linked, as an object, a part file or a staged put can be; if it is yours, chmod 644 it)"
     }
     return nil
   }

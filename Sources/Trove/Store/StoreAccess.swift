@@ -160,16 +160,26 @@ extension Store {
       try rootDirectory.status().group
     }
     var change = AccessChange(access: access, groupID: gid)
-    // Other users could bind keys until now: none of those is this user's
-    // to sign, and the index does not say whose each is.
-    let wasShared = (try? rootDirectory.status()).map { $0.mode & 0o022 != 0 } ?? false
-    if access == .private, wasShared || self.access == .group {
-      try objects.markKeysPulled()
-    }
+    // Whether other users could write the index or the log until now.
+    let journal = try? rootDirectory.status(of: StoreLayout.journal, followSymlinks: false)
+    let wasShared =
+      self.access == .group || othersMayWriteIndex(modesOnly: true) != nil
+      || (journal.map { $0.mode & 0o022 != 0 } ?? false)
     try attempt("change access of", root) { () throws(SystemCallError) in
       try rootDirectory.setPermissions(access.folderMode)
     }
     change.changed += 1
+    if access == .private, wasShared {
+      // Other users could bind keys and append to the log until now: none
+      // of that is this user's to sign, and nothing says whose each is.
+      // The index goes to a new file first, out of reach of any process
+      // that opened the old one; then every key in it is marked, and the
+      // log rewritten from it. (The modes of what these write are set
+      // below, with every other file's.)
+      try objects.moveIndexToNewFile(access: access)
+      try objects.markKeysPulled()
+      try objects.rewriteJournal()
+    }
     func note(_ path: String, _ error: SystemCallError) {
       if change.failures.count < 20 {
         change.failures.append(TroveError.system(error, "change access of", path: path).description)
@@ -244,7 +254,9 @@ extension Store {
         // write) would pass for this user's once given its mode
         // (``Store/rootFileRefusal(_:)``).
         let status = try file.status()
-        guard Self.rootFileRefusal(status) == nil else { continue }
+        guard Self.rootFileRefusal(status) == nil, status.owner == Sys.effectiveUserID,
+          status.mode & 0o7777 != Self.rootFileMode
+        else { continue }
         try file.setPermissions(Self.rootFileMode)
         change.changed += 1
       } catch {

@@ -127,19 +127,21 @@ extension Store {
     return "'\(settingsPath)' \(reason): its signing-key is not used, as another user chose it"
   }
 
-  /// What a signer vouches for `digest`: its length and SHA-256. From the
-  /// SHA-256 the index recorded (checked against the object when it was
-  /// computed or fetched), or, when `fromBytes` (another user may have
-  /// written the index: ``othersMayWriteIndex()``), from the object's bytes
-  /// in one read, verified against its digest.
-  func signedFacts(of digest: BlobDigest, fromBytes: Bool = false) throws(TroveError)
-    -> SignedFacts
-  {
-    if fromBytes {
-      let hasher = SHA2Hasher(.sha256)
-      let size = try hashBytes(of: digest, into: [hasher])
-      return SignedFacts(size: size, sha256: hasher.finalize())
-    }
+  /// What a signer vouches for `digest`: its length and SHA-256, read
+  /// from the object's bytes (verified against its digest as they pass),
+  /// never from the index, which another user may have written (a store
+  /// once shared) or which may lag the objects.
+  func signedFacts(of digest: BlobDigest) throws(TroveError) -> SignedFacts {
+    let hasher = SHA2Hasher(.sha256)
+    let size = try hashBytes(of: digest, into: [hasher])
+    return SignedFacts(size: size, sha256: hasher.finalize())
+  }
+
+  /// What the index says of `digest`: its length and the SHA-256 recorded
+  /// (computed from the object and recorded when there is none). Enough
+  /// to match a signed entry of the same digest, which names its bytes
+  /// already; a signer uses ``signedFacts(of:)``.
+  func recordedFacts(of digest: BlobDigest) throws(TroveError) -> SignedFacts {
     guard let entry = try entry(for: digest) else { throw notFound(digest) }
     guard let sha = try checksums(of: digest, [.sha256])[.sha256] else {
       throw TroveError(.ioError, "no SHA-256 of \(digest)", value: digest.description)
@@ -147,14 +149,16 @@ extension Store {
     return SignedFacts(size: entry.size, sha256: sha)
   }
 
-  /// Why the keys and checksums in the index may not be this user's own
-  /// word: another user owns, or a group or others may write, the root
-  /// folder (whose entries can then be renamed) or the index and its
-  /// companion files. Nil when only this user could have written them.
-  func othersMayWriteIndex() -> String? {
+  /// Why the keys in the index may not be this user's own bindings:
+  /// another user (not root) owns, or a group or others may write, the
+  /// root folder (whose entries can then be renamed) or the index and its
+  /// companion files. Nil when only this user or root could have written
+  /// them. With `modesOnly`, owners are not judged (whether the store was
+  /// shared, whoever asks).
+  func othersMayWriteIndex(modesOnly: Bool = false) -> String? {
     func refusal(_ status: FileStatus, _ path: String) -> String? {
       let mode = status.mode & 0o7777
-      if status.owner != Sys.effectiveUserID {
+      if !modesOnly, status.owner != Sys.effectiveUserID, status.owner != 0 {
         return "'\(path)' is owned by uid \(status.owner)"
       }
       if mode & 0o022 != 0 {

@@ -102,6 +102,44 @@ extension ObjectTable {
     return index
   }
 
+  /// Puts the index in a new file (`VACUUM INTO`, renamed over it) and
+  /// removes the old one's WAL and shared memory: a process that opened
+  /// the old file while others could write it keeps writing only to that
+  /// unlinked file. This process's own connections are closed first (the
+  /// next ``index()`` opens the new file). The new file gets the mode of
+  /// a store with `newAccess`. O(index size).
+  func moveIndexToNewFile(access newAccess: StoreAccess) throws(TroveError) {
+    _ = try? rootDirectory.lock()
+    defer { rootDirectory.unlock() }
+    // Closed when released: SQLite then checkpoints the old WAL by name,
+    // which must still be the old file's.
+    if let current = try? index() { forgetIndex(current) }
+    let temp = StoreLayout.temporaryName("index")
+    let tempPath = tmpPath + "/" + temp
+    do throws(SQLiteConnection.Failure) {
+      let db = try SQLiteConnection(path: indexPath, busyTimeoutMilliseconds: 10_000)
+      try db.execute("VACUUM INTO '\(tempPath.replacingOccurrences(of: "'", with: "''"))'")
+    } catch {
+      try? tmpDirectory.removeFile(temp)
+      throw Index.error(error, "copy the index to a new file", indexPath)
+    }
+    do throws(TroveError) {
+      try attempt("replace", indexPath) { () throws(SystemCallError) in
+        let file = try FileDescriptor.open(temp, in: tmpDirectory, [.readOnly, .noFollow])
+        defer { file.close() }
+        try file.setPermissions(newAccess.sharedFileMode)
+        try file.sync()
+        try tmpDirectory.rename(temp, to: StoreLayout.index, in: rootDirectory)
+      }
+    } catch {
+      try? tmpDirectory.removeFile(temp)
+      throw error
+    }
+    for suffix in Self.indexCompanions {
+      _ = try? rootDirectory.removeFile(StoreLayout.index + suffix)
+    }
+  }
+
   /// Checks every page of the index (`PRAGMA quick_check`, O(index
   /// size)); a damaged one is set aside and a new one rebuilt from the
   /// objects. For `reindex` and `verify --repair`, which read everything

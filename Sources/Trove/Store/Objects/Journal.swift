@@ -104,6 +104,14 @@ extension ObjectTable {
 
   /// Rewrites the log as the pins and keys the index holds now, when it
   /// is more than four times their size.
+  /// Rewrites the log as the pins and keys the index holds now, whatever
+  /// its size: nothing another user appended to it is left to replay.
+  func rewriteJournal() throws(TroveError) {
+    try index().write("rewrite \(StoreLayout.journal)") { (tx) throws(TroveError) in
+      compactJournal(tx, size: .max)
+    }
+  }
+
   private func compactJournal(_ tx: IndexSession, size: Int64) {
     guard let pins = try? tx.pins(), let keys = try? tx.keys() else { return }
     var records = pins.map {
@@ -149,6 +157,13 @@ extension ObjectTable {
       (try? fd.status().isRegular) == true
     else { return nil }
     let bytes = (try? fd.readAll(limit: Int(min(length, 1 << 30)))) ?? []
+    // A log another user could write says nothing of whose a binding is:
+    // each is replayed as a remote's would be, never for a signer.
+    let status = try? fd.status()
+    let shared =
+      status.map {
+        ($0.owner != Sys.effectiveUserID && $0.owner != 0) || $0.mode & 0o022 != 0
+      } ?? true
     fd.close()
     var pins: [String: JournalRecord] = [:]
     var keys: [String: JournalRecord] = [:]
@@ -199,7 +214,8 @@ extension ObjectTable {
           continue
         }
         try tx.insertKey(
-          key, digest: digest, origin: record.origin, pulled: record.pulled == true, at: now)
+          key, digest: digest, origin: record.origin, pulled: shared || record.pulled == true,
+          at: now)
         try tx.insertChecksums(record.checksums ?? [], for: digest)
         replay.keys += 1
       }
