@@ -358,6 +358,34 @@ struct SharedCredentialTests {
   }
 
   @Test(
+    "root's remote add over bob's remotes.json that names alice as its remote's chooser keeps bob as the chooser: alice's credential is not sent to his URL"
+  )
+  func rootRewriteKeepsTheOwnerAsChooser() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = try groupStore(scratch)
+    #expect(try CLI.run(["--store", store, "config", "set", "max-age", "30d"]).status == 0)
+    let planted = """
+      {"format": 1, "remotes": [{"name": "evil", "url": "\(server.url("/headers/evil"))", "read-only": true, "auth-env": "TROVE_TEAM_TOKEN", "chosen-by": 60001}]}
+      """
+    let path = store + "/remotes.json"
+    try Data(planted.utf8).write(to: URL(fileURLWithPath: path))
+    #expect(chown(path, 60002, 60100) == 0 && chmod(path, 0o644) == 0)
+    let added = try CLI.run(
+      [
+        "--store", store, "remote", "add", "shared", server.url("/headers/shared"), "--write",
+        "off",
+      ])
+    #expect(added.status == 0, "\(added.stderr)")
+    #expect(added.stderr.contains("remote 'evil' (uid 60002)"), "\(added.stderr)")
+    let check = try CLI.run(
+      ["--store", store, "remote", "check", "evil"],
+      environment: ["TROVE_TEAM_TOKEN": "alice-secret"], prefix: AccessTests.alice)
+    #expect(check.status != 0, "\(check.stderr)")
+    #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
+  }
+
+  @Test(
     "alice's config set or remote add over bob's files drops his signing-key and auth-env, one warning line each, unless her change sets them"
   )
   func rewriteDropsAnotherMembersChoices() throws {

@@ -104,7 +104,8 @@ extension Store {
     let digest = XXH3Hasher.digest(bytes)
     let temp = StoreLayout.temporaryName("probe")
     let file = try attempt("create temporary file in", tmpPath) { () throws(SystemCallError) in
-      let fd = try FileDescriptor.open(temp, in: tmpDirectory, [.readWrite, .create, .exclusive])
+      let fd = try FileDescriptor.open(
+        temp, in: tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
       do throws(SystemCallError) {
         try fd.writeAll(bytes)
       } catch {

@@ -371,7 +371,9 @@ extension Store {
     object.close()
     let temp = StoreLayout.temporaryName("push")
     let file = try attempt("create temporary file in", tmpPath) { () throws(SystemCallError) in
-      try FileDescriptor.open(temp, in: tmpDirectory, [.readWrite, .create, .exclusive])
+      // Private, as every staged file: its bytes are another party's.
+      try FileDescriptor.open(
+        temp, in: tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
     }
     do throws(TroveError) {
       let size = try write(

@@ -122,12 +122,11 @@ extension Store {
       let reason: String
       if let refusal {
         reason = "'\(path)' \(refusal)"
-        // Whoever owns the file chose its remotes, unless it says who did
-        // — but never this user: that is the word of a file that is not.
-        let me = Sys.effectiveUserID
-        let claimed = list.remotes[i].chosenBy.flatMap { $0 == me ? nil : $0 }
+        // Whoever owns the file chose its remotes: what the file says of
+        // who chose them is that owner's word, and names no one.
+        let owner = read.status.owner
         list.remotes[i].chosenBy =
-          claimed ?? (read.status.owner != me ? read.status.owner : RemoteSpec.unknownChooser)
+          owner != Sys.effectiveUserID ? owner : RemoteSpec.unknownChooser
       } else if let chooser = list.remotes[i].chosenBy, chooser != Sys.effectiveUserID {
         reason =
           "remote '\(list.remotes[i].name)' in '\(path)' was chosen by \(RemoteSpec.chooserName(chooser))"

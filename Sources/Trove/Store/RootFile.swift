@@ -42,7 +42,7 @@ extension Store {
     }
     if mode & 0o200 == 0 || mode & 0o044 == 0 || status.linkCount != 1 {
       return
-        "is not a file trove wrote (mode \(shown), \(status.linkCount) links: read-only, private or linked, as an object, a part file or a staged put can be; if it is yours, chmod 644 it)"
+        "is not a file trove wrote (mode \(shown), \(status.linkCount) links: read-only, private or linked, as an object, a part file or a staged put can be; remove it and set what it held again)"
     }
     return nil
   }

@@ -178,7 +178,11 @@ extension Store {
       // below, with every other file's.)
       try objects.moveIndexToNewFile(access: access)
       try objects.markKeysPulled()
-      try objects.rewriteJournal()
+      let folder = try attempt("inspect store", root) { () throws(SystemCallError) in
+        try rootDirectory.status()
+      }
+      try objects.rewriteJournal(
+        owner: Sys.effectiveUserID == 0 ? (folder.owner, folder.group) : nil)
     }
     func note(_ path: String, _ error: SystemCallError) {
       if change.failures.count < 20 {

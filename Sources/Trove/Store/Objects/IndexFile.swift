@@ -105,9 +105,13 @@ extension ObjectTable {
   /// Puts the index in a new file (`VACUUM INTO`, renamed over it) and
   /// removes the old one's WAL and shared memory: a process that opened
   /// the old file while others could write it keeps writing only to that
-  /// unlinked file. This process's own connections are closed first (the
-  /// next ``index()`` opens the new file). The new file gets the mode of
-  /// a store with `newAccess`. O(index size).
+  /// unlinked file. Every key in the copy is marked as a remote's binding
+  /// (``KeyBinding/isPulled``) before it takes the index's name, so no
+  /// crash leaves an index with unmarked keys under that name. This
+  /// process's own connections are closed first (the next ``index()``
+  /// opens the new file). The new file gets the mode of a store with
+  /// `newAccess`, and (when root does this) the root folder's owner.
+  /// O(index size).
   func moveIndexToNewFile(access newAccess: StoreAccess) throws(TroveError) {
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }
@@ -115,10 +119,23 @@ extension ObjectTable {
     // which must still be the old file's.
     if let current = try? index() { forgetIndex(current) }
     let temp = StoreLayout.temporaryName("index")
+    // SQLite writes the copy by path: that path must still be the tmp/
+    // this store opened, not a link someone put in its place.
     let tempPath = tmpPath + "/" + temp
+    let opened = try? tmpDirectory.status()
+    let named = try? rootDirectory.status(of: StoreLayout.tmp, followSymlinks: false)
+    guard let opened, let named, named.isDirectory, named.inode == opened.inode,
+      named.device == opened.device
+    else {
+      throw TroveError(
+        .storeUnavailable, "'\(tmpPath)' is no longer the folder this store opened; not copied",
+        path: tmpPath)
+    }
     do throws(SQLiteConnection.Failure) {
       let db = try SQLiteConnection(path: indexPath, busyTimeoutMilliseconds: 10_000)
       try db.execute("VACUUM INTO '\(tempPath.replacingOccurrences(of: "'", with: "''"))'")
+      let copy = try SQLiteConnection(path: tempPath, busyTimeoutMilliseconds: 10_000)
+      try copy.execute("UPDATE keys SET pulled = 1 WHERE pulled IS NULL")
     } catch {
       try? tmpDirectory.removeFile(temp)
       throw Index.error(error, "copy the index to a new file", indexPath)
@@ -128,6 +145,10 @@ extension ObjectTable {
         let file = try FileDescriptor.open(temp, in: tmpDirectory, [.readOnly, .noFollow])
         defer { file.close() }
         try file.setPermissions(newAccess.sharedFileMode)
+        if Sys.effectiveUserID == 0 {
+          let folder = try rootDirectory.status()
+          _ = try Sys.call("fchown") { fchown(file.rawValue, folder.owner, folder.group) }
+        }
         try file.sync()
         try tmpDirectory.rename(temp, to: StoreLayout.index, in: rootDirectory)
       }

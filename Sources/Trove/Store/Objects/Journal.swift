@@ -102,41 +102,60 @@ extension ObjectTable {
     return nil
   }
 
-  /// Rewrites the log as the pins and keys the index holds now, when it
-  /// is more than four times their size.
   /// Rewrites the log as the pins and keys the index holds now, whatever
-  /// its size: nothing another user appended to it is left to replay.
-  func rewriteJournal() throws(TroveError) {
+  /// its size: nothing another user appended to it is left to replay. The
+  /// new log is given `owner` (uid, gid) when one is given.
+  func rewriteJournal(owner: (UInt32, UInt32)? = nil) throws(TroveError) {
     try index().write("rewrite \(StoreLayout.journal)") { (tx) throws(TroveError) in
-      compactJournal(tx, size: .max)
+      let all = try records(tx)
+      try attempt("rewrite", root + "/" + StoreLayout.journal) { () throws(SystemCallError) in
+        try writeJournal(Self.lines(all), owner: owner)
+      }
     }
   }
 
-  private func compactJournal(_ tx: IndexSession, size: Int64) {
-    guard let pins = try? tx.pins(), let keys = try? tx.keys() else { return }
-    var records = pins.map {
+  /// Every pin and key the index holds, as log records.
+  private func records(_ tx: IndexSession) throws(TroveError) -> [JournalRecord] {
+    var records = try tx.pins().map {
       JournalRecord(op: .pin, digest: $0.digest, name: $0.name, expires: $0.expiresNanoseconds)
     }
-    records += keys.map {
+    records += try tx.keys().map {
       JournalRecord(
         op: .bind, digest: $0.digest, key: $0.key, origin: $0.origin,
         checksums: (try? tx.checksums(of: $0.digest)).flatMap { $0.isEmpty ? nil : $0 },
         pulled: $0.isPulled ? true : nil)
     }
-    let bytes = Self.lines(records)
-    guard Int64(bytes.count) * 4 < size else { return }
+    return records
+  }
+
+  /// Replaces the log with `records`: a temp file in `tmp/`, synced,
+  /// renamed into place.
+  private func writeJournal(_ bytes: [UInt8], owner: (UInt32, UInt32)? = nil)
+    throws(SystemCallError)
+  {
     let temp = StoreLayout.temporaryName("journal")
     do throws(SystemCallError) {
       let fd = try FileDescriptor.open(
         temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
       defer { fd.close() }
       fd.shareForStore(access)
+      if let owner { _ = try Sys.call("fchown") { fchown(fd.rawValue, owner.0, owner.1) } }
       try fd.writeAll(bytes)
       try fd.sync()
       try tmpDirectory.rename(temp, to: StoreLayout.journal, in: rootDirectory)
     } catch {
       try? tmpDirectory.removeFile(temp)
+      throw error
     }
+  }
+
+  /// Rewrites the log as the pins and keys the index holds now, when it
+  /// is more than four times their size. Best effort.
+  private func compactJournal(_ tx: IndexSession, size: Int64) {
+    guard let all = try? records(tx) else { return }
+    let bytes = Self.lines(all)
+    guard Int64(bytes.count) * 4 < size else { return }
+    try? writeJournal(bytes)
   }
 
   /// What replaying the log onto a rebuilt index did.
@@ -160,9 +179,10 @@ extension ObjectTable {
     // A log another user could write says nothing of whose a binding is:
     // each is replayed as a remote's would be, never for a signer.
     let status = try? fd.status()
+    let folderOwner = (try? rootDirectory.status().owner) ?? Sys.effectiveUserID
     let shared =
       status.map {
-        ($0.owner != Sys.effectiveUserID && $0.owner != 0) || $0.mode & 0o022 != 0
+        ![Sys.effectiveUserID, 0, folderOwner].contains($0.owner) || $0.mode & 0o022 != 0
       } ?? true
     fd.close()
     var pins: [String: JournalRecord] = [:]
