@@ -358,7 +358,7 @@ struct SharedCredentialTests {
   }
 
   @Test(
-    "root's remote add over bob's remotes.json that names alice as its remote's chooser keeps bob as the chooser: alice's credential is not sent to his URL"
+    "root's remote add over bob's remotes.json that names alice as its remote's chooser believes neither: the chooser is unknown, and alice's credential is not sent to his URL"
   )
   func rootRewriteKeepsTheOwnerAsChooser() throws {
     let server = try FaultServer()
@@ -377,11 +377,41 @@ struct SharedCredentialTests {
         "off",
       ])
     #expect(added.status == 0, "\(added.stderr)")
-    #expect(added.stderr.contains("remote 'evil' (uid 60002)"), "\(added.stderr)")
+    #expect(added.stderr.contains("remote 'evil' (an unknown user)"), "\(added.stderr)")
     let check = try CLI.run(
       ["--store", store, "remote", "check", "evil"],
       environment: ["TROVE_TEAM_TOKEN": "alice-secret"], prefix: AccessTests.alice)
     #expect(check.status != 0, "\(check.stderr)")
+    #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
+  }
+
+  @Test(
+    "bob's remote survives alice's rewrite as bob's, and then root's rewrite as no one's: alice's credential never goes to bob's URL"
+  )
+  func chooserThroughTwoRewrites() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = try groupStore(scratch)
+    func trove(_ user: [String], _ arguments: [String], _ environment: [String: String] = [:])
+      throws -> CLI.Result
+    {
+      try CLI.run(["--store", store] + arguments, environment: environment, prefix: user)
+    }
+    let added = try trove(
+      AccessTests.bob,
+      [
+        "remote", "add", "evil", server.url("/headers/evil"), "--auth-env", "TROVE_TOK",
+        "--write", "off",
+      ])
+    #expect(added.status == 0, "\(added.stderr)")
+    let mine = try trove(
+      AccessTests.alice, ["remote", "add", "mine", server.url("/headers/mine"), "--write", "off"])
+    #expect(mine.status == 0 && mine.stderr.contains("'evil' (uid 60002)"), "\(mine.stderr)")
+    let rooted = try trove(
+      [], ["remote", "add", "rootr", server.url("/headers/r"), "--write", "off"])
+    #expect(rooted.status == 0, "\(rooted.stderr)")
+    #expect(rooted.stderr.contains("'evil' (an unknown user)"), "\(rooted.stderr)")
+    _ = try trove(AccessTests.alice, ["remote", "check", "evil"], ["TROVE_TOK": "alice-secret"])
     #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
   }
 

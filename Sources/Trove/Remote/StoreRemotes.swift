@@ -122,11 +122,13 @@ extension Store {
       let reason: String
       if let refusal {
         reason = "'\(path)' \(refusal)"
-        // Whoever owns the file chose its remotes: what the file says of
-        // who chose them is that owner's word, and names no one.
+        // Whoever owns the file chose its remotes, unless it says another
+        // did — which is only its owner's word: that chooser is unknown.
+        // Never this user: this file is not theirs.
         let owner = read.status.owner
+        let claimed = list.remotes[i].chosenBy ?? owner
         list.remotes[i].chosenBy =
-          owner != Sys.effectiveUserID ? owner : RemoteSpec.unknownChooser
+          claimed == owner && owner != Sys.effectiveUserID ? owner : RemoteSpec.unknownChooser
       } else if let chooser = list.remotes[i].chosenBy, chooser != Sys.effectiveUserID {
         reason =
           "remote '\(list.remotes[i].name)' in '\(path)' was chosen by \(RemoteSpec.chooserName(chooser))"

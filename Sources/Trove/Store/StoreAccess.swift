@@ -114,6 +114,17 @@ extension Store {
 }
 
 extension FileDescriptor {
+  /// Gives the file the owner `uid` and group `gid`. `fchown(2)`.
+  func setOwner(_ uid: UInt32, _ gid: UInt32) throws(SystemCallError) {
+    _ = try Sys.call("fchown") { fchown(rawValue, uid, gid) }
+  }
+
+  /// Gives `name` here the owner `uid` and group `gid`, never following a
+  /// symbolic link. `fchownat(2)` with AT_SYMLINK_NOFOLLOW.
+  func setOwner(of name: String, _ uid: UInt32, _ gid: UInt32) throws(SystemCallError) {
+    _ = try Sys.call("fchownat") { fchownat(rawValue, name, uid, gid, AT_SYMLINK_NOFOLLOW) }
+  }
+
   /// Gives the file the group `gid` (its owner stays). `fchown(2)`.
   func setGroup(_ gid: UInt32) throws(SystemCallError) {
     _ = try Sys.call("fchown") { fchown(rawValue, uid_t.max, gid) }
@@ -160,6 +171,11 @@ extension Store {
       try rootDirectory.status().group
     }
     var change = AccessChange(access: access, groupID: gid)
+    // Root making a store private gives it whole to the root folder's
+    // owner: a member's folder left theirs at 0700 would lock the owner out.
+    let owner: UInt32? =
+      access == .private && Sys.effectiveUserID == 0
+      ? (try? rootDirectory.status().owner) : nil
     // Whether other users could write the index or the log until now.
     let journal = try? rootDirectory.status(of: StoreLayout.journal, followSymlinks: false)
     let wasShared =
@@ -182,7 +198,7 @@ extension Store {
         try rootDirectory.status()
       }
       try objects.rewriteJournal(
-        owner: Sys.effectiveUserID == 0 ? (folder.owner, folder.group) : nil)
+        access: access, owner: Sys.effectiveUserID == 0 ? (folder.owner, folder.group) : nil)
     }
     func note(_ path: String, _ error: SystemCallError) {
       if change.failures.count < 20 {
@@ -202,7 +218,7 @@ extension Store {
           else { continue }
           defer { sub.close() }
           do throws(SystemCallError) {
-            try sub.setGroup(gid)
+            if let owner { try sub.setOwner(owner, gid) } else { try sub.setGroup(gid) }
             try sub.setPermissions(access.folderMode)
             change.changed += 1
           } catch {
@@ -214,7 +230,7 @@ extension Store {
             let file = try FileDescriptor.open(
               name, in: folder, [.readOnly, .noFollow, .nonBlocking])
             defer { file.close() }
-            try file.setGroup(gid)
+            if let owner { try file.setOwner(owner, gid) } else { try file.setGroup(gid) }
             try file.setPermissions(access.sharedFileMode)
             change.changed += 1
           } catch {
@@ -222,7 +238,11 @@ extension Store {
           }
         } else if status.isRegular {
           do throws(SystemCallError) {
-            try folder.setGroup(of: name, gid)
+            if let owner {
+              try folder.setOwner(of: name, owner, gid)
+            } else {
+              try folder.setGroup(of: name, gid)
+            }
             change.changed += 1
           } catch {
             note(here, error)
@@ -238,7 +258,7 @@ extension Store {
       else { return }
       defer { folder.close() }
       do throws(SystemCallError) {
-        try folder.setGroup(gid)
+        if let owner { try folder.setOwner(owner, gid) } else { try folder.setGroup(gid) }
         try folder.setPermissions(staging ? access.stagingFolderMode : access.folderMode)
         change.changed += 1
       } catch {

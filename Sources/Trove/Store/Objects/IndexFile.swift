@@ -118,42 +118,38 @@ extension ObjectTable {
     // Closed when released: SQLite then checkpoints the old WAL by name,
     // which must still be the old file's.
     if let current = try? index() { forgetIndex(current) }
-    let temp = StoreLayout.temporaryName("index")
-    // SQLite writes the copy by path: that path must still be the tmp/
-    // this store opened, not a link someone put in its place.
-    let tempPath = tmpPath + "/" + temp
-    let opened = try? tmpDirectory.status()
-    let named = try? rootDirectory.status(of: StoreLayout.tmp, followSymlinks: false)
-    guard let opened, let named, named.isDirectory, named.inode == opened.inode,
-      named.device == opened.device
-    else {
-      throw TroveError(
-        .storeUnavailable, "'\(tmpPath)' is no longer the folder this store opened; not copied",
-        path: tmpPath)
-    }
+    // Beside the index, in the root folder only this user may write by
+    // now (tmp/ may be another member's): SQLite writes it by path.
+    let temp = "." + StoreLayout.temporaryName("index")
+    let tempPath = root + "/" + temp
     do throws(SQLiteConnection.Failure) {
       let db = try SQLiteConnection(path: indexPath, busyTimeoutMilliseconds: 10_000)
       try db.execute("VACUUM INTO '\(tempPath.replacingOccurrences(of: "'", with: "''"))'")
       let copy = try SQLiteConnection(path: tempPath, busyTimeoutMilliseconds: 10_000)
       try copy.execute("UPDATE keys SET pulled = 1 WHERE pulled IS NULL")
     } catch {
-      try? tmpDirectory.removeFile(temp)
+      try? rootDirectory.removeFile(temp)
       throw Index.error(error, "copy the index to a new file", indexPath)
     }
     do throws(TroveError) {
       try attempt("replace", indexPath) { () throws(SystemCallError) in
-        let file = try FileDescriptor.open(temp, in: tmpDirectory, [.readOnly, .noFollow])
+        let file = try FileDescriptor.openRegularFile(temp, in: rootDirectory)
         defer { file.close() }
+        // The file SQLite made for this process, and no other.
+        let status = try file.status()
+        guard status.owner == Sys.effectiveUserID, status.linkCount == 1 else {
+          throw SystemCallError("open", .notPermitted)
+        }
         try file.setPermissions(newAccess.sharedFileMode)
         if Sys.effectiveUserID == 0 {
           let folder = try rootDirectory.status()
-          _ = try Sys.call("fchown") { fchown(file.rawValue, folder.owner, folder.group) }
+          try file.setOwner(folder.owner, folder.group)
         }
         try file.sync()
-        try tmpDirectory.rename(temp, to: StoreLayout.index, in: rootDirectory)
+        try rootDirectory.rename(temp, to: StoreLayout.index, in: rootDirectory)
       }
     } catch {
-      try? tmpDirectory.removeFile(temp)
+      try? rootDirectory.removeFile(temp)
       throw error
     }
     for suffix in Self.indexCompanions {

@@ -104,12 +104,17 @@ extension ObjectTable {
 
   /// Rewrites the log as the pins and keys the index holds now, whatever
   /// its size: nothing another user appended to it is left to replay. The
-  /// new log is given `owner` (uid, gid) when one is given.
-  func rewriteJournal(owner: (UInt32, UInt32)? = nil) throws(TroveError) {
+  /// new log is written beside it in the root folder (which only this
+  /// user may write by now, unlike `tmp/`), private until it is whole,
+  /// then given `access`'s mode and `owner` (uid, gid) when one is given.
+  func rewriteJournal(access newAccess: StoreAccess, owner: (UInt32, UInt32)? = nil)
+    throws(TroveError)
+  {
     try index().write("rewrite \(StoreLayout.journal)") { (tx) throws(TroveError) in
       let all = try records(tx)
       try attempt("rewrite", root + "/" + StoreLayout.journal) { () throws(SystemCallError) in
-        try writeJournal(Self.lines(all), owner: owner)
+        try writeJournal(
+          Self.lines(all), in: rootDirectory, mode: newAccess.sharedFileMode, owner: owner)
       }
     }
   }
@@ -128,23 +133,27 @@ extension ObjectTable {
     return records
   }
 
-  /// Replaces the log with `records`: a temp file in `tmp/`, synced,
-  /// renamed into place.
-  private func writeJournal(_ bytes: [UInt8], owner: (UInt32, UInt32)? = nil)
-    throws(SystemCallError)
-  {
+  /// Replaces the log with `bytes`: a temp file in `folder` (`tmp/` by
+  /// default), private to this user until it is whole and synced (no one
+  /// else gets a handle to write it), then given `mode` (the store's
+  /// shared mode by default) and `owner`, and renamed into place.
+  private func writeJournal(
+    _ bytes: [UInt8], in folder: FileDescriptor? = nil, mode: mode_t? = nil,
+    owner: (UInt32, UInt32)? = nil
+  ) throws(SystemCallError) {
+    let folder = folder ?? tmpDirectory
     let temp = StoreLayout.temporaryName("journal")
     do throws(SystemCallError) {
       let fd = try FileDescriptor.open(
-        temp, in: tmpDirectory, [.writeOnly, .create, .exclusive], permissions: 0o644)
+        temp, in: folder, [.writeOnly, .create, .exclusive, .noFollow], permissions: 0o600)
       defer { fd.close() }
-      fd.shareForStore(access)
-      if let owner { _ = try Sys.call("fchown") { fchown(fd.rawValue, owner.0, owner.1) } }
       try fd.writeAll(bytes)
       try fd.sync()
-      try tmpDirectory.rename(temp, to: StoreLayout.journal, in: rootDirectory)
+      try fd.setPermissions(mode ?? (access == .group ? access.sharedFileMode : 0o644))
+      if let owner { try fd.setOwner(owner.0, owner.1) }
+      try folder.rename(temp, to: StoreLayout.journal, in: rootDirectory)
     } catch {
-      try? tmpDirectory.removeFile(temp)
+      try? folder.removeFile(temp)
       throw error
     }
   }
