@@ -156,27 +156,8 @@ extension Store {
       size = pulled.size
       downloaded = true
     }
-    // So is its length: a record that says another length than the
-    // blob's is not the blob's, and binds nothing.
-    if let claimed = record.origin?.size, claimed != size {
-      throw TroveError(
-        .checksumMismatch,
-        "remote '\(spec.name)': the record of key '\(key)' says \(digest) is \(claimed) bytes, and it is \(size); key not bound",
-        value: key)
-    }
-    // The record's checksums are claims: each is computed from the bytes
-    // (and recorded so) before the key is bound; a record whose claims
-    // the bytes do not bear is corrupt, and binds nothing.
-    let claimed = record.parsedChecksums.filter { $0.algorithm != .xxh128 }
-    if !claimed.isEmpty {
-      let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
-      if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
-        throw TroveError(
-          .checksumMismatch,
-          "remote '\(spec.name)': the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; key not bound",
-          value: key)
-      }
-    }
+    try checkClaims(
+      of: record, key: key, digest: digest, size: size, source: "remote '\(spec.name)': ")
     // A binding this store made meanwhile (a fetch of its own) is newer
     // than the record: it stays.
     // Validators, but no freshness: the origin says whether it is current.
@@ -193,5 +174,33 @@ extension Store {
         downloaded: downloaded)
     }
     return result
+  }
+}
+
+extension Store {
+  /// Checks what `record` (of `key`, naming `digest`, whose bytes are
+  /// `size` long and stored here) claims: its length, and each checksum,
+  /// computed from the bytes (and recorded so). A record whose claims the
+  /// bytes do not bear binds nothing. `source` starts each message.
+  ///
+  /// - Throws: `.checksumMismatch` naming the key and the claim.
+  func checkClaims(
+    of record: RemoteKeyRecord, key: String, digest: BlobDigest, size: Int64, source: String
+  ) throws(TroveError) {
+    if let claimed = record.origin?.size, claimed != size {
+      throw TroveError(
+        .checksumMismatch,
+        "\(source)the record of key '\(key)' says \(digest) is \(claimed) bytes, and it is \(size); key not bound",
+        value: key)
+    }
+    let claimed = record.parsedChecksums.filter { $0.algorithm != .xxh128 }
+    guard !claimed.isEmpty else { return }
+    let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
+    if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
+      throw TroveError(
+        .checksumMismatch,
+        "\(source)the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; key not bound",
+        value: key)
+    }
   }
 }

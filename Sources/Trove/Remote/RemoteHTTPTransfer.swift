@@ -80,6 +80,30 @@ final class RemoteHTTPTransfer {
     var etag: String?
   }
 
+  /// The error for an exchange that did not complete (its sink or the
+  /// upload's file failed, or libcurl did), naming `remote`, the request
+  /// and `shown` (the URL or object as messages give it); nil when it
+  /// completed, whatever its status.
+  static func failure(
+    _ outcome: Outcome, remote: String, method: String, shown: String
+  ) -> TroveError? {
+    if let error = outcome.sinkError { return error }
+    if let error = outcome.readError {
+      return TroveError(
+        .ioError, "cannot read the blob being uploaded to remote '\(remote)'", cause: error)
+    }
+    guard outcome.code != CURLE_OK else { return nil }
+    let transient =
+      [
+        CURLE_PARTIAL_FILE, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+        CURLE_GOT_NOTHING,
+      ].contains(outcome.code) && outcome.status != 0
+    return TroveError(
+      transient ? .transferFailed : .unavailable,
+      "remote '\(remote)': \(method) \(shown) failed: \(ServerText.excerpt(outcome.message))",
+      value: shown)
+  }
+
   /// A request's callbacks: a 2xx response's body to the sink (any other
   /// body is dropped, read up to ``unreadBodyLimit``), the upload's bytes
   /// from its file or array.

@@ -44,22 +44,7 @@ extension Store {
         .notFound, "the store does not hold \(digest): push the blob before its key's record",
         value: digest.description)
     }
-    if let claimed = record.origin?.size, claimed != entry.size {
-      throw TroveError(
-        .checksumMismatch,
-        "the record of key '\(key)' says \(digest) is \(claimed) bytes, and it is \(entry.size); key not bound",
-        value: key)
-    }
-    let claimed = record.parsedChecksums.filter { $0.algorithm != .xxh128 }
-    if !claimed.isEmpty {
-      let actual = try checksums(of: digest, Set(claimed.map(\.algorithm)))
-      if let wrong = claimed.first(where: { actual[$0.algorithm] != $0 }) {
-        throw TroveError(
-          .checksumMismatch,
-          "the record of key '\(key)' says \(digest) has \(wrong), which its bytes do not; key not bound",
-          value: key)
-      }
-    }
+    try checkClaims(of: record, key: key, digest: digest, size: entry.size, source: "")
     try objects.bind(
       key: key, to: digest, origin: record.origin.map(Freshness.pulled), existing: .replace,
       pulled: true)

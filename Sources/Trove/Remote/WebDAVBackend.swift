@@ -40,21 +40,10 @@ final class WebDAVBackend: RemoteBackend {
     sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)? = nil
   ) throws(TroveError) -> RemoteHTTPTransfer.Outcome {
     let outcome = transfer.perform(method, url, headers: headers, upload: upload, sink: sink)
-    if let error = outcome.sinkError { throw error }
-    if let error = outcome.readError {
-      throw TroveError(
-        .ioError, "cannot read the blob being uploaded to remote '\(spec.name)'", cause: error)
-    }
-    guard outcome.code == CURLE_OK else {
-      let transient =
-        [
-          CURLE_PARTIAL_FILE, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
-          CURLE_GOT_NOTHING,
-        ].contains(outcome.code) && outcome.status != 0
-      throw TroveError(
-        transient ? .transferFailed : .unavailable,
-        "remote '\(spec.name)': \(method) \(url) failed: \(ServerText.excerpt(outcome.message))",
-        value: url)
+    if let error = RemoteHTTPTransfer.failure(
+      outcome, remote: spec.name, method: method, shown: url)
+    {
+      throw error
     }
     guard accepted.contains(outcome.status) else {
       throw TroveError(

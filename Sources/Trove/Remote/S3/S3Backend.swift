@@ -121,21 +121,10 @@ final class S3Backend: RemoteBackend {
       attempt += 1
       outcome = transfer.perform(method, target, headers: headers, upload: upload, sink: sink)
     }
-    if let error = outcome.sinkError { throw error }
-    if let error = outcome.readError {
-      throw TroveError(
-        .ioError, "cannot read the blob being uploaded to remote '\(spec.name)'", cause: error)
-    }
-    guard outcome.code == CURLE_OK else {
-      let transient =
-        [
-          CURLE_PARTIAL_FILE, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
-          CURLE_GOT_NOTHING,
-        ].contains(outcome.code) && outcome.status != 0
-      throw TroveError(
-        transient ? .transferFailed : .unavailable,
-        "remote '\(spec.name)': \(method) \(shown(name)) failed: \(ServerText.excerpt(outcome.message))",
-        value: shown(name))
+    if let error = RemoteHTTPTransfer.failure(
+      outcome, remote: spec.name, method: method, shown: shown(name))
+    {
+      throw error
     }
     let code = S3Response.errorCode(outcome.unreadBody)
     if outcome.status == 404, let code, code != "NoSuchKey" {
