@@ -9,7 +9,10 @@ scripts/deps.sh test
 source scripts/testfs.sh
 # One S3 service (Ceph's radosgw on a one-node cluster on 127.0.0.1) for the whole run.
 trove_s3_dir=$(mktemp -d /tmp/trove-s3.XXXXXX)
-trap 'scripts/s3-ceph.sh stop "$trove_s3_dir"; rm -rf "$trove_s3_dir"; trove_testfs_cleanup' EXIT
+# Credential bindings the tests' library calls make stay out of this user's home.
+XDG_CONFIG_HOME=$(mktemp -d /tmp/trove-config.XXXXXX)
+export XDG_CONFIG_HOME
+trap 'scripts/s3-ceph.sh stop "$trove_s3_dir"; rm -rf "$trove_s3_dir" "$XDG_CONFIG_HOME"; trove_testfs_cleanup' EXIT
 if scripts/s3-ceph.sh start "$trove_s3_dir" >/dev/null; then export TROVE_TEST_S3=$trove_s3_dir; fi
 
 swift build --build-tests

@@ -26,6 +26,9 @@
 #define F_SETPIPE_SZ 1031
 #endif
 
+/// O_PATH, which glibc declares only under _GNU_SOURCE.
+static const int trove_o_path = 010000000;
+
 /// FICLONE: make `dst` share all of `src`'s extents (copy-on-write).
 static inline int trove_ficlone(int dst, int src) {
   return ioctl(dst, FICLONE, src);

@@ -68,7 +68,7 @@ struct NullableTests {
       specs.remotes == [RemoteSpec(name: "old", url: "http://127.0.0.1:9/base", readOnly: true)])
     #expect(
       try Self.json(specs.remotes[0])
-        == #"{"auth-env":null,"max-object-size":null,"name":"old","read-only":true,"trust":null,"url":"http:\/\/127.0.0.1:9\/base","write":null}"#
+        == #"{"max-object-size":null,"name":"old","read-only":true,"trust":null,"url":"http:\/\/127.0.0.1:9\/base","write":null}"#
     )
   }
 }

@@ -90,6 +90,28 @@ struct S3RemoteTests {
   }
 
   @Test(
+    "AWS credentials sign only for a bucket and endpoint this user lent them to: another's remotes.json naming the bucket is asked unsigned (AccessDenied) until remote login"
+  )
+  func credentialsOnlyWhereLent() throws {
+    let s3 = try CephS3.get()
+    let bucket = try s3.makeBucket()
+    let scratch = try Scratch()
+    let store = scratch["s"]
+    let digest = try RemoteTests.put(store, Bytes.random(4000, seed: 3010), in: scratch)
+    let file = """
+      {"format": 1, "remotes": [{"name": "s3", "url": "s3://\(bucket)/team", "read-only": false, "endpoint": "\(s3.endpoint)"}]}
+      """
+    try scratch.write("s/remotes.json", Array(file.utf8))
+    let unsigned = try Self.remote(s3, store, ["push", digest.description])
+    #expect(unsigned.status != 0 && unsigned.stderr.contains("AccessDenied"), "\(unsigned.stderr)")
+    #expect(try s3.object(bucket, "team/cas/\(digest.hex.prefix(2))/\(digest.hex)") == nil)
+    #expect(try Self.remote(s3, store, ["login", "s3"]).status == 0)
+    let signed = try Self.remote(s3, store, ["push", digest.description])
+    #expect(signed.status == 0, "\(signed.stderr)")
+    #expect(try s3.object(bucket, "team/cas/\(digest.hex.prefix(2))/\(digest.hex)") != nil)
+  }
+
+  @Test(
     "a blob replaced on the server by other bytes is refused as corrupt (exit 65), counted, and never stored; reads through it are a miss"
   )
   func corruptBlob() throws {

@@ -155,29 +155,91 @@ struct SecretsTests {
   }
 
   @Test(
-    "auth-env names only TROVE_* variables: remote add refuses another; an old file naming one sends nothing"
+    "remote add lends the credential in the user's own file, never the store's: any variable, file 0600 in a 0700 folder; a remotes.json naming another URL and an auth-env sends nothing"
   )
-  func credentialVariablePrefix() throws {
+  func credentialBindingsOutsideTheStore() throws {
     let server = try FaultServer()
     let scratch = try Scratch()
     let store = scratch["store"]
-    let refused = try CLI.run([
-      "--store", store, "remote", "add", "gh", server.url("/headers/gh"), "--auth-env",
-      "GITHUB_TOKEN",
+    let config = scratch["config"]
+    let environment = ["XDG_CONFIG_HOME": config, "GITHUB_TOKEN": "gh-secret"]
+    func run(_ arguments: [String]) throws -> CLI.Result {
+      try CLI.run(["--store", store] + arguments, environment: environment)
+    }
+    let added = try run([
+      "remote", "add", "gh", server.url("/headers/gh"), "--auth-env", "GITHUB_TOKEN", "--write",
+      "off",
     ])
-    #expect(refused.status == 64 && refused.errorLines.count == 1, "\(refused.stderr)")
-    #expect(refused.stderr.contains("TROVE_"), "\(refused.stderr)")
-    #expect(!FileManager.default.fileExists(atPath: store + "/remotes.json"))
-    // A file an older version wrote, or someone put there.
+    #expect(added.status == 0, "\(added.stderr)")
+    let list = try String(contentsOfFile: store + "/remotes.json", encoding: .utf8)
+    #expect(!list.contains("GITHUB_TOKEN") && !list.contains("auth-env"), "\(list)")
+    let bindings = config + "/trove/credentials.json"
+    let text = try String(contentsOfFile: bindings, encoding: .utf8)
+    #expect(text.contains("GITHUB_TOKEN") && text.contains(server.url("/headers/gh")), "\(text)")
+    #expect(try fileStatus(bindings).mode & 0o7777 == 0o600)
+    #expect(try fileStatus(config + "/trove").mode & 0o7777 == 0o700)
+    #expect(try run(["remote", "ls"]).out.contains("auth-env GITHUB_TOKEN"))
+    _ = try run(["remote", "check", "gh"])
+    #expect(server.headerLog().contains { $0.contains("Authorization: Bearer gh-secret") })
+
+    // A file someone else wrote (an older version's, a restored cache's),
+    // naming their URL with the variable.
+    let other = scratch["other"]
+    try trove(other, ["put", try scratch.write("in", [1, 2, 3])])
     let file = """
-      {"format": 1, "remotes": [{"name": "gh", "url": "\(server.url("/headers/gh"))", "read-only": true, "auth-env": "GITHUB_TOKEN"}]}
+      {"format": 1, "remotes": [{"name": "gh", "url": "\(server.url("/headers/evil"))", "read-only": true, "auth-env": "GITHUB_TOKEN"}]}
       """
-    try scratch.write("store/remotes.json", Array(file.utf8))
+    try scratch.write("other/remotes.json", Array(file.utf8))
     let check = try CLI.run(
-      ["--store", store, "remote", "check", "gh"], environment: ["GITHUB_TOKEN": "gh-secret"])
-    #expect(check.status == 69 && check.errorLines.count == 1, "\(check.stderr)")
-    #expect(check.stderr.contains("GITHUB_TOKEN"), "\(check.stderr)")
-    #expect(!server.headerLog().joined().contains("gh-secret"), "\(server.headerLog())")
+      ["--store", other, "remote", "check", "gh"], environment: environment)
+    #expect(!check.stderr.contains("gh-secret"), "\(check.stderr)")
+    let evil = server.headerLog().filter { $0.contains("/headers/evil") }
+    #expect(!evil.isEmpty && !evil.joined().contains("gh-secret"), "\(evil)")
+    #expect(
+      try CLI.run(["--store", other, "remote", "ls"], environment: environment).out
+        .contains("auth-env") == false)
+
+    // Bindings others may write lend nothing, in one line naming the file.
+    #expect(chmod(bindings, 0o666) == 0)
+    let refused = try run(["remote", "check", "gh"])
+    #expect(refused.status == 78 && refused.errorLines.count == 1, "\(refused.stderr)")
+    #expect(refused.stderr.contains("'\(bindings)' is writable by users other than its owner"))
+  }
+
+  @Test(
+    "remote login lends a remote someone else added the user's credential, logout takes it back; rm keeps it for the URL"
+  )
+  func loginAndLogout() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let file = """
+      {"format": 1, "remotes": [{"name": "team", "url": "\(server.url("/headers/team"))", "read-only": true}]}
+      """
+    try trove(store, ["put", try scratch.write("in", [1, 2, 3])])
+    try scratch.write("store/remotes.json", Array(file.utf8))
+    let environment = ["XDG_CONFIG_HOME": scratch["config"], "TEAM_TOKEN": "t0ken"]
+    func run(_ arguments: [String]) throws -> CLI.Result {
+      try CLI.run(["--store", store] + arguments, environment: environment)
+    }
+    func sent() -> Int { server.headerLog().filter { $0.contains("Bearer t0ken") }.count }
+    _ = try run(["remote", "check", "team"])
+    #expect(sent() == 0, "\(server.headerLog())")
+    let login = try run(["remote", "login", "team", "--auth-env", "TEAM_TOKEN"])
+    #expect(login.status == 0 && login.out.contains("from TEAM_TOKEN"), "\(login.stderr)")
+    _ = try run(["remote", "check", "team"])
+    #expect(sent() > 0, "\(server.headerLog())")
+    let json = try run(["remote", "ls", "--json"]).out
+    #expect(json.contains("\"credentialsLent\" : true"), "\(json)")
+    let logout = try run(["remote", "logout", "team"])
+    #expect(logout.status == 0 && logout.out.contains("gets none"), "\(logout.stderr)")
+    let before = sent()
+    _ = try run(["remote", "check", "team"])
+    #expect(sent() == before, "\(server.headerLog())")
+    let bad = try run(["remote", "login", "team", "--auth-env", "NOT-A-NAME"])
+    #expect(bad.status == 64 && bad.errorLines.count >= 1, "\(bad.stderr)")
+    let missing = try run(["remote", "login", "nope"])
+    #expect(missing.status == 1 && missing.stderr.contains("no remote 'nope'"), "\(missing.stderr)")
   }
 
   @Test(
@@ -254,15 +316,12 @@ struct SecretsTests {
     "needs root, setpriv and python3"))
 struct SharedCredentialTests {
   @Test(
-    "another member's remotes.json is refused for credentials in one line naming it; the user's own, or root's, is used"
+    "a member's credential goes only where that member lent it: alice's remote add lends bob nothing, his login lends his own"
   )
   func otherMembersBinding() throws {
     let server = try FaultServer()
     let scratch = try Scratch()
-    #expect(chmod(scratch.path, 0o755) == 0)
-    let store = scratch["store"]
-    try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
-    #expect(chown(store, 0, AccessTests.team) == 0 && chmod(store, 0o2770) == 0)
+    let store = try groupStore(scratch)
     func check(_ user: [String], _ secret: String) throws -> CLI.Result {
       try CLI.run(
         ["--store", store, "remote", "check", "team"],
@@ -275,18 +334,15 @@ struct SharedCredentialTests {
       ], prefix: AccessTests.alice)
     #expect(added.status == 0, "\(added.stderr)")
 
-    let bob = try check(AccessTests.bob, "bob-secret")
-    #expect(bob.status == 69 && bob.errorLines.count == 1, "\(bob.stderr)")
-    #expect(
-      bob.stderr.contains(store + "/remotes.json") && bob.stderr.contains("uid 60001"),
-      "\(bob.stderr)")
+    _ = try check(AccessTests.bob, "bob-secret")
     #expect(!server.headerLog().joined().contains("bob-secret"), "\(server.headerLog())")
-
     _ = try check(AccessTests.alice, "alice-secret")
     #expect(server.headerLog().contains { $0.contains("Authorization: Bearer alice-secret") })
 
-    // Owned by root: an administrator's choice, which every member uses.
-    #expect(chown(store + "/remotes.json", 0, AccessTests.team) == 0)
+    let login = try CLI.run(
+      ["--store", store, "remote", "login", "team", "--auth-env", "TROVE_TEAM_TOKEN"],
+      prefix: AccessTests.bob)
+    #expect(login.status == 0, "\(login.stderr)")
     _ = try check(AccessTests.bob, "bob-secret")
     #expect(server.headerLog().contains { $0.contains("Authorization: Bearer bob-secret") })
   }
@@ -321,23 +377,56 @@ struct SharedCredentialTests {
     #expect(stat(store + "/" + name, &status) == 0 && status.st_uid == 60001)
   }
 
+  /// Has alice write `text` (bytes bob chose: a download, say) to a file
+  /// of hers, mode 0644, in a folder the team shares, and bob rename it
+  /// over `name` in `store`: as Trove writes root files, but not hers.
+  func plantAlicesCopy(_ text: String, as name: String, in store: String, _ scratch: Scratch)
+    throws
+  {
+    let shared = scratch["team"]
+    try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+    #expect(chown(shared, 0, AccessTests.team) == 0 && chmod(shared, 0o2770) == 0)
+    let input = try scratch.write("download", Array(text.utf8))
+    #expect(chmod(input, 0o644) == 0)
+    let copied = try CLI.run(
+      [],
+      prefix: AccessTests.alice + [
+        "/bin/sh", "-c", "umask 022; cat \"$1\" > \"$2\"", "sh", input, shared + "/copy",
+      ])
+    #expect(copied.status == 0, "\(copied.stderr)")
+    let moved = try CLI.run(
+      [],
+      prefix: AccessTests.bob + [
+        "/bin/sh", "-c", "mv -f \"$1\" \"$2\"", "sh", shared + "/copy", store + "/" + name,
+      ])
+    #expect(moved.status == 0, "\(moved.stderr)")
+    var status = stat()
+    #expect(stat(store + "/" + name, &status) == 0 && status.st_uid == 60001)
+    #expect(status.st_mode & 0o7777 == 0o644)
+  }
+
   @Test(
-    "an object of alice's that bob renamed over remotes.json or config.json is not hers: its auth-env sends nothing, its signing-key is not used"
+    "a file of alice's (0644) that bob renamed over remotes.json, or her object over config.json: her credential goes only to the URL she lent it, whatever the file's name for it; the signing-key is not used"
   )
   func objectRenamedOverRootFile() throws {
     let server = try FaultServer()
     let scratch = try Scratch()
     let store = try groupStore(scratch)
-    try plantAlicesObject(
+    let added = try CLI.run(
+      [
+        "--store", store, "remote", "add", "team", server.url("/headers/team"), "--auth-env",
+        "TROVE_TEAM_TOKEN", "--write", "off",
+      ], prefix: AccessTests.alice)
+    #expect(added.status == 0, "\(added.stderr)")
+    try plantAlicesCopy(
       """
-      {"format": 1, "remotes": [{"name": "team", "url": "\(server.url("/headers/team"))", "read-only": true, "auth-env": "TROVE_TEAM_TOKEN"}]}
+      {"format": 1, "remotes": [{"name": "team", "url": "\(server.url("/headers/evil"))", "read-only": true, "auth-env": "TROVE_TEAM_TOKEN"}]}
       """, as: "remotes.json", in: store, scratch)
-    let check = try CLI.run(
+    _ = try CLI.run(
       ["--store", store, "remote", "check", "team"],
       environment: ["TROVE_TEAM_TOKEN": "alice-secret"], prefix: AccessTests.alice)
-    #expect(check.status == 69 && check.errorLines.count == 1, "\(check.stderr)")
-    #expect(check.stderr.contains("not a file trove wrote"), "\(check.stderr)")
-    #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
+    let evil = server.headerLog().filter { $0.contains("/headers/evil") }
+    #expect(!evil.isEmpty && !evil.joined().contains("alice-secret"), "\(evil)")
 
     try plantAlicesObject(
       #"{"format": 1, "policy": {"signing-key": "/nonexistent/bob.key"}}"#, as: "config.json",
@@ -354,72 +443,43 @@ struct SharedCredentialTests {
     #expect(stat(store + "/config.json", &status) == 0 && status.st_mode & 0o7777 == 0o660)
     let doctor = try CLI.run(["--store", store, "doctor", scratch.path], prefix: AccessTests.alice)
     #expect(doctor.out.contains("warn  signing-key-owner"), "\(doctor.out)")
-    #expect(doctor.out.contains("warn  remotes-owner"), "\(doctor.out)")
   }
 
   @Test(
-    "root's remote add over bob's remotes.json that names alice as its remote's chooser believes neither: the chooser is unknown, and alice's credential is not sent to his URL"
+    "bob's rm and add of alice's remote under its name, to his URL, gets none of her credential; root's rewrite neither"
   )
-  func rootRewriteKeepsTheOwnerAsChooser() throws {
+  func renamedRemoteGetsNoCredential() throws {
     let server = try FaultServer()
     let scratch = try Scratch()
     let store = try groupStore(scratch)
-    #expect(try CLI.run(["--store", store, "config", "set", "max-age", "30d"]).status == 0)
-    let planted = """
-      {"format": 1, "remotes": [{"name": "evil", "url": "\(server.url("/headers/evil"))", "read-only": true, "auth-env": "TROVE_TEAM_TOKEN", "chosen-by": 60001}]}
-      """
-    let path = store + "/remotes.json"
-    try Data(planted.utf8).write(to: URL(fileURLWithPath: path))
-    #expect(chown(path, 60002, 60100) == 0 && chmod(path, 0o644) == 0)
-    let added = try CLI.run(
-      [
-        "--store", store, "remote", "add", "shared", server.url("/headers/shared"), "--write",
-        "off",
-      ])
-    #expect(added.status == 0, "\(added.stderr)")
-    #expect(added.stderr.contains("remote 'evil' (an unknown user)"), "\(added.stderr)")
-    let check = try CLI.run(
-      ["--store", store, "remote", "check", "evil"],
-      environment: ["TROVE_TEAM_TOKEN": "alice-secret"], prefix: AccessTests.alice)
-    #expect(check.status != 0, "\(check.stderr)")
-    #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
-  }
-
-  @Test(
-    "bob's remote survives alice's rewrite as bob's, and then root's rewrite as no one's: alice's credential never goes to bob's URL"
-  )
-  func chooserThroughTwoRewrites() throws {
-    let server = try FaultServer()
-    let scratch = try Scratch()
-    let store = try groupStore(scratch)
-    func trove(_ user: [String], _ arguments: [String], _ environment: [String: String] = [:])
-      throws -> CLI.Result
-    {
-      try CLI.run(["--store", store] + arguments, environment: environment, prefix: user)
+    func trove(_ user: [String], _ arguments: [String]) throws -> CLI.Result {
+      try CLI.run(
+        ["--store", store] + arguments, environment: ["TROVE_TOK": "alice-secret"], prefix: user)
     }
     let added = try trove(
-      AccessTests.bob,
+      AccessTests.alice,
       [
-        "remote", "add", "evil", server.url("/headers/evil"), "--auth-env", "TROVE_TOK",
+        "remote", "add", "team", server.url("/headers/team"), "--auth-env", "TROVE_TOK",
         "--write", "off",
       ])
     #expect(added.status == 0, "\(added.stderr)")
-    let mine = try trove(
-      AccessTests.alice, ["remote", "add", "mine", server.url("/headers/mine"), "--write", "off"])
-    #expect(mine.status == 0 && mine.stderr.contains("'evil' (uid 60002)"), "\(mine.stderr)")
-    let rooted = try trove(
-      [], ["remote", "add", "rootr", server.url("/headers/r"), "--write", "off"])
-    #expect(rooted.status == 0, "\(rooted.stderr)")
-    #expect(rooted.stderr.contains("'evil' (an unknown user)"), "\(rooted.stderr)")
-    _ = try trove(AccessTests.alice, ["remote", "check", "evil"], ["TROVE_TOK": "alice-secret"])
-    #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
+    #expect(try trove(AccessTests.bob, ["remote", "rm", "team"]).status == 0)
+    let swapped = try trove(
+      AccessTests.bob,
+      ["remote", "add", "team", server.url("/headers/evil"), "--write", "off"])
+    #expect(swapped.status == 0, "\(swapped.stderr)")
+    #expect(
+      try trove([], ["remote", "add", "r", server.url("/headers/r"), "--write", "off"])
+        .status == 0)
+    _ = try trove(AccessTests.alice, ["remote", "check", "team"])
+    let evil = server.headerLog().filter { $0.contains("/headers/evil") }
+    #expect(!evil.isEmpty && !evil.joined().contains("alice-secret"), "\(evil)")
   }
 
   @Test(
-    "alice's config set or remote add over bob's files drops his signing-key and auth-env, one warning line each, unless her change sets them"
+    "alice's config set over bob's config.json drops his signing-key, in one warning line, unless her change sets one"
   )
   func rewriteDropsAnotherMembersChoices() throws {
-    let server = try FaultServer()
     let scratch = try Scratch()
     let store = try groupStore(scratch)
     func trove(_ user: [String], _ arguments: [String], _ environment: [String: String] = [:])
@@ -431,13 +491,6 @@ struct SharedCredentialTests {
     let bobKey = scratch["bob.key"]
     let made = try CLI.run(["keygen", "bob", "--out", bobKey], prefix: AccessTests.bob)
     #expect(made.status == 0, "\(made.stderr)")
-    let added = try trove(
-      AccessTests.bob,
-      [
-        "remote", "add", "team", server.url("/headers/team"), "--auth-env", "TROVE_TEAM_TOKEN",
-        "--write", "off",
-      ])
-    #expect(added.status == 0, "\(added.stderr)")
     #expect(try trove(AccessTests.bob, ["config", "set", "signing-key", bobKey]).status == 0)
 
     let set = try trove(AccessTests.alice, ["config", "set", "max-age", "30d"])
@@ -446,20 +499,6 @@ struct SharedCredentialTests {
       set.stderr.components(separatedBy: "\n").filter { $0.contains("signing-key dropped") }.count
         == 1, "\(set.stderr)")
     #expect(try trove(AccessTests.alice, ["config", "get", "signing-key"]).out == "none\n")
-
-    let other = try trove(
-      AccessTests.alice, ["remote", "add", "other", server.url("/headers/other"), "--write", "off"])
-    #expect(other.status == 0, "\(other.stderr)")
-    #expect(
-      other.stderr.components(separatedBy: "\n").filter {
-        $0.contains("remote 'team' (uid 60002)")
-          && $0.contains("stays another user's choice: neither its auth-env nor ~/.netrc")
-      }.count == 1, "\(other.stderr)")
-    let list = try String(contentsOfFile: store + "/remotes.json", encoding: .utf8)
-    #expect(list.contains("\"chosen-by\" : 60002") && list.contains("team"), "\(list)")
-    _ = try trove(
-      AccessTests.alice, ["remote", "check", "team"], ["TROVE_TEAM_TOKEN": "alice-secret"])
-    #expect(!server.headerLog().joined().contains("alice-secret"), "\(server.headerLog())")
 
     // Her own choice, set by the very change, stays.
     let aliceKey = scratch["alice.key"]

@@ -1,9 +1,10 @@
 import Foundation
 
 /// A remote as a store's `remotes.json` names it: where it is, whether
-/// this store may write to it, and where its credential comes from. Never
-/// a password: ``authEnvironment`` names the environment variable that
-/// holds it.
+/// this store may write to it, and which signers it trusts. Never a
+/// credential, nor where one comes from: that is each user's own choice,
+/// kept outside the store (``CredentialBindings``), so that whoever writes
+/// `remotes.json` never chooses where another user's secrets go.
 public struct RemoteSpec: Sendable, Hashable, Codable {
   /// The remote's name in this store (`ci-cache`).
   public var name: String
@@ -17,8 +18,11 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// memory), no limit for WebDAV. See ``sizeLimit``.
   @Nullable public var maxObjectSize: Int64?
   /// The environment variable holding the credential (`user:password`, or
-  /// a bearer token over HTTP, a password over Redis), or nil for none.
-  @Nullable public var authEnvironment: String?
+  /// a bearer token over HTTP, a password over Redis), or nil for none:
+  /// from this user's binding of the remote (``CredentialBinding``) when
+  /// the store read it; what ``Store/addRemote(_:)`` binds. Never written
+  /// to `remotes.json`.
+  public var authEnvironment: String? = nil
   /// When objects a put or fetch stores go up to this (writable) remote;
   /// nil for the default, ``RemoteWrite/async``.
   @Nullable public var write: RemoteWrite?
@@ -42,26 +46,12 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// S3: the storage class blobs are uploaded with (`STANDARD_IA`); nil
   /// for the bucket's default.
   public var storageClass: String?
-  /// The user (uid) who chose this remote, when it is not whoever owns
-  /// `remotes.json`: set when a user rewrote a file another user owned
-  /// (`remote add`, `remote rm`), whose remotes stay that user's choice.
-  /// Nil for a remote the file's owner chose.
-  var chosenBy: UInt32?
-  /// The ``chosenBy`` of a remote whose chooser is not known, only that
-  /// it is not this user (a file of theirs that is not as they write one).
-  static let unknownChooser = UInt32.max
-
-  /// `uid N`, or `an unknown user`.
-  static func chooserName(_ uid: UInt32) -> String {
-    uid == unknownChooser ? "an unknown user" : "uid \(uid)"
-  }
-
-  /// Why ``authEnvironment`` may not be used: set when the file the spec
-  /// was read from is not this user's or root's. Never written.
-  var credentialRefusal: String? = nil
-  /// Whether this user or root chose it (owns the file it was read from):
-  /// only then may `~/.netrc` give its credential. Never written.
-  var isOwnConfiguration = true
+  /// Whether this user lends it their credentials — ``authEnvironment``'s,
+  /// `~/.netrc`'s for its host, the AWS credentials — as their own
+  /// ``CredentialBinding`` of its URL says. A spec made in this process
+  /// does; one a store read does only when the binding exists. Never
+  /// written.
+  public internal(set) var lendsCredentials = true
 
   /// The default ``maxObjectSize`` of a Redis remote: 64 MiB.
   public static let defaultRedisMaxObjectSize: Int64 = 64 << 20
@@ -99,10 +89,8 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     case name, url
     case readOnly = "read-only"
     case maxObjectSize = "max-object-size"
-    case authEnvironment = "auth-env"
     case write
     case trust
-    case chosenBy = "chosen-by"
     case endpointURL = "endpoint"
     case region
     case pathStyle = "path-style"
@@ -225,7 +213,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     if let variable = authEnvironment, !Self.isVariableName(variable) {
       throw TroveError(
         .invalidArgument,
-        "invalid auth-env '\(variable)' for remote '\(name)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN",
+        "invalid auth-env '\(variable)' for remote '\(name)': expected an environment variable's name, such as CACHE_TOKEN",
         value: variable)
     }
     try validateS3Options(endpoint.kind)
@@ -247,30 +235,15 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     return first.contains(head) && text.allSatisfy(rest.contains)
   }
 
-  /// The prefix of every variable ``authEnvironment`` may name: a
-  /// store's file can then only ever send a credential meant for Trove.
-  static let credentialVariablePrefix = "TROVE_"
-
-  /// Why `variable` may not hold a remote's credential, or nil when it may.
-  static func credentialVariableRefusal(_ variable: String, remote: String) -> String? {
-    guard !variable.hasPrefix(credentialVariablePrefix) else { return nil }
-    return
-      "remote '\(remote)' names the environment variable \(variable) for its credential: only \(credentialVariablePrefix)* variables are read, so that a store's remotes.json cannot pick another of your secrets"
-  }
-
   /// The credential from the environment variable named by
-  /// ``authEnvironment``, or nil when none is named.
+  /// ``authEnvironment``, or nil when none is named or this user lends the
+  /// remote no credential.
   ///
-  /// - Throws: `.invalidConfig` when the variable is named but not set,
-  ///   does not start with `TROVE_`, or the file naming it belongs to
-  ///   another user (not root).
+  /// - Throws: `.invalidConfig` when the variable is named but not set.
   func credential(environment: [String: String] = ProcessInfo.processInfo.environment)
     throws(TroveError) -> String?
   {
-    guard let variable = authEnvironment else { return nil }
-    if let refusal = credentialRefusal ?? Self.credentialVariableRefusal(variable, remote: name) {
-      throw TroveError(.invalidConfig, refusal, value: variable)
-    }
+    guard lendsCredentials, let variable = authEnvironment else { return nil }
     guard let value = environment[variable], !value.isEmpty else {
       throw TroveError(
         .invalidConfig,
@@ -284,7 +257,9 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// `http` or `redis` to a host that is not this machine), or nil when
   /// it has none or it would not.
   var credentialInClear: String? {
-    guard authEnvironment != nil, let endpoint = try? endpoint() else { return nil }
+    guard lendsCredentials, authEnvironment != nil, let endpoint = try? endpoint() else {
+      return nil
+    }
     let scheme = url.prefix { $0 != ":" }.lowercased()
     guard scheme == "http" || scheme == "redis", !HTTPOrigin.isLoopback(host: endpoint.host)
     else { return nil }

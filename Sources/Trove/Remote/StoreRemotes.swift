@@ -14,27 +14,16 @@ extension Store {
   }
 
   /// Why the remotes are not this user's choice: a line naming
-  /// `remotes.json` and its owner when neither this user nor root owns it
-  /// (whoever does chose the URLs and the `--trust` keys this store reads
-  /// with); nil when they own it or there is none.
+  /// `remotes.json` and its owner when it is not as this user or root
+  /// writes it (see `rootFileRefusal`): whoever made it chose the URLs
+  /// and the `--trust` keys this store reads with (never where this
+  /// user's credentials go: ``CredentialBindings``); nil otherwise.
   public func remotesChosenByAnother() -> String? {
-    guard let read = try? readRemoteFile() else { return nil }
-    if let reason = Self.rootFileRefusal(read.status) {
-      return
-        "'\(remotesPath)' \(reason): its remotes and their trusted keys are another user's choice"
+    guard let read = try? readRemoteFile(), let reason = Self.rootFileRefusal(read.status) else {
+      return nil
     }
-    guard let list = try? RemoteList.decode(read.bytes, path: remotesPath) else { return nil }
-    let carried = list.remotes.filter { $0.chosenBy.map { $0 != Sys.effectiveUserID } ?? false }
-    guard !carried.isEmpty else { return nil }
     return
-      "\(Self.naming(carried)) in '\(remotesPath)' \(carried.count == 1 ? "is" : "are") another user's choice, with the keys it trusts: remove and add again what you want to keep"
-  }
-
-  /// `remote 'a' (uid N)` or `remotes 'a' (uid N), 'b' (uid M)`.
-  private static func naming(_ remotes: [RemoteSpec]) -> String {
-    (remotes.count == 1 ? "remote " : "remotes ")
-      + remotes.map { "'\($0.name)' (\(RemoteSpec.chooserName($0.chosenBy ?? 0)))" }
-      .joined(separator: ", ")
+      "'\(remotesPath)' \(reason): its remotes and their trusted keys are another user's choice"
   }
 
   /// The remote named `name`.
@@ -48,29 +37,31 @@ extension Store {
     return spec
   }
 
-  /// Adds `spec` after the remotes already configured. Nothing is sent to
-  /// the remote (`checkRemote(named:)` does that).
+  /// Adds `spec` after the remotes already configured, and lends it this
+  /// user's credentials (``lendCredentials(toRemote:authEnvironment:)``): its
+  /// ``RemoteSpec/authEnvironment`` when it names one, else whatever this
+  /// user already lends its URL, else `~/.netrc`'s and the AWS
+  /// credentials. Nothing is sent to the remote (`checkRemote(named:)`
+  /// does that).
   ///
   /// - Throws: `.invalidArgument` when the spec is invalid (see
-  ///   ``RemoteSpec/validated()``), its ``RemoteSpec/authEnvironment``
-  ///   does not start with `TROVE_`, or its name is taken; nothing is
-  ///   written.
+  ///   ``RemoteSpec/validated()``) or its name is taken; what
+  ///   ``lendCredentials(toRemote:authEnvironment:)`` throws when it names a
+  ///   variable. Nothing is written to the store then.
   public func addRemote(_ spec: RemoteSpec) throws(TroveError) {
     let spec = try spec.validated()
-    if let variable = spec.authEnvironment,
-      let refusal = RemoteSpec.credentialVariableRefusal(variable, remote: spec.name)
-    {
-      throw TroveError(
-        .invalidArgument, refusal + "; name a TROVE_ variable (export TROVE_\(variable)=…)",
-        value: variable)
+    if try readRemoteList(lending: false).remotes.contains(where: { $0.name == spec.name }) {
+      throw nameTaken(spec.name)
+    }
+    do throws(TroveError) {
+      try lendCredentials(to: spec, authEnvironment: spec.authEnvironment, replacing: false)
+    } catch  where spec.authEnvironment == nil {
+      configuration.onWarning?(
+        "remote '\(spec.name)': no credential of yours (~/.netrc, AWS) is lent to it: \(error.message)"
+      )
     }
     try rewriteRemoteList { (list) throws(TroveError) in
-      if list.remotes.contains(where: { $0.name == spec.name }) {
-        throw TroveError(
-          .invalidArgument,
-          "remote '\(spec.name)' already exists in store '\(root)'",
-          value: spec.name, remedy: .removeRemoteFirst(name: spec.name))
-      }
+      if list.remotes.contains(where: { $0.name == spec.name }) { throw nameTaken(spec.name) }
       // Its upload queue starts now (what the store held before goes up
       // by 'remote push --all'), recorded before the remote is published:
       // no put sees the remote without it. A remote of the same name
@@ -85,14 +76,87 @@ extension Store {
     }
   }
 
+  private func nameTaken(_ name: String) -> TroveError {
+    TroveError(
+      .invalidArgument, "remote '\(name)' already exists in store '\(root)'",
+      value: name, remedy: .removeRemoteFirst(name: name))
+  }
+
+  /// Lends this user's credentials to the remote named `name` (its URL and
+  /// endpoint, in whichever store): the value of `authEnvironment` when
+  /// given, else `~/.netrc`'s login for its host over HTTP and the AWS
+  /// credentials for S3. Written to this user's bindings
+  /// (``StoreConfiguration/credentialBindings``), never to the store.
+  ///
+  /// - Throws: `.notFound` when there is no such remote; `.invalidArgument`
+  ///   for a variable name that is not one; `.invalidConfig` when this
+  ///   process has nowhere to keep bindings (no `HOME`) or their file is
+  ///   not this user's alone; the failed call naming the path otherwise.
+  public func lendCredentials(toRemote name: String, authEnvironment: String? = nil)
+    throws(TroveError)
+  {
+    try lendCredentials(to: remote(named: name), authEnvironment: authEnvironment, replacing: true)
+  }
+
+  /// Lends `spec`'s URL this user's credentials; an existing binding of it
+  /// is kept unless `replacing`, or `authEnvironment` names a variable.
+  private func lendCredentials(
+    to spec: RemoteSpec, authEnvironment: String?, replacing: Bool
+  ) throws(TroveError) {
+    if let variable = authEnvironment, !RemoteSpec.isVariableName(variable) {
+      throw TroveError(
+        .invalidArgument,
+        "invalid auth-env '\(variable)' for remote '\(spec.name)': expected an environment variable's name, such as CACHE_TOKEN",
+        value: variable)
+    }
+    let bindings = try credentialBindings()
+    try bindings.update { list in
+      let replaces = replacing || authEnvironment != nil
+      if !replaces, list.contains(where: { $0.matches(spec) }) { return }
+      list.removeAll { $0.matches(spec) }
+      list.append(CredentialBinding(for: spec, authEnvironment: authEnvironment))
+    }
+  }
+
+  /// Stops lending this user's credentials to the remote named `name`:
+  /// removes their binding of its URL (which other stores naming the same
+  /// URL share). Returns false when there was none.
+  ///
+  /// - Throws: as ``lendCredentials(toRemote:authEnvironment:)``.
+  @discardableResult
+  public func withdrawCredentials(fromRemote name: String) throws(TroveError) -> Bool {
+    let spec = try remote(named: name)
+    var removed = false
+    try credentialBindings().update { list in
+      let before = list.count
+      list.removeAll { $0.matches(spec) }
+      removed = list.count != before
+    }
+    return removed
+  }
+
+  /// This user's bindings, or the error saying there is no place for them.
+  private func credentialBindings() throws(TroveError) -> CredentialBindings {
+    guard let bindings = configuration.credentialBindings else {
+      throw TroveError(
+        .invalidConfig,
+        "no place for your credential bindings: neither HOME nor XDG_CONFIG_HOME is set",
+        value: "HOME")
+    }
+    return bindings
+  }
+
   /// Removes the remote named `name` from the configuration (nothing on
   /// the remote changes), and its status (``remoteStatus()``). Returns
-  /// false when there was none.
+  /// false when there was none. The credentials this user lends its URL
+  /// stay lent (``withdrawCredentials(fromRemote:)`` takes them back).
   @discardableResult
   public func removeRemote(named name: String) throws(TroveError) -> Bool {
     // Nothing to remove writes nothing: a rewrite makes the file this
     // user's.
-    guard try readRemoteList().remotes.contains(where: { $0.name == name }) else { return false }
+    guard try readRemoteList(lending: false).remotes.contains(where: { $0.name == name }) else {
+      return false
+    }
     var removed = false
     try rewriteRemoteList { list in
       let before = list.remotes.count
@@ -110,37 +174,20 @@ extension Store {
     return removed
   }
 
-  /// Reads `remotes.json`: never blocked on (a FIFO or device in its
-  /// place is refused), and its credential bindings (auth-env, and
-  /// `~/.netrc` for its hosts) refused unless this user or root owns it.
-  private func readRemoteList() throws(TroveError) -> RemoteList {
-    let path = remotesPath
+  /// Reads `remotes.json` (never blocked on: a FIFO or device in its
+  /// place is refused) and, with `lending`, marks the remotes this user
+  /// lends credentials to, with the variable they lend
+  /// (``RemoteSpec/lendsCredentials``): only this user's own bindings
+  /// decide that, whoever wrote the file.
+  private func readRemoteList(lending: Bool = true) throws(TroveError) -> RemoteList {
     guard let read = try readRemoteFile() else { return RemoteList() }
-    var list = try RemoteList.decode(read.bytes, path: path)
-    let refusal = Self.rootFileRefusal(read.status)
+    var list = try RemoteList.decode(read.bytes, path: remotesPath)
+    let bindings =
+      lending && !list.remotes.isEmpty ? try configuration.credentialBindings?.load() ?? [] : []
     for i in list.remotes.indices {
-      let reason: String
-      if let refusal {
-        reason = "'\(path)' \(refusal)"
-        // Whoever owns the file chose its remotes, unless it says another
-        // did — which is only its owner's word: that chooser is unknown.
-        // Never this user: this file is not theirs.
-        let owner = read.status.owner
-        let claimed = list.remotes[i].chosenBy ?? owner
-        list.remotes[i].chosenBy =
-          claimed == owner && owner != Sys.effectiveUserID ? owner : RemoteSpec.unknownChooser
-      } else if let chooser = list.remotes[i].chosenBy, chooser != Sys.effectiveUserID {
-        reason =
-          "remote '\(list.remotes[i].name)' in '\(path)' was chosen by \(RemoteSpec.chooserName(chooser))"
-      } else {
-        continue
-      }
-      list.remotes[i].isOwnConfiguration = false
-      if list.remotes[i].authEnvironment != nil {
-        list.remotes[i].credentialRefusal =
-          reason
-          + ": its auth-env for remote '\(list.remotes[i].name)' is not used, as another user chose where the credential goes"
-      }
+      let binding = bindings.first { $0.matches(list.remotes[i]) }
+      list.remotes[i].lendsCredentials = binding != nil
+      list.remotes[i].authEnvironment = binding?.authEnvironment
     }
     return list
   }
@@ -177,25 +224,13 @@ extension Store {
   /// Reads `remotes.json` under the root's lock, applies `change`, and
   /// replaces the file atomically (``replaceRootFile(_:with:)``, as
   /// `config.json` is rewritten); when `change` throws, nothing is written.
-  ///
-  /// The file written is this user's, and says which of its remotes are
-  /// not: those of a file another user owned stay that user's choice
-  /// (``RemoteSpec/chosenBy``: neither their auth-env nor `~/.netrc` is
-  /// used for them), with one warning naming them.
   private func rewriteRemoteList(_ change: (inout RemoteList) throws(TroveError) -> Void)
     throws(TroveError)
   {
     _ = try? rootDirectory.lock()
     defer { rootDirectory.unlock() }
-    var list = try readRemoteList()
+    var list = try readRemoteList(lending: false)
     try change(&list)
-    let carried = list.remotes.filter { !$0.isOwnConfiguration }
-    if !carried.isEmpty {
-      let one = carried.count == 1
-      configuration.onWarning?(
-        "\(Self.naming(carried)) in '\(remotesPath)' stay\(one ? "s" : "") another user's choice: neither \(one ? "its" : "their") auth-env nor ~/.netrc is used for \(one ? "it" : "them"); remove and add again what you want to keep"
-      )
-    }
     try replaceRootFile(RemoteList.fileName, with: list.encoded())
   }
 }

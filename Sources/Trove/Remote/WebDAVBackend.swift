@@ -21,7 +21,7 @@ final class WebDAVBackend: RemoteBackend {
     self.spec = spec
     base = endpoint.base
     transfer = try RemoteHTTPTransfer(
-      limits: limits, credential: try spec.credential(), usesNetrc: spec.isOwnConfiguration)
+      limits: limits, credential: try spec.credential(), usesNetrc: spec.lendsCredentials)
   }
 
   /// `{base}/cas/<aa>/<hex>`.

@@ -52,6 +52,12 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// a diagnosis's findings.
   /// The `trove` command names its commands. Default nil: the line alone.
   public var remedyWording: (@Sendable (TroveError.Remedy) -> String)?
+  /// Where this user's credential bindings are kept: which remotes they
+  /// lend credentials to (``Store/lendCredentials(toRemote:authEnvironment:)``).
+  /// Default: ``CredentialBindings/standard(environment:)``
+  /// (`~/.config/trove/credentials.json`); nil lends no credential to any
+  /// remote.
+  public var credentialBindings: CredentialBindings? = .standard()
   /// Which of the removal engine's optimisations this process makes, for
   /// measuring each against its absence. Default: all of them.
   @_spi(Measuring) public var removalTuning: RemovalTuning = .tuned
@@ -147,7 +153,7 @@ public struct StoreConfiguration: Sendable, Hashable {
   }
 
   /// `folder` + `/` + `name`, without doubling a trailing slash of `folder`.
-  private static func joined(_ folder: String, _ name: String) -> String {
+  static func joined(_ folder: String, _ name: String) -> String {
     var folder = folder
     while folder.count > 1 && folder.hasSuffix("/") { folder.removeLast() }
     return folder == "/" ? "/" + name : folder + "/" + name

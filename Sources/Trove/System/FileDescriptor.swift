@@ -30,6 +30,8 @@ struct FileDescriptor: Sendable, Hashable {
     static let noFollow = Options(rawValue: O_NOFOLLOW)
     static let append = Options(rawValue: O_APPEND)
     static let nonBlocking = Options(rawValue: O_NONBLOCK)
+    /// A handle for `*at` calls only: needs no permission to read it.
+    static let pathOnly = Options(rawValue: trove_o_path)
   }
 
   /// Opens `path`, relative to `directory` when given. `openat(2)` with O_CLOEXEC.

@@ -4,7 +4,7 @@ let remoteCommand = CommandSpec(
   name: "remote",
   abstract: "Configure shared remotes (WebDAV, Redis, S3) and copy objects to and from them.",
   usage:
-    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] [--trust <key>...] [--endpoint <url>] [--region <region>] [--path-style] [--storage-class <class>] | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] [--trust <key>...] [--endpoint <url>] [--region <region>] [--path-style] [--storage-class <class>] | login <name> [--auth-env <var>] | logout <name> | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
   arguments: [
     ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
     ("url", "http(s)://HOST/PATH (WebDAV), redis://HOST[:PORT][/DB] or s3://BUCKET[/PREFIX]."),
@@ -22,7 +22,7 @@ let remoteCommand = CommandSpec(
     OptionSpec(
       names: ["--auth-env"], valueName: "var",
       help:
-        "add: the TROVE_* environment variable holding the credential (user:password, or a token over HTTP)."
+        "add, login: the environment variable holding your credential for it (user:password, or a token over HTTP, a password over Redis)."
     ),
     OptionSpec(
       names: ["--write"], valueName: "when",
@@ -71,14 +71,18 @@ let remoteCommand = CommandSpec(
     A remote is a cache shared by several stores (a team, a CI fleet) on a server
     people already run: a WebDAV folder (nginx's dav module: PUT, DELETE, MOVE), a
     Redis database, or an S3 bucket (AWS, Ceph's radosgw, MinIO, R2…). Remotes are
-    kept in the store's remotes.json, in the order they are tried; a credential comes
-    from the TROVE_* environment variable named by --auth-env (or ~/.netrc over HTTP),
-    never from the file, and only when this user or root owns remotes.json: in a
-    shared store no member picks where another's credential goes. An s3:// remote
-    signs its requests with the credentials the AWS tools would use
-    (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, with AWS_SESSION_TOKEN; else
-    AWS_PROFILE's, or the default profile's, in ~/.aws/credentials or ~/.aws/config),
-    and reads a public bucket unsigned when there are none.
+    kept in the store's remotes.json, in the order they are tried. Which remotes get
+    your credentials is yours alone to say, in your own file
+    (~/.config/trove/credentials.json, or under XDG_CONFIG_HOME), never in the store:
+    'remote add' lends the new remote's URL your credentials, 'remote login NAME'
+    lends them to a remote someone else added (a group store's, a restored cache's),
+    'remote logout NAME' takes them back. A credential lent is the environment
+    variable named by --auth-env, else ~/.netrc's login for the host over HTTP, or,
+    for s3://, the credentials the AWS tools would use (AWS_ACCESS_KEY_ID and
+    AWS_SECRET_ACCESS_KEY, with AWS_SESSION_TOKEN; else AWS_PROFILE's, or the
+    default profile's, in ~/.aws/credentials or ~/.aws/config). A remote you lend
+    nothing is asked without credentials (a public bucket is read unsigned), so no
+    one who can write remotes.json chooses where your secrets go.
 
     'remote check' reads the remote's layout record (trove-remote.json), timing the
     round trip; unless the remote is read-only it writes the record when missing and
@@ -134,6 +138,8 @@ private let remoteActionOptions: [String: Set<String>] = [
     "--read-only", "--max-object-size", "--auth-env", "--write", "--trust", "--endpoint",
     "--region", "--path-style", "--storage-class",
   ],
+  "login": ["--auth-env"],
+  "logout": [],
   "ls": ["--json"],
   "rm": [],
   "check": ["--json"],
@@ -142,16 +148,27 @@ private let remoteActionOptions: [String: Set<String>] = [
   "pull": ["--remote", "--json"],
 ]
 
+/// Refuses `variable` (an --auth-env value) when it cannot name an
+/// environment variable.
+private func checkVariableName(_ variable: String?, _ invocation: Invocation) throws(UsageError) {
+  guard let variable, !RemoteSpec.isVariableName(variable) else { return }
+  throw invocation.usageError(
+    "invalid --auth-env '\(variable)': expected an environment variable's name, such as CACHE_TOKEN"
+  )
+}
+
 /// `trove remote`.
 private func remote(_ invocation: Invocation) throws -> Int32 {
   let args = invocation.positionals
   guard let action = args.first else {
     throw invocation.usageError(
-      "Missing expected argument '<action>': one of add, ls, rm, check, status, push, pull")
+      "Missing expected argument '<action>': one of add, login, logout, ls, rm, check, status, push, pull"
+    )
   }
   guard let allowed = remoteActionOptions[action] else {
     throw invocation.usageError(
-      "unknown action '\(action)': expected one of add, ls, rm, check, status, push, pull")
+      "unknown action '\(action)': expected one of add, login, logout, ls, rm, check, status, push, pull"
+    )
   }
   for option in invocation.values.keys.sorted()
   where !allowed.contains(option) && option != "--quiet" {
@@ -172,11 +189,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     var spec = RemoteSpec(
       name: operands[0], url: operands[1], readOnly: invocation.flag("--read-only"),
       authEnvironment: invocation.value("--auth-env"))
-    if let variable = spec.authEnvironment, !RemoteSpec.isVariableName(variable) {
-      throw invocation.usageError(
-        "invalid --auth-env '\(variable)': expected an environment variable's name, such as TROVE_REMOTE_TOKEN"
-      )
-    }
+    try checkVariableName(spec.authEnvironment, invocation)
     spec.endpointURL = invocation.value("--endpoint")
     spec.region = invocation.value("--region")
     spec.storageClass = invocation.value("--storage-class")
@@ -216,6 +229,29 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     }
     Output.line("added remote '\(spec.name)' (\(spec.url)\(limit ?? ""))")
     return ExitStatus.success
+  case "login":
+    try require(["name"])
+    let variable = invocation.value("--auth-env")
+    try checkVariableName(variable, invocation)
+    let store = try invocation.openStore()
+    try store.lendCredentials(toRemote: operands[0], authEnvironment: variable)
+    let spec = try store.remote(named: operands[0])
+    Output.line(
+      "remote '\(spec.name)' (\(spec.url)) gets your credential"
+        + (variable.map { " from \($0)" }
+          ?? (spec.url.hasPrefix("s3:") ? "s (AWS)" : " from ~/.netrc"))
+    )
+    return ExitStatus.success
+  case "logout":
+    try require(["name"])
+    let store = try invocation.openStore()
+    let spec = try store.remote(named: operands[0])
+    let removed = try store.withdrawCredentials(fromRemote: operands[0])
+    Output.line(
+      removed
+        ? "remote '\(spec.name)' (\(spec.url)) gets none of your credentials"
+        : "remote '\(spec.name)' (\(spec.url)) was lent none of your credentials")
+    return ExitStatus.success
   case "ls":
     try require([])
     let remotes = try invocation.openStore().remotes()
@@ -228,7 +264,11 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
           remote.sizeLimit.map {
             "  max-object-size \(CachePolicy.Quantities.formatSizeSetting($0))"
           } ?? "  no max-object-size"
-        if let variable = remote.authEnvironment { line += "  auth-env \(variable)" }
+        if let variable = remote.authEnvironment {
+          line += "  auth-env \(variable)"
+        } else if !remote.lendsCredentials {
+          line += "  no credentials lent"
+        }
         for key in remote.trust ?? [] { line += "  trust \(key)" }
         Output.line(line)
       }
@@ -497,6 +537,8 @@ struct RemoteRecord: Encodable {
   var readOnly: Bool
   @Nullable var maxObjectSize: Int64?
   @Nullable var authEnv: String?
+  /// Whether this user lends it their credentials (`remote login`).
+  var credentialsLent: Bool
   /// `async`, `sync` or `off`.
   var write: String
   /// The keys it must be signed by (`ed25519:…`); empty: read unsigned.
@@ -510,5 +552,6 @@ struct RemoteRecord: Encodable {
     readOnly = spec.readOnly
     maxObjectSize = spec.maxObjectSize
     authEnv = spec.authEnvironment
+    credentialsLent = spec.lendsCredentials
   }
 }

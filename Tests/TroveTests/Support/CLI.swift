@@ -3,6 +3,10 @@ import Testing
 
 @testable import Trove
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The built `trove` executable run as a process.
 enum CLI {
   /// `.build/<config>/trove`, beside the test bundle.
@@ -17,6 +21,24 @@ enum CLI {
     return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
       .appendingPathComponent(".build/debug/trove").path
   }()
+
+  /// A configuration folder (`XDG_CONFIG_HOME`) of `uid`'s for this test
+  /// run: made once, that user's, mode 0700.
+  static func configHome(for uid: UInt32) throws -> String {
+    let base = NSTemporaryDirectory() + "trove-test-config-\(getpid())"
+    let home = base + "/u\(uid)"
+    configLock.lock()
+    defer { configLock.unlock() }
+    if !FileManager.default.fileExists(atPath: home) {
+      _ = mkdir(base, 0o711)
+      _ = chmod(base, 0o711)
+      guard mkdir(home, 0o700) == 0 || errno == EEXIST,
+        chown(home, uid, uid) == 0 || uid == geteuid()
+      else { throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: home]) }
+    }
+    return home
+  }
+  private static let configLock = NSLock()
 
   struct Result {
     var status: Int32
@@ -41,6 +63,11 @@ enum CLI {
     env.removeValue(forKey: "TROVE_STORE")
     env.removeValue(forKey: "TROVE_INJECT_FAULT")
     env.removeValue(forKey: "TROVE_DEBUG")
+    // Each user's credential bindings in a folder of this test run's,
+    // never in the home of whoever runs the tests.
+    let uid = prefix.lazy.compactMap { $0.hasPrefix("--reuid=") ? UInt32($0.dropFirst(8)) : nil }
+      .first
+    env["XDG_CONFIG_HOME"] = try configHome(for: uid ?? geteuid())
     for (k, v) in environment { env[k] = v }
     process.environment = env
     // Files, not pipes: no reader threads, no deadlock on large output.

@@ -35,15 +35,10 @@ final class S3Backend: RemoteBackend {
 
   init(_ spec: RemoteSpec, endpoint: RemoteSpec.Endpoint, limits: RemoteLimits) throws(TroveError) {
     self.spec = spec
-    let configuration = try AWSConfiguration.resolve(spec)
-    // Another user chose this remote's bucket and endpoint: this user's
-    // AWS credentials do not sign requests to where they chose.
-    if let credentials = configuration.credentials, !spec.isOwnConfiguration {
-      throw TroveError(
-        .invalidConfig,
-        "remote '\(spec.name)' is another user's choice (its remotes.json or its chosen-by): the AWS credentials from \(credentials.source) are not used for it; remove it and add it again to use them",
-        value: spec.name)
-    }
+    var configuration = try AWSConfiguration.resolve(spec)
+    // This user's AWS credentials sign only requests to a bucket and
+    // endpoint they lend them to; others go unsigned, as to a public bucket.
+    if !spec.lendsCredentials { configuration.credentials = nil }
     self.configuration = configuration
     bucket = endpoint.bucket
     prefix = endpoint.prefix
