@@ -118,6 +118,71 @@ struct AccessTests {
     #expect(refused.status == 77, "\(refused.stderr)")
   }
 
+  @Test(
+    "a store open during config set access private writes to the index's new file: its later put and key are in the index every new open reads"
+  )
+  func openStoreFollowsTheMovedIndex() throws {
+    let scratch = try scratch()
+    let store = scratch["store"]
+    let early = try Store(StoreConfiguration(root: store))
+    let first = Bytes.random(10_000, seed: 503)
+    _ = try early.put(bytes: first, key: "first")
+    #expect(chown(store, 0, Self.team) == 0)
+    let shared = try CLI.run(["--store", store, "config", "set", "access", "group"])
+    #expect(shared.status == 0, "\(shared.stderr)")
+    let before = try fileStatus(store + "/index.sqlite").inode
+    let set = try CLI.run(["--store", store, "config", "set", "access", "private"])
+    #expect(set.status == 0, "\(set.stderr)")
+    #expect(try fileStatus(store + "/index.sqlite").inode != before)
+
+    let later = Bytes.random(10_000, seed: 504)
+    let put = try early.put(bytes: later, key: "later")
+    let fresh = try Store(StoreConfiguration(root: store))
+    #expect(try fresh.entry(for: put.digest) != nil)
+    #expect(try fresh.binding(forKey: "later")?.digest == put.digest)
+    #expect(try fresh.binding(forKey: "first")?.digest == XXH3Hasher.digest(first))
+    let listed = try CLI.run(["--store", store, "keys"])
+    #expect(listed.out.contains("later"), "\(listed.out)")
+  }
+
+  @Test(
+    "a put that waits on the index while config set access private copies it lands in the new file, not the old one"
+  )
+  func putDuringTheIndexMove() throws {
+    let scratch = try scratch()
+    let store = scratch["store"]
+    _ = try Store(StoreConfiguration(root: store)).put(bytes: Bytes.random(1000, seed: 505))
+    #expect(chown(store, 0, Self.team) == 0)
+    #expect(try CLI.run(["--store", store, "config", "set", "access", "group"]).status == 0)
+    let pause = scratch["pause"]
+    try FileManager.default.createDirectory(atPath: pause, withIntermediateDirectories: false)
+    let mover = try Spawned(
+      executable: "/usr/bin/env",
+      [
+        "TROVE_TEST_PAUSE=" + pause, CLI.executable, "--store", store, "config", "set", "access",
+        "private",
+      ], io: scratch["io"])
+    let note = pause + "/index-move"
+    while !FileManager.default.fileExists(atPath: note), mover.process.isRunning {
+      usleep(10_000)
+    }
+    #expect(FileManager.default.fileExists(atPath: note), "the move never held the index")
+    // It holds the old file's write lock: this put's commit waits for it.
+    let file = try scratch.write("during", Bytes.random(3000, seed: 506))
+    let put = try Spawned(
+      executable: CLI.executable, ["--store", store, "put", file, "--key", "during"],
+      io: scratch["io-put"])
+    usleep(300_000)
+    _ = FileManager.default.createFile(atPath: note + ".go", contents: nil)
+    #expect(try mover.wait().exitedCleanly)
+    let outcome = try put.wait()
+    #expect(outcome.exitedCleanly, "\(outcome.stderr)")
+    let fresh = try Store(StoreConfiguration(root: store))
+    #expect(
+      try fresh.binding(forKey: "during")?.digest
+        == XXH3Hasher.digest(Bytes.random(3000, seed: 506)))
+  }
+
   @Test("a store on a locked encrypted directory says so (ENOKEY injected at the first open)")
   func lockedEncryptedDirectory() throws {
     let scratch = try Scratch()

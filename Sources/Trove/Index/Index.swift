@@ -56,6 +56,18 @@ final class Index: Sendable {
   var isStale: Bool { changedUnderUs.load(ordering: .relaxed) }
   /// The database file's path without symbolic links.
   private let resolvedPath: String
+  /// A new connection to the file now at the index's path, set up as the
+  /// first was; nil for a read-only index.
+  private let reopen: (@Sendable () throws(TroveError) -> SQLiteConnection)?
+
+  /// `db`, or a new connection in its place when the file it has open is
+  /// no longer the index (`config set access` put the index in a new
+  /// file): what this process writes goes to the index every process
+  /// reads, never to a file no one will open again.
+  private func following(_ db: inout SQLiteConnection) throws(TroveError) {
+    guard let reopen, db.fileHasMoved else { return }
+    db = try reopen()
+  }
   private let damageHandler = Mutex<(@Sendable (TroveError) -> Void)?>(nil)
 
   /// Called (once) when a statement finds the database damaged.
@@ -143,9 +155,28 @@ final class Index: Sendable {
       needsRebuild = opened.needsRebuild
       unlockedLook = opened.unlockedLook
       connection = Mutex(opened.db)
+      reopen = nil
       return
     }
     unlockedLook = nil
+    let opened = try Self.connect(
+      path: path, resolvedPath: resolvedPath, filesystem: filesystem, blockSize: blockSize)
+    journalMode = opened.mode
+    needsRebuild = opened.needsRebuild
+    connection = Mutex(opened.db)
+    reopen = { () throws(TroveError) in
+      try Self.connect(
+        path: path, resolvedPath: resolvedPath, filesystem: filesystem, blockSize: blockSize
+      ).db
+    }
+  }
+
+  /// A writable connection to the index at `resolvedPath`, set up as
+  /// every one is (journal mode, pragmas, schema), with its journal mode
+  /// and whether a rebuild is pending; a busy database is waited for.
+  private static func connect(
+    path: String, resolvedPath: String, filesystem: FilesystemKind, blockSize: Int64
+  ) throws(TroveError) -> (db: SQLiteConnection, mode: String, needsRebuild: Bool) {
     var busy = BusyWait()
     while true {
       let db: SQLiteConnection
@@ -188,10 +219,7 @@ final class Index: Sendable {
       guard found <= Schema.version else {
         throw Self.newer(found, path)
       }
-      journalMode = mode
-      needsRebuild = pending != 0
-      connection = Mutex(db)
-      return
+      return (db, mode, pending != 0)
     }
   }
 
@@ -331,6 +359,7 @@ final class Index: Sendable {
   {
     let result: Result<T, TroveError> = connection.withLock { db in
       do throws(TroveError) {
+        try following(&db)
         return .success(
           try body(
             IndexSession(db: db, path: path, action: action)))
@@ -356,14 +385,27 @@ final class Index: Sendable {
     _ action: String, durable: Bool = false, _ body: (IndexSession) throws(TroveError) -> T
   ) throws(TroveError) -> T {
     let result: Result<T, TroveError> = connection.withLock { db in
-      do throws(SQLiteConnection.Failure) {
-        if durable { try db.execute("PRAGMA synchronous=FULL") }
-        // A read-only index takes no write lock: its body only reads, and
-        // a statement that would write fails (SQLITE_READONLY).
-        try db.execute(isReadOnly ? "BEGIN" : "BEGIN IMMEDIATE")
-      } catch {
-        if durable { try? db.execute("PRAGMA synchronous=NORMAL") }
-        return .failure(Self.error(error, action, path))
+      // The file is checked once its write lock is held: whoever moves the
+      // index holds the old file's while it copies and renames.
+      var moves = 0
+      while true {
+        do throws(SQLiteConnection.Failure) {
+          if durable { try db.execute("PRAGMA synchronous=FULL") }
+          // A read-only index takes no write lock: its body only reads, and
+          // a statement that would write fails (SQLITE_READONLY).
+          try db.execute(isReadOnly ? "BEGIN" : "BEGIN IMMEDIATE")
+        } catch {
+          if durable { try? db.execute("PRAGMA synchronous=NORMAL") }
+          return .failure(Self.error(error, action, path))
+        }
+        guard reopen != nil, db.fileHasMoved, moves < 3 else { break }
+        moves += 1
+        try? db.execute("ROLLBACK")
+        do throws(TroveError) {
+          try following(&db)
+        } catch {
+          return .failure(error)
+        }
       }
       defer { if durable { try? db.execute("PRAGMA synchronous=NORMAL") } }
       do throws(TroveError) {

@@ -113,6 +113,15 @@ final class SQLiteConnection: @unchecked Sendable {
     _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
   }
 
+  /// Whether the database file this connection has open is no longer the
+  /// one at its path: renamed over or unlinked since the open
+  /// (`SQLITE_FCNTL_HAS_MOVED`, one `stat`).
+  var fileHasMoved: Bool {
+    var moved: Int32 = 0
+    return sqlite3_file_control(handle, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK
+      && moved != 0
+  }
+
   /// Runs one or more statements that take no parameters.
   func execute(_ sql: String) throws(Failure) {
     var error: UnsafeMutablePointer<CChar>?

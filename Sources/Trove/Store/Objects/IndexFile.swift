@@ -104,8 +104,8 @@ extension ObjectTable {
 
   /// Puts the index in a new file (`VACUUM INTO`, renamed over it) and
   /// removes the old one's WAL and shared memory: a process that opened
-  /// the old file while others could write it keeps writing only to that
-  /// unlinked file. Every key in the copy is marked as a remote's binding
+  /// the old file while others could write it writes no more to it (its
+  /// next statement opens the new file, ``Index``). Every key in the copy is marked as a remote's binding
   /// (``KeyBinding/isPulled``) before it takes the index's name, so no
   /// crash leaves an index with unmarked keys under that name. This
   /// process's own connections are closed first (the next ``index()``
@@ -122,6 +122,20 @@ extension ObjectTable {
     // now (tmp/ may be another member's): SQLite writes it by path.
     let temp = "." + StoreLayout.temporaryName("index")
     let tempPath = root + "/" + temp
+    // The old file's write lock, held until the new file has its name: a
+    // write another process commits is in the copy, or finds the file
+    // moved once it has the lock and writes to the new one (``Index``).
+    let hold: SQLiteConnection
+    do throws(SQLiteConnection.Failure) {
+      hold = try SQLiteConnection(path: indexPath, busyTimeoutMilliseconds: 30_000)
+      // Its close must remove no name: they are the new file's by then.
+      hold.persistWAL()
+      try hold.execute("BEGIN IMMEDIATE")
+    } catch {
+      throw Index.error(error, "lock the index", indexPath)
+    }
+    defer { try? hold.execute("ROLLBACK") }
+    Sys.pauseForTest("index-move", indexPath)
     do throws(SQLiteConnection.Failure) {
       let db = try SQLiteConnection(path: indexPath, busyTimeoutMilliseconds: 10_000)
       try db.execute("VACUUM INTO '\(tempPath.replacingOccurrences(of: "'", with: "''"))'")
