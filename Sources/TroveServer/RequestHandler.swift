@@ -10,6 +10,8 @@ struct RequestHandler: Sendable {
   let configuration: ServerConfiguration
   /// Blobs received and waiting for their `MOVE` (`--writable`).
   let uploads: PendingUploads
+  /// Mirror fetches whose connections wait, suspended.
+  let fetches: PendingFetches
 
   /// The methods answered.
   var allowed: String { configuration.writable ? "GET, HEAD, PUT, MOVE, DELETE" : "GET, HEAD" }
@@ -17,7 +19,7 @@ struct RequestHandler: Sendable {
   /// Queues the answer to `state`'s request on `connection`.
   func answer(_ connection: OpaquePointer, _ state: RequestState) -> MHD_Result {
     let request = Request(connection: connection, state: state)
-    let route = Route.parse(state.path)
+    let route = Route.parse(state.path, target: state.target)
     let reads = state.method == "GET" || state.method == "HEAD"
     if reads {
       if let tokens = configuration.tokens, !configuration.publicRead,
@@ -63,6 +65,8 @@ struct RequestHandler: Sendable {
         return request.text(404, "uploads are not read back")
       case .cas(let digest), .remoteBlob(let digest):
         return try ObjectResponse(store: store, request: request, digest: digest).queue()
+      case .mirror(let name, let path):
+        return beginMirror(request, name: name, path: path)
       case .checksum(let checksum):
         guard let digest = try store.digest(for: checksum) else {
           return request.text(404, "no object with \(checksum)")
@@ -76,7 +80,7 @@ struct RequestHandler: Sendable {
 
   /// The answer for a failure of the store: its cause to the server's
   /// log, a line without paths to the client.
-  private func failed(_ request: Request, _ error: TroveError) -> MHD_Result {
+  func failed(_ request: Request, _ error: TroveError) -> MHD_Result {
     configuration.onError(
       "\(request.state.method) \(Route.shown(Substring(request.state.path))): \(error)")
     return request.text(500, "the store could not answer; the server's log says why")

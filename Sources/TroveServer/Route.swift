@@ -13,6 +13,7 @@
 /// /keys/<32 hex>.json      .keyRecord      reads through from this one
 /// /sigs/<aa>/<32 hex>.json .signedEntry    (not served: 404)
 /// /tmp/<name>              .upload       a blob on its way in (--writable)
+/// /m/<name>/<path>         .mirror       a fetch of the mirror's upstream/<path>
 /// ```
 public enum Route: Equatable, Sendable {
   case health
@@ -23,6 +24,7 @@ public enum Route: Equatable, Sendable {
   case keyRecord(String)
   case signedEntry(BlobDigest)
   case upload(String)
+  case mirror(name: String, path: MirrorPath)
 
   /// Why a path is no route.
   public enum Refusal: Error, Equatable, Sendable {
@@ -36,8 +38,12 @@ public enum Route: Equatable, Sendable {
   static let maximumPathLength = 512
 
   /// Parses `path` (the request target without its query, as the server
-  /// decoded it).
-  public static func parse(_ path: String) -> Result<Route, Refusal> {
+  /// decoded it); a mirror's path is read from `target`, the same as the
+  /// client sent it (not decoded), when given (see ``MirrorPath``).
+  public static func parse(_ path: String, target: String? = nil) -> Result<Route, Refusal> {
+    if path.hasPrefix("/m/") || path == "/m" {
+      return mirror(target ?? path)
+    }
     guard path.utf8.count <= maximumPathLength else {
       return .failure(.malformed("the path is longer than \(maximumPathLength) bytes"))
     }
@@ -94,6 +100,21 @@ public enum Route: Equatable, Sendable {
       return .failure(.malformed("'\(shown(Substring(path)))' has too many or too few segments"))
     default:
       return .failure(.unknown)
+    }
+  }
+
+  /// `/m/<name>/<path>`.
+  private static func mirror(_ target: String) -> Result<Route, Refusal> {
+    let rest = target.utf8.starts(with: "/m/".utf8) ? target.dropFirst(3) : ""
+    guard let slash = rest.firstIndex(of: "/"), Mirror.isName(String(rest[..<slash])) else {
+      return .failure(
+        .malformed("'\(shown(Substring(target)))' is not a mirror path: expected /m/NAME/PATH"))
+    }
+    do throws(Refusal) {
+      let path = try MirrorPath(parsing: rest[rest.index(after: slash)...])
+      return .success(.mirror(name: String(rest[..<slash]), path: path))
+    } catch {
+      return .failure(error)
     }
   }
 

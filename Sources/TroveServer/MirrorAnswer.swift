@@ -1,0 +1,101 @@
+import CMicroHTTPD
+import Foundation
+@_spi(Serving) import Trove
+
+/// The answers of `/m/NAME/PATH`: a fetch of the mirror's upstream URL
+/// through the store's own fetch (fresh copies served without a request,
+/// revalidation, one transfer across clients and processes, resume,
+/// recorded checksums), then the object it names, with its origin's type
+/// and validators.
+extension RequestHandler {
+  /// Suspends the connection and fetches on another thread; the
+  /// connection is answered by ``answerMirror(_:_:)`` once resumed.
+  func beginMirror(_ request: Request, name: String, path: MirrorPath) -> MHD_Result {
+    guard let mirror = configuration.mirrors.first(where: { $0.name == name }) else {
+      return request.text(404, "no mirror \(name)")
+    }
+    let url = mirror.url(of: path)
+    let fetch = PendingFetch(connection: request.connection)
+    request.state.pending = fetch
+    MHD_suspend_connection(request.connection)
+    let handler = self
+    fetches.start(fetch) { handler.fetchMirrored(url) }
+    return .YES
+  }
+
+  /// Answers a resumed mirror request with its fetch's outcome.
+  func answerMirror(_ request: Request, _ fetch: PendingFetch) -> MHD_Result {
+    switch fetch.outcome {
+    case nil:
+      return request.text(503, "the server is stopping; try again")
+    case .refused(let status, let line)?:
+      return request.text(status, line)
+    case .storeFailed(let error)?:
+      return failed(request, error)
+    case .served(let digest, let headers)?:
+      do throws(TroveError) {
+        return try ObjectResponse(
+          store: store, request: request, digest: digest, mirrored: headers
+        ).queue()
+      } catch {
+        return failed(request, error)
+      }
+    }
+  }
+
+  /// Fetches `url` into the store; on a failure of the origin, serves the
+  /// copy the store holds (stale-if-error) unless that is turned off.
+  func fetchMirrored(_ url: String) -> MirrorOutcome {
+    let request = FetchRequest(url: url)
+    do throws(TroveError) {
+      let result = try store.fetch(request, options: configuration.mirrorFetchOptions)
+      let cache: String
+      switch result.source {
+      case .cache: cache = "hit"
+      case .revalidated: cache = "revalidated"
+      case .network, .resumed: cache = "miss"
+      }
+      return try served(result, cache: cache)
+    } catch {
+      guard let status = Self.originStatus(error) else { return .storeFailed(error) }
+      if status != 404, configuration.staleIfError {
+        var offline = request
+        offline.mode = .offline
+        if let stale = try? store.fetch(offline, options: configuration.mirrorFetchOptions),
+          let outcome = try? served(
+            stale, cache: "stale",
+            warning: "111 trove \"Revalidation Failed\"")
+        {
+          return outcome
+        }
+      }
+      return .refused(status, error.message)
+    }
+  }
+
+  /// The outcome for a fetch's result: the headers its key's record holds.
+  private func served(_ result: FetchResult, cache: String, warning: String? = nil)
+    throws(TroveError) -> MirrorOutcome
+  {
+    let origin = try store.binding(forKey: result.url)?.origin
+    var headers: [(String, String)] = [("X-Trove-Cache", cache)]
+    if let modified = origin?.lastModified { headers.append(("Last-Modified", modified)) }
+    if let warning { headers.append(("Warning", warning)) }
+    return .served(
+      result.digest,
+      MirroredHeaders(contentType: origin?.contentType, etag: origin?.etag, headers: headers))
+  }
+
+  /// The status for a fetch that failed at its origin: 404 for the
+  /// origin's 404 or 410, 504 when it timed out, 502 for any other failure
+  /// of the origin or its bytes; nil for a failure of the store.
+  static func originStatus(_ error: TroveError) -> Int? {
+    switch error.code {
+    case .notFound: return 404
+    case .transferFailed:
+      return error.message.contains("curl error 28") ? 504 : 502
+    case .unavailable, .checksumMismatch, .tooLarge, .invalidArgument: return 502
+    default: return nil
+    }
+  }
+}

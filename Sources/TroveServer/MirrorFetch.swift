@@ -1,0 +1,86 @@
+import CMicroHTTPD
+import Foundation
+import Synchronization
+@_spi(Serving) import Trove
+
+/// What a mirror request's fetch came to, for the answer its connection
+/// gets once resumed.
+enum MirrorOutcome: Sendable {
+  /// The URL's object, and what the response says of it.
+  case served(BlobDigest, MirroredHeaders)
+  /// No body: a status and one line (the origin's 404, an unreachable
+  /// origin's 502 or 504).
+  case refused(Int, String)
+  /// The store failed: 500, its cause to the server's log.
+  case storeFailed(TroveError)
+}
+
+/// One mirror request's fetch: run on its own thread while libmicrohttpd
+/// holds the connection suspended (its threads keep answering others),
+/// then the connection is resumed and answered with the outcome.
+final class PendingFetch: @unchecked Sendable {
+  let connection: OpaquePointer
+  private struct State {
+    var outcome: MirrorOutcome?
+    var resumed = false
+  }
+  private let state = Mutex(State())
+
+  init(connection: OpaquePointer) { self.connection = connection }
+
+  /// The outcome, once the fetch is done (nil when the server stopped
+  /// waiting for it).
+  var outcome: MirrorOutcome? { state.withLock { $0.outcome } }
+
+  /// Keeps `outcome` and resumes the connection, unless the stopping
+  /// server resumed it already.
+  func finish(_ outcome: MirrorOutcome) {
+    state.withLock {
+      $0.outcome = outcome
+      guard !$0.resumed else { return }
+      $0.resumed = true
+      MHD_resume_connection(connection)
+    }
+  }
+
+  /// Resumes the connection without an outcome (the server stops): it is
+  /// answered 503. The fetch goes on into the store.
+  func abandon() {
+    state.withLock {
+      guard !$0.resumed else { return }
+      $0.resumed = true
+      MHD_resume_connection(connection)
+    }
+  }
+}
+
+/// The mirror fetches under way, so a stopping server resumes every
+/// suspended connection before its daemons end (libmicrohttpd requires
+/// it); and the bound on fetches running at once.
+final class PendingFetches: Sendable {
+  private let pending = Mutex<[ObjectIdentifier: PendingFetch]>([:])
+  private let slots: DispatchSemaphore
+
+  init(limit: Int) { slots = DispatchSemaphore(value: max(1, limit)) }
+
+  /// Runs `work` on a new thread, at most the limit at once (the others
+  /// wait for a slot), and finishes `fetch` with its outcome.
+  func start(_ fetch: PendingFetch, _ work: @escaping @Sendable () -> MirrorOutcome) {
+    pending.withLock { $0[ObjectIdentifier(fetch)] = fetch }
+    let thread = Thread { [self] in
+      slots.wait()
+      let outcome = work()
+      slots.signal()
+      fetch.finish(outcome)
+      _ = pending.withLock { $0.removeValue(forKey: ObjectIdentifier(fetch)) }
+    }
+    thread.name = "trove-mirror-fetch"
+    thread.start()
+  }
+
+  /// Resumes every connection still waiting for its fetch.
+  func abandonAll() {
+    let all = pending.withLock { Array($0.values) }
+    for fetch in all { fetch.abandon() }
+  }
+}
