@@ -32,6 +32,15 @@ extension RequestHandler {
       return request.text(status, line)
     case .storeFailed(let error)?:
       return failed(request, error)
+    case .rewritten(let body, let headers)?:
+      var all = headers.headers
+      if let etag = headers.etag {
+        all.append(("ETag", etag))
+        if ObjectResponse.matches(request.header("If-None-Match"), etag) {
+          return request.bytes(304, [], type: headers.contentType ?? "text/html", headers: all)
+        }
+      }
+      return request.bytes(200, body, type: headers.contentType ?? "text/html", headers: all)
     case .served(let digest, let headers)?:
       do throws(TroveError) {
         return try ObjectResponse(
@@ -46,7 +55,9 @@ extension RequestHandler {
   /// Fetches `url` into the store; on a failure of the origin, serves the
   /// copy the store holds (stale-if-error) unless that is turned off.
   func fetchMirrored(_ url: String) -> MirrorOutcome {
-    let request = FetchRequest(url: url)
+    // The sha256 an index page published for this file: expected of its
+    // bytes, and enough to serve a stored object without asking anyone.
+    let request = FetchRequest(url: url, expected: published.checksum(for: url).map { [$0] } ?? [])
     do throws(TroveError) {
       let result = try store.fetch(request, options: configuration.mirrorFetchOptions)
       let cache: String
@@ -81,6 +92,18 @@ extension RequestHandler {
     var headers: [(String, String)] = [("X-Trove-Cache", cache)]
     if let modified = origin?.lastModified { headers.append(("Last-Modified", modified)) }
     if let warning { headers.append(("Warning", warning)) }
+    if let format = PackageIndex.format(of: origin?.contentType),
+      result.size <= PackageIndex.maximumSize,
+      let page = try store.readObject(result.digest),
+      let rewritten = PackageIndex.rewrite(page, format: format, mirrors: configuration.mirrors)
+    {
+      published.record(rewritten.published)
+      // A tag of the bytes sent: the origin's names the page before its links changed.
+      let etag = "\"\(XXH3Hasher.digest(rewritten.body).hex)\""
+      return .rewritten(
+        rewritten.body,
+        MirroredHeaders(contentType: origin?.contentType, etag: etag, headers: headers))
+    }
     return .served(
       result.digest,
       MirroredHeaders(contentType: origin?.contentType, etag: origin?.etag, headers: headers))
@@ -96,6 +119,39 @@ extension RequestHandler {
       return error.message.contains("curl error 28") ? 504 : 502
     case .unavailable, .checksumMismatch, .tooLarge, .invalidArgument: return 502
     default: return nil
+    }
+  }
+}
+
+extension Store {
+  /// The whole of `digest`'s bytes (decompressed), for a page small enough
+  /// to rewrite in memory; nil when the store no longer holds it.
+  fileprivate func readObject(_ digest: BlobDigest) throws(TroveError) -> [UInt8]? {
+    guard let body = try openBody(digest, recordingRead: false) else { return nil }
+    if body.isCompressed {
+      let reader = try body.decompressedReader(from: 0)
+      var bytes = [UInt8](repeating: 0, count: Int(body.size))
+      var filled = 0
+      while filled < bytes.count {
+        let read = bytes.withUnsafeMutableBytes { buffer in
+          Result { () throws(TroveError) in
+            try reader.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+          }
+        }
+        let n = try read.get()
+        guard n > 0 else {
+          throw TroveError(.corruptObject, "\(digest) ends before its \(body.size) bytes")
+        }
+        filled += n
+      }
+      return bytes
+    }
+    guard let fd = body.takeDescriptor() else { return nil }
+    let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+    do {
+      return Array(try handle.readToEnd() ?? Data())
+    } catch {
+      throw TroveError(.ioError, "cannot read \(digest): \(error)")
     }
   }
 }

@@ -8,6 +8,8 @@ import Synchronization
 enum MirrorOutcome: Sendable {
   /// The URL's object, and what the response says of it.
   case served(BlobDigest, MirroredHeaders)
+  /// A package index page with its links rewritten, held in memory.
+  case rewritten([UInt8], MirroredHeaders)
   /// No body: a status and one line (the origin's 404, an unreachable
   /// origin's 502 or 504).
   case refused(Int, String)

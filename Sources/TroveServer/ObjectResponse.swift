@@ -42,7 +42,7 @@ struct ObjectResponse {
       if body.isCompressed { headers.append(("Vary", "Accept-Encoding")) }
     }
     if encoded { headers.append(("Content-Encoding", "zstd")) }
-    if let etag, matches(request.header("If-None-Match"), etag) {
+    if let etag, Self.matches(request.header("If-None-Match"), etag) {
       // With the length a 200 would have: a 304 may say only that one,
       // and libmicrohttpd sends no body with it.
       return send(
@@ -83,7 +83,7 @@ struct ObjectResponse {
 
   /// Whether `If-None-Match` names `etag` (or is `*`); a weak tag compares
   /// as its strong form, as RFC 9110 says for this header.
-  private func matches(_ header: String?, _ etag: String) -> Bool {
+  static func matches(_ header: String?, _ etag: String) -> Bool {
     guard let header else { return false }
     let strong = etag.hasPrefix("W/") ? String(etag.dropFirst(2)) : etag
     return header.split(separator: ",").contains {

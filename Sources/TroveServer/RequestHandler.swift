@@ -12,6 +12,8 @@ struct RequestHandler: Sendable {
   let uploads: PendingUploads
   /// Mirror fetches whose connections wait, suspended.
   let fetches: PendingFetches
+  /// The sha256s index pages published for the files they link.
+  let published = PublishedChecksums()
 
   /// The methods answered.
   var allowed: String { configuration.writable ? "GET, HEAD, PUT, MOVE, DELETE" : "GET, HEAD" }
