@@ -19,7 +19,11 @@ extension RequestHandler {
     request.state.pending = fetch
     MHD_suspend_connection(request.connection)
     let handler = self
-    fetches.start(fetch) { handler.fetchMirrored(url) }
+    fetches.start(fetch) {
+      handler.metrics.activeTransfers.add(1, ordering: .relaxed)
+      defer { handler.metrics.activeTransfers.subtract(1, ordering: .relaxed) }
+      return handler.fetchMirrored(url)
+    }
     return .YES
   }
 
@@ -66,9 +70,11 @@ extension RequestHandler {
       case .revalidated: cache = "revalidated"
       case .network, .resumed: cache = "miss"
       }
+      metrics.recordMirror(cache: cache, bytes: result.bytesTransferred, originFailed: false)
       return try served(result, cache: cache)
     } catch {
       guard let status = Self.originStatus(error) else { return .storeFailed(error) }
+      metrics.recordMirror(cache: nil, bytes: 0, originFailed: status != 404)
       if status != 404, configuration.staleIfError {
         var offline = request
         offline.mode = .offline
@@ -77,6 +83,7 @@ extension RequestHandler {
             stale, cache: "stale",
             warning: "111 trove \"Revalidation Failed\"")
         {
+          metrics.recordMirror(cache: "stale", bytes: 0, originFailed: false)
           return outcome
         }
       }

@@ -14,6 +14,8 @@ struct RequestHandler: Sendable {
   let fetches: PendingFetches
   /// The sha256s index pages published for the files they link.
   let published = PublishedChecksums()
+  /// What `/metrics` reports.
+  let metrics = Metrics()
 
   /// The methods answered.
   var allowed: String { configuration.writable ? "GET, HEAD, PUT, MOVE, DELETE" : "GET, HEAD" }
@@ -22,6 +24,7 @@ struct RequestHandler: Sendable {
   func answer(_ connection: OpaquePointer, _ state: RequestState) -> MHD_Result {
     let request = Request(connection: connection, state: state)
     let route = Route.parse(state.path, target: state.target)
+    state.routeName = (try? route.get())?.metricName ?? "invalid"
     let reads = state.method == "GET" || state.method == "HEAD"
     if reads {
       if let tokens = configuration.tokens, !configuration.publicRead,
@@ -54,6 +57,10 @@ struct RequestHandler: Sendable {
       switch route {
       case .health:
         return request.text(200, "ok")
+      case .metrics:
+        return request.bytes(
+          200, Array(metrics.exposition(store: store).utf8),
+          type: "text/plain; version=0.0.4; charset=utf-8")
       case .remoteLayout:
         return request.bytes(200, Store.servedLayoutRecord, type: "application/json")
       case .keyRecord(let name):

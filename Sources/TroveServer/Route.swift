@@ -5,6 +5,7 @@
 ///
 /// ```
 /// /healthz                 .health
+/// /metrics                 .metrics      Prometheus's text format
 /// /cas/<32 hex>            .cas          the object of an XXH3-128 digest
 /// /sha256/<64 hex>         .checksum     the object a recorded checksum names
 /// /sha512/<128 hex>        .checksum
@@ -17,6 +18,7 @@
 /// ```
 public enum Route: Equatable, Sendable {
   case health
+  case metrics
   case cas(BlobDigest)
   case checksum(Checksum)
   case remoteLayout
@@ -54,6 +56,7 @@ public enum Route: Equatable, Sendable {
     let segments = Array(parts.dropFirst())
     switch (segments.first ?? "", segments.count) {
     case ("healthz", 1): return .success(.health)
+    case ("metrics", 1): return .success(.metrics)
     case ("trove-remote.json", 1): return .success(.remoteLayout)
     case ("cas", 2):
       return digest(segments[1]).map { .cas($0) }
@@ -115,6 +118,19 @@ public enum Route: Equatable, Sendable {
       return .success(.mirror(name: String(rest[..<slash]), path: path))
     } catch {
       return .failure(error)
+    }
+  }
+
+  /// The route's label in `/metrics`.
+  var metricName: String {
+    switch self {
+    case .health: "healthz"
+    case .metrics: "metrics"
+    case .cas: "cas"
+    case .checksum: "checksum"
+    case .remoteLayout, .remoteBlob, .keyRecord, .signedEntry: "remote"
+    case .upload: "upload"
+    case .mirror: "mirror"
     }
   }
 

@@ -302,6 +302,9 @@ public final class Server: @unchecked Sendable {
     inFlight.subtract(1, ordering: .acquiringAndReleasing)
     let status =
       state.status != 0 ? state.status : connection.map { Int(trove_mhd_status($0)) } ?? 0
+    handler.metrics.recordResponse(
+      route: state.routeName, status: status,
+      bytes: termination == .REQUEST_TERMINATED_COMPLETED_OK ? state.bytes : 0)
     configuration.accessLog?.record(
       AccessLog.Entry(
         client: state.client, method: state.method, path: state.path, version: state.version,
@@ -378,6 +381,9 @@ final class RequestState: @unchecked Sendable {
   /// A mirror request's fetch, while its connection is suspended.
   var pending: PendingFetch?
   var pendingAnswered = false
+  /// The route's label in `/metrics`; `other` for a request answered
+  /// before its route was known (a head too large).
+  var routeName = "other"
   var status = 0
   var bytes: Int64 = 0
 

@@ -150,6 +150,62 @@ struct ServeMirrorTests {
     #expect(gets.count == 1, "\(gets)")
   }
 
+  @Test(
+    "/metrics parses with prometheus_client and counts the requests made: by route and status, hits, misses, revalidations, stale answers, bytes, origin errors, the store",
+    .enabled(if: TestVenv.hasPip, TestVenv.missing)
+  )
+  func metrics() throws {
+    let setup = try Setup()
+    let bytes = Bytes.random(50_000, seed: 74)
+    try setup.nginx.files.write("model.bin", bytes)
+    for path in ["model.bin", "model.bin", "fresh/model.bin", "fresh/model.bin"] {
+      #expect(try curl([setup.url(path)]).status == 200)
+    }
+    #expect(try curl([setup.url("missing")]).status == 404)
+    #expect(try curl([setup.server.url("cas/xyz")]).status == 400)
+    #expect(try curl([setup.server.url("healthz")]).status == 200)
+    setup.nginx.stop()
+    #expect(try curl([setup.url("model.bin")]).headers["x-trove-cache"] == "stale")
+    // The last response's end is counted just after the client has it.
+    usleep(300_000)
+    let scraped = try curl([setup.server.url("metrics")])
+    #expect(scraped.status == 200)
+    #expect(scraped.headers["content-type"]?.hasPrefix("text/plain; version=0.0.4") == true)
+    let text = try setup.scratch.write("metrics.txt", scraped.body)
+    let parser = """
+      import sys
+      from prometheus_client.parser import text_string_to_metric_families
+      for family in text_string_to_metric_families(open(sys.argv[1]).read()):
+          for s in family.samples:
+              labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+              print(f"{s.name}{{{labels}}} {int(s.value)}")
+      """
+    let parse = try Spawned(
+      executable: TestVenv.python, ["-c", parser, text], io: setup.scratch["parse"]
+    ).wait()
+    #expect(parse.status == 0, "\(parse.stderr)")
+    var samples: [String: Int] = [:]
+    for line in String(decoding: parse.stdout, as: UTF8.self).split(separator: "\n") {
+      let parts = line.split(separator: " ")
+      samples[String(parts[0])] = Int(parts[1])
+    }
+    #expect(samples["trove_http_requests_total{route=mirror,status=200}"] == 5)
+    #expect(samples["trove_http_requests_total{route=mirror,status=404}"] == 1)
+    #expect(samples["trove_http_requests_total{route=invalid,status=400}"] == 1)
+    #expect(samples["trove_http_requests_total{route=healthz,status=200}"] == 1)
+    #expect(samples["trove_mirror_responses_total{cache=miss}"] == 2)
+    #expect(samples["trove_mirror_responses_total{cache=hit}"] == 1)
+    #expect(samples["trove_mirror_responses_total{cache=revalidated}"] == 1)
+    #expect(samples["trove_mirror_responses_total{cache=stale}"] == 1)
+    #expect(samples["trove_origin_bytes_total{}"] == 2 * bytes.count)
+    #expect(samples["trove_origin_errors_total{}"] == 1)
+    #expect(samples["trove_origin_transfers_active{}"] == 0)
+    #expect((samples["trove_http_response_bytes_total{}"] ?? 0) >= 5 * bytes.count)
+    // One object: both URLs name the same bytes.
+    #expect(samples["trove_store_entries{}"] == 1)
+    #expect((samples["trove_store_bytes{}"] ?? 0) >= bytes.count)
+  }
+
   @Test("--mirror values are checked: NAME=UPSTREAM, an http(s) URL without a login or query")
   func mirrorFlags() throws {
     let scratch = try Scratch()
