@@ -68,7 +68,11 @@ let serveCommand = CommandSpec(
                                transfer for all clients; the origin's Content-Type,
                                ETag and Last-Modified, and X-Trove-Cache: hit,
                                revalidated, miss or stale (the origin failed and the
-                               stored copy is served, with a Warning)
+                               stored copy is served, with a Warning). Package index
+                               pages (PEP 503, PEP 691) get their links into another
+                               mirror's upstream rewritten through it, and each
+                               file's published sha256 is expected of it.
+      /metrics                 counts in Prometheus's text format
       /healthz                 'ok'
     Objects carry a strong ETag (their digest), are immutable for a year, and
     answer Range (one range) and If-None-Match. A compressed object is sent
