@@ -15,21 +15,43 @@ extension RequestHandler {
       return request.text(404, "no mirror \(name)")
     }
     let url = mirror.url(of: path)
-    let fetch = PendingFetch(connection: request.connection)
+    let plain =
+      !request.isHead && request.header("Range") == nil && request.header("If-None-Match") == nil
+      && request.header("If-Modified-Since") == nil
+    let fetch = PendingFetch(connection: request.connection, readsAlong: plain)
     request.state.pending = fetch
+    // Suspended before anyone may resume it.
     MHD_suspend_connection(request.connection)
+    fetches.waiting(fetch)
+    let (transfer, isNew) = transfers.join(url)
     let handler = self
-    fetches.start(fetch) {
-      handler.metrics.activeTransfers.add(1, ordering: .relaxed)
-      defer { handler.metrics.activeTransfers.subtract(1, ordering: .relaxed) }
-      return handler.fetchMirrored(url)
+    switch transfer.wait(fetch) {
+    case .waiting where isNew:
+      fetches.start(fetch) {
+        handler.metrics.activeTransfers.add(1, ordering: .relaxed)
+        defer { handler.metrics.activeTransfers.subtract(1, ordering: .relaxed) }
+        let (outcome, stored) = handler.fetchMirrored(url, progress: transfer.progress)
+        handler.transfers.remove(transfer)
+        transfer.finish(outcome, stored: stored)
+        return outcome
+      }
+    case .waiting:
+      break
+    case .readAlong:
+      fetch.finish(.readAlong(transfer))
+    case .ended:
+      // Joined as it ended: a fetch of its own (most likely a hit now).
+      fetches.start(fetch) { handler.fetchMirrored(url).outcome }
     }
     return .YES
   }
 
   /// Answers a resumed mirror request with its fetch's outcome.
   func answerMirror(_ request: Request, _ fetch: PendingFetch) -> MHD_Result {
+    fetches.answered(fetch)
     switch fetch.outcome {
+    case .readAlong(let transfer)?:
+      return answerReadAlong(request, transfer)
     case nil:
       return request.text(503, "the server is stopping; try again")
     case .refused(let status, let line)?:
@@ -58,12 +80,15 @@ extension RequestHandler {
 
   /// Fetches `url` into the store; on a failure of the origin, serves the
   /// copy the store holds (stale-if-error) unless that is turned off.
-  func fetchMirrored(_ url: String) -> MirrorOutcome {
+  func fetchMirrored(
+    _ url: String, progress: (@Sendable (FetchProgress) -> Void)? = nil
+  ) -> (outcome: MirrorOutcome, stored: (BlobDigest, Int64)?) {
     // The sha256 an index page published for this file: expected of its
     // bytes, and enough to serve a stored object without asking anyone.
     let request = FetchRequest(url: url, expected: published.checksum(for: url).map { [$0] } ?? [])
     do throws(TroveError) {
-      let result = try store.fetch(request, options: configuration.mirrorFetchOptions)
+      let result = try store.fetch(
+        request, options: configuration.mirrorFetchOptions, progress: progress)
       let cache: String
       switch result.source {
       case .cache: cache = "hit"
@@ -71,9 +96,9 @@ extension RequestHandler {
       case .network, .resumed: cache = "miss"
       }
       metrics.recordMirror(cache: cache, bytes: result.bytesTransferred, originFailed: false)
-      return try served(result, cache: cache)
+      return (try served(result, cache: cache), (result.digest, result.size))
     } catch {
-      guard let status = Self.originStatus(error) else { return .storeFailed(error) }
+      guard let status = Self.originStatus(error) else { return (.storeFailed(error), nil) }
       metrics.recordMirror(cache: nil, bytes: 0, originFailed: status != 404)
       if status != 404, configuration.staleIfError {
         var offline = request
@@ -84,11 +109,34 @@ extension RequestHandler {
             warning: "111 trove \"Revalidation Failed\"")
         {
           metrics.recordMirror(cache: "stale", bytes: 0, originFailed: false)
-          return outcome
+          return (outcome, nil)
         }
       }
-      return .refused(status, error.message)
+      return (.refused(status, error.message), nil)
     }
+  }
+
+  /// A body as it arrives: the origin's headers, its announced length,
+  /// the bytes from the part file (see ``MirrorTransfer``).
+  func answerReadAlong(_ request: Request, _ transfer: MirrorTransfer) -> MHD_Result {
+    guard let source = transfer.source else {
+      return request.text(503, "the transfer ended; try again")
+    }
+    let stream = Unmanaged.passRetained(
+      ReadAlongStream(transfer: transfer, source: source, connection: request.connection)
+    ).toOpaque()
+    guard
+      let response = MHD_create_response_from_callback(
+        UInt64(source.total), ObjectResponse.blockSize, readAlongBlock, stream, releaseReadAlong)
+    else {
+      Unmanaged<ReadAlongStream>.fromOpaque(stream).release()
+      return .NO
+    }
+    Request.add(
+      ("Content-Type", source.headers.contentType ?? "application/octet-stream"), to: response)
+    for header in source.headers.headers { Request.add(header, to: response) }
+    if let etag = source.headers.etag { Request.add(("ETag", etag), to: response) }
+    return request.queue(200, response, bodyBytes: source.total)
   }
 
   /// The outcome for a fetch's result: the headers its key's record holds.

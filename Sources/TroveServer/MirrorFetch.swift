@@ -10,6 +10,8 @@ enum MirrorOutcome: Sendable {
   case served(BlobDigest, MirroredHeaders)
   /// A package index page with its links rewritten, held in memory.
   case rewritten([UInt8], MirroredHeaders)
+  /// The body as it arrives, from the transfer's part file.
+  case readAlong(MirrorTransfer)
   /// No body: a status and one line (the origin's 404, an unreachable
   /// origin's 502 or 504).
   case refused(Int, String)
@@ -17,29 +19,35 @@ enum MirrorOutcome: Sendable {
   case storeFailed(TroveError)
 }
 
-/// One mirror request's fetch: run on its own thread while libmicrohttpd
-/// holds the connection suspended (its threads keep answering others),
-/// then the connection is resumed and answered with the outcome.
+/// One mirror request waiting for its fetch, its connection suspended by
+/// libmicrohttpd (whose threads keep answering others) until an outcome
+/// resumes it: the fetch's, or a body to read along.
 final class PendingFetch: @unchecked Sendable {
   let connection: OpaquePointer
+  /// A plain `GET` (no range, no condition): it may read a body along as
+  /// it arrives.
+  let readsAlong: Bool
   private struct State {
     var outcome: MirrorOutcome?
     var resumed = false
   }
   private let state = Mutex(State())
 
-  init(connection: OpaquePointer) { self.connection = connection }
+  init(connection: OpaquePointer, readsAlong: Bool) {
+    self.connection = connection
+    self.readsAlong = readsAlong
+  }
 
-  /// The outcome, once the fetch is done (nil when the server stopped
-  /// waiting for it).
+  /// The outcome it was resumed with (nil when the server stopped waiting).
   var outcome: MirrorOutcome? { state.withLock { $0.outcome } }
 
-  /// Keeps `outcome` and resumes the connection, unless the stopping
-  /// server resumed it already.
+  /// Resumes the connection with `outcome`; the first outcome wins (a
+  /// body to read along comes before the fetch's end), and nothing is
+  /// done once the stopping server resumed it.
   func finish(_ outcome: MirrorOutcome) {
     state.withLock {
-      $0.outcome = outcome
       guard !$0.resumed else { return }
+      $0.outcome = outcome
       $0.resumed = true
       MHD_resume_connection(connection)
     }
@@ -56,25 +64,33 @@ final class PendingFetch: @unchecked Sendable {
   }
 }
 
-/// The mirror fetches under way, so a stopping server resumes every
-/// suspended connection before its daemons end (libmicrohttpd requires
-/// it); and the bound on fetches running at once.
+/// The requests waiting for a mirror fetch, so a stopping server resumes
+/// every suspended connection before its daemons end (libmicrohttpd
+/// requires it); and the bound on fetches running at once.
 final class PendingFetches: Sendable {
   private let pending = Mutex<[ObjectIdentifier: PendingFetch]>([:])
   private let slots: DispatchSemaphore
 
   init(limit: Int) { slots = DispatchSemaphore(value: max(1, limit)) }
 
+  /// Notes a suspended request, until ``answered(_:)``.
+  func waiting(_ fetch: PendingFetch) {
+    pending.withLock { $0[ObjectIdentifier(fetch)] = fetch }
+  }
+
+  /// A request was resumed and answered.
+  func answered(_ fetch: PendingFetch) {
+    _ = pending.withLock { $0.removeValue(forKey: ObjectIdentifier(fetch)) }
+  }
+
   /// Runs `work` on a new thread, at most the limit at once (the others
   /// wait for a slot), and finishes `fetch` with its outcome.
   func start(_ fetch: PendingFetch, _ work: @escaping @Sendable () -> MirrorOutcome) {
-    pending.withLock { $0[ObjectIdentifier(fetch)] = fetch }
     let thread = Thread { [self] in
       slots.wait()
       let outcome = work()
       slots.signal()
       fetch.finish(outcome)
-      _ = pending.withLock { $0.removeValue(forKey: ObjectIdentifier(fetch)) }
     }
     thread.name = "trove-mirror-fetch"
     thread.start()

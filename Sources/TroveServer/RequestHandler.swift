@@ -14,6 +14,8 @@ struct RequestHandler: Sendable {
   let fetches: PendingFetches
   /// The sha256s index pages published for the files they link.
   let published = PublishedChecksums()
+  /// The mirror fetches under way, which requests of one URL share.
+  let transfers = MirrorTransfers()
   /// What `/metrics` reports.
   let metrics = Metrics()
 

@@ -196,6 +196,7 @@ public final class Server: @unchecked Sendable {
     // libmicrohttpd must not stop with a connection suspended: those still
     // waiting for a mirror fetch are answered 503 (the fetch goes on).
     handler.fetches.abandonAll()
+    handler.transfers.stopAll()
     if !finished { usleep(100_000) }
     for daemon in daemons { MHD_stop_daemon(daemon) }
     daemons.removeAll()

@@ -65,13 +65,15 @@ let serveCommand = CommandSpec(
       /m/<name>/<path>         a fetch of the mirror's UPSTREAM/<path> through the
                                store (--mirror NAME=UPSTREAM): fresh copies served
                                without a request, stale ones revalidated, one
-                               transfer for all clients; the origin's Content-Type,
-                               ETag and Last-Modified, and X-Trove-Cache: hit,
-                               revalidated, miss or stale (the origin failed and the
-                               stored copy is served, with a Warning). Package index
-                               pages (PEP 503, PEP 691) get their links into another
-                               mirror's upstream rewritten through it, and each
-                               file's published sha256 is expected of it.
+                               transfer for all clients, a miss sent as it arrives
+                               (its last byte once verified); the origin's
+                               Content-Type, ETag and Last-Modified, and
+                               X-Trove-Cache: hit, revalidated, miss or stale (the
+                               origin failed and the stored copy is served, with a
+                               Warning). Package index pages (PEP 503, PEP 691) get
+                               their links into another mirror's upstream
+                               rewritten through it, and each file's published
+                               sha256 is expected of it.
       /metrics                 counts in Prometheus's text format
       /healthz                 'ok'
     Objects carry a strong ETag (their digest), are immutable for a year, and
