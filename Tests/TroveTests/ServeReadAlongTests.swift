@@ -118,3 +118,30 @@ extension ServeReadAlongTests {
     #expect(result.status != 0 && result.body.count < bytes.count)
   }
 }
+
+extension ServeReadAlongTests {
+  @Test("a client that disconnects mid-download leaves the fetch running: the store holds the body")
+  func clientLeaves() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    let nginx = try Nginx(webDAV: true)
+    let bytes = Bytes.random(5 << 20, seed: 93)
+    try nginx.files.write("big.bin", bytes)
+    let server = try TroveServe(store: scratch["store"], ["--mirror", "up=" + nginx.url("")])
+    let client = try Download(server.url("m/up/slow/big.bin"))
+    _ = poll(times: 1000, while: { client.received == 0 }, { client.received > 0 ? true : nil })
+    client.process.kill()
+    _ = try client.finish()
+    // The fetch goes on to bind the URL once the body is stored.
+    let key = nginx.url("/slow/big.bin")
+    let done = poll(times: 1000) {
+      (try? CLI.run(["--store", scratch["store"], "keys"]))?.out.contains(key) == true ? true : nil
+    }
+    #expect(done == true)
+    #expect(nginx.requests("/slow/big.bin").count == 1)
+    nginx.stop()
+    let served = try curl([server.url("m/up/slow/big.bin")])
+    #expect(served.status == 200 && served.body == bytes)
+    #expect(served.headers["x-trove-cache"] == "stale")
+  }
+}
