@@ -7,13 +7,29 @@
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
 #                           servers the tests start on 127.0.0.1 themselves (nginx with its
 #                           WebDAV module, redis-server, python3, and Ceph's mon, osd and
-#                           radosgw for an S3 service)
+#                           radosgw for an S3 service), and a Python venv at .build/test-venv
+#                           with pip, uv and prometheus_client from PyPI: the clients
+#                           `trove serve`'s mirror and /metrics tests run
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The venv of the serve tests, made when missing (a venv is cheap to make again;
+# .build/ goes with a clean build).
+make_test_venv() {
+  local venv=.build/test-venv
+  [ -x "$venv/bin/uv" ] && "$venv/bin/python" -c 'import prometheus_client' 2>/dev/null && return 0
+  echo "trove: making $venv (pip, uv, prometheus_client from PyPI)" >&2
+  rm -rf "$venv"
+  mkdir -p .build
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip uv prometheus_client \
+    || { echo "trove: could not install pip, uv and prometheus_client into $venv: the serve tests that need them are skipped" >&2; return 0; }
+}
 
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
-  packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 redis-server
-    ceph-mon ceph-osd radosgw ceph-common)
+  packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 python3-venv
+    python3-pip redis-server ceph-mon ceph-osd radosgw ceph-common)
 elif [ "${1:-build}" = "demo" ]; then
   packages+=(nginx-light python3 redis-server)
 fi
@@ -22,7 +38,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  [ "${1:-build}" = "test" ] && make_test_venv
+  exit 0
+fi
 
 echo "trove: installing Debian packages: ${missing[*]}" >&2
 sudo=""
@@ -42,3 +61,5 @@ if [ ! -e "$policy" ]; then
 fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+[ "${1:-build}" = "test" ] && make_test_venv
+exit 0

@@ -10,6 +10,8 @@
 #   /fresh/NAME      with Cache-Control: max-age=3600
 #   /immutable/NAME  with Cache-Control: max-age=31536000, immutable
 #   /moved/NAME      a 302 redirect to /NAME
+#   /pep691/NAME     with Content-Type: application/vnd.pypi.simple.v1+json (a
+#                    PEP 691 package index page)
 # The access log has one line per request: method, URI, status, body bytes
 # sent, then the Range, If-Range, If-None-Match and If-Modified-Since headers.
 # With --webdav (for the remote tests; nginx-light's dav module) GET and HEAD
@@ -64,7 +66,8 @@ start)
     format='$request_method $request_uri $status $body_bytes_sent "$http_range" "$http_if_range" "$http_if_none_match" "$http_if_modified_since"'
     locations="location /fresh/ { alias $root/; add_header Cache-Control \"max-age=3600\"; }
     location /immutable/ { alias $root/; add_header Cache-Control \"max-age=31536000, immutable\"; }
-    location /moved/ { rewrite ^/moved/(.*)\$ /\$1 redirect; }"
+    location /moved/ { rewrite ^/moved/(.*)\$ /\$1 redirect; }
+    location /pep691/ { alias $root/; types { } default_type application/vnd.pypi.simple.v1+json; }"
   fi
   user=""
   [ "$(id -u)" -eq 0 ] && user="user root root;"

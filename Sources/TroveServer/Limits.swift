@@ -16,6 +16,9 @@ public struct Limits: Sendable, Hashable {
   /// Seconds a stopping server lets responses under way finish
   /// (`--grace-period`) before it closes them.
   public var gracePeriod = 30
+  /// Mirror fetches run at once (`--max-origin-transfers`); more wait
+  /// for one to end. Requests of one URL make one transfer whatever this is.
+  public var originTransfers = 32
 
   /// The defaults.
   public init() {}

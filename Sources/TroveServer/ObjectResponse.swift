@@ -12,6 +12,9 @@ struct ObjectResponse {
   let store: Store
   let request: Request
   let digest: BlobDigest
+  /// How a mirrored URL's body is described: its origin's type and
+  /// validators instead of the digest's; nil for content by address.
+  var mirrored: MirroredHeaders? = nil
 
   /// Bytes decompressed per call of the body callback.
   static let blockSize = 256 * 1024
@@ -22,16 +25,24 @@ struct ObjectResponse {
       return request.text(404, "no object \(digest)")
     }
     let rangeHeader = request.header("Range")
-    let encoded = body.isCompressed && rangeHeader == nil && acceptsZstd
+    // A mirrored body is the origin's representation: never re-encoded.
+    let encoded = body.isCompressed && rangeHeader == nil && acceptsZstd && mirrored == nil
     // Each form is its own representation, with its own tag.
-    let etag = "\"\(digest.hex)\(encoded ? ".zst" : "")\""
-    var headers: [(String, String)] = [
-      ("ETag", etag), ("Cache-Control", "public, max-age=31536000, immutable"),
-      ("Accept-Ranges", "bytes"),
-    ]
-    if body.isCompressed { headers.append(("Vary", "Accept-Encoding")) }
+    let etag: String? =
+      if let mirrored { mirrored.etag } else { "\"\(digest.hex)\(encoded ? ".zst" : "")\"" }
+    var headers: [(String, String)]
+    if let mirrored {
+      headers = [("Accept-Ranges", "bytes")] + mirrored.headers
+      if let etag { headers.append(("ETag", etag)) }
+    } else {
+      headers = [
+        ("ETag", etag ?? ""), ("Cache-Control", "public, max-age=31536000, immutable"),
+        ("Accept-Ranges", "bytes"),
+      ]
+      if body.isCompressed { headers.append(("Vary", "Accept-Encoding")) }
+    }
     if encoded { headers.append(("Content-Encoding", "zstd")) }
-    if matches(request.header("If-None-Match"), etag) {
+    if let etag, Self.matches(request.header("If-None-Match"), etag) {
       // With the length a 200 would have: a 304 may say only that one,
       // and libmicrohttpd sends no body with it.
       return send(
@@ -72,12 +83,13 @@ struct ObjectResponse {
 
   /// Whether `If-None-Match` names `etag` (or is `*`); a weak tag compares
   /// as its strong form, as RFC 9110 says for this header.
-  private func matches(_ header: String?, _ etag: String) -> Bool {
+  static func matches(_ header: String?, _ etag: String) -> Bool {
     guard let header else { return false }
+    let strong = etag.hasPrefix("W/") ? String(etag.dropFirst(2)) : etag
     return header.split(separator: ",").contains {
       var tag = $0.trimmingCharacters(in: .whitespaces)
       if tag.hasPrefix("W/") { tag.removeFirst(2) }
-      return tag == etag || tag == "*"
+      return tag == strong || tag == "*"
     }
   }
 
@@ -106,10 +118,23 @@ struct ObjectResponse {
       if response == nil { Unmanaged<DecompressingStream>.fromOpaque(stream).release() }
     }
     guard let response else { return .NO }
-    Request.add(("Content-Type", "application/octet-stream"), to: response)
+    Request.add(
+      ("Content-Type", mirrored?.contentType ?? "application/octet-stream"), to: response)
     for header in headers { Request.add(header, to: response) }
     return request.queue(status, response, bodyBytes: status == 304 ? 0 : length)
   }
+}
+
+/// What a mirrored response says of its body, from what the origin sent
+/// when it was fetched.
+struct MirroredHeaders {
+  /// The origin's `Content-Type`, nil when it sent none (then
+  /// `application/octet-stream`).
+  var contentType: String?
+  /// The origin's `ETag`, nil when it sent none.
+  var etag: String?
+  /// `Last-Modified`, `X-Trove-Cache`, `Warning`.
+  var headers: [(String, String)]
 }
 
 /// A compressed object's bytes on their way out: the reader and how many

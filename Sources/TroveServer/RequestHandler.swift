@@ -10,6 +10,14 @@ struct RequestHandler: Sendable {
   let configuration: ServerConfiguration
   /// Blobs received and waiting for their `MOVE` (`--writable`).
   let uploads: PendingUploads
+  /// Mirror fetches whose connections wait, suspended.
+  let fetches: PendingFetches
+  /// The sha256s index pages published for the files they link.
+  let published = PublishedChecksums()
+  /// The mirror fetches under way, which requests of one URL share.
+  let transfers = MirrorTransfers()
+  /// What `/metrics` reports.
+  let metrics = Metrics()
 
   /// The methods answered.
   var allowed: String { configuration.writable ? "GET, HEAD, PUT, MOVE, DELETE" : "GET, HEAD" }
@@ -17,7 +25,8 @@ struct RequestHandler: Sendable {
   /// Queues the answer to `state`'s request on `connection`.
   func answer(_ connection: OpaquePointer, _ state: RequestState) -> MHD_Result {
     let request = Request(connection: connection, state: state)
-    let route = Route.parse(state.path)
+    let route = Route.parse(state.path, target: state.target)
+    state.routeName = (try? route.get())?.metricName ?? "invalid"
     let reads = state.method == "GET" || state.method == "HEAD"
     if reads {
       if let tokens = configuration.tokens, !configuration.publicRead,
@@ -50,6 +59,10 @@ struct RequestHandler: Sendable {
       switch route {
       case .health:
         return request.text(200, "ok")
+      case .metrics:
+        return request.bytes(
+          200, Array(metrics.exposition(store: store).utf8),
+          type: "text/plain; version=0.0.4; charset=utf-8")
       case .remoteLayout:
         return request.bytes(200, Store.servedLayoutRecord, type: "application/json")
       case .keyRecord(let name):
@@ -63,6 +76,8 @@ struct RequestHandler: Sendable {
         return request.text(404, "uploads are not read back")
       case .cas(let digest), .remoteBlob(let digest):
         return try ObjectResponse(store: store, request: request, digest: digest).queue()
+      case .mirror(let name, let path):
+        return beginMirror(request, name: name, path: path)
       case .checksum(let checksum):
         guard let digest = try store.digest(for: checksum) else {
           return request.text(404, "no object with \(checksum)")
@@ -76,7 +91,7 @@ struct RequestHandler: Sendable {
 
   /// The answer for a failure of the store: its cause to the server's
   /// log, a line without paths to the client.
-  private func failed(_ request: Request, _ error: TroveError) -> MHD_Result {
+  func failed(_ request: Request, _ error: TroveError) -> MHD_Result {
     configuration.onError(
       "\(request.state.method) \(Route.shown(Substring(request.state.path))): \(error)")
     return request.text(500, "the store could not answer; the server's log says why")

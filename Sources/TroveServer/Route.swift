@@ -5,6 +5,7 @@
 ///
 /// ```
 /// /healthz                 .health
+/// /metrics                 .metrics      Prometheus's text format
 /// /cas/<32 hex>            .cas          the object of an XXH3-128 digest
 /// /sha256/<64 hex>         .checksum     the object a recorded checksum names
 /// /sha512/<128 hex>        .checksum
@@ -13,9 +14,11 @@
 /// /keys/<32 hex>.json      .keyRecord      reads through from this one
 /// /sigs/<aa>/<32 hex>.json .signedEntry    (not served: 404)
 /// /tmp/<name>              .upload       a blob on its way in (--writable)
+/// /m/<name>/<path>         .mirror       a fetch of the mirror's upstream/<path>
 /// ```
 public enum Route: Equatable, Sendable {
   case health
+  case metrics
   case cas(BlobDigest)
   case checksum(Checksum)
   case remoteLayout
@@ -23,6 +26,7 @@ public enum Route: Equatable, Sendable {
   case keyRecord(String)
   case signedEntry(BlobDigest)
   case upload(String)
+  case mirror(name: String, path: MirrorPath)
 
   /// Why a path is no route.
   public enum Refusal: Error, Equatable, Sendable {
@@ -36,8 +40,12 @@ public enum Route: Equatable, Sendable {
   static let maximumPathLength = 512
 
   /// Parses `path` (the request target without its query, as the server
-  /// decoded it).
-  public static func parse(_ path: String) -> Result<Route, Refusal> {
+  /// decoded it); a mirror's path is read from `target`, the same as the
+  /// client sent it (not decoded), when given (see ``MirrorPath``).
+  public static func parse(_ path: String, target: String? = nil) -> Result<Route, Refusal> {
+    if path.hasPrefix("/m/") || path == "/m" {
+      return mirror(target ?? path)
+    }
     guard path.utf8.count <= maximumPathLength else {
       return .failure(.malformed("the path is longer than \(maximumPathLength) bytes"))
     }
@@ -48,6 +56,7 @@ public enum Route: Equatable, Sendable {
     let segments = Array(parts.dropFirst())
     switch (segments.first ?? "", segments.count) {
     case ("healthz", 1): return .success(.health)
+    case ("metrics", 1): return .success(.metrics)
     case ("trove-remote.json", 1): return .success(.remoteLayout)
     case ("cas", 2):
       return digest(segments[1]).map { .cas($0) }
@@ -94,6 +103,34 @@ public enum Route: Equatable, Sendable {
       return .failure(.malformed("'\(shown(Substring(path)))' has too many or too few segments"))
     default:
       return .failure(.unknown)
+    }
+  }
+
+  /// `/m/<name>/<path>`.
+  private static func mirror(_ target: String) -> Result<Route, Refusal> {
+    let rest = target.utf8.starts(with: "/m/".utf8) ? target.dropFirst(3) : ""
+    guard let slash = rest.firstIndex(of: "/"), Mirror.isName(String(rest[..<slash])) else {
+      return .failure(
+        .malformed("'\(shown(Substring(target)))' is not a mirror path: expected /m/NAME/PATH"))
+    }
+    do throws(Refusal) {
+      let path = try MirrorPath(parsing: rest[rest.index(after: slash)...])
+      return .success(.mirror(name: String(rest[..<slash]), path: path))
+    } catch {
+      return .failure(error)
+    }
+  }
+
+  /// The route's label in `/metrics`.
+  var metricName: String {
+    switch self {
+    case .health: "healthz"
+    case .metrics: "metrics"
+    case .cas: "cas"
+    case .checksum: "checksum"
+    case .remoteLayout, .remoteBlob, .keyRecord, .signedEntry: "remote"
+    case .upload: "upload"
+    case .mirror: "mirror"
     }
   }
 

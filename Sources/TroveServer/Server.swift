@@ -24,6 +24,15 @@ public struct ServerConfiguration: Sendable {
   public var limits = Limits()
   /// Where each request is logged; nil for nowhere.
   public var accessLog: AccessLog?
+  /// The pull-through mirrors (`--mirror NAME=UPSTREAM`), served at
+  /// `/m/NAME/`.
+  public var mirrors: [Mirror] = []
+  /// Whether a mirror whose origin fails serves the copy the store holds,
+  /// with a `Warning` (stale-if-error, RFC 5861); `--no-stale-if-error`
+  /// turns it off.
+  public var staleIfError = true
+  /// How mirror fetches behave (timeouts, retries).
+  public var mirrorFetchOptions = FetchOptions()
   /// Told of a failure no response can carry (an object that cannot be
   /// read): one line.
   public var onError: @Sendable (String) -> Void = { _ in }
@@ -99,7 +108,8 @@ public final class Server: @unchecked Sendable {
     self.store = store
     self.configuration = configuration
     handler = RequestHandler(
-      store: store, configuration: configuration, uploads: PendingUploads())
+      store: store, configuration: configuration, uploads: PendingUploads(),
+      fetches: PendingFetches(limit: configuration.limits.originTransfers))
   }
 
   deinit { stop(grace: 0) }
@@ -125,7 +135,9 @@ public final class Server: @unchecked Sendable {
 
   private func startDaemon(_ address: ListenAddress) throws(ServerError) -> OpaquePointer {
     let limits = configuration.limits
-    var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
+    var flags =
+      MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
+      | MHD_ALLOW_SUSPEND_RESUME.rawValue
     if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
     let context = Unmanaged.passUnretained(self).toOpaque()
     let started: OpaquePointer? = address.withSocketAddress { socketAddress, _ in
@@ -181,6 +193,11 @@ public final class Server: @unchecked Sendable {
       usleep(20_000)
     }
     let finished = inFlight.load(ordering: .acquiring) == 0
+    // libmicrohttpd must not stop with a connection suspended: those still
+    // waiting for a mirror fetch are answered 503 (the fetch goes on).
+    handler.fetches.abandonAll()
+    handler.transfers.stopAll()
+    if !finished { usleep(100_000) }
     for daemon in daemons { MHD_stop_daemon(daemon) }
     daemons.removeAll()
     handler.uploads.dropAll()
@@ -220,6 +237,7 @@ public final class Server: @unchecked Sendable {
     let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first
     let state = RequestState(
       client: connection.map(Self.clientAddress) ?? "-", path: String(path ?? ""))
+    state.target = state.path
     inFlight.add(1, ordering: .acquiringAndReleasing)
     return Unmanaged.passRetained(state).toOpaque()
   }
@@ -262,7 +280,14 @@ public final class Server: @unchecked Sendable {
       }
       return .YES
     }
-    if state.answered { return .YES }
+    if state.answered {
+      // A mirror request's connection, resumed once its fetch is done.
+      if let fetch = state.pending, !state.pendingAnswered {
+        state.pendingAnswered = true
+        return handler.answerMirror(Request(connection: connection, state: state), fetch)
+      }
+      return .YES
+    }
     state.answered = true
     return handler.answer(connection, state)
   }
@@ -278,6 +303,9 @@ public final class Server: @unchecked Sendable {
     inFlight.subtract(1, ordering: .acquiringAndReleasing)
     let status =
       state.status != 0 ? state.status : connection.map { Int(trove_mhd_status($0)) } ?? 0
+    handler.metrics.recordResponse(
+      route: state.routeName, status: status,
+      bytes: termination == .REQUEST_TERMINATED_COMPLETED_OK ? state.bytes : 0)
     configuration.accessLog?.record(
       AccessLog.Entry(
         client: state.client, method: state.method, path: state.path, version: state.version,
@@ -348,6 +376,15 @@ final class RequestState: @unchecked Sendable {
   var answered = false
   /// The body being received, for a write that takes one.
   var upload: UploadBody?
+  /// The request target as the client sent it (not decoded), without its
+  /// query: a mirror's path is parsed from it.
+  var target: String?
+  /// A mirror request's fetch, while its connection is suspended.
+  var pending: PendingFetch?
+  var pendingAnswered = false
+  /// The route's label in `/metrics`; `other` for a request answered
+  /// before its route was known (a head too large).
+  var routeName = "other"
   var status = 0
   var bytes: Int64 = 0
 

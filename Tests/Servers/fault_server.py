@@ -6,7 +6,7 @@ PORTFILE (whole, with a newline, by a rename), and appends one line per
 request to LOG:
     METHOD PATH "Range" "If-Range" "If-None-Match"
 
-Every body is deterministic: /MODE/NAME?size=N serves N bytes (default
+Every body is deterministic: /MODE/NAME?size=N (or /MODE/size=N/NAME) serves N bytes (default
 1 MiB) made from NAME, with a strong ETag "v1" and a fixed Last-Modified,
 and honours Range (206) and If-None-Match (304). The MODE changes that:
 
@@ -84,6 +84,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
         parts = path.strip("/").split("/")
+        if len(parts) > 2 and parts[1].startswith("size="):
+            # /MODE/size=N/NAME: the size in the path, for a client that drops queries.
+            params.setdefault("size", parts[1][5:])
+            parts = [parts[0]] + parts[2:]
         mode, name = parts[0], "/".join(parts[1:]) or "x"
         rng = self.headers.get("Range")
         with LOCK:

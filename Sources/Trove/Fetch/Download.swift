@@ -237,8 +237,16 @@ final class Download: HTTPBodySink {
     let now = DispatchTime.now().uptimeNanoseconds
     guard now - lastProgress >= 100_000_000 else { return true }
     lastProgress = now
-    progressHandler(
-      FetchProgress(url: request.url, received: offset + received, total: total))
+    var report = FetchProgress(url: request.url, received: offset + received, total: total)
+    if case .body? = answer {
+      report.contentType = head.field("content-type").flatMap(Freshness.contentType)
+      report.etag = head.field("etag").flatMap { ConditionalRequest.isSafe($0) ? $0 : nil }
+      report.lastModified = head.field("last-modified").flatMap {
+        ConditionalRequest.isDate($0) ? $0 : nil
+      }
+      report.partFile = writer == nil ? part?.path : nil
+    }
+    progressHandler(report)
     return true
   }
 

@@ -518,6 +518,8 @@ struct Fetcher {
     var fresh = Freshness.origin(head, size: origin.size, finalURL: origin.finalURL, now: now)
     fresh.etag = fresh.etag ?? origin.etag
     fresh.lastModified = fresh.lastModified ?? origin.lastModified
+    // A 304 describes the stored body, whose type it does not send.
+    fresh.contentType = origin.contentType
     if Freshness.lifetime(head) == nil {
       // A 304 that says nothing of freshness leaves the stored expiry as it
       // was: right for an `Expires`, and for a `max-age` it only makes the

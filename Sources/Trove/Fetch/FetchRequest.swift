@@ -137,4 +137,16 @@ public struct FetchProgress: Sendable {
   public var received: Int64
   /// The body's length, when known.
   public var total: Int64?
+  /// The response's `Content-Type`, `ETag` and `Last-Modified`, checked as
+  /// a fetch records them (nil when absent or unusable): what a server
+  /// sending the body on as it arrives describes it with.
+  public var contentType: String? = nil
+  public var etag: String? = nil
+  public var lastModified: String? = nil
+  /// The part file the body is written to as it arrives (the bytes from
+  /// its start, a resumed prefix included), for a server that sends them
+  /// on before the fetch ends; nil when the body goes to a private temp
+  /// file. Unverified until the fetch returns: a reader checks what it
+  /// read against the result's digest.
+  @_spi(Serving) public var partFile: String? = nil
 }

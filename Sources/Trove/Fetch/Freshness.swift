@@ -17,7 +17,8 @@ enum Freshness {
       lastModified: head.field("last-modified").flatMap {
         ConditionalRequest.isDate($0) ? $0 : nil
       },
-      expires: nil, isImmutable: false, finalURL: finalURL, fetched: now)
+      expires: nil, isImmutable: false, finalURL: finalURL, fetched: now,
+      contentType: head.field("content-type").flatMap(contentType))
     origin.expiresNanoseconds = lifetime(head).map { now.addingSaturated($0) }
     origin.isImmutable =
       origin.expires != nil && cacheControl(head.field("cache-control"))["immutable"] != nil
@@ -39,10 +40,20 @@ enum Freshness {
   static func pulled(_ origin: KeyOrigin) -> KeyOrigin {
     var bound = origin
     bound.servedBy = nil
+    bound.contentType = nil
     bound.expiresNanoseconds = nil
     bound.isImmutable = false
     bound.fetchedNanoseconds = 0
     return bound
+  }
+
+  /// A `Content-Type` worth keeping: printable ASCII, at most 255 bytes
+  /// (it becomes a response header of `trove serve`).
+  static func contentType(_ value: String) -> String? {
+    let bytes = value.utf8
+    guard !bytes.isEmpty, bytes.count <= 255, bytes.allSatisfy({ (0x20...0x7E).contains($0) })
+    else { return nil }
+    return value
   }
 
   /// How much longer than now the response is fresh (nanoseconds, maybe 0

@@ -67,6 +67,9 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
   /// validators to this URL only: an ETag is one server's name for its
   /// bytes. Nil in a record written before mirrors existed: the key's URL.
   public var servedBy: String?
+  /// The response's `Content-Type`, as sent (printable ASCII, at most 255
+  /// bytes; nil otherwise): what a server mirroring the URL answers with.
+  public var contentType: String?
   /// When it was fetched or last revalidated.
   public var fetched: Date { Date(nanosecondsSince1970: fetchedNanoseconds) }
   /// ``expires`` as the index keeps it: nanoseconds since 1970.
@@ -76,7 +79,7 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
 
   init(
     size: Int64, etag: String?, lastModified: String?, expires: Int64?, isImmutable: Bool,
-    finalURL: String?, fetched: Int64, servedBy: String? = nil
+    finalURL: String?, fetched: Int64, servedBy: String? = nil, contentType: String? = nil
   ) {
     self.size = size
     self.etag = etag
@@ -86,11 +89,12 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
     self.finalURL = finalURL
     fetchedNanoseconds = fetched
     self.servedBy = servedBy
+    self.contentType = contentType
   }
 
   // The names references.log has always used.
   enum CodingKeys: String, CodingKey {
-    case size, etag, lastModified, isImmutable, finalURL, servedBy
+    case size, etag, lastModified, isImmutable, finalURL, servedBy, contentType
     case expiresNanoseconds = "expires"
     case fetchedNanoseconds = "fetched"
   }
@@ -112,7 +116,7 @@ public struct KeyOrigin: Sendable, Hashable, Codable {
 /// that deletes its row), or by a reconcile that finds the object gone.
 extension IndexSession {
   private static let columns =
-    "key, digest, updated, size, etag, last_modified, expires, immutable, final_url, fetched, pulled, served_by"
+    "key, digest, updated, size, etag, last_modified, expires, immutable, final_url, fetched, pulled, served_by, content_type"
 
   /// Points `key` at `digest`, replacing what it pointed at and what a
   /// fetch had recorded about it (`origin`, nil for a plain binding);
@@ -129,11 +133,11 @@ extension IndexSession {
       o.map { .integer($0.isImmutable ? 1 : 0) } ?? .null,
       o?.finalURL.map { .text($0) } ?? .null, o.map { .integer($0.fetchedNanoseconds) } ?? .null,
       pulled ? .integer(1) : .null, o?.servedBy.map { .text($0) } ?? .null,
-      .text(Self.recordName(of: key)),
+      o?.contentType.map { .text($0) } ?? .null, .text(Self.recordName(of: key)),
     ]
     try run { db throws(SQLiteConnection.Failure) in
       try db.query(
-        "INSERT OR REPLACE INTO keys(\(Self.columns), name) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "INSERT OR REPLACE INTO keys(\(Self.columns), name) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         values)
     }
   }
@@ -185,7 +189,8 @@ extension IndexSession {
       binding.origin = KeyOrigin(
         size: row.integer(3), etag: row.optionalText(4), lastModified: row.optionalText(5),
         expires: row.isNull(6) ? nil : row.integer(6), isImmutable: row.integer(7) != 0,
-        finalURL: row.optionalText(8), fetched: row.integer(9), servedBy: row.optionalText(11))
+        finalURL: row.optionalText(8), fetched: row.integer(9), servedBy: row.optionalText(11),
+        contentType: row.optionalText(12))
     }
     return binding
   }

@@ -45,7 +45,7 @@ enum Schema {
   {
     var columns: Set<String> = []
     try db.query("PRAGMA table_info(keys)") { row in columns.insert(row.text(1)) }
-    guard !columns.isSuperset(of: ["pulled", "served_by", "name"]) else { return }
+    guard !columns.isSuperset(of: ["pulled", "served_by", "name", "content_type"]) else { return }
     do throws(SQLiteConnection.Failure) {
       try db.transaction { () throws(SQLiteConnection.Failure) in
         var again: Set<String> = []
@@ -61,6 +61,9 @@ enum Schema {
           try db.execute("ALTER TABLE keys ADD COLUMN served_by TEXT")
         }
         if !again.contains("name") { try addRecordNames(db) }
+        if !again.contains("content_type") {
+          try db.execute("ALTER TABLE keys ADD COLUMN content_type TEXT")
+        }
       }
     } catch  where error.isReadOnly {
       // A store this process may not write: its key statements fail,
@@ -110,7 +113,8 @@ enum Schema {
       fetched INTEGER,
       pulled INTEGER,
       served_by TEXT,
-      name TEXT
+      name TEXT,
+      content_type TEXT
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_by_digest ON keys(digest);
     CREATE INDEX IF NOT EXISTS keys_by_name ON keys(name);

@@ -4,14 +4,24 @@ import TroveServer
 
 let serveCommand = CommandSpec(
   name: "serve",
-  abstract: "Serve the store over HTTP: objects by digest or checksum, and as a remote.",
+  abstract:
+    "Serve the store over HTTP: objects by digest or checksum, as a remote, and pull-through mirrors.",
   usage:
-    "[--listen <addr:port>]... [--token-file <file>] [--public-read] [--writable] [--access-log <file>|-] [--access-log-format clf|json] [--max-connections <n>] [--idle-timeout <duration>] [--max-header-size <size>] [--threads <n>] [--grace-period <duration>]",
+    "[--listen <addr:port>]... [--mirror <name=upstream>]... [--no-stale-if-error] [--max-origin-transfers <n>] [--token-file <file>] [--public-read] [--writable] [--access-log <file>|-] [--access-log-format clf|json] [--max-connections <n>] [--idle-timeout <duration>] [--max-header-size <size>] [--threads <n>] [--grace-period <duration>]",
   arguments: [],
   options: [
     OptionSpec(
       names: ["--listen"], valueName: "addr:port",
       help: "Listen here: 127.0.0.1:7780 (the default), [::1]:7780, 0.0.0.0:7780; repeatable."),
+    OptionSpec(
+      names: ["--mirror"], valueName: "name=upstream",
+      help: "Serve /m/NAME/PATH as a fetch of UPSTREAM/PATH through the store; repeatable."),
+    OptionSpec(
+      names: ["--no-stale-if-error"], valueName: nil,
+      help: "When a mirror's origin fails, answer 502/504, not the stored copy."),
+    OptionSpec(
+      names: ["--max-origin-transfers"], valueName: "n",
+      help: "Mirror fetches run at once (default 32); more wait."),
     OptionSpec(
       names: ["--token-file"], valueName: "file",
       help: "Require 'Authorization: Bearer TOKEN' with a token of this file (one a line)."),
@@ -52,6 +62,19 @@ let serveCommand = CommandSpec(
                                the read side of a WebDAV remote: another store's
                                'trove remote add NAME http://HOST:PORT/ --read-only'
                                reads through from this one, by digest and by key
+      /m/<name>/<path>         a fetch of the mirror's UPSTREAM/<path> through the
+                               store (--mirror NAME=UPSTREAM): fresh copies served
+                               without a request, stale ones revalidated, one
+                               transfer for all clients, a miss sent as it arrives
+                               (its last byte once verified); the origin's
+                               Content-Type, ETag and Last-Modified, and
+                               X-Trove-Cache: hit, revalidated, miss or stale (the
+                               origin failed and the stored copy is served, with a
+                               Warning). Package index pages (PEP 503, PEP 691) get
+                               their links into another mirror's upstream
+                               rewritten through it, and each file's published
+                               sha256 is expected of it.
+      /metrics                 counts in Prometheus's text format
       /healthz                 'ok'
     Objects carry a strong ETag (their digest), are immutable for a year, and
     answer Range (one range) and If-None-Match. A compressed object is sent
@@ -84,6 +107,20 @@ let serveCommand = CommandSpec(
         }
       }
     }
+    var names: Set<String> = []
+    for text in invocation.allValues("--mirror") {
+      let mirror: Mirror
+      do throws(Mirror.Invalid) {
+        mirror = try Mirror(parsing: text)
+      } catch {
+        throw invocation.usageError(error.message)
+      }
+      guard names.insert(mirror.name).inserted else {
+        throw invocation.usageError("--mirror \(mirror.name) is given twice")
+      }
+      configuration.mirrors.append(mirror)
+    }
+    configuration.staleIfError = !invocation.flag("--no-stale-if-error")
     configuration.publicRead = invocation.flag("--public-read")
     configuration.writable = invocation.flag("--writable")
     configuration.limits = try invocation.serverLimits()
@@ -141,6 +178,12 @@ extension Invocation {
     if let n = try count("--max-connections") {
       guard n >= 1 else { throw usageError("--max-connections must be at least 1") }
       limits.connections = n
+    }
+    if let n = try count("--max-origin-transfers") {
+      guard (1...1024).contains(n) else {
+        throw usageError("--max-origin-transfers must be from 1 to 1024")
+      }
+      limits.originTransfers = n
     }
     if let n = try count("--threads") {
       guard (1...256).contains(n) else { throw usageError("--threads must be from 1 to 256") }

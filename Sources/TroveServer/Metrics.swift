@@ -1,0 +1,91 @@
+import Foundation
+import Synchronization
+@_spi(Serving) import Trove
+
+/// What `GET /metrics` reports, in Prometheus's text format (version
+/// 0.0.4): counts since the server started, and the store's entries,
+/// bytes and budget read when scraped.
+final class Metrics: Sendable {
+  private struct Counts {
+    /// Responses by route and status.
+    var requests: [RouteStatus: Int64] = [:]
+    /// Mirror answers by `X-Trove-Cache` value.
+    var mirrored: [String: Int64] = ["hit": 0, "revalidated": 0, "miss": 0, "stale": 0]
+    var bytesServed: Int64 = 0
+    var bytesFromOrigins: Int64 = 0
+    var originErrors: Int64 = 0
+  }
+  private struct RouteStatus: Hashable {
+    var route: String
+    var status: Int
+  }
+  private let counts = Mutex(Counts())
+  /// Mirror fetches running now.
+  let activeTransfers = Atomic<Int>(0)
+
+  /// A request ended: `route` (``Route/metricName``), its status and the
+  /// body bytes sent.
+  func recordResponse(route: String, status: Int, bytes: Int64) {
+    counts.withLock {
+      $0.requests[RouteStatus(route: route, status: status), default: 0] += 1
+      $0.bytesServed += bytes
+    }
+  }
+
+  /// A mirror fetch ended: served as `cache` (nil when it failed), with
+  /// `bytes` received from the origin; `originFailed` when the origin
+  /// failed (a stale copy may have been served all the same).
+  func recordMirror(cache: String?, bytes: Int64, originFailed: Bool) {
+    counts.withLock {
+      if let cache { $0.mirrored[cache, default: 0] += 1 }
+      $0.bytesFromOrigins += bytes
+      if originFailed { $0.originErrors += 1 }
+    }
+  }
+
+  /// The text of a scrape. O(routes × statuses) plus one
+  /// ``Store/statistics()``.
+  func exposition(store: Store) -> String {
+    let c = counts.withLock { $0 }
+    var out = ""
+    func family(_ name: String, _ type: String, _ help: String) {
+      out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+    }
+    family("trove_http_requests_total", "counter", "HTTP responses by route and status.")
+    for (key, value) in c.requests.sorted(by: {
+      ($0.key.route, $0.key.status) < ($1.key.route, $1.key.status)
+    }) {
+      out += "trove_http_requests_total{route=\"\(key.route)\",status=\"\(key.status)\"} \(value)\n"
+    }
+    family(
+      "trove_mirror_responses_total", "counter",
+      "Mirror responses by X-Trove-Cache: hit, revalidated, miss, stale.")
+    for (cache, value) in c.mirrored.sorted(by: { $0.key < $1.key }) {
+      out += "trove_mirror_responses_total{cache=\"\(cache)\"} \(value)\n"
+    }
+    family("trove_http_response_bytes_total", "counter", "Body bytes of the responses sent.")
+    out += "trove_http_response_bytes_total \(c.bytesServed)\n"
+    family(
+      "trove_origin_bytes_total", "counter", "Body bytes the mirrors received from origins.")
+    out += "trove_origin_bytes_total \(c.bytesFromOrigins)\n"
+    family(
+      "trove_origin_errors_total", "counter",
+      "Mirror fetches that failed at the origin (unreachable, an error status, wrong bytes).")
+    out += "trove_origin_errors_total \(c.originErrors)\n"
+    family("trove_origin_transfers_active", "gauge", "Mirror fetches running now.")
+    out += "trove_origin_transfers_active \(activeTransfers.load(ordering: .relaxed))\n"
+    if let statistics = try? store.statistics() {
+      family("trove_store_entries", "gauge", "Objects the store holds.")
+      out += "trove_store_entries \(statistics.entries)\n"
+      family("trove_store_bytes", "gauge", "Bytes the store's objects take on disk (allocated).")
+      out += "trove_store_bytes \(statistics.allocatedBytes)\n"
+      family("trove_store_logical_bytes", "gauge", "The objects' lengths, added up.")
+      out += "trove_store_logical_bytes \(statistics.logicalBytes)\n"
+      if let budget = statistics.budget {
+        family("trove_store_budget_bytes", "gauge", "The store's budget (allocated bytes).")
+        out += "trove_store_budget_bytes \(budget)\n"
+      }
+    }
+    return out
+  }
+}
