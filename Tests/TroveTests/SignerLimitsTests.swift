@@ -356,6 +356,7 @@ extension SigningTests {
         """
         import os, sqlite3, sys, time
         fd = os.open(sys.argv[1], os.O_RDWR)
+        open(sys.argv[3] + ".ready", "w").close()
         while not os.path.exists(sys.argv[3]): time.sleep(0.05)
         copy = sys.argv[1] + ".member"
         open(copy, "wb").write(os.pread(fd, os.fstat(fd).st_size, 0))
@@ -368,7 +369,9 @@ extension SigningTests {
         """,
         store + "/index.sqlite", digest.hex, go,
       ], io: scratch["holder"])
-    usleep(300_000)
+    while !FileManager.default.fileExists(atPath: go + ".ready"), holder.process.isRunning {
+      usleep(10_000)
+    }
     let made = try CLI.run(["--store", store, "config", "set", "access", "private"])
     #expect(made.status == 0, "\(made.stderr)")
     _ = FileManager.default.createFile(atPath: go, contents: nil)
