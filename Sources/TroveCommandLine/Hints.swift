@@ -27,6 +27,9 @@ enum Hints {
     case .checkExpectedSize: return " (--expect-size)"
     case .removeRemoteFirst(let name):
       return "; remove it first with 'trove remote rm \(MessageText.escaped(name))'"
+    case .lendCredentials(let name):
+      return
+        "; it was sent none of your credentials: if it takes one, lend it with 'trove remote login \(MessageText.escaped(name)) [--auth-env VAR]'"
     case .remoteStatus: return " (see 'trove remote status')"
     case .listRemotes: return " (see 'trove remote ls')"
     case .allowNetwork: return " and --offline forbids fetching it"

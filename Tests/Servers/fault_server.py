@@ -105,7 +105,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         if mode == "status":
-            code = int(name)
+            # /status/CODE, or /status/CODE/… for a remote's files under it.
+            code = int(name.split("/")[0])
             self.send_response(code)
             self.send_header("Retry-After", "0")
             self.send_header("Content-Length", "0")

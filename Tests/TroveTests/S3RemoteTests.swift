@@ -104,6 +104,7 @@ struct S3RemoteTests {
     try scratch.write("s/remotes.json", Array(file.utf8))
     let unsigned = try Self.remote(s3, store, ["push", digest.description])
     #expect(unsigned.status != 0 && unsigned.stderr.contains("AccessDenied"), "\(unsigned.stderr)")
+    #expect(unsigned.stderr.contains("'trove remote login s3"), "\(unsigned.stderr)")
     #expect(try s3.object(bucket, "team/cas/\(digest.hex.prefix(2))/\(digest.hex)") == nil)
     #expect(try Self.remote(s3, store, ["login", "s3"]).status == 0)
     let signed = try Self.remote(s3, store, ["push", digest.description])

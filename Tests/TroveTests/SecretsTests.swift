@@ -238,6 +238,17 @@ struct SecretsTests {
     #expect(sent() == before, "\(server.headerLog())")
     let bad = try run(["remote", "login", "team", "--auth-env", "NOT-A-NAME"])
     #expect(bad.status == 64 && bad.errorLines.count >= 1, "\(bad.stderr)")
+    // A remote refusing a request sent without credentials: the line says how to lend one.
+    let file401 = """
+      {"format": 1, "remotes": [{"name": "locked", "url": "\(server.url("/status/401"))", "read-only": true}]}
+      """
+    try scratch.write("store/remotes.json", Array(file401.utf8))
+    let locked = try run(["remote", "check", "locked"])
+    #expect(locked.status == 69 && locked.errorLines.count == 1, "\(locked.stderr)")
+    #expect(
+      locked.stderr.contains("HTTP 401")
+        && locked.stderr.contains("'trove remote login locked [--auth-env VAR]'"),
+      "\(locked.stderr)")
     let missing = try run(["remote", "login", "nope"])
     #expect(missing.status == 1 && missing.stderr.contains("no remote 'nope'"), "\(missing.stderr)")
   }

@@ -33,6 +33,10 @@ extension TroveError {
     case checkExpectedSize
     /// Remove the remote named `name` before adding one of that name.
     case removeRemoteFirst(name: String)
+    /// Lend the remote named `name` this user's credentials
+    /// (``Store/lendCredentials(toRemote:authEnvironment:)``): it refused a
+    /// request sent without any, and this user lends it none.
+    case lendCredentials(name: String)
     /// See the remote's state (``Store/remoteStatus()``): its circuit
     /// breaker skips it after failures until it reopens.
     case remoteStatus(name: String)

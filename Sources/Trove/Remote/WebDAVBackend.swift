@@ -48,7 +48,9 @@ final class WebDAVBackend: RemoteBackend {
     guard accepted.contains(outcome.status) else {
       throw TroveError(
         outcome.status >= 500 ? .transferFailed : .unavailable,
-        "remote '\(spec.name)': \(method) \(url) answered HTTP \(outcome.status)", value: url)
+        "remote '\(spec.name)': \(method) \(url) answered HTTP \(outcome.status)", value: url,
+        remedy: [401, 403].contains(outcome.status) && !spec.lendsCredentials
+          ? .lendCredentials(name: spec.name) : nil)
     }
     return outcome
   }

@@ -149,7 +149,9 @@ final class S3Backend: RemoteBackend {
         "; this machine's clock is \(abs(skew)) s \(skew > 0 ? "ahead of" : "behind") the server's"
     }
     return TroveError(
-      outcome.status >= 500 ? .transferFailed : .unavailable, text, value: shown(name))
+      outcome.status >= 500 ? .transferFailed : .unavailable, text, value: shown(name),
+      remedy: [401, 403].contains(outcome.status) && !spec.lendsCredentials
+        ? .lendCredentials(name: spec.name) : nil)
   }
 
   /// Seconds this machine's clock is ahead of `date` (an HTTP date the
