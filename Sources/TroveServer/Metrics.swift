@@ -14,6 +14,9 @@ final class Metrics: Sendable {
     var bytesServed: Int64 = 0
     var bytesFromOrigins: Int64 = 0
     var originErrors: Int64 = 0
+    var sweeps: Int64 = 0
+    var sweptEntries: Int64 = 0
+    var sweptBytes: Int64 = 0
   }
   private struct RouteStatus: Hashable {
     var route: String
@@ -40,6 +43,15 @@ final class Metrics: Sendable {
       if let cache { $0.mirrored[cache, default: 0] += 1 }
       $0.bytesFromOrigins += bytes
       if originFailed { $0.originErrors += 1 }
+    }
+  }
+
+  /// A scheduled sweep ran, removing `entries` taking `bytes`.
+  func recordSweep(entries: Int, bytes: Int64) {
+    counts.withLock {
+      $0.sweeps += 1
+      $0.sweptEntries += Int64(entries)
+      $0.sweptBytes += bytes
     }
   }
 
@@ -74,6 +86,14 @@ final class Metrics: Sendable {
     out += "trove_origin_errors_total \(c.originErrors)\n"
     family("trove_origin_transfers_active", "gauge", "Mirror fetches running now.")
     out += "trove_origin_transfers_active \(activeTransfers.load(ordering: .relaxed))\n"
+    family("trove_sweeps_total", "counter", "Sweeps the server ran on its schedule.")
+    out += "trove_sweeps_total \(c.sweeps)\n"
+    family(
+      "trove_swept_entries_total", "counter",
+      "Entries those sweeps removed (expired, or evicted for the budget).")
+    out += "trove_swept_entries_total \(c.sweptEntries)\n"
+    family("trove_swept_bytes_total", "counter", "Bytes (allocated) those sweeps removed.")
+    out += "trove_swept_bytes_total \(c.sweptBytes)\n"
     if let statistics = try? store.statistics() {
       family("trove_store_entries", "gauge", "Objects the store holds.")
       out += "trove_store_entries \(statistics.entries)\n"
@@ -84,6 +104,12 @@ final class Metrics: Sendable {
       if let budget = statistics.budget {
         family("trove_store_budget_bytes", "gauge", "The store's budget (allocated bytes).")
         out += "trove_store_budget_bytes \(budget)\n"
+      }
+      if let last = statistics.lastSweep {
+        family(
+          "trove_store_last_sweep_timestamp_seconds", "gauge",
+          "When any process last swept the store or evicted for space (Unix time).")
+        out += "trove_store_last_sweep_timestamp_seconds \(last.time / 1_000_000_000)\n"
       }
     }
     return out

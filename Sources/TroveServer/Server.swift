@@ -31,6 +31,9 @@ public struct ServerConfiguration: Sendable {
   /// with a `Warning` (stale-if-error, RFC 5861); `--no-stale-if-error`
   /// turns it off.
   public var staleIfError = true
+  /// How often the server sweeps the store on its own (expiry, budget),
+  /// besides the sweeps puts make; nil for never (`--sweep-interval off`).
+  public var sweepInterval: Duration? = .seconds(600)
   /// How mirror fetches behave (timeouts, retries).
   public var mirrorFetchOptions = FetchOptions()
   /// Told of a failure no response can carry (an object that cannot be
@@ -85,6 +88,7 @@ public final class Server: @unchecked Sendable {
   let handler: RequestHandler
   /// The running daemons, one per address.
   private var daemons: [OpaquePointer] = []
+  private var sweeps: PeriodicSweep?
   /// Requests begun and not yet completed, for the grace period.
   let inFlight = Atomic<Int>(0)
 
@@ -129,6 +133,12 @@ public final class Server: @unchecked Sendable {
       }
       daemons.append(daemon)
       urls.append(address.url(port: trove_mhd_port(daemon)))
+    }
+    if let interval = configuration.sweepInterval {
+      let sweeps = PeriodicSweep(
+        store: store, every: interval, metrics: handler.metrics, onError: configuration.onError)
+      sweeps.start()
+      self.sweeps = sweeps
     }
     return urls
   }
@@ -184,6 +194,8 @@ public final class Server: @unchecked Sendable {
   @discardableResult
   public func stop(grace: Int) -> Bool {
     guard !daemons.isEmpty else { return true }
+    sweeps?.stop()
+    sweeps = nil
     for daemon in daemons {
       let listening = MHD_quiesce_daemon(daemon)
       if listening >= 0 { close(listening) }

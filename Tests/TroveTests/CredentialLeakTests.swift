@@ -140,6 +140,61 @@ struct CredentialLeakTests {
     #expect(Self.netrcSent(server).count == lent, "\(server.headerLog())")
   }
 
+  @Test(
+    "~/.netrc goes to the origin of the URL the user gave, never to another origin a redirect leads to, even one it names"
+  )
+  func netrcNotToARedirectsOrigin() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let home = try Self.home(scratch, hosts: ["127.0.0.1"])
+    let target = server.url("/headers/private")
+    let hostile = server.url("/redirect/x?to=\(target)").replacingOccurrences(
+      of: "127.0.0.1", with: "localhost")
+    let fetched = try CLI.run(
+      ["--store", scratch["store"], "fetch", hostile], environment: ["HOME": home])
+    #expect(fetched.status == 0, "\(fetched.stderr)")
+    #expect(
+      server.headerLog().contains { $0.hasPrefix("GET /headers/private") },
+      "\(server.headerLog())")
+    #expect(Self.netrcSent(server).isEmpty, "\(server.headerLog())")
+    // The origin the user named gets it.
+    _ = try CLI.run(
+      ["--store", scratch["store"], "fetch", server.url("/headers/mine")],
+      environment: ["HOME": home])
+    #expect(Self.netrcSent(server).count == 1, "\(server.headerLog())")
+  }
+
+  @Test(
+    "a rewrite rule in a store others can write sends the rewritten URL no credential: no -H, --auth-env or ~/.netrc"
+  )
+  func foreignRewriteGetsNoCredential() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let home = try Self.home(scratch, hosts: ["127.0.0.1"])
+    try trove(store, ["put", try scratch.write("in", [1, 2, 3])])
+    #expect(chmod(store, 0o2770) == 0)
+    let base = server.url("/").replacingOccurrences(of: "127.0.0.1", with: "localhost")
+    let rule = "\(base)=\(server.url("/headers/"))"
+    #expect(try CLI.run(["--store", store, "config", "set", "rewrite.team", rule]).status == 0)
+    let fetched = try CLI.run(
+      [
+        "--store", store, "fetch", base + "tool.tgz", "-H", "Authorization: Bearer t0ken",
+        "--auth-env", "TOK",
+      ], environment: ["HOME": home, "TOK": "alice:pw"])
+    #expect(fetched.status == 0, "\(fetched.stderr)")
+    let sent = server.headerLog().filter { $0.hasPrefix("GET /headers/tool.tgz") }
+    #expect(sent.count == 1, "\(server.headerLog())")
+    #expect(!sent.joined().contains("Authorization"), "\(sent)")
+    // Made private, the rules are this user's: ~/.netrc goes with them.
+    #expect(chmod(store, 0o700) == 0)
+    _ = try CLI.run(
+      ["--store", store, "fetch", base + "other.tgz"], environment: ["HOME": home])
+    #expect(
+      Self.netrcSent(server).contains { $0.hasPrefix("GET /headers/other.tgz") },
+      "\(server.headerLog())")
+  }
+
   @Test("remote add refuses any login in an http(s) URL in one line that shows none of it")
   func remoteURLLogin() throws {
     let scratch = try Scratch()

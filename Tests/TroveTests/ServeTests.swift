@@ -535,3 +535,28 @@ struct ServeLifecycleTests {
     #expect(String(decoding: record.body, as: UTF8.self).contains(digest.description))
   }
 }
+
+@Suite
+struct ServeSweepTests {
+  @Test(
+    "a running server sweeps on its schedule: what went unused past max-age goes without any put, and /metrics counts it"
+  )
+  func scheduledSweep() throws {
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    let digest = try RemoteTests.put(store, Bytes.random(50_000, seed: 2901), in: scratch)
+    #expect(try CLI.run(["--store", store, "config", "set", "max-age", "1s"]).status == 0)
+    let server = try TroveServe(store: store, ["--sweep-interval", "1s"])
+    let gone = poll(times: 400, while: { true }) { () -> Bool? in
+      (try? RemoteTests.digests(store))?.contains(digest) == false ? true : nil
+    }
+    #expect(gone == true, "the object was not expired by the server's sweeps")
+    let metrics = try curl([server.url("metrics")])
+    let text = String(decoding: metrics.body, as: UTF8.self)
+    let swept = text.split(separator: "\n").first { $0.hasPrefix("trove_swept_entries_total ") }
+    #expect(swept.flatMap { Int($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true, "\(text)")
+    #expect(try server.stop().exitedCleanly)
+    let off = try CLI.run(["--store", store, "serve", "--sweep-interval", "0s"])
+    #expect(off.status == 64 && off.stderr.contains("--sweep-interval"), "\(off.stderr)")
+  }
+}

@@ -20,6 +20,7 @@ struct StoreTests {
     let names = Set(scratch.list("a/b/store"))
     let expected: Set = [
       "CACHEDIR.TAG", "config.json", "index.sqlite", "objects", "tmp", "reserve", "sweep.lock",
+      "index.lock",
     ]
     #expect(names.subtracting(["index.sqlite-wal", "index.sqlite-shm"]) == expected)
     #expect(try fileStatus(root + "/reserve").allocatedBytes >= 1 << 20)

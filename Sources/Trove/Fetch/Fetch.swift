@@ -131,7 +131,8 @@ struct Fetcher {
     policy = try store.policy()
     candidates = Candidate.list(
       [(bare, login)] + mirrors, key: bare, keyLogin: login, keyHeaders: headers,
-      rewrites: policy.rewrites)
+      rewrites: policy.rewrites,
+      ownRewrites: policy.rewrites.isEmpty || store.rewritesAreThisUsers())
   }
 
   mutating func run() throws(TroveError) -> FetchResult {
@@ -369,7 +370,7 @@ struct Fetcher {
       let outcome = client.perform(
         HTTPRequest(
           url: source, headers: headers, originHeaders: candidate.headers, login: candidate.login,
-          resumeFrom: offset, options: options),
+          usesNetrc: candidate.usesNetrc, resumeFrom: offset, options: options),
         into: download)
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }

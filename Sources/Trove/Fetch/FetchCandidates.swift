@@ -11,6 +11,8 @@ extension Fetcher {
     var login: String?
     /// The user's header lines, when it has the key's origin.
     var headers: [String]
+    /// Whether `~/.netrc` may give its origin a login.
+    var usesNetrc = true
 
     /// The URLs to ask for `asked` (the key's URL and its mirrors, each
     /// without its login and with it apart): every rule of `rewrites` that
@@ -18,10 +20,14 @@ extension Fetcher {
     /// rule matches is asked as it is; none is asked twice. A login or the
     /// user's headers go only to the origin they were given for: a
     /// rewritten URL on another host gets none (`~/.netrc` may have its
-    /// own). O(URLs × rules).
+    /// own). Without `ownRewrites` (the rules come from a `config.json`
+    /// others could have put there), a rewritten URL gets no credential at
+    /// all, `~/.netrc`'s neither: whoever chose the rule would choose where
+    /// the user's credential goes, and what it fetches into the store.
+    /// O(URLs × rules).
     static func list(
       _ asked: [(url: String, login: String?)], key: String, keyLogin: String?,
-      keyHeaders: [String], rewrites: [URLRewrite]
+      keyHeaders: [String], rewrites: [URLRewrite], ownRewrites: Bool = true
     ) -> [Candidate] {
       let keyOrigin = HTTPOrigin(key)
       var listed: [Candidate] = []
@@ -32,6 +38,10 @@ extension Fetcher {
           let origin = HTTPOrigin(url)
           let isKeyOrigin = origin != nil && origin == keyOrigin
           let own = origin != nil && origin == HTTPOrigin(given) ? login : nil
+          guard ownRewrites || url == given else {
+            listed.append(Candidate(url: url, login: nil, headers: [], usesNetrc: false))
+            continue
+          }
           listed.append(
             Candidate(
               url: url, login: own ?? (isKeyOrigin ? keyLogin : nil),

@@ -22,6 +22,11 @@ struct HTTPRequest {
   /// URL's own origin only, never to another a redirect leads to.
   var originHeaders: [String] = []
   var login: String?
+  /// Whether `~/.netrc`'s login for the URL's host may go with it: to the
+  /// URL's own origin only, never to another a redirect leads to (an
+  /// origin could otherwise send this user's login for a private host
+  /// there, and the bytes into a store others read).
+  var usesNetrc = true
   /// Ask for the body from this offset on (a `Range` request); libcurl
   /// refuses an answer that does not start there.
   var resumeFrom: Int64 = 0
@@ -127,7 +132,7 @@ final class HTTPClient {
       let own = origin != nil && HTTPOrigin(url) == origin
       var outcome = perform(
         url: url, request, headers: request.headers + (own ? request.originHeaders : []),
-        login: own ? request.login : nil, into: sink)
+        login: own ? request.login : nil, usesNetrc: own && request.usesNetrc, into: sink)
       guard let next = outcome.redirect else { return outcome.result }
       switch HTTPOrigin.redirect(from: url, to: next) {
       case .refuse(let why):
@@ -150,7 +155,7 @@ final class HTTPClient {
   /// One request, no redirect followed: its outcome, and where it
   /// redirects to when it does.
   private func perform(
-    url: String, _ request: HTTPRequest, headers: [String], login: String?,
+    url: String, _ request: HTTPRequest, headers: [String], login: String?, usesNetrc: Bool,
     into sink: any HTTPBodySink
   ) -> (result: HTTPOutcome, redirect: String?) {
     // Through a multi, libcurl calls back on its thread: into a relay,
@@ -165,7 +170,7 @@ final class HTTPClient {
       waitsToMultiplex: multi?.multiplexes ?? false)
     // ~/.netrc names a login per host: for a hop with no login of its own,
     // and never one that would carry it in clear.
-    setup.usesNetrc = login == nil && HTTPOrigin.mayUseNetrc(url)
+    setup.usesNetrc = usesNetrc && login == nil && HTTPOrigin.mayUseNetrc(url)
     var stopped = false
     let ending = handle.perform(setup, exchange) { easy in
       var code: CURLcode

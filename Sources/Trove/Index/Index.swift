@@ -66,7 +66,13 @@ final class Index: Sendable {
   /// reads, never to a file no one will open again.
   private func following(_ db: inout SQLiteConnection) throws(TroveError) {
     guard let reopen, db.fileHasMoved else { return }
-    db = try reopen()
+    do throws(TroveError) {
+      db = try reopen()
+    } catch {
+      // No index under the name: the store opens (makes, rebuilds) one.
+      changedUnderUs.store(true, ordering: .relaxed)
+      throw error
+    }
   }
   private let damageHandler = Mutex<(@Sendable (TroveError) -> Void)?>(nil)
 
@@ -164,9 +170,12 @@ final class Index: Sendable {
     journalMode = opened.mode
     needsRebuild = opened.needsRebuild
     connection = Mutex(opened.db)
+    // A reopen never makes a missing index: the store makes one (its mode,
+    // its rebuild) when this index is forgotten as stale.
     reopen = { () throws(TroveError) in
       try Self.connect(
-        path: path, resolvedPath: resolvedPath, filesystem: filesystem, blockSize: blockSize
+        path: path, resolvedPath: resolvedPath, filesystem: filesystem, blockSize: blockSize,
+        create: false
       ).db
     }
   }
@@ -175,8 +184,18 @@ final class Index: Sendable {
   /// every one is (journal mode, pragmas, schema), with its journal mode
   /// and whether a rebuild is pending; a busy database is waited for.
   private static func connect(
-    path: String, resolvedPath: String, filesystem: FilesystemKind, blockSize: Int64
+    path: String, resolvedPath: String, filesystem: FilesystemKind, blockSize: Int64,
+    create: Bool = true
   ) throws(TroveError) -> (db: SQLiteConnection, mode: String, needsRebuild: Bool) {
+    // Until SQLite has the file and its WAL open, a shared lock on
+    // `index.lock`: a move holds it exclusively from before it gives the
+    // name a new file until the old file's WAL and shared memory are
+    // gone, so no connection pairs the new file with them.
+    let guarded = Self.lockForOpening(resolvedPath)
+    defer {
+      guarded?.unlock()
+      guarded?.close()
+    }
     var busy = BusyWait()
     while true {
       let db: SQLiteConnection
@@ -184,7 +203,8 @@ final class Index: Sendable {
       let found: Int64
       var pending: Int64 = 0
       do throws(SQLiteConnection.Failure) {
-        db = try SQLiteConnection(path: resolvedPath, busyTimeoutMilliseconds: 30_000)
+        db = try SQLiteConnection(
+          path: resolvedPath, busyTimeoutMilliseconds: 30_000, create: create)
         try db.query(
           "PRAGMA journal_mode=\(Self.journalMode(on: filesystem, blockSize: blockSize))"
         ) { row in
@@ -221,6 +241,20 @@ final class Index: Sendable {
       }
       return (db, mode, pending != 0)
     }
+  }
+
+  /// `index.lock` beside the index at `path`, open (made when missing)
+  /// with a shared `flock` taken; nil when it cannot be (a read-only
+  /// folder), and the open goes unguarded.
+  static func lockForOpening(_ path: String) -> FileDescriptor? {
+    let folder = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+    guard
+      let fd = try? FileDescriptor.open(
+        folder + "/" + StoreLayout.indexLock, [.readOnly, .create, .noFollow, .nonBlocking],
+        permissions: 0o644)
+    else { return nil }
+    _ = try? fd.lock(exclusive: false)
+    return fd
   }
 
   /// The error for an index a newer Trove wrote (schema `found`).
@@ -398,9 +432,15 @@ final class Index: Sendable {
           if durable { try? db.execute("PRAGMA synchronous=NORMAL") }
           return .failure(Self.error(error, action, path))
         }
-        guard reopen != nil, db.fileHasMoved, moves < 3 else { break }
-        moves += 1
+        guard reopen != nil, db.fileHasMoved else { break }
         try? db.execute("ROLLBACK")
+        moves += 1
+        guard moves <= 3 else {
+          return .failure(
+            TroveError(
+              .busy, "cannot \(action): index '\(path)' was replaced again and again; try again",
+              path: path))
+        }
         do throws(TroveError) {
           try following(&db)
         } catch {

@@ -41,12 +41,16 @@ final class SQLiteConnection: @unchecked Sendable {
   /// With `readOnly`, opens it `SQLITE_OPEN_READONLY` (never creating it);
   /// with `immutable` as well, as a file nothing changes (the `immutable=1`
   /// URI parameter: no locks, no journal or WAL read).
+  /// Without `create`, a missing file is not made (`SQLITE_CANTOPEN`).
   init(
-    path: String, busyTimeoutMilliseconds: Int32, readOnly: Bool = false, immutable: Bool = false
+    path: String, busyTimeoutMilliseconds: Int32, readOnly: Bool = false, immutable: Bool = false,
+    create: Bool = true
   ) throws(Failure) {
     var db: OpaquePointer?
     var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
-    flags |= readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+    flags |=
+      readOnly
+      ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0)
     var name = path
     if immutable {
       flags |= SQLITE_OPEN_URI

@@ -106,9 +106,14 @@ public struct CredentialBindings: Sendable, Hashable {
         return nil
       }
       defer { fd.close() }
-      return (try fd.readAll(limit: 1 << 20), try fd.status())
+      return (try fd.readAll(limit: (1 << 20) + 1), try fd.status())
     }
     guard let (bytes, status) = found else { return [] }
+    guard bytes.count <= 1 << 20 else {
+      throw TroveError(
+        .invalidConfig, "'\(path)' is larger than 1 MiB: not a credentials file trove wrote",
+        path: path)
+    }
     if let refusal = Self.refusal(status) {
       throw TroveError(
         .invalidConfig,
@@ -146,7 +151,8 @@ public struct CredentialBindings: Sendable, Hashable {
   public func update(_ change: (inout [CredentialBinding]) -> Void) throws(TroveError) {
     guard let folderFD = try openFolder(creating: true) else { return }
     defer { folderFD.close() }
-    _ = try? folderFD.lock()
+    // Two writers at once would each drop the other's binding.
+    try attempt("lock", folder) { () throws(SystemCallError) in _ = try folderFD.lock() }
     defer { folderFD.unlock() }
     let before = try read(in: folderFD)
     var bindings = before

@@ -92,10 +92,15 @@ extension Store {
   ///   for a variable name that is not one; `.invalidConfig` when this
   ///   process has nowhere to keep bindings (no `HOME`) or their file is
   ///   not this user's alone; the failed call naming the path otherwise.
+  /// - Returns: the remote as it was read and lent to (its URL may have
+  ///   changed since, if another user rewrote `remotes.json`).
+  @discardableResult
   public func lendCredentials(toRemote name: String, authEnvironment: String? = nil)
-    throws(TroveError)
+    throws(TroveError) -> RemoteSpec
   {
-    try lendCredentials(to: remote(named: name), authEnvironment: authEnvironment, replacing: true)
+    let spec = try remote(named: name)
+    try lendCredentials(to: spec, authEnvironment: authEnvironment, replacing: true)
+    return spec
   }
 
   /// Lends `spec`'s URL this user's credentials; an existing binding of it
@@ -124,7 +129,9 @@ extension Store {
   ///
   /// - Throws: as ``lendCredentials(toRemote:authEnvironment:)``.
   @discardableResult
-  public func withdrawCredentials(fromRemote name: String) throws(TroveError) -> Bool {
+  public func withdrawCredentials(fromRemote name: String) throws(TroveError) -> (
+    spec: RemoteSpec, removed: Bool
+  ) {
     let spec = try remote(named: name)
     var removed = false
     try credentialBindings().update { list in
@@ -132,7 +139,7 @@ extension Store {
       list.removeAll { $0.matches(spec) }
       removed = list.count != before
     }
-    return removed
+    return (spec, removed)
   }
 
   /// This user's bindings, or the error saying there is no place for them.

@@ -22,6 +22,9 @@ enum StoreLayout {
   static let cacheDirTag = "CACHEDIR.TAG"
   /// Held (flock) by the process sweeping the store, which writes its pid in it.
   static let sweepLock = "sweep.lock"
+  /// Locked (`flock`) shared while a connection opens the index, and
+  /// exclusively while `config set access` gives the index a new file.
+  static let indexLock = "index.lock"
   /// Ballast: disk space released when the volume is full, so the index
   /// can record evictions (SQLite needs room to delete rows).
   static let reserve = "reserve"

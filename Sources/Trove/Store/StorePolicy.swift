@@ -175,4 +175,17 @@ extension Store {
     _ = try loadedSettings()
     return settings
   }
+
+  /// Whether the rewrite rules in force are this user's choice: given to
+  /// this process (an override), or read from a store no one else can
+  /// write (its root folder owned by this user or root, and not writable by
+  /// group or others). In a store others can write, any member could have
+  /// put a `config.json` there (even a file of this user's, renamed), so
+  /// its rules get no credential of this user's.
+  func rewritesAreThisUsers() -> Bool {
+    if configuration.policyOverrides[.rewrite] != nil { return true }
+    guard let folder = try? rootDirectory.status() else { return false }
+    return (folder.owner == Sys.effectiveUserID || folder.owner == 0)
+      && folder.mode & 0o022 == 0
+  }
 }

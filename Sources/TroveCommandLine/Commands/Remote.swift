@@ -234,8 +234,8 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     let variable = invocation.value("--auth-env")
     try checkVariableName(variable, invocation)
     let store = try invocation.openStore()
-    try store.lendCredentials(toRemote: operands[0], authEnvironment: variable)
-    let spec = try store.remote(named: operands[0])
+    let spec = try store.lendCredentials(toRemote: operands[0], authEnvironment: variable)
+    if let foreign = store.remotesChosenByAnother() { Output.warning(foreign) }
     Output.line(
       "remote '\(spec.name)' (\(spec.url)) gets your credential"
         + (variable.map { " from \($0)" }
@@ -244,9 +244,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     return ExitStatus.success
   case "logout":
     try require(["name"])
-    let store = try invocation.openStore()
-    let spec = try store.remote(named: operands[0])
-    let removed = try store.withdrawCredentials(fromRemote: operands[0])
+    let (spec, removed) = try invocation.openStore().withdrawCredentials(fromRemote: operands[0])
     Output.line(
       removed
         ? "remote '\(spec.name)' (\(spec.url)) gets none of your credentials"

@@ -7,7 +7,7 @@ let serveCommand = CommandSpec(
   abstract:
     "Serve the store over HTTP: objects by digest or checksum, as a remote, and pull-through mirrors.",
   usage:
-    "[--listen <addr:port>]... [--mirror <name=upstream>]... [--no-stale-if-error] [--max-origin-transfers <n>] [--token-file <file>] [--public-read] [--writable] [--access-log <file>|-] [--access-log-format clf|json] [--max-connections <n>] [--idle-timeout <duration>] [--max-header-size <size>] [--threads <n>] [--grace-period <duration>]",
+    "[--listen <addr:port>]... [--mirror <name=upstream>]... [--no-stale-if-error] [--max-origin-transfers <n>] [--token-file <file>] [--public-read] [--writable] [--access-log <file>|-] [--access-log-format clf|json] [--max-connections <n>] [--idle-timeout <duration>] [--max-header-size <size>] [--threads <n>] [--sweep-interval <duration>|off] [--grace-period <duration>]",
   arguments: [],
   options: [
     OptionSpec(
@@ -48,6 +48,11 @@ let serveCommand = CommandSpec(
       help: "Memory per connection, which bounds a request's head (default 32K; 8K to 1M)."),
     OptionSpec(
       names: ["--threads"], valueName: "n", help: "Threads answering, per address (default 4)."),
+    OptionSpec(
+      names: ["--sweep-interval"], valueName: "duration",
+      help:
+        "Sweep the store this often (expiry, budget), besides the sweeps puts make (default 10m; off for never)."
+    ),
     OptionSpec(
       names: ["--grace-period"], valueName: "duration",
       help: "On SIGTERM or SIGINT, let responses under way finish this long (default 30s)."),
@@ -124,6 +129,14 @@ let serveCommand = CommandSpec(
     configuration.publicRead = invocation.flag("--public-read")
     configuration.writable = invocation.flag("--writable")
     configuration.limits = try invocation.serverLimits()
+    if invocation.value("--sweep-interval") == "off" {
+      configuration.sweepInterval = nil
+    } else if let seconds = try invocation.duration("--sweep-interval") {
+      guard seconds >= 1, seconds <= 7 * 86400 else {
+        throw invocation.usageError("--sweep-interval must be from 1s to 7d, or off")
+      }
+      configuration.sweepInterval = .seconds(seconds)
+    }
     let format: AccessLog.Format
     switch invocation.value("--access-log-format") ?? "clf" {
     case "clf": format = .commonLogFormat

@@ -122,6 +122,22 @@ extension ObjectTable {
     // now (tmp/ may be another member's): SQLite writes it by path.
     let temp = "." + StoreLayout.temporaryName("index")
     let tempPath = root + "/" + temp
+    // No connection opens the index from here until the old file's WAL and
+    // shared memory are gone (``Index/lockForOpening(_:)``): one opened in
+    // between would pair the new file with them. Taken before the old
+    // file's write lock, which an opening connection may wait for.
+    let opening = try attempt("lock", root + "/" + StoreLayout.indexLock) {
+      () throws(SystemCallError) -> FileDescriptor in
+      let fd = try FileDescriptor.open(
+        StoreLayout.indexLock, in: rootDirectory, [.readOnly, .create, .noFollow, .nonBlocking],
+        permissions: 0o644)
+      _ = try fd.lock(exclusive: true)
+      return fd
+    }
+    defer {
+      opening.unlock()
+      opening.close()
+    }
     // The old file's write lock, held until the new file has its name: a
     // write another process commits is in the copy, or finds the file
     // moved once it has the lock and writes to the new one (``Index``).
