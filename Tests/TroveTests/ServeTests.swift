@@ -547,7 +547,7 @@ struct ServeSweepTests {
     let digest = try RemoteTests.put(store, Bytes.random(50_000, seed: 2901), in: scratch)
     #expect(try CLI.run(["--store", store, "config", "set", "max-age", "1s"]).status == 0)
     let server = try TroveServe(store: store, ["--sweep-interval", "1s"])
-    let gone = poll(times: 400, while: { true }) { () -> Bool? in
+    let gone = poll(times: 400) { () -> Bool? in
       (try? RemoteTests.digests(store))?.contains(digest) == false ? true : nil
     }
     #expect(gone == true, "the object was not expired by the server's sweeps")
