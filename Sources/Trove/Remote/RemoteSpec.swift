@@ -42,6 +42,9 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// S3: the storage class blobs are uploaded with (`STANDARD_IA`); nil
   /// for the bucket's default.
   public var storageClass: String?
+  /// S3: the size of a multipart upload's parts, and of the ranges a large
+  /// blob is pulled in (5 MiB to 5 GiB); nil for 8 MiB.
+  public var partSize: Int64?
   /// The user (uid) who chose this remote, when it is not whoever owns
   /// `remotes.json`: set when a user rewrote a file another user owned
   /// (`remote add`, `remote rm`), whose remotes stay that user's choice.
@@ -107,6 +110,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     case region
     case pathStyle = "path-style"
     case storageClass = "storage-class"
+    case partSize = "part-size"
   }
 
   /// The kind of server the URL names.
