@@ -49,7 +49,7 @@ extension Store {
   }
 
   /// Adds `spec` after the remotes already configured. Nothing is sent to
-  /// the remote (`checkRemote(named:)` does that).
+  /// the remote (`checkRemote(named:cleaningUploadsOlderThan:)` does that).
   ///
   /// - Throws: `.invalidArgument` when the spec is invalid (see
   ///   ``RemoteSpec/validated()``), its ``RemoteSpec/authEnvironment``
