@@ -7,13 +7,26 @@
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
 #                           servers the tests start on 127.0.0.1 themselves (nginx with its
 #                           WebDAV module, redis-server, python3, and Ceph's mon, osd and
-#                           radosgw for an S3 service)
+#                           radosgw for an S3 service), and boto3 and awscli from PyPI (the
+#                           S3 interop tests and benchmarks) in a venv, .build/test-tools/python
 set -euo pipefail
+
+# boto3 and awscli in a venv of their own (never the system's Python),
+# installed with pip from PyPI when missing; the tests and benchmarks find
+# them there, and skip what needs them, saying so, when they are not.
+python_tools() {
+  local venv
+  venv="$(cd "$(dirname "$0")/.." && pwd)/.build/test-tools/python"
+  if "$venv/bin/python" -c "import boto3" 2>/dev/null && [ -x "$venv/bin/aws" ]; then return 0; fi
+  echo "trove: installing boto3 and awscli from PyPI into $venv" >&2
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check boto3 awscli >/dev/null
+}
 
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 redis-server
-    ceph-mon ceph-osd radosgw ceph-common)
+    ceph-mon ceph-osd radosgw ceph-common python3-venv)
 elif [ "${1:-build}" = "demo" ]; then
   packages+=(nginx-light python3 redis-server)
 fi
@@ -22,7 +35,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  if [ "${1:-build}" = "test" ]; then python_tools; fi
+  exit 0
+fi
 
 echo "trove: installing Debian packages: ${missing[*]}" >&2
 sudo=""
@@ -42,3 +58,4 @@ if [ ! -e "$policy" ]; then
 fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ "${1:-build}" = "test" ]; then python_tools; fi

@@ -175,4 +175,35 @@ struct S3TransferTests {
     #expect(cleaned.status == 0, "\(cleaned.stderr)")
     #expect(try Self.pendingUploads(s3, bucket) == 0)
   }
+
+  @Test(
+    "interop with real clients: a blob Trove pushed in parts is fetched by boto3 and by aws s3 cp and hashes to its name; one boto3 uploaded in parts under the layout is read through by digest",
+    .enabled(if: BotoClient.isInstalled, BotoClient.missing))
+  func realClients() throws {
+    let s3 = try CephS3.get()
+    let bucket = try s3.makeBucket()
+    let scratch = try Scratch()
+    let store = scratch["s"]
+    try S3RemoteTests.add(s3, store, bucket, ["--write", "off"])
+    let ours = Bytes.random((20 << 20) + 17, seed: 3304)
+    let digest = try RemoteTests.put(store, ours, in: scratch)
+    #expect(try S3RemoteTests.remote(s3, store, ["push", digest.description]).status == 0)
+    let fetched = try BotoClient.run(s3, "get", bucket, Self.blobKey(digest), scratch["boto3"])
+    #expect(fetched.status == 0, "\(fetched.stderr)")
+    #expect(try XXH3Hasher.digest(ofFile: scratch["boto3"]) == digest)
+    let copied = try BotoClient.aws(
+      s3,
+      ["s3", "cp", "--only-show-errors", "s3://\(bucket)/\(Self.blobKey(digest))", scratch["aws"]])
+    #expect(copied.status == 0, "\(copied.stderr)")
+    #expect(try XXH3Hasher.digest(ofFile: scratch["aws"]) == digest)
+
+    let theirs = Bytes.random((30 << 20) + 5, seed: 3305)
+    let theirDigest = XXH3Hasher.digest(theirs)
+    let uploaded = try BotoClient.run(
+      s3, "put", bucket, Self.blobKey(theirDigest), try scratch.write("theirs", theirs))
+    #expect(uploaded.status == 0, "\(uploaded.stderr)")
+    let got = try S3RemoteTests.trove(s3, store, ["get", theirDigest.description, "-"])
+    #expect(got.status == 0 && got.stdout == theirs, "\(got.stderr)")
+    #expect(try RemoteTests.digests(store).contains(theirDigest))
+  }
 }
