@@ -105,8 +105,8 @@ extension S3Backend {
       guard var bytes = parts.freeBuffer() else { break }
       let offset = Int64(number - 1) * size
       let length = Int(min(size, item.size - offset))
-      bytes.removeAll(keepingCapacity: true)
-      bytes.append(contentsOf: repeatElement(0, count: length))
+      // Every byte is read over: a buffer of the right length is reused.
+      if bytes.count != length { bytes = [UInt8](repeating: 0, count: length) }
       do throws(TroveError) {
         try readFully(item, into: &bytes, at: offset)
       } catch {

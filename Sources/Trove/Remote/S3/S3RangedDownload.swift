@@ -138,28 +138,32 @@ extension S3Backend {
   fileprivate func fetchRange(
     _ name: String, offset: Int64, count: Int, ifMatch: String?, on connection: RemoteHTTPTransfer
   ) throws(TroveError) -> [UInt8] {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(count)
+    var bytes = [UInt8](repeating: 0, count: count)
+    var filled = 0
     let shown = shown(name)
     let remote = spec.name
     var headers = ["Range: bytes=\(offset)-\(offset + Int64(count) - 1)"]
     if let ifMatch { headers.append(ifMatch) }
     let outcome = try request("GET", name, accepting: [206], headers: headers, on: connection) {
       (piece) throws(TroveError) in
-      guard bytes.count + piece.count <= count else {
+      guard filled + piece.count <= count else {
         throw TroveError(
           .unavailable,
           "remote '\(remote)': GET \(shown) sent more than the \(count) bytes asked from \(offset)",
           value: shown)
       }
-      bytes += piece
+      bytes.withUnsafeMutableBytes {
+        UnsafeMutableRawBufferPointer(rebasing: $0[filled..<filled + piece.count])
+          .copyMemory(from: piece)
+      }
+      filled += piece.count
     }
-    guard bytes.count == count,
+    guard filled == count,
       let (start, _, _) = Self.contentRange(outcome.contentRange), start == offset
     else {
       throw TroveError(
         .transferFailed,
-        "remote '\(remote)': GET \(shown) gave \(bytes.count) of the \(count) bytes asked from \(offset)",
+        "remote '\(remote)': GET \(shown) gave \(filled) of the \(count) bytes asked from \(offset)",
         value: shown)
     }
     return bytes
