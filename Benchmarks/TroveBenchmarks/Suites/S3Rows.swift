@@ -8,6 +8,7 @@ import Foundation
 /// its garbage collection, and memstore holds about twice what it stores in
 /// RAM. On loopback, this measures the clients, not a cloud.
 func s3Rows(_ b: Bench, files: String) throws {
+  print("remote (S3)")
   let script = FileManager.default.currentDirectoryPath + "/scripts/s3-ceph.sh"
   guard FileManager.default.isExecutableFile(atPath: "/usr/bin/radosgw") else {
     b.skip("remote s3", "Ceph is not installed: scripts/deps.sh test installs it")
@@ -231,4 +232,12 @@ func s3Rows(_ b: Bench, files: String) throws {
   }
   remove(smallDir)
   remove(getDir)
+}
+
+/// The S3 rows of the remote suite alone (`--suite remote-s3`).
+func remoteS3Suite(_ b: Bench) throws {
+  let files = b.work + "/remote-s3-files"
+  try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: true)
+  defer { remove(files) }
+  try s3Rows(b, files: files)
 }

@@ -7,8 +7,8 @@ import Foundation
 /// (`If-Match` its ETag), into one of a few buffers. This thread hands the
 /// ranges to the writer in order, so the bytes are hashed in one pass as
 /// they would be from one GET, and the pull commits them only when they
-/// are the digest's. Memory: at most one range more than there are
-/// fetchers.
+/// are the digest's. Memory: one range more than there are fetchers,
+/// allocated once.
 extension S3Backend {
   func downloadInRanges(_ digest: BlobDigest, into writer: any RemoteSink)
     throws(TroveError) -> Int64?
@@ -101,7 +101,7 @@ extension S3Backend {
     for _ in 0..<(min(Self.parallelTransfers, count) - 1) {
       connections.append(try makeTransfer())
     }
-    let ranges = RangeQueue(count: count, window: connections.count + 1)
+    let ranges = RangeQueue(count: count, window: connections.count, bufferSize: partSize)
     // An ETag is sent back only when it is plainly one.
     let match = etag.flatMap {
       (1...128).contains($0.count)
@@ -120,13 +120,13 @@ extension S3Backend {
       }.start()
     }
     for index in 0..<count {
-      guard let bytes = ranges.next(index) else { break }
-      var failure: TroveError?
-      bytes.withUnsafeBytes { (buffer) in
-        do throws(TroveError) { try writer.write(buffer) } catch { failure = error }
-      }
-      if let failure {
-        ranges.fail(failure)
+      guard let (buffer, length) = ranges.next(index) else { break }
+      do throws(TroveError) {
+        try writer.write(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
+        ranges.recycle(buffer)
+      } catch {
+        ranges.recycle(buffer)
+        ranges.fail(error)
         break
       }
     }
@@ -134,11 +134,12 @@ extension S3Backend {
     if let error = ranges.failure { throw error }
   }
 
-  /// Fetches `count` bytes of `name` from `offset`, on `connection`.
+  /// Fetches `count` bytes of `name` from `offset` into `buffer`, on
+  /// `connection`.
   fileprivate func fetchRange(
-    _ name: String, offset: Int64, count: Int, ifMatch: String?, on connection: RemoteHTTPTransfer
-  ) throws(TroveError) -> [UInt8] {
-    var bytes = [UInt8](repeating: 0, count: count)
+    _ name: String, offset: Int64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
+    ifMatch: String?, on connection: RemoteHTTPTransfer
+  ) throws(TroveError) {
     var filled = 0
     let shown = shown(name)
     let remote = spec.name
@@ -152,10 +153,8 @@ extension S3Backend {
           "remote '\(remote)': GET \(shown) sent more than the \(count) bytes asked from \(offset)",
           value: shown)
       }
-      bytes.withUnsafeMutableBytes {
-        UnsafeMutableRawBufferPointer(rebasing: $0[filled..<filled + piece.count])
-          .copyMemory(from: piece)
-      }
+      UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<filled + piece.count])
+        .copyMemory(from: piece)
       filled += piece.count
     }
     guard filled == count,
@@ -166,12 +165,13 @@ extension S3Backend {
         "remote '\(remote)': GET \(shown) gave \(filled) of the \(count) bytes asked from \(offset)",
         value: shown)
     }
-    return bytes
   }
 }
 
 /// The ranges between the fetching threads and this one: which to fetch
-/// next, those fetched and not yet written, the first failure. A fetcher
+/// next, those fetched and not yet written, the first failure, and the
+/// buffers, allocated once (one more than the window: the one being
+/// written), so that memory stays flat however long the blob. A fetcher
 /// waits while it is ``window`` ranges ahead of the writing.
 private final class RangeQueue: @unchecked Sendable {
   private let condition = NSCondition()
@@ -179,30 +179,47 @@ private final class RangeQueue: @unchecked Sendable {
   private let window: Int
   private var claimed = 0
   private var written = 0
-  private var fetched: [Int: [UInt8]] = [:]
+  private var fetched: [Int: (UnsafeMutableRawBufferPointer, Int)] = [:]
+  private let buffers: [UnsafeMutableRawBufferPointer]
+  private var free: [UnsafeMutableRawBufferPointer]
   private(set) var failure: TroveError?
 
-  init(count: Int, window: Int) {
+  init(count: Int, window: Int, bufferSize: Int) {
     self.count = count
     self.window = window
+    buffers = (0...window).map { _ in
+      UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 4096)
+    }
+    free = buffers
   }
 
-  /// The next range to fetch, waiting while too far ahead; nil when
-  /// there are no more, or after a failure.
-  func claim() -> Int? {
+  deinit {
+    for buffer in buffers { buffer.deallocate() }
+  }
+
+  /// The next range to fetch and a buffer for it, waiting while too far
+  /// ahead; nil when there are no more, or after a failure.
+  func claim() -> (Int, UnsafeMutableRawBufferPointer)? {
     condition.lock()
     defer { condition.unlock() }
-    while claimed < count && claimed >= written + window && failure == nil { condition.wait() }
+    while claimed < count && (claimed >= written + window || free.isEmpty) && failure == nil {
+      condition.wait()
+    }
     guard failure == nil, claimed < count else { return nil }
     claimed += 1
-    return claimed - 1
+    return (claimed - 1, free.removeLast())
   }
 
-  func deliver(_ index: Int, _ result: Result<[UInt8], TroveError>) {
+  /// Range `index` is in `buffer` (its first `length` bytes), or failed.
+  func deliver(
+    _ index: Int, _ buffer: UnsafeMutableRawBufferPointer, length: Int?, _ error: TroveError?
+  ) {
     condition.lock()
-    switch result {
-    case .success(let bytes): fetched[index] = bytes
-    case .failure(let error): if failure == nil { failure = error }
+    if let length, error == nil {
+      fetched[index] = (buffer, length)
+    } else {
+      free.append(buffer)
+      if failure == nil { failure = error }
     }
     condition.broadcast()
     condition.unlock()
@@ -215,15 +232,23 @@ private final class RangeQueue: @unchecked Sendable {
     condition.unlock()
   }
 
-  /// Range `index`'s bytes, waiting for them; nil after a failure.
-  func next(_ index: Int) -> [UInt8]? {
+  /// Range `index`'s buffer and length, waiting for it; nil after a
+  /// failure. The buffer goes back by ``recycle(_:)``.
+  func next(_ index: Int) -> (UnsafeMutableRawBufferPointer, Int)? {
     condition.lock()
     defer { condition.unlock() }
     while fetched[index] == nil && failure == nil { condition.wait() }
-    guard failure == nil, let bytes = fetched.removeValue(forKey: index) else { return nil }
+    guard failure == nil, let range = fetched.removeValue(forKey: index) else { return nil }
     written = index + 1
     condition.broadcast()
-    return bytes
+    return range
+  }
+
+  func recycle(_ buffer: UnsafeMutableRawBufferPointer) {
+    condition.lock()
+    free.append(buffer)
+    condition.broadcast()
+    condition.unlock()
   }
 }
 
@@ -252,17 +277,15 @@ private final class RangeFetcher: @unchecked Sendable {
 
   func run() {
     let size = Int64(backend.partSize)
-    while let index = ranges.claim() {
+    while let (index, buffer) = ranges.claim() {
       let offset = start + Int64(index) * size
       let count = Int(min(size, total - offset))
       do throws(TroveError) {
-        ranges.deliver(
-          index,
-          .success(
-            try backend.fetchRange(
-              name, offset: offset, count: count, ifMatch: ifMatch, on: connection)))
+        try backend.fetchRange(
+          name, offset: offset, count: count, into: buffer, ifMatch: ifMatch, on: connection)
+        ranges.deliver(index, buffer, length: count, nil)
       } catch {
-        ranges.deliver(index, .failure(error))
+        ranges.deliver(index, buffer, length: nil, error)
       }
     }
   }
