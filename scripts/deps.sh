@@ -7,7 +7,7 @@
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
 #                           servers the tests start on 127.0.0.1 themselves (nginx with its
 #                           WebDAV module, redis-server, python3, and Ceph's mon, osd and
-#                           radosgw for an S3 service), and boto3 and awscli from PyPI (the
+#                           radosgw for an S3 service, faketime for a skewed clock), and boto3 and awscli from PyPI (the
 #                           S3 interop tests and benchmarks) in a venv, .build/test-tools/python
 set -euo pipefail
 
@@ -26,7 +26,7 @@ python_tools() {
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 redis-server
-    ceph-mon ceph-osd radosgw ceph-common python3-venv)
+    ceph-mon ceph-osd radosgw ceph-common python3-venv faketime)
 elif [ "${1:-build}" = "demo" ]; then
   packages+=(nginx-light python3 redis-server)
 fi

@@ -206,4 +206,33 @@ struct S3TransferTests {
     #expect(got.status == 0 && got.stdout == theirs, "\(got.stderr)")
     #expect(try RemoteTests.digests(store).contains(theirDigest))
   }
+
+  @Test(
+    "remote check reads the clock skew from the server's Date: 5 minutes ahead is reported and works; 20 minutes ahead fails in one line saying SigV4 will fail (exit 69)",
+    .enabled(
+      if: FileManager.default.isExecutableFile(atPath: "/usr/bin/faketime"),
+      "faketime is not installed: scripts/deps.sh test installs it"))
+  func clockSkew() throws {
+    let s3 = try CephS3.get()
+    let bucket = try s3.makeBucket()
+    let scratch = try Scratch()
+    let store = scratch["s"]
+    try S3RemoteTests.add(s3, store, bucket)
+    func check(_ offset: String) throws -> Outcome {
+      try Spawned(
+        executable: "/usr/bin/faketime",
+        ["-f", offset, CLI.executable, "--store", store, "remote", "check", "s3", "--json"],
+        io: scratch["check"], environment: s3.environment
+      ).wait()
+    }
+    let near = try check("+5m")
+    let fields = try #require(
+      try JSONSerialization.jsonObject(with: Data(near.stdout)) as? [String: Any])
+    #expect(near.status == 0, "\(near.stderr)")
+    #expect((fields["clockSkewSeconds"] as? Int).map { (290...310).contains($0) } == true)
+    let far = try check("+20m")
+    #expect(far.status == 69 && far.errorLines.count == 1, "\(far.stderr)")
+    #expect(far.stderr.contains("1200 s ahead of the server's") || far.stderr.contains("1199 s"))
+    #expect(far.stderr.contains("SigV4-signed request will fail"), "\(far.stderr)")
+  }
 }

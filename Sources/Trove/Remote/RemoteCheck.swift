@@ -96,6 +96,12 @@ extension Store {
       remoteAnswered(spec.name)
     } catch {
       check.clockSkewSeconds = s3.flatMap { $0.clockSkew($0.lastDate) }
+      if let skew = check.clockSkewSeconds, abs(skew) > Self.s3SkewLimit {
+        check.reachable = true
+        check.error = Self.skewError(spec.name, skew)
+        remoteAnswered(spec.name)
+        return check
+      }
       // Reached, but its layout record cannot be used.
       check.reachable = error.code == .unsupportedFormat
       check.error = line(error)
@@ -107,8 +113,7 @@ extension Store {
       return check
     }
     if let skew = check.clockSkewSeconds, abs(skew) > Self.s3SkewLimit {
-      check.error =
-        "remote '\(spec.name)': this machine's clock is \(abs(skew)) s \(skew > 0 ? "ahead of" : "behind") the server's; S3 refuses requests signed more than 15 minutes off (SigV4 will fail): set the clock right"
+      check.error = Self.skewError(spec.name, skew)
       return check
     }
     if let s3, let age {
@@ -137,6 +142,11 @@ extension Store {
       check.error = line(error)
     }
     return check
+  }
+
+  /// The check's error for a clock `skew` seconds off the server's.
+  private static func skewError(_ remote: String, _ skew: Int64) -> String {
+    "remote '\(remote)': this machine's clock is \(abs(skew)) s \(skew > 0 ? "ahead of" : "behind") the server's; S3 refuses requests signed more than 15 minutes off, so every SigV4-signed request will fail: set the clock right (NTP)"
   }
 
   /// Uploads a small blob no one else has, checks its length on the
