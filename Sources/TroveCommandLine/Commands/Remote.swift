@@ -55,7 +55,7 @@ let remoteCommand = CommandSpec(
     OptionSpec(
       names: ["--part-size"], valueName: "size",
       help:
-        "add, s3:// only: the size of a multipart upload's parts and of a large pull's ranges, 5MiB to 5GiB (default 8MiB); blobs up to it go in one PUT."
+        "add, s3:// only: the size of a multipart upload's parts, 5MiB to 5GiB (default 8MiB), and of a large pull's ranges (at most 16MiB); blobs up to it go in one PUT."
     ),
     OptionSpec(
       names: ["--clean"], valueName: nil,

@@ -10,11 +10,18 @@ import Foundation
 /// are the digest's. Memory: one range more than there are fetchers,
 /// allocated once.
 extension S3Backend {
+  /// The largest range a pull asks for: a large part size (up to 5 GiB)
+  /// sets the uploads' parts, never more memory than this per range.
+  static let maximumRangeSize = 16 << 20
+
+  /// The size of a pull's ranges: ``partSize``, at most ``maximumRangeSize``.
+  var rangeSize: Int { min(partSize, Self.maximumRangeSize) }
+
   func downloadInRanges(_ digest: BlobDigest, into writer: any RemoteSink)
     throws(TroveError) -> Int64?
   {
     let name = RemoteNames.blobPath(digest)
-    let first = Int64(partSize)
+    let first = Int64(rangeSize)
     var received: Int64 = 0
     // The server may ignore the range (200, the whole blob): any length is
     // written, and a blob whose bytes are not its name is never committed.
@@ -89,19 +96,19 @@ extension S3Backend {
     return (start, end, total)
   }
 
-  /// Fetches bytes `start..<total` of `name` in ranges of ``partSize``,
+  /// Fetches bytes `start..<total` of `name` in ranges of ``rangeSize``,
   /// several at once, and writes them to `writer` in order.
   private func fetchRanges(
     _ name: String, from start: Int64, to total: Int64, etag: String?,
     into writer: any RemoteSink
   ) throws(TroveError) {
-    let size = Int64(partSize)
+    let size = Int64(rangeSize)
     let count = Int((total - start + size - 1) / size)
     var connections = [transfer]
     for _ in 0..<(min(Self.parallelTransfers, count) - 1) {
       connections.append(try makeTransfer())
     }
-    let ranges = RangeQueue(count: count, window: connections.count, bufferSize: partSize)
+    let ranges = RangeQueue(count: count, window: connections.count, bufferSize: rangeSize)
     // An ETag is sent back only when it is plainly one.
     let match = etag.flatMap {
       (1...128).contains($0.count)
@@ -276,7 +283,7 @@ private final class RangeFetcher: @unchecked Sendable {
   }
 
   func run() {
-    let size = Int64(backend.partSize)
+    let size = Int64(backend.rangeSize)
     while let (index, buffer) = ranges.claim() {
       let offset = start + Int64(index) * size
       let count = Int(min(size, total - offset))
