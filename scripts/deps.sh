@@ -7,9 +7,11 @@
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
 #                           servers the tests start on 127.0.0.1 themselves (nginx with its
 #                           WebDAV module, redis-server, python3, and Ceph's mon, osd and
-#                           radosgw for an S3 service), and a Python venv at .build/test-venv
-#                           with pip, uv and prometheus_client from PyPI: the clients
-#                           `trove serve`'s mirror and /metrics tests run
+#                           radosgw for an S3 service, faketime for a skewed clock), a Python
+#                           venv at .build/test-venv with pip, uv and prometheus_client from
+#                           PyPI (the clients `trove serve`'s mirror and /metrics tests run),
+#                           and boto3 and awscli from PyPI in .build/test-tools/python (the S3
+#                           interop tests and benchmarks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,10 +28,22 @@ make_test_venv() {
     || { echo "trove: could not install pip, uv and prometheus_client into $venv: the serve tests that need them are skipped" >&2; return 0; }
 }
 
+# boto3 and awscli in a venv of their own (never the system's Python),
+# installed with pip from PyPI when missing; the tests and benchmarks find
+# them there, and skip what needs them, saying so, when they are not.
+python_tools() {
+  local venv
+  venv="$(cd "$(dirname "$0")/.." && pwd)/.build/test-tools/python"
+  if "$venv/bin/python" -c "import boto3" 2>/dev/null && [ -x "$venv/bin/aws" ]; then return 0; fi
+  echo "trove: installing boto3 and awscli from PyPI into $venv" >&2
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check boto3 awscli >/dev/null
+}
+
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 python3-venv
-    python3-pip redis-server ceph-mon ceph-osd radosgw ceph-common)
+    python3-pip redis-server ceph-mon ceph-osd radosgw ceph-common faketime)
 elif [ "${1:-build}" = "demo" ]; then
   packages+=(nginx-light python3 redis-server)
 fi
@@ -39,7 +53,10 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  [ "${1:-build}" = "test" ] && make_test_venv
+  if [ "${1:-build}" = "test" ]; then
+    make_test_venv
+    python_tools
+  fi
   exit 0
 fi
 
@@ -61,5 +78,8 @@ if [ ! -e "$policy" ]; then
 fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-[ "${1:-build}" = "test" ] && make_test_venv
+if [ "${1:-build}" = "test" ]; then
+  make_test_venv
+  python_tools
+fi
 exit 0

@@ -306,7 +306,9 @@ struct JSONSchemaTests {
         "writable": .nullable(.bool),
         "layout": .nullable(
           .record(["format": .integer, "hash": .string, "compression": .string])),
-        "layoutWritten": .bool, "latencySeconds": .nullable(.number), "error": .nullable(.string),
+        "layoutWritten": .bool, "latencySeconds": .nullable(.number),
+        "clockSkewSeconds": .nullable(.integer), "pendingUploads": .nullable(.integer),
+        "abortedUploads": .nullable(.integer), "error": .nullable(.string),
       ], "remote check")
   }
 

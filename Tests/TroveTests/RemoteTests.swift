@@ -281,8 +281,8 @@ struct RemoteTests {
     #expect(record?["writable"] is NSNull && record?["layout"] is NSNull)
     #expect(
       record?.keys.sorted() == [
-        "error", "kind", "latencySeconds", "layout", "layoutWritten", "name", "reachable",
-        "readOnly", "url", "writable",
+        "abortedUploads", "clockSkewSeconds", "error", "kind", "latencySeconds", "layout",
+        "layoutWritten", "name", "pendingUploads", "reachable", "readOnly", "url", "writable",
       ])
 
     let redis = try RedisServer()

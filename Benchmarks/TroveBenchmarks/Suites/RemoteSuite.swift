@@ -209,6 +209,7 @@ func remoteSuite(_ b: Bench) throws {
   try Spawn.check([b.trove, "--store", a, "config", "unset", "signing-key"])
 
   try redisRows(b, files: files, count: count)
+  try s3Rows(b, files: files)
 
   // What a dead remote costs a local put: none, then a dead one whose
   // breaker is open (sync write-back), then one written back in the background.

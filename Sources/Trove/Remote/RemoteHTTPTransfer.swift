@@ -75,9 +75,10 @@ final class RemoteHTTPTransfer {
     /// The start of a body that went to no sink (an error's: S3 names its
     /// error in it), at most ``unreadBodyLimit`` bytes.
     var unreadBody: [UInt8] = []
-    /// The response's `Date` and `ETag`, when it had them.
+    /// The response's `Date`, `ETag` and `Content-Range`, when it had them.
     var date: String?
     var etag: String?
+    var contentRange: String?
   }
 
   /// The error for an exchange that did not complete (its sink or the
@@ -218,6 +219,7 @@ final class RemoteHTTPTransfer {
       sinkError: exchange.sinkError, readError: exchange.readError,
       sentDigest: exchange.offset == upload?.size ? exchange.hasher?.finalize() : nil,
       unreadBody: exchange.unread, date: exchange.head.lastField("date"),
-      etag: exchange.head.lastField("etag"))
+      etag: exchange.head.lastField("etag"),
+      contentRange: exchange.head.lastField("content-range"))
   }
 }

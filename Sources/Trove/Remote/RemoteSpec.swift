@@ -46,6 +46,9 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
   /// S3: the storage class blobs are uploaded with (`STANDARD_IA`); nil
   /// for the bucket's default.
   public var storageClass: String?
+  /// S3: the size of a multipart upload's parts, and of the ranges a large
+  /// blob is pulled in (5 MiB to 5 GiB); nil for 8 MiB.
+  public var partSize: Int64?
   /// Whether this user lends it their credentials — ``authEnvironment``'s,
   /// `~/.netrc`'s for its host, the AWS credentials — as their own
   /// ``CredentialBinding`` of its URL says. A spec made in this process
@@ -95,6 +98,7 @@ public struct RemoteSpec: Sendable, Hashable, Codable {
     case region
     case pathStyle = "path-style"
     case storageClass = "storage-class"
+    case partSize = "part-size"
   }
 
   /// The kind of server the URL names.

@@ -41,8 +41,8 @@ extension Store {
   /// user's credentials (``lendCredentials(toRemote:authEnvironment:)``): its
   /// ``RemoteSpec/authEnvironment`` when it names one, else whatever this
   /// user already lends its URL, else `~/.netrc`'s and the AWS
-  /// credentials. Nothing is sent to the remote (`checkRemote(named:)`
-  /// does that).
+  /// credentials. Nothing is sent to the remote
+  /// (`checkRemote(named:cleaningUploadsOlderThan:)` does that).
   ///
   /// - Throws: `.invalidArgument` when the spec is invalid (see
   ///   ``RemoteSpec/validated()``) or its name is taken; what

@@ -4,7 +4,7 @@ let remoteCommand = CommandSpec(
   name: "remote",
   abstract: "Configure shared remotes (WebDAV, Redis, S3) and copy objects to and from them.",
   usage:
-    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] [--trust <key>...] [--endpoint <url>] [--region <region>] [--path-style] [--storage-class <class>] | login <name> [--auth-env <var>] | logout <name> | ls [--json] | rm <name> | check <name> [--json] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
+    "add <name> <url> [--read-only] [--max-object-size <size>] [--auth-env <var>] [--write <when>] [--trust <key>...] [--endpoint <url>] [--region <region>] [--path-style] [--storage-class <class>] [--part-size <size>] | login <name> [--auth-env <var>] | logout <name> | ls [--json] | rm <name> | check <name> [--json] [--clean [--older-than <age>]] | status [--json] | push [--remote <name>] [--json] [--all] [--if-idle] [<digest-or-key>...] | pull [--remote <name>] [--json] <digest-or-key>...",
   arguments: [
     ("name", "The remote's name in this store: letters, digits, '.', '_', '-'."),
     ("url", "http(s)://HOST/PATH (WebDAV), redis://HOST[:PORT][/DB] or s3://BUCKET[/PREFIX]."),
@@ -52,6 +52,19 @@ let remoteCommand = CommandSpec(
     OptionSpec(
       names: ["--storage-class"], valueName: "class",
       help: "add, s3:// only: the storage class blobs are uploaded with (STANDARD_IA…)."),
+    OptionSpec(
+      names: ["--part-size"], valueName: "size",
+      help:
+        "add, s3:// only: the size of a multipart upload's parts, 5MiB to 5GiB (default 8MiB), and of a large pull's ranges (at most 16MiB); blobs up to it go in one PUT."
+    ),
+    OptionSpec(
+      names: ["--clean"], valueName: nil,
+      help:
+        "check, s3:// only: abort the unfinished multipart uploads under the remote's prefix that started over an hour (--older-than) ago, and say how many."
+    ),
+    OptionSpec(
+      names: ["--older-than"], valueName: "age",
+      help: "check --clean: the age of the uploads aborted (default 1h; 0 for all)."),
     OptionSpec(
       names: ["--all"], valueName: nil,
       help:
@@ -136,13 +149,13 @@ let remoteCommand = CommandSpec(
 private let remoteActionOptions: [String: Set<String>] = [
   "add": [
     "--read-only", "--max-object-size", "--auth-env", "--write", "--trust", "--endpoint",
-    "--region", "--path-style", "--storage-class",
+    "--region", "--path-style", "--storage-class", "--part-size",
   ],
   "login": ["--auth-env"],
   "logout": [],
   "ls": ["--json"],
   "rm": [],
-  "check": ["--json"],
+  "check": ["--json", "--clean", "--older-than"],
   "status": ["--json"],
   "push": ["--remote", "--json", "--all", "--if-idle"],
   "pull": ["--remote", "--json"],
@@ -201,6 +214,7 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
       spec.write = write
     }
     if let size = try invocation.size("--max-object-size") { spec.maxObjectSize = size }
+    if let size = try invocation.size("--part-size") { spec.partSize = size }
     let trusted = invocation.allValues("--trust")
     if !trusted.isEmpty {
       var keys: [PublicSigningKey] = []
@@ -282,7 +296,13 @@ private func remote(_ invocation: Invocation) throws -> Int32 {
     return ExitStatus.success
   case "check":
     try require(["name"])
-    let check = try invocation.openStore().checkRemote(named: operands[0])
+    if invocation.value("--older-than") != nil, !invocation.flag("--clean") {
+      throw invocation.usageError("--older-than goes with --clean")
+    }
+    let check = try invocation.openStore().checkRemote(
+      named: operands[0],
+      cleaningUploadsOlderThan: invocation.flag("--clean")
+        ? try invocation.duration("--older-than") ?? 3600 : nil)
     if invocation.flag("--json") {
       Output.json(check)
     } else if check.isUsable {
@@ -323,6 +343,13 @@ private func describe(_ check: Store.RemoteCheck) -> String {
     )
   } else {
     parts.append("no layout record yet")
+  }
+  if let skew = check.clockSkewSeconds {
+    parts.append("clock \(abs(skew)) s \(skew >= 0 ? "ahead of" : "behind") the server's")
+  }
+  if let found = check.pendingUploads, let aborted = check.abortedUploads {
+    parts.append(
+      "\(found) unfinished multipart upload\(found == 1 ? "" : "s"), \(aborted) aborted")
   }
   return "remote '\(check.name)' (\(check.url)): " + parts.joined(separator: ", ")
 }

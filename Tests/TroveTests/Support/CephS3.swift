@@ -121,6 +121,58 @@ final class CephS3: Sendable {
   }
 }
 
+/// boto3 and awscli, which `scripts/deps.sh test` installs from PyPI in a
+/// venv under `.build/test-tools`: real S3 clients for interop tests.
+enum BotoClient {
+  static let python = repositoryRoot + "/.build/test-tools/python/bin/python"
+  static var isInstalled: Bool {
+    FileManager.default.isExecutableFile(atPath: python)
+      && FileManager.default.fileExists(
+        atPath: repositoryRoot + "/.build/test-tools/python/bin/aws")
+  }
+  static let missing = Comment(
+    rawValue:
+      "boto3 and awscli are not installed: scripts/deps.sh test installs them from PyPI in .build/test-tools/python"
+  )
+
+  /// boto3's managed transfer (multipart over 8 MiB, in 8 MiB parts, on
+  /// several threads), path-style: `get BUCKET KEY FILE` or `put BUCKET KEY FILE`.
+  private static let script = """
+    import sys, boto3
+    from boto3.s3.transfer import TransferConfig
+    from botocore.config import Config
+    s3 = boto3.client("s3", config=Config(s3={"addressing_style": "path"}))
+    op, bucket, key, path = sys.argv[1:5]
+    parts = TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=8 << 20)
+    if op == "get":
+        s3.download_file(bucket, key, path, Config=parts)
+    else:
+        s3.upload_file(path, bucket, key, Config=parts)
+    """
+
+  /// Runs boto3 `operation` on `key` of `bucket` with `file`, against `s3`.
+  static func run(
+    _ s3: CephS3, _ operation: String, _ bucket: String, _ key: String, _ file: String
+  )
+    throws -> Outcome
+  {
+    try Spawned(
+      executable: python, ["-c", script, operation, bucket, key, file],
+      io: NSTemporaryDirectory() + "trove-boto3-" + UUID().uuidString,
+      environment: s3.environment
+    ).wait()
+  }
+
+  /// `aws ARGUMENTS` (awscli) against `s3`.
+  static func aws(_ s3: CephS3, _ arguments: [String]) throws -> Outcome {
+    try Spawned(
+      executable: repositoryRoot + "/.build/test-tools/python/bin/aws", arguments,
+      io: NSTemporaryDirectory() + "trove-aws-" + UUID().uuidString,
+      environment: s3.environment
+    ).wait()
+  }
+}
+
 extension Outcome {
   /// What it printed on stdout, as text.
   var text: String { String(decoding: stdout, as: UTF8.self) }

@@ -55,9 +55,10 @@ final class Spawned {
   /// Starts `executable ARGS`. With `streaming`, standard input is a pipe
   /// that `cat` fills from that file (a real stream, not a regular file);
   /// otherwise it is /dev/null. stdout and stderr go to `io.out` and `io.err`.
+  /// `environment` is added to this process's.
   init(
     executable: String = CLI.executable, _ arguments: [String], streaming: String? = nil,
-    io: String
+    io: String, environment: [String: String] = [:]
   ) throws {
     self.arguments = arguments
     program = (executable as NSString).lastPathComponent
@@ -72,6 +73,7 @@ final class Spawned {
     env.removeValue(forKey: "TROVE_STORE")
     env.removeValue(forKey: "TROVE_INJECT_FAULT")
     env.removeValue(forKey: "TROVE_DEBUG")
+    env.merge(environment) { $1 }
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     process.environment = env

@@ -17,19 +17,26 @@ import Foundation
 /// digest, and sent in one PUT with its SHA-256 (which the server checks)
 /// and `If-None-Match: *`, so that an existing blob is never replaced (a
 /// 412 means another writer got there first). A larger one goes as a
-/// multipart upload, read once in order — hashed as it is read, each part
-/// sent with its SHA-256 — and completed only when the whole hashed to its
-/// digest (else aborted): S3 shows an object only once it is whole.
+/// multipart upload (``uploadInParts(_:)``), and a large pull in ranges
+/// (``downloadInRanges(_:into:)``), several at once.
 final class S3Backend: RemoteBackend {
   let spec: RemoteSpec
-  private let configuration: AWSConfiguration
-  private let transfer: RemoteHTTPTransfer
-  private let bucket: String
-  private let prefix: String
+  let configuration: AWSConfiguration
+  let transfer: RemoteHTTPTransfer
+  let bucket: String
+  let prefix: String
+  private let limits: RemoteLimits
+  /// The `Date` of the last answer on ``transfer``: the server's clock.
+  private(set) var lastDate: String?
+  private let signing: RemoteHTTPTransfer.AWSSigning?
 
-  /// The size of a multipart upload's parts, and the largest blob sent
-  /// in one PUT.
-  static let partSize = 8 << 20
+  /// The size of a multipart upload's parts and of a large pull's ranges,
+  /// and the largest blob sent in one PUT: the remote's `part-size`, else
+  /// ``defaultPartSize``.
+  let partSize: Int
+  static let defaultPartSize = 8 << 20
+  /// Parts or ranges sent or fetched at once.
+  static let parallelTransfers = 4
   /// Attempts of a request the server asked to slow down (503, `SlowDown`).
   static let attempts = 4
 
@@ -42,41 +49,57 @@ final class S3Backend: RemoteBackend {
     self.configuration = configuration
     bucket = endpoint.bucket
     prefix = endpoint.prefix
+    partSize = Int(spec.partSize ?? Int64(Self.defaultPartSize))
+    self.limits = limits
+    signing = configuration.credentials.map {
+      RemoteHTTPTransfer.AWSSigning(
+        accessKeyID: $0.accessKeyID, secretAccessKey: $0.secretAccessKey,
+        sessionToken: $0.sessionToken, region: configuration.region)
+    }
     transfer = try RemoteHTTPTransfer(
-      limits: limits, credential: nil, usesNetrc: false,
-      signing: configuration.credentials.map {
-        RemoteHTTPTransfer.AWSSigning(
-          accessKeyID: $0.accessKeyID, secretAccessKey: $0.secretAccessKey,
-          sessionToken: $0.sessionToken, region: configuration.region)
-      })
+      limits: limits, credential: nil, usesNetrc: false, signing: signing)
+  }
+
+  /// Another connection to the service, for a part or range sent beside
+  /// others.
+  func makeTransfer() throws(TroveError) -> RemoteHTTPTransfer {
+    try RemoteHTTPTransfer(limits: limits, credential: nil, usesNetrc: false, signing: signing)
   }
 
   /// `name`'s key in the bucket: under the prefix.
-  private func key(_ name: String) -> String {
+  func key(_ name: String) -> String {
     prefix.isEmpty ? name : prefix + "/" + name
   }
 
   /// `s3://BUCKET/KEY`, for messages.
-  private func shown(_ name: String) -> String { "s3://\(bucket)/\(key(name))" }
+  func shown(_ name: String) -> String { "s3://\(bucket)/\(key(name))" }
 
   /// The request URL of `name`, with `query` in the canonical form
   /// Signature Version 4 signs (sorted, percent-encoded, `=` after every
   /// name), which libcurl does not make itself.
   func url(_ name: String, query: [(String, String)] = []) -> String {
-    let service = configuration.service
     let path = key(name).split(separator: "/").map { Self.encoded(String($0)) }
       .joined(separator: "/")
-    var url =
+    return bucketURL(query: []) + path + Self.queryString(query)
+  }
+
+  /// The bucket's own URL, ending in `/` (for requests on the bucket, not
+  /// on an object), with `query` as ``url(_:query:)`` gives it.
+  func bucketURL(query: [(String, String)]) -> String {
+    let service = configuration.service
+    let base =
       configuration.pathStyle
-      ? "\(service.scheme)://\(service.authority)/\(bucket)/\(path)"
-      : "\(service.scheme)://\(bucket).\(service.authority)/\(path)"
-    if !query.isEmpty {
-      url +=
-        "?"
-        + query.sorted { $0.0 < $1.0 }.map { Self.encoded($0.0) + "=" + Self.encoded($0.1) }
-        .joined(separator: "&")
-    }
-    return url
+      ? "\(service.scheme)://\(service.authority)/\(bucket)/"
+      : "\(service.scheme)://\(bucket).\(service.authority)/"
+    return base + Self.queryString(query)
+  }
+
+  /// `?` and `query` in the canonical form, or nothing.
+  private static func queryString(_ query: [(String, String)]) -> String {
+    guard !query.isEmpty else { return "" }
+    return "?"
+      + query.sorted { $0.0 < $1.0 }.map { encoded($0.0) + "=" + encoded($0.1) }
+      .joined(separator: "&")
   }
 
   /// `text` with everything but RFC 3986's unreserved characters
@@ -99,16 +122,18 @@ final class S3Backend: RemoteBackend {
   /// Runs a request on `name`; an exchange that did not complete, or a
   /// status not in `accepted`, is an error naming the remote, the object
   /// and S3's error code. A 503 is tried again, after 0.2 s, 0.8 s and
-  /// 3.2 s. A 404 whose code is not `NoSuchKey` (a missing bucket) is an
-  /// error even where 404 is accepted.
+  /// 3.2 s. A 404 whose code is not `NoSuchKey` or `NoSuchUpload` (a
+  /// missing bucket) is an error even where 404 is accepted.
   @discardableResult
-  private func request(
+  func request(
     _ method: String, _ name: String, query: [(String, String)] = [],
     accepting accepted: Set<Int>, headers: [String] = [],
-    upload: RemoteHTTPTransfer.Upload? = nil,
+    upload: RemoteHTTPTransfer.Upload? = nil, on connection: RemoteHTTPTransfer? = nil,
+    atBucket: Bool = false,
     sink: ((UnsafeRawBufferPointer) throws(TroveError) -> Void)? = nil
   ) throws(TroveError) -> RemoteHTTPTransfer.Outcome {
-    let target = url(name, query: query)
+    let transfer = connection ?? self.transfer
+    let target = atBucket ? bucketURL(query: query) : url(name, query: query)
     var outcome = transfer.perform(method, target, headers: headers, upload: upload, sink: sink)
     var attempt = 1
     while outcome.code == CURLE_OK, outcome.status == 503, attempt < Self.attempts {
@@ -116,13 +141,14 @@ final class S3Backend: RemoteBackend {
       attempt += 1
       outcome = transfer.perform(method, target, headers: headers, upload: upload, sink: sink)
     }
+    if connection == nil, outcome.date != nil { lastDate = outcome.date }
     if let error = RemoteHTTPTransfer.failure(
       outcome, remote: spec.name, method: method, shown: shown(name))
     {
       throw error
     }
     let code = S3Response.errorCode(outcome.unreadBody)
-    if outcome.status == 404, let code, code != "NoSuchKey" {
+    if outcome.status == 404, let code, code != "NoSuchKey", code != "NoSuchUpload" {
       throw failure(method, name, outcome, code: code)
     }
     guard accepted.contains(outcome.status) else {
@@ -133,7 +159,7 @@ final class S3Backend: RemoteBackend {
 
   /// The error for an answer no request accepts: its status, S3's code
   /// and what the code means.
-  private func failure(
+  func failure(
     _ method: String, _ name: String, _ outcome: RemoteHTTPTransfer.Outcome, code: String?
   ) -> TroveError {
     var text =
@@ -180,11 +206,12 @@ final class S3Backend: RemoteBackend {
   func download(_ digest: BlobDigest, from offset: Int64, into writer: any RemoteSink)
     throws(TroveError) -> Int64?
   {
+    if offset == 0 { return try downloadInRanges(digest, into: writer) }
     let name = RemoteNames.blobPath(digest)
-    let headers = offset > 0 ? ["Range: bytes=\(offset)-"] : []
+    let headers = ["Range: bytes=\(offset)-"]
     var received: Int64 = 0
     let outcome = try request(
-      "GET", name, accepting: offset > 0 ? [206, 404] : [200, 404], headers: headers
+      "GET", name, accepting: [206, 404], headers: headers
     ) { (bytes) throws(TroveError) in
       try writer.write(bytes)
       received += Int64(bytes.count)
@@ -206,7 +233,7 @@ final class S3Backend: RemoteBackend {
     // blob (a damaged upload): it is replaced, never taken as present.
     let found = try self.size(digest)
     if found == size { return .present }
-    if size > Int64(Self.partSize) {
+    if size > Int64(partSize) {
       return try uploadInParts(item)
     }
     var bytes = [UInt8](repeating: 0, count: Int(size))
@@ -222,7 +249,7 @@ final class S3Backend: RemoteBackend {
 
   /// The headers of a body's upload: its SHA-256, which signs it and
   /// which the server checks, and the storage class of a blob.
-  private func payloadHeaders(_ bytes: [UInt8], blob: Bool = true) throws(TroveError) -> [String] {
+  func payloadHeaders(_ bytes: [UInt8], blob: Bool = true) throws(TroveError) -> [String] {
     let hasher = SHA2Hasher(.sha256)
     bytes.withUnsafeBytes { hasher.update($0) }
     var headers = ["x-amz-content-sha256: \(hasher.finalize().hex)"]
@@ -233,7 +260,7 @@ final class S3Backend: RemoteBackend {
   }
 
   /// Reads `bytes.count` bytes of `item`'s file from `offset`.
-  private func readFully(_ item: RemoteUploadItem, into bytes: inout [UInt8], at offset: Int64)
+  func readFully(_ item: RemoteUploadItem, into bytes: inout [UInt8], at offset: Int64)
     throws(TroveError)
   {
     var failure: SystemCallError?
@@ -265,86 +292,6 @@ final class S3Backend: RemoteBackend {
         .ioError,
         "the blob being uploaded to remote '\(spec.name)' ended before \(item.size) bytes",
         value: item.digest.description)
-    }
-  }
-
-  /// A multipart upload of `item`, read once in order: completed when its
-  /// bytes hashed to the digest, else (and on any failure) aborted.
-  private func uploadInParts(_ item: RemoteUploadItem) throws(TroveError) -> RemoteUpload {
-    let name = RemoteNames.blobPath(item.digest)
-    var body: [UInt8] = []
-    var headers: [String] = []
-    if let storageClass = spec.storageClass {
-      headers.append("x-amz-storage-class: \(storageClass)")
-    }
-    try request("POST", name, query: [("uploads", "")], accepting: [200], headers: headers) {
-      (piece) throws(TroveError) in
-      guard body.count + piece.count <= 64 * 1024 else {
-        throw TroveError(
-          .unavailable,
-          "remote '\(self.spec.name)': the answer to starting an upload of \(self.shown(name)) is larger than 64 KiB",
-          value: self.shown(name))
-      }
-      body += piece
-    }
-    guard let uploadID = S3Response.uploadID(body) else {
-      throw TroveError(
-        .unavailable,
-        "remote '\(spec.name)': starting an upload of \(shown(name)) gave no UploadId",
-        value: shown(name))
-    }
-    do throws(TroveError) {
-      var hasher = XXH3Hasher()
-      var parts: [String] = []
-      var offset: Int64 = 0
-      var number = 1
-      while offset < item.size {
-        let length = Int(min(Int64(Self.partSize), item.size - offset))
-        var bytes = [UInt8](repeating: 0, count: length)
-        try readFully(item, into: &bytes, at: offset)
-        hasher.update(bytes)
-        let sent = try request(
-          "PUT", name, query: [("partNumber", String(number)), ("uploadId", uploadID)],
-          accepting: [200], headers: try payloadHeaders(bytes, blob: false),
-          upload: RemoteHTTPTransfer.Upload(bytes: bytes))
-        guard let etag = sent.etag,
-          etag.unicodeScalars.allSatisfy({
-            $0.value >= 0x20 && $0.value < 0x7F && $0 != "<" && $0 != "&"
-          })
-        else {
-          throw TroveError(
-            .unavailable,
-            "remote '\(spec.name)': part \(number) of \(shown(name)) was answered with no usable ETag",
-            value: shown(name))
-        }
-        parts.append(
-          "<Part><PartNumber>\(number)</PartNumber><ETag>\(etag)</ETag></Part>")
-        offset += Int64(length)
-        number += 1
-      }
-      if hasher.finalize() != item.digest { throw item.mismatch }
-      let complete = Array(
-        ("<CompleteMultipartUpload>" + parts.joined() + "</CompleteMultipartUpload>").utf8)
-      var answer: [UInt8] = []
-      try request(
-        "POST", name, query: [("uploadId", uploadID)], accepting: [200],
-        headers: try payloadHeaders(complete, blob: false),
-        upload: RemoteHTTPTransfer.Upload(bytes: complete)
-      ) { (piece) throws(TroveError) in
-        if answer.count < 4096 { answer += piece.prefix(4096 - answer.count) }
-      }
-      // S3 may answer 200 and report the failure in the body.
-      if let code = S3Response.errorCode(answer) {
-        throw TroveError(
-          .transferFailed,
-          "remote '\(spec.name)': completing the upload of \(shown(name)) failed: \(code)",
-          value: shown(name))
-      }
-      return .uploaded
-    } catch {
-      _ = try? request(
-        "DELETE", name, query: [("uploadId", uploadID)], accepting: [200, 204, 404])
-      throw error
     }
   }
 

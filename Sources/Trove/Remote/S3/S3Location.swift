@@ -66,6 +66,7 @@ extension RemoteSpec {
       let given = [
         ("--endpoint", endpointURL != nil), ("--region", region != nil),
         ("--path-style", pathStyle != nil), ("--storage-class", storageClass != nil),
+        ("--part-size", partSize != nil),
       ].filter(\.1).map(\.0)
       if let option = given.first {
         throw TroveError(
@@ -81,6 +82,12 @@ extension RemoteSpec {
         "invalid region '\(ServerText.excerpt(region))' for remote '\(name)': expected letters, digits and '-' (us-east-1)",
         value: region)
     }
+    if let partSize, !Self.partSizes.contains(partSize) {
+      throw TroveError(
+        .invalidArgument,
+        "invalid --part-size of \(partSize) bytes for remote '\(name)': S3 takes parts of 5 MiB to 5 GiB",
+        value: String(partSize))
+    }
     if let storageClass {
       let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
       guard (1...32).contains(storageClass.count), storageClass.allSatisfy(allowed.contains)
@@ -92,6 +99,9 @@ extension RemoteSpec {
       }
     }
   }
+
+  /// The part sizes S3 accepts (every part but the last).
+  static let partSizes: ClosedRange<Int64> = (5 << 20)...(5 << 30)
 
   /// Whether `text` can be a region's name: 1 to 32 of `a-z`, `0-9`, `-`.
   static func isRegionName(_ text: String) -> Bool {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What an S3 service says in a response body: the code of an error
 /// (`<Error><Code>NoSuchBucket</Code>…`) and the id of a multipart upload.
 /// Only short, plainly-spelled values are taken: the body is the server's,
@@ -19,6 +21,61 @@ enum S3Response {
       id.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
     else { return nil }
     return id
+  }
+
+  /// An unfinished multipart upload a ListMultipartUploads answer names.
+  struct PendingUpload: Equatable {
+    var key: String
+    var uploadID: String
+    /// When it started, in seconds since 1970 (the server's clock).
+    var initiated: Int64
+  }
+
+  /// The uploads in a ListMultipartUploads answer, and where the next page
+  /// starts (nil on the last). An upload whose key, id or start time is
+  /// not plainly spelled is left out: it is not one this client made.
+  static func pendingUploads(_ body: [UInt8]) -> (
+    uploads: [PendingUpload], next: (key: String, uploadID: String)?
+  ) {
+    var uploads: [PendingUpload] = []
+    var from = 0
+    let open = Array("<Upload>".utf8)
+    let close = Array("</Upload>".utf8)
+    while let start = find(open, in: body, from: from),
+      let end = find(close, in: body, from: start + open.count)
+    {
+      let entry = Array(body[start + open.count..<end])
+      from = end + close.count
+      guard let key = element("Key", in: entry), isPlainKey(key),
+        let id = uploadID(entry),
+        let initiated = element("Initiated", in: entry).flatMap(isoSeconds)
+      else { continue }
+      uploads.append(PendingUpload(key: key, uploadID: id, initiated: initiated))
+    }
+    guard element("IsTruncated", in: body) == "true",
+      let key = element("NextKeyMarker", in: body), isPlainKey(key),
+      let id = element("NextUploadIdMarker", in: body), (1...1024).contains(id.count),
+      id.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+    else { return (uploads, nil) }
+    return (uploads, (key, id))
+  }
+
+  /// Whether `key` is spelled as the layout's names are: 1 to 1024 of
+  /// letters, digits, `/`, `.`, `_` and `-`.
+  private static func isPlainKey(_ key: String) -> Bool {
+    (1...1024).contains(key.utf8.count)
+      && key.unicodeScalars.allSatisfy {
+        $0.isASCII
+          && (CharacterSet.alphanumerics.contains($0) || "/._-".unicodeScalars.contains($0))
+      }
+  }
+
+  /// `2026-12-02T17:35:56.412Z` as seconds since 1970.
+  static func isoSeconds(_ text: String) -> Int64? {
+    let date =
+      (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+      ?? (try? Date(text, strategy: Date.ISO8601FormatStyle()))
+    return date.map { Int64($0.timeIntervalSince1970.rounded(.down)) }
   }
 
   /// The text of the first `<name>…</name>` in `body`.
