@@ -55,6 +55,7 @@ enum Goals {
     Goal("remote", "the same fetch, unsigned remote", 0.9),
     Goal("serve", "nginx, the same file", 0.9),
     Goal("serve", "nginx, the same files", 0.7),
+    Goal("serve", "curl -o FILE from nginx", 0.8),
   ]
 
   /// The goal of `result`, if its reference sets one.

@@ -5,7 +5,8 @@ import Foundation
 #endif
 
 /// `trove serve` beside nginx serving the same bytes on 127.0.0.1, both
-/// read by curl: one large cached object, and many small ones 8 at a time.
+/// read by curl: one large cached object, and many small ones 8 at a time;
+/// then the pull-through mirror with nginx as its origin (``mirrorRows``).
 func serveSuite(_ b: Bench) throws {
   print("serve")
   let script = FileManager.default.currentDirectoryPath + "/scripts/nginx.sh"
@@ -47,39 +48,19 @@ func serveSuite(_ b: Bench) throws {
         .split(separator: " ")[0].dropFirst("xxh128:".count))
   }
 
-  // The server, in the background, as a service runs it.
-  let server = Process()
-  server.executableURL = URL(fileURLWithPath: b.trove)
-  // An access log line per request, as nginx writes: the two do the same work.
-  server.arguments = [
-    "--store", store, "serve", "--listen", "127.0.0.1:0", "--threads", "4", "--access-log",
-    log + ".access",
-  ]
-  _ = FileManager.default.createFile(atPath: log, contents: nil)
-  server.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-  try server.run()
-  defer {
-    if server.isRunning {
-      kill(server.processIdentifier, SIGTERM)
-      server.waitUntilExit()
-    }
-  }
-  var trove = ""
-  for _ in 0..<250 where trove.isEmpty {
-    usleep(20_000)
-    let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-    if let range = text.range(of: "on http://"),
-      let end = text[range.upperBound...].firstIndex(of: "/")
-    {
-      trove = "http://" + text[range.upperBound..<end]
-    }
-  }
-  guard !trove.isEmpty else {
-    b.skip(
-      "serve",
-      "trove serve did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+  // The server, in the background, as a service runs it, with an access
+  // log line per request, as nginx writes: the two do the same work.
+  let server: ServeProcess
+  do {
+    server = try ServeProcess(
+      trove: b.trove, store: store, arguments: ["--threads", "4", "--access-log", log + ".access"],
+      log: log)
+  } catch {
+    b.skip("serve", "\(error)")
     return
   }
+  defer { server.stop() }
+  let trove = server.url
 
   let large = try b.timeCommands([
     ["curl", "-sSf", "-o", "/dev/null", "\(trove)/cas/\(bigDigest)"],
@@ -120,4 +101,7 @@ func serveSuite(_ b: Bench) throws {
       parameters: ["requests": "\(count)", "objects": "\(distinct)", "concurrency": "8"],
       unit: .objectsPerSecond, trove: rate(small[0]), referenceName: "nginx, the same files",
       reference: rate(small[1]), note: "curl --parallel --parallel-max 8, keep-alive"))
+  server.stop()
+
+  try mirrorRows(b, origin: nginx, www: www, nginxLog: state + "/access.log")
 }
