@@ -156,6 +156,7 @@ struct AccessTests {
     #expect(try CLI.run(["--store", store, "config", "set", "access", "group"]).status == 0)
     let pause = scratch["pause"]
     try FileManager.default.createDirectory(atPath: pause, withIntermediateDirectories: false)
+    _ = FileManager.default.createFile(atPath: pause + "/index-renamed.go", contents: nil)
     let mover = try Spawned(
       executable: "/usr/bin/env",
       [
@@ -181,6 +182,45 @@ struct AccessTests {
     #expect(
       try fresh.binding(forKey: "during")?.digest
         == XXH3Hasher.digest(Bytes.random(3000, seed: 506)))
+  }
+
+  @Test(
+    "a process that opens the index between config set access private's rename and its removal of the old WAL waits, and its put lands in the index every new open reads"
+  )
+  func openBetweenRenameAndOldWALRemoval() throws {
+    let scratch = try scratch()
+    let store = scratch["store"]
+    _ = try Store(StoreConfiguration(root: store)).put(bytes: Bytes.random(1000, seed: 507))
+    #expect(chown(store, 0, Self.team) == 0)
+    #expect(try CLI.run(["--store", store, "config", "set", "access", "group"]).status == 0)
+    let pause = scratch["pause"]
+    try FileManager.default.createDirectory(atPath: pause, withIntermediateDirectories: false)
+    _ = FileManager.default.createFile(atPath: pause + "/index-move.go", contents: nil)
+    let mover = try Spawned(
+      executable: "/usr/bin/env",
+      [
+        "TROVE_TEST_PAUSE=" + pause, CLI.executable, "--store", store, "config", "set", "access",
+        "private",
+      ], io: scratch["io"])
+    let note = pause + "/index-renamed"
+    while !FileManager.default.fileExists(atPath: note), mover.process.isRunning {
+      usleep(10_000)
+    }
+    #expect(FileManager.default.fileExists(atPath: note), "the move never renamed the index")
+    let bytes = Bytes.random(3000, seed: 508)
+    let file = try scratch.write("between", bytes)
+    let put = try Spawned(
+      executable: CLI.executable, ["--store", store, "put", file, "--key", "between"],
+      io: scratch["io-put"])
+    usleep(300_000)
+    _ = FileManager.default.createFile(atPath: note + ".go", contents: nil)
+    #expect(try mover.wait().exitedCleanly)
+    let outcome = try put.wait()
+    #expect(outcome.exitedCleanly, "\(outcome.stderr)")
+    let fresh = try Store(StoreConfiguration(root: store))
+    #expect(try fresh.binding(forKey: "between")?.digest == XXH3Hasher.digest(bytes))
+    let verified = try CLI.run(["--store", store, "verify"])
+    #expect(verified.status == 0, "\(verified.out) \(verified.stderr)")
   }
 
   @Test("a store on a locked encrypted directory says so (ENOKEY injected at the first open)")

@@ -73,6 +73,8 @@ final class Spawned {
     env.removeValue(forKey: "TROVE_STORE")
     env.removeValue(forKey: "TROVE_INJECT_FAULT")
     env.removeValue(forKey: "TROVE_DEBUG")
+    // The same credential bindings as a command run by `CLI.run`.
+    env["XDG_CONFIG_HOME"] = try CLI.configHome(for: geteuid())
     env.merge(environment) { $1 }
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments

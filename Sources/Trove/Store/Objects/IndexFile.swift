@@ -182,6 +182,7 @@ extension ObjectTable {
       try? rootDirectory.removeFile(temp)
       throw error
     }
+    Sys.pauseForTest("index-renamed", indexPath)
     for suffix in Self.indexCompanions {
       _ = try? rootDirectory.removeFile(StoreLayout.index + suffix)
     }
