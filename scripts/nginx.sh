@@ -5,6 +5,10 @@
 #                                       nginx.conf, nginx.pid, access.log, error.log
 #   scripts/nginx.sh start --webdav ROOT STATE   serve ROOT read-write (WebDAV)
 #   scripts/nginx.sh start [--webdav] --port N ROOT STATE   on port N (a restart)
+#   scripts/nginx.sh start --proxy-cache UPSTREAM ROOT STATE   a pull-through
+#                                       cache of UPSTREAM (proxy_cache), its
+#                                       copies in ROOT: the benchmarks' peer of
+#                                       a trove serve mirror
 #   scripts/nginx.sh stop STATE         stop it
 # Beside ROOT's files as they are, it serves:
 #   /fresh/NAME      with Cache-Control: max-age=3600
@@ -37,9 +41,17 @@ start)
   shift
   webdav=false
   fixed=""
+  upstream=""
   while [ $# -gt 0 ]; do
     case "$1" in
     --webdav) webdav=true; shift ;;
+    --proxy-cache)
+      case "${2:-}" in
+      http://*) upstream=$2 ;;
+      *) echo "nginx.sh: --proxy-cache takes an http:// URL, not '${2:-}'" >&2; exit 64 ;;
+      esac
+      shift 2
+      ;;
     --port)
       case "${2:-}" in
       '' | *[!0-9]*) echo "nginx.sh: --port takes a port number, not '${2:-}'" >&2; exit 64 ;;
@@ -50,12 +62,19 @@ start)
     *) break ;;
     esac
   done
-  [ $# -eq 2 ] || { echo "usage: scripts/nginx.sh start [--webdav] [--port N] ROOT STATE" >&2; exit 64; }
+  [ $# -eq 2 ] || { echo "usage: scripts/nginx.sh start [--webdav | --proxy-cache UPSTREAM] [--port N] ROOT STATE" >&2; exit 64; }
   set -- start "$@"
   root=$(cd "$2" && pwd)
   mkdir -p "$3"
   state=$(cd "$3" && pwd)
-  if $webdav; then
+  cache=""
+  if [ -n "$upstream" ]; then
+    # As a caching proxy is set up: the copy is written while the response
+    # goes out, straight into the cache folder.
+    format='$request_method $request_uri $status $body_bytes_sent $upstream_cache_status'
+    cache="proxy_cache_path $root levels=1:2 keys_zone=trove:16m max_size=64g use_temp_path=off;"
+    locations="location / { proxy_pass $upstream; proxy_cache trove; proxy_cache_valid 200 1h; }"
+  elif $webdav; then
     format='$request_method $request_uri $status $body_bytes_sent $request_length'
     locations="dav_methods PUT DELETE MKCOL COPY MOVE;
     dav_access user:rw group:r all:r;
@@ -90,6 +109,7 @@ http {
   fastcgi_temp_path $state/fastcgi;
   uwsgi_temp_path $state/uwsgi;
   scgi_temp_path $state/scgi;
+  $cache
   server {
     listen 127.0.0.1:$port;
     root $root;
@@ -119,7 +139,7 @@ stop)
   kill -9 "$pid" 2>/dev/null || true
   ;;
 *)
-  echo "usage: scripts/nginx.sh start [--webdav] [--port N] ROOT STATE | stop STATE" >&2
+  echo "usage: scripts/nginx.sh start [--webdav | --proxy-cache UPSTREAM] [--port N] ROOT STATE | stop STATE" >&2
   exit 64
   ;;
 esac

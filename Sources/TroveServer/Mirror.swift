@@ -1,3 +1,5 @@
+import Trove
+
 /// A pull-through mirror (`--mirror NAME=UPSTREAM`): `GET /m/NAME/PATH` is a
 /// fetch of `UPSTREAM/PATH` through the store.
 public struct Mirror: Sendable, Hashable {
@@ -13,44 +15,22 @@ public struct Mirror: Sendable, Hashable {
     public let message: String
   }
 
-  /// A mirror of `upstream` named `name`.
+  /// A mirror of `upstream` named `name`, checked as ``MirrorRule`` checks
+  /// `config set mirror.NAME`.
   ///
   /// - Throws: ``Invalid`` naming the value and what is wrong with it.
   public init(name: String, upstream: String) throws(Invalid) {
-    guard Self.isName(name) else {
-      throw Invalid(
-        message:
-          "invalid mirror name '\(Route.shown(Substring(name)))': expected 1 to 64 lowercase letters, digits, '-', '_' or '.', starting with a letter or digit"
-      )
+    do throws(TroveError) {
+      self.init(try MirrorRule(name: name, rule: upstream))
+    } catch {
+      throw Invalid(message: error.message)
     }
-    var url = upstream
-    while url.hasSuffix("/") { url.removeLast() }
-    let lowered = url.lowercased()
-    guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else {
-      throw Invalid(
-        message:
-          "invalid upstream '\(Route.shown(Substring(upstream)))' of mirror \(name): expected an http:// or https:// URL"
-      )
-    }
-    let rest = url.drop { $0 != ":" }.dropFirst(3)
-    let authority = rest.prefix { $0 != "/" }
-    guard !authority.isEmpty,
-      url.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != 0x3F && $0 != 0x23 })
-    else {
-      throw Invalid(
-        message:
-          "invalid upstream '\(Route.shown(Substring(upstream)))' of mirror \(name): expected a host, and no space, query or fragment"
-      )
-    }
-    // A login would be logged and shown with every key: refused outright.
-    guard !authority.contains("@") else {
-      throw Invalid(
-        message:
-          "the upstream of mirror \(name) holds a login: give the credential to the origin another way (~/.netrc)"
-      )
-    }
-    self.name = name
-    self.upstream = url
+  }
+
+  /// The mirror a store's settings name.
+  public init(_ rule: MirrorRule) {
+    name = rule.name
+    upstream = rule.upstream
   }
 
   /// `NAME=UPSTREAM`, as `--mirror` takes it.
@@ -69,15 +49,7 @@ public struct Mirror: Sendable, Hashable {
   /// ``MirrorPath``.
   func url(of path: MirrorPath) -> String { upstream + "/" + path.encoded }
 
-  static func isName(_ name: String) -> Bool {
-    let bytes = Array(name.utf8)
-    guard (1...64).contains(bytes.count), isLowerAlphanumeric(bytes[0]) else { return false }
-    return bytes.allSatisfy { isLowerAlphanumeric($0) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E }
-  }
-
-  private static func isLowerAlphanumeric(_ c: UInt8) -> Bool {
-    (0x61...0x7A).contains(c) || (0x30...0x39).contains(c)
-  }
+  static func isName(_ name: String) -> Bool { MirrorRule.isName(name) }
 }
 
 /// The path of a mirror request after `/m/NAME/`, checked and put back in

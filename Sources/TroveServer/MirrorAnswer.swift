@@ -32,6 +32,10 @@ extension RequestHandler {
         defer { handler.metrics.activeTransfers.subtract(1, ordering: .relaxed) }
         let (outcome, stored) = handler.fetchMirrored(url, progress: transfer.progress)
         handler.transfers.remove(transfer)
+        if case .storeFailed(let error) = outcome, transfer.source != nil {
+          // Its readers were cut short: the log says why.
+          handler.configuration.onError("GET \(Route.shown(Substring(url))): \(error)")
+        }
         transfer.finish(outcome, stored: stored)
         return outcome
       }
@@ -56,6 +60,11 @@ extension RequestHandler {
       return request.text(503, "the server is stopping; try again")
     case .refused(let status, let line)?:
       return request.text(status, line)
+    case .storeFailed(let error)? where error.code == .noSpace || error.code == .lowOnSpace:
+      // The client learns the cause; the path and the figures go to the log only.
+      configuration.onError(
+        "\(request.state.method) \(Route.shown(Substring(request.state.path))): \(error)")
+      return request.text(507, "the cache's volume is full: the file cannot be stored")
     case .storeFailed(let error)?:
       return failed(request, error)
     case .rewritten(let body, let headers)?:

@@ -25,7 +25,8 @@ public struct ServerConfiguration: Sendable {
   /// Where each request is logged; nil for nowhere.
   public var accessLog: AccessLog?
   /// The pull-through mirrors (`--mirror NAME=UPSTREAM`), served at
-  /// `/m/NAME/`.
+  /// `/m/NAME/`, besides those the store's settings name
+  /// (``Trove/MirrorRule``), which give way to one of the same name here.
   public var mirrors: [Mirror] = []
   /// Whether a mirror whose origin fails serves the copy the store holds,
   /// with a `Warning` (stale-if-error, RFC 5861); `--no-stale-if-error`
@@ -109,6 +110,8 @@ public final class Server: @unchecked Sendable {
       throw ServerError(
         .refusedExposure, "--writable needs --token-file FILE: every write needs a token")
     }
+    var configuration = configuration
+    configuration.mirrors = try Self.mirrors(configuration, store)
     self.store = store
     self.configuration = configuration
     handler = RequestHandler(
@@ -117,6 +120,25 @@ public final class Server: @unchecked Sendable {
   }
 
   deinit { stop(grace: 0) }
+
+  /// The mirrors served: the configuration's, then those the store's
+  /// settings name (`config set mirror.NAME`) under other names, read once
+  /// as the server starts. A `mirror` setting that cannot be used is
+  /// reported and adds none.
+  private static func mirrors(_ configuration: ServerConfiguration, _ store: Store)
+    throws(ServerError) -> [Mirror]
+  {
+    let status: PolicyStatus
+    do throws(TroveError) {
+      status = try store.policyStatus()
+    } catch {
+      throw ServerError(.invalidConfiguration, error.description)
+    }
+    if let error = status.error(for: .mirror) { configuration.onError(error.description) }
+    let given = Set(configuration.mirrors.map(\.name))
+    return configuration.mirrors
+      + status.policy.mirrors.filter { !given.contains($0.name) }.map(Mirror.init)
+  }
 
   /// Starts listening on every address; returns the base URL of each, in
   /// order (an address given port 0 names the port the kernel chose).

@@ -263,6 +263,36 @@ struct FaultTests {
     #expect(scratch.temporaries("store").isEmpty)
     #expect(try CLI.run(["--store", store, "ls"]).out.split(separator: "\n").count == 1)
   }
+
+  @Test(
+    "trove serve on a full store volume: a mirror file that cannot fit, announced or found out mid-body, is 507 in one line and nothing stays; the server goes on serving",
+    .enabled(if: TestFilesystems.small != nil, TestFilesystems.smallMissing),
+    .enabled(if: FaultServer.python != nil, FaultServer.missing))
+  func serveOnFullVolume() throws {
+    let small = try Scratch(under: TestFilesystems.small!)
+    _ = try small.store()
+    let origin = try FaultServer()
+    let server = try TroveServe(store: small["store"], ["--mirror", "up=" + origin.url("")])
+    let size = 16 << 20
+    // Announced (Content-Length), then found out by writing (chunked).
+    for mode in ["plain", "chunked"] {
+      let got = try curl([server.url("m/up/\(mode)/size=\(size)/big")])
+      #expect(got.status == 507, "\(mode): \(got.status)")
+      let text = String(decoding: got.body, as: UTF8.self)
+      #expect(text.split(separator: "\n").count == 1 && text.contains("full"), "\(text)")
+      #expect(small.temporaries("store").isEmpty, "\(mode)")
+      #expect(small.list("store/objects").isEmpty, "\(mode)")
+      // No part kept for a resume: it would hold the room that is lacking.
+      #expect(small.list("store/partial").isEmpty, "\(mode)")
+    }
+    let log = try String(contentsOfFile: server.state["serve.err"], encoding: .utf8)
+    #expect(log.contains("No space left on device") || log.contains("needs"), "\(log)")
+    let fits = try curl([server.url("m/up/plain/size=100000/small")])
+    #expect(fits.status == 200 && fits.body.count == 100_000, "\(fits.status)")
+    #expect(fits.headers["x-trove-cache"] == "miss")
+    #expect(try server.stop().status == 0)
+    #expect(try CLI.run(["--store", small["store"], "verify"]).status == 0)
+  }
 }
 
 /// The fault seam exists in the build the tests run (debug, `TROVE_FAULTS`):

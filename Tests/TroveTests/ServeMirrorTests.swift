@@ -218,6 +218,59 @@ struct ServeMirrorTests {
       #expect(run.status == 64, "\(value): \(run.stderr)")
     }
   }
+
+  @Test(
+    "config set mirror.NAME: every server of the store serves it without --mirror; a --mirror of the same name wins for that server; bad values are refused in one line, nothing written; unset removes it"
+  )
+  func mirrorsFromTheStoresSettings() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    let store = scratch["store"]
+    let nginx = try Nginx()
+    let bytes = Bytes.random(20_000, seed: 77)
+    for folder in ["a", "b"] {
+      try FileManager.default.createDirectory(
+        atPath: nginx.files[folder], withIntermediateDirectories: false)
+    }
+    try nginx.files.write("a/tool.bin", bytes)
+    try nginx.files.write("b/tool.bin", Bytes.random(20_000, seed: 78))
+    func config(_ arguments: [String]) throws -> CLI.Result {
+      try CLI.run(["--store", store, "config"] + arguments)
+    }
+    #expect(try config(["set", "mirror.team", nginx.url("/a/")]).status == 0)
+    #expect(try config(["get", "mirror.team"]).out == nginx.url("/a") + "\n")
+    #expect(try config(["get", "mirror"]).out == "team=\(nginx.url("/a"))\n")
+    #expect(try config([]).out.contains("mirror.team"))
+    for (name, value, cause) in [
+      ("mirror.Team", "http://127.0.0.1:1/", "invalid mirror name 'Team'"),
+      ("mirror.x", "ftp://127.0.0.1/", "expected an http:// or https:// URL"),
+      ("mirror.x", "http://127.0.0.1/?q=1", "no space, query or fragment"),
+      ("mirror.x", "http://u:s3cret@127.0.0.1/", "holds a login"),
+    ] {
+      let refused = try config(["set", name, value])
+      #expect(refused.status == 64, "\(name) \(value): \(refused.stderr)")
+      #expect(refused.errorLines.first?.contains(cause) == true, "\(refused.stderr)")
+    }
+    let written = try String(contentsOfFile: store + "/config.json", encoding: .utf8)
+    #expect(!written.contains("s3cret") && !written.contains("ftp:"), "\(written)")
+
+    let server = try TroveServe(store: store)
+    let got = try curl([server.url("m/team/tool.bin")])
+    #expect(got.status == 200 && got.body == bytes, "\(got.status)")
+    #expect(nginx.requests("/a/tool.bin").count == 1)
+    _ = try server.stop()
+    let overridden = try TroveServe(store: store, ["--mirror", "team=" + nginx.url("/b")])
+    let other = try curl([overridden.url("m/team/tool.bin")])
+    #expect(other.status == 200 && other.body != bytes)
+    #expect(nginx.requests("/b/tool.bin").count == 1)
+    _ = try overridden.stop()
+
+    #expect(try config(["unset", "mirror.team"]).status == 0)
+    #expect(try config(["get", "mirror"]).out == "")
+    #expect(try config(["unset", "mirror.team"]).status == 1)
+    let none = try TroveServe(store: store)
+    #expect(try curl([none.url("m/team/tool.bin")]).status == 404)
+  }
 }
 
 /// The first word `command` prints: a `sha256sum` line's checksum.

@@ -6,9 +6,12 @@ import Foundation
 
 /// The serve suite's pull-through mirror rows, with nginx (serving `www` at
 /// `origin`) as the mirror's upstream: a large miss beside curl straight
-/// from nginx, a revalidated hit's latency beside a fresh hit's and nginx's,
+/// from nginx and beside nginx's own pull-through cache (`proxy_cache`), a
+/// revalidated hit's latency beside a fresh hit's and nginx's,
 /// and the server's peak RSS while 32 clients read one miss along.
-func mirrorRows(_ b: Bench, origin: String, www: String, nginxLog: String) throws {
+func mirrorRows(
+  _ b: Bench, origin: String, www: String, nginxLog: String, nginxScript: String
+) throws {
   let log = b.work + "/mirror.err"
   let output = b.work + "/mirror-out.bin"
   let headers = b.work + "/mirror-headers.txt"
@@ -41,24 +44,42 @@ func mirrorRows(_ b: Bench, origin: String, www: String, nginxLog: String) throw
       .map { $0.dropFirst("x-trove-cache:".count).trimmingCharacters(in: .whitespaces) } ?? "none"
   }
 
+  /// nginx as a caching proxy of the origin, its cache empty: the same
+  /// work as the mirror (a copy written while the response goes out).
+  func freshProxyCache() throws -> (url: String, state: String) {
+    generation += 1
+    let state = b.work + "/proxy-cache-\(generation)"
+    try FileManager.default.createDirectory(
+      atPath: state + "/cache", withIntermediateDirectories: true)
+    let port = try Spawn.capture(
+      [nginxScript, "start", "--proxy-cache", origin, state + "/cache", state + "/nginx"]
+    ).trimmingCharacters(in: .whitespacesAndNewlines)
+    return ("http://127.0.0.1:\(port)", state)
+  }
+
   // 1. A miss of a large file, the client writing it to a file either way;
-  // and, for context, curl straight from nginx made durable as the store's
-  // copy is before the last byte goes out.
+  // beside nginx's proxy_cache missing the same file; and, for context,
+  // curl straight from nginx made durable as the store's copy is before the
+  // last byte goes out.
   let size = b.size(1 << 30, quick: 32 << 20)
   try makeRandomFile(www + "/mirror-big.bin", bytes: size)
   let format = "%{time_starttransfer} %{size_download}"
   let timings = b.work + "/mirror-timings.txt"
   defer { remove(timings) }
-  var seconds = [[Double]](repeating: [], count: 3)
-  var firstByte = [[Double]](repeating: [], count: 3)
+  var seconds = [[Double]](repeating: [], count: 4)
+  var firstByte = [[Double]](repeating: [], count: 4)
   HostMemory.warm(b.warmBytes)
   for round in 0..<b.repetitions {
-    for i in Bench.order(3, round: round) {
+    for i in Bench.order(4, round: round) {
       var server: (ServeProcess, String)?
+      var proxyCache: (url: String, state: String)?
       var url = origin + "/mirror-big.bin"
       if i == 0 {
         server = try freshServer()
         url = server!.0.url + "/m/o/mirror-big.bin"
+      } else if i == 3 {
+        proxyCache = try freshProxyCache()
+        url = proxyCache!.url + "/mirror-big.bin"
       }
       let curl = ["curl", "-sSf", "-D", headers, "-o", output, "-w", format, url]
       sync()
@@ -81,6 +102,10 @@ func mirrorRows(_ b: Bench, origin: String, www: String, nginxLog: String) throw
         server.0.stop()
         remove(server.1)
       }
+      if let proxyCache {
+        _ = try? Spawn.run([nginxScript, "stop", proxyCache.state + "/nginx"])
+        remove(proxyCache.state)
+      }
     }
   }
   b.add(
@@ -90,6 +115,14 @@ func mirrorRows(_ b: Bench, origin: String, www: String, nginxLog: String) throw
       unit: .seconds, trove: Series(samples: seconds[0]), referenceName: "curl -o FILE from nginx",
       reference: Series(samples: seconds[1]),
       note: "trove serve --mirror o=nginx; the client's file and the store both written"))
+  b.add(
+    Result(
+      suite: "serve", name: "mirror miss of \(sizeName(size))",
+      parameters: ["size": "\(size)", "client": "curl -o FILE", "store": "new each run"],
+      unit: .seconds, trove: Series(samples: seconds[0]),
+      referenceName: "nginx proxy_cache miss (an empty cache each run)",
+      reference: Series(samples: seconds[3]),
+      note: "the same work: a pull-through cache writing its copy as it sends"))
   b.add(
     Result(
       suite: "serve", name: "mirror miss of \(sizeName(size)): time to first byte",

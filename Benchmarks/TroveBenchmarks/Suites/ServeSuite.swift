@@ -103,5 +103,6 @@ func serveSuite(_ b: Bench) throws {
       reference: rate(small[1]), note: "curl --parallel --parallel-max 8, keep-alive"))
   server.stop()
 
-  try mirrorRows(b, origin: nginx, www: www, nginxLog: state + "/access.log")
+  try mirrorRows(
+    b, origin: nginx, www: www, nginxLog: state + "/access.log", nginxScript: script)
 }

@@ -52,6 +52,7 @@ final class Download: HTTPBodySink {
     byteCount: Transfer.bufferSize, alignment: 4096)
   private var buffered = 0
   private var lastProgress: UInt64 = 0
+  private var reportedPart = false
   /// Set by an `async` fetch whose task was cancelled: the transfer stops
   /// at the next progress call (at least once a second).
   var cancellation: Cancellation?
@@ -152,9 +153,9 @@ final class Download: HTTPBodySink {
           try part.restart(resumeInfo(head))
         }
         let admission = try Admission(store: store)
-        self.admission = admission
         sweeps = try admission.admit(
           size: total.map { $0 - offset }, priority: request.priority, input: request.url)
+        self.admission = admission
       } else {
         writer = try store.makeWriter(
           expectedSize: total, priority: request.priority, source: request.url)
@@ -234,9 +235,19 @@ final class Download: HTTPBodySink {
       return stop(cancellation.error("fetch '\(request.url)'"))
     }
     guard let progressHandler else { return true }
+    // The part file is named only once its body is admitted, and never
+    // after the transfer failed.
+    var growsPart = false
+    if case .body? = answer, writer == nil, part != nil, admission != nil, failure == nil {
+      growsPart = true
+    }
+    // A report naming the part file wakes the readers a server sends it
+    // to: the first at once, then every 10 ms; others ten a second at most.
     let now = DispatchTime.now().uptimeNanoseconds
-    guard now - lastProgress >= 100_000_000 else { return true }
+    guard (growsPart && !reportedPart) || now - lastProgress >= (growsPart ? 10 : 100) * 1_000_000
+    else { return true }
     lastProgress = now
+    reportedPart = reportedPart || growsPart
     var report = FetchProgress(url: request.url, received: offset + received, total: total)
     if case .body? = answer {
       report.contentType = head.field("content-type").flatMap(Freshness.contentType)
@@ -244,7 +255,7 @@ final class Download: HTTPBodySink {
       report.lastModified = head.field("last-modified").flatMap {
         ConditionalRequest.isDate($0) ? $0 : nil
       }
-      report.partFile = writer == nil ? part?.path : nil
+      report.partFile = growsPart ? part?.path : nil
     }
     progressHandler(report)
     return true

@@ -375,9 +375,11 @@ struct Fetcher {
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }
       if let failure = download.failure {
-        // Bytes known to be wrong, or more than the store takes: not kept.
+        // Bytes known to be wrong, more than the store takes, or a part
+        // that filled the volume (it holds the room a resume needs): not kept.
         download.abandon(
-          discardingPart: failure.code == .checksumMismatch || failure.code == .tooLarge)
+          discardingPart: [.checksumMismatch, .tooLarge, .noSpace, .lowOnSpace].contains(
+            failure.code))
         throw failure
       }
       switch download.answer {

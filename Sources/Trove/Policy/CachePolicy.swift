@@ -55,6 +55,9 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// The rules that send every fetch of a URL prefix elsewhere (see
   /// ``URLRewrite``), in name order; empty: URLs are asked as given.
   public var rewrites: [URLRewrite] = []
+  /// The mirrors `trove serve` serves besides those its command line gives
+  /// (see ``MirrorRule``), in name order.
+  public var mirrors: [MirrorRule] = []
 
   /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
   /// the volume kept free, leftovers removed after an hour, no limit on an
@@ -167,6 +170,9 @@ extension CachePolicy {
     /// Every ``URLRewrite`` rule at once; `trove config set rewrite.NAME`
     /// sets one (``Store/setRewrite(_:to:)``).
     case rewrite
+    /// Every ``MirrorRule`` at once; `trove config set mirror.NAME` sets
+    /// one (``Store/setMirror(_:to:)``).
+    case mirror
 
     /// The environment variable that overrides the setting for one process:
     /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
@@ -195,6 +201,9 @@ extension CachePolicy {
       case .rewrite:
         return
           "'PREFIX=REPLACEMENT' for each rule (config set rewrite.NAME), both the beginnings of http:// or https:// URLs; all at once: none, or NAME=PREFIX=REPLACEMENT entries separated by spaces"
+      case .mirror:
+        return
+          "an http:// or https:// URL for each mirror (config set mirror.NAME); all at once: none, or NAME=UPSTREAM entries separated by spaces"
       }
     }
 
@@ -221,6 +230,7 @@ extension CachePolicy {
       case .evictRemoteFirst: return policy.evictRemoteBackedFirst ? "true" : "false"
       case .signingKey: return policy.signingKey ?? "none"
       case .rewrite: return URLRewrite.listText(policy.rewrites)
+      case .mirror: return MirrorRule.listText(policy.mirrors)
       }
     }
 
@@ -302,6 +312,8 @@ extension CachePolicy {
         policy.signingKey = text
       case .rewrite:
         policy.rewrites = try URLRewrite.parseList(text)
+      case .mirror:
+        policy.mirrors = try MirrorRule.parseList(text)
       }
     }
 

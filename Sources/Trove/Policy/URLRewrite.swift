@@ -10,7 +10,10 @@
 /// is. The URL a rule replaced is not asked (Bazel's rewritten list replaces
 /// the original too): a rule whose replacement is its own prefix keeps it
 /// in the list, after the rules named before it.
-public struct URLRewrite: Sendable, Hashable {
+public struct URLRewrite: NamedRule {
+  public static var setting: CachePolicy.Key { .rewrite }
+  public static var inPolicy: WritableKeyPath<CachePolicy, [URLRewrite]> { \.rewrites }
+
   /// The rule's name: letters, digits, `-` and `_`.
   public var name: String
   /// What a URL starts with for the rule to apply: an http:// or https://
@@ -83,36 +86,5 @@ public struct URLRewrite: Sendable, Hashable {
   func apply(to url: String) -> String? {
     guard url.hasPrefix(prefix) else { return nil }
     return replacement + url.dropFirst(prefix.count)
-  }
-}
-
-extension URLRewrite {
-  /// The rules in the text the `rewrite` setting takes as a whole (its
-  /// environment variable, `TROVE_REWRITE`): `none`, or `NAME=PREFIX=REPLACEMENT`
-  /// entries separated by spaces. Sorted by name.
-  static func parseList(_ text: String) throws(TroveError) -> [URLRewrite] {
-    if text.lowercased() == "none" { return [] }
-    var rules: [String: URLRewrite] = [:]
-    for entry in text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }) {
-      guard let equals = entry.firstIndex(of: "=") else {
-        throw TroveError(
-          .invalidArgument,
-          "invalid rewrite entry '\(entry)': expected NAME=PREFIX=REPLACEMENT", value: String(entry)
-        )
-      }
-      let name = String(entry[..<equals])
-      let rule = try URLRewrite(name: name, rule: String(entry[entry.index(after: equals)...]))
-      guard rules[name] == nil else {
-        throw TroveError(
-          .invalidArgument, "invalid rewrite list: rule '\(name)' is given twice", value: name)
-      }
-      rules[name] = rule
-    }
-    return rules.values.sorted { $0.name < $1.name }
-  }
-
-  /// `rules` as ``parseList(_:)`` reads them; `none` when there are none.
-  static func listText(_ rules: [URLRewrite]) -> String {
-    rules.isEmpty ? "none" : rules.map { $0.name + "=" + $0.rule }.joined(separator: " ")
   }
 }

@@ -79,11 +79,7 @@ extension Store {
   /// - Returns: the settings now in the file, with those still invalid.
   @discardableResult
   public func setRewrite(_ name: String, to rule: String) throws(TroveError) -> PolicyStatus {
-    let added = try URLRewrite(name: name, rule: rule)
-    return try changeRewrites { rules throws(TroveError) in
-      rules.removeAll { $0.name == name }
-      rules.append(added)
-    }
+    try setRule(URLRewrite(name: name, rule: rule))
   }
 
   /// Removes the rewrite rule `name`, as `trove config unset rewrite.NAME`
@@ -93,27 +89,62 @@ extension Store {
   /// - Returns: the settings now in the file, with those still invalid.
   @discardableResult
   public func removeRewrite(_ name: String) throws(TroveError) -> PolicyStatus {
-    try changeRewrites { rules throws(TroveError) in
+    try removeRule(URLRewrite.self, name)
+  }
+
+  /// Adds the mirror `name` of `upstream` (``MirrorRule``) that every
+  /// `trove serve` of the store serves, or replaces the one of that name,
+  /// as `trove config set mirror.NAME UPSTREAM` does.
+  ///
+  /// - Throws: `.invalidArgument` naming the mirror and what is wrong with
+  ///   `upstream`: nothing is written.
+  /// - Returns: the settings now in the file, with those still invalid.
+  @discardableResult
+  public func setMirror(_ name: String, to upstream: String) throws(TroveError) -> PolicyStatus {
+    try setRule(MirrorRule(name: name, rule: upstream))
+  }
+
+  /// Removes the mirror `name`, as `trove config unset mirror.NAME` does.
+  ///
+  /// - Throws: `.notFound` when the store has no mirror of that name.
+  /// - Returns: the settings now in the file, with those still invalid.
+  @discardableResult
+  public func removeMirror(_ name: String) throws(TroveError) -> PolicyStatus {
+    try removeRule(MirrorRule.self, name)
+  }
+
+  private func setRule<Rule: NamedRule>(_ added: Rule) throws(TroveError) -> PolicyStatus {
+    try changeRules(Rule.self) { rules throws(TroveError) in
+      rules.removeAll { $0.name == added.name }
+      rules.append(added)
+    }
+  }
+
+  private func removeRule<Rule: NamedRule>(_: Rule.Type, _ name: String) throws(TroveError)
+    -> PolicyStatus
+  {
+    try changeRules(Rule.self) { rules throws(TroveError) in
       guard rules.contains(where: { $0.name == name }) else {
         throw TroveError(
-          .notFound, "no rewrite rule '\(name)' in '\(settingsPath)'", value: name)
+          .notFound, "no \(Rule.setting.rawValue).\(name) in '\(settingsPath)'", value: name)
       }
       rules.removeAll { $0.name == name }
     }
   }
 
-  /// Applies `change` to the rewrite rules in `config.json` and writes them.
-  private func changeRewrites(_ change: (inout [URLRewrite]) throws(TroveError) -> Void)
-    throws(TroveError) -> PolicyStatus
-  {
+  /// Applies `change` to the entries of `Rule`'s setting in `config.json`
+  /// and writes them.
+  private func changeRules<Rule: NamedRule>(
+    _: Rule.Type, _ change: (inout [Rule]) throws(TroveError) -> Void
+  ) throws(TroveError) -> PolicyStatus {
     let settings = try rewriteSettings { (settings) throws(TroveError) in
       var rules =
-        settings.problems.contains { $0.key == .rewrite }
-        ? URLRewrite.usable(settings.kept[CachePolicy.Key.rewrite.rawValue])
-        : settings.policy.rewrites
+        settings.problems.contains { $0.key == Rule.setting }
+        ? Rule.usable(settings.kept[Rule.setting.rawValue])
+        : settings.policy[keyPath: Rule.inPolicy]
       try change(&rules)
       rules.sort { $0.name < $1.name }
-      try settings.set(.rewrite, URLRewrite.listText(rules))
+      try settings.set(Rule.setting, Rule.listText(rules))
     }
     return PolicyStatus(policy: settings.policy, problems: settings.problems, path: settingsPath)
   }

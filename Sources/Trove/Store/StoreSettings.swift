@@ -149,6 +149,8 @@ extension CachePolicy {
       do throws(TroveError) {
         if key == .rewrite, case .object(let rules) = value {
           policy.rewrites = try URLRewrite.read(rules)
+        } else if key == .mirror, case .object(let rules) = value {
+          policy.mirrors = try MirrorRule.read(rules)
         } else {
           try key.set(value.settingText(seconds: key.takesSeconds), in: &policy)
         }
@@ -213,12 +215,9 @@ extension CachePolicy.Key {
     case .checksums: return .string(value(in: policy))
     case .evictRemoteFirst: return .bool(policy.evictRemoteBackedFirst)
     case .signingKey: return policy.signingKey.map { .string($0) } ?? .null
-    case .rewrite:
-      // `{"NAME": "PREFIX=REPLACEMENT", …}`: one entry a rule, as set.
-      return policy.rewrites.isEmpty
-        ? .null
-        : .object(
-          Dictionary(uniqueKeysWithValues: policy.rewrites.map { ($0.name, .string($0.rule)) }))
+    // One entry a rule, as set.
+    case .rewrite: return URLRewrite.json(policy.rewrites)
+    case .mirror: return MirrorRule.json(policy.mirrors)
     }
   }
 }
@@ -292,33 +291,6 @@ enum JSONValue: Codable, Sendable, Hashable {
     case .integer(let n): return "\(n)\(unit)"
     case .number(let d): return integer.map { "\($0)\(unit)" } ?? "\(d)\(unit)"
     case .bool, .array, .object: return text
-    }
-  }
-}
-
-extension URLRewrite {
-  /// The rules of `config.json`'s `rewrite` object, in name order.
-  /// - Throws: `.invalidArgument` naming the first rule that is not one.
-  static func read(_ object: [String: JSONValue]) throws(TroveError) -> [URLRewrite] {
-    var rules: [URLRewrite] = []
-    for (name, value) in object.sorted(by: { $0.key < $1.key }) {
-      guard case .string(let text) = value else {
-        throw TroveError(
-          .invalidArgument, "invalid rewrite.\(name) \(value.text): expected a string",
-          value: value.text)
-      }
-      rules.append(try URLRewrite(name: name, rule: text))
-    }
-    return rules
-  }
-
-  /// The rules of `config.json`'s `rewrite` value that can be used, when
-  /// the value as a whole cannot: what setting or removing one rule keeps.
-  static func usable(_ value: JSONValue?) -> [URLRewrite] {
-    guard case .object(let object)? = value else { return [] }
-    return object.sorted { $0.key < $1.key }.compactMap { entry -> URLRewrite? in
-      guard case .string(let text) = entry.value else { return nil }
-      return try? URLRewrite(name: entry.key, rule: text)
     }
   }
 }

@@ -40,6 +40,11 @@ let configCommand = CommandSpec(
     line, and 'config get rewrite.NAME' prints one. TROVE_REWRITE (the same
     entries separated by spaces, or none) replaces them all for one process.
 
+    'mirror.NAME' is one pull-through mirror every 'trove serve' of the store
+    serves at /m/NAME/ (UPSTREAM, an http:// or https:// URL), beside those of
+    its --mirror options, which win over one of the same name. 'config get
+    mirror', 'get|set|unset mirror.NAME' and TROVE_MIRROR work as for rewrite.
+
     'access' is not in config.json: the store's root folder says it. 'set access
     group' shares the store with its root folder's group (chgrp the folder to
     the team's group first): folders become 2770, the files every writer opens
@@ -74,7 +79,10 @@ let configCommand = CommandSpec(
     }
     if args.count >= 2, args[1].hasPrefix("rewrite.") || (args[0] == "get" && args[1] == "rewrite")
     {
-      return try rewriteSetting(invocation)
+      return try namedSetting(URLRewrite.self, invocation)
+    }
+    if args.count >= 2, args[1].hasPrefix("mirror.") || (args[0] == "get" && args[1] == "mirror") {
+      return try namedSetting(MirrorRule.self, invocation)
     }
     switch args.first {
     case nil:
@@ -94,10 +102,15 @@ let configCommand = CommandSpec(
         [("access", store.access.rawValue, accessSummary)]
         + CachePolicy.Key.allCases.flatMap { key in
           let overridden = status.overridden.contains(key) ? " (\(key.environmentVariable))" : ""
+          // One row a rule: a list of URLs on one line reads badly.
           if key == .rewrite, status.problem(with: key) == nil, !status.policy.rewrites.isEmpty {
-            // One row a rule: a list of URLs on one line reads badly.
             return status.policy.rewrites.map {
               ("rewrite.\($0.name)", $0.rule + overridden, key.summary)
+            }
+          }
+          if key == .mirror, status.problem(with: key) == nil, !status.policy.mirrors.isEmpty {
+            return status.policy.mirrors.map {
+              ("mirror.\($0.name)", $0.rule + overridden, key.summary)
             }
           }
           return [
@@ -208,45 +221,52 @@ private func accessSetting(_ invocation: Invocation) throws -> Int32 {
   }
 }
 
-/// `config get rewrite`, `config get|set|unset rewrite.NAME`.
-private func rewriteSetting(_ invocation: Invocation) throws -> Int32 {
+/// `config get KEY`, `config get|set|unset KEY.NAME` of a setting made of
+/// named entries (`rewrite`, `mirror`).
+private func namedSetting<Rule: NamedRule>(_: Rule.Type, _ invocation: Invocation) throws
+  -> Int32
+{
   let args = invocation.positionals
-  let name = String(args[1].dropFirst("rewrite.".count))
+  let key = Rule.setting
+  let name = String(args[1].dropFirst(key.rawValue.count + 1))
   switch args[0] {
-  case "get" where args[1] == "rewrite":
+  case "get" where args[1] == key.rawValue:
     try invocation.requirePositionals(["get", "key"])
     let status = try invocation.openStore().policyStatus()
-    if let error = status.error(for: .rewrite) { throw error }
-    for rule in status.policy.rewrites { Output.line("\(rule.name)=\(rule.rule)") }
+    if let error = status.error(for: key) { throw error }
+    for rule in status.policy[keyPath: Rule.inPolicy] { Output.line("\(rule.name)=\(rule.rule)") }
   case "get":
     try invocation.requirePositionals(["get", "key"])
     let status = try invocation.openStore().policyStatus()
-    if let error = status.error(for: .rewrite) { throw error }
-    guard let rule = status.policy.rewrites.first(where: { $0.name == name }) else {
+    if let error = status.error(for: key) { throw error }
+    guard let rule = status.policy[keyPath: Rule.inPolicy].first(where: { $0.name == name }) else {
       throw TroveError(
-        .notFound, "no rewrite rule '\(name)' in '\(status.path)'", value: name)
+        .notFound, "no \(key.rawValue).\(name) in '\(status.path)'", value: name)
     }
     Output.line(rule.rule)
   case "set":
     try invocation.requirePositionals(["set", "key", "value"])
+    let rule: Rule
     do throws(TroveError) {
-      _ = try URLRewrite(name: name, rule: args[2])
+      rule = try Rule(name: name, rule: args[2])
     } catch {
       throw invocation.usageError(error.description)
     }
     let store = try invocation.openStore()
-    let after = try store.setRewrite(name, to: args[2])
+    let after =
+      key == .rewrite
+      ? try store.setRewrite(rule.name, to: rule.rule)
+      : try store.setMirror(rule.name, to: rule.rule)
     if let remaining = after.error() { Output.warning(remaining.withHint) }
-    if try store.policyStatus().overridden.contains(.rewrite) {
-      Output.warning(
-        "\(CachePolicy.Key.rewrite.environmentVariable) overrides rewrite in this environment")
+    if try store.policyStatus().overridden.contains(key) {
+      Output.warning("\(key.environmentVariable) overrides \(key.rawValue) in this environment")
     }
   case "unset":
     try invocation.requirePositionals(["unset", "key"])
     let store = try invocation.openStore()
-    let after = try store.removeRewrite(name)
+    let after = key == .rewrite ? try store.removeRewrite(name) : try store.removeMirror(name)
     if let remaining = after.error() { Output.warning(remaining.withHint) }
-    warnOverridden(try store.policyStatus().overridden.filter { $0 == .rewrite })
+    warnOverridden(try store.policyStatus().overridden.filter { $0 == key })
   default:
     throw invocation.usageError(
       "unknown action '\(args[0])': expected get, set or unset")
@@ -337,6 +357,8 @@ extension CachePolicy.Key {
       return "key file pushes sign records and objects with (none: unsigned)"
     case .rewrite:
       return "rules sending every fetch of a URL prefix elsewhere (rewrite.NAME)"
+    case .mirror:
+      return "pull-through mirrors trove serve serves at /m/NAME/ (mirror.NAME)"
     }
   }
 }
