@@ -12,6 +12,8 @@ struct RequestHandler: Sendable {
   let uploads: PendingUploads
   /// Mirror fetches whose connections wait, suspended.
   let fetches: PendingFetches
+  /// What the records served as a remote are signed with; nil for unsigned.
+  let signing: ServedSigning?
   /// The sha256s index pages published for the files they link.
   let published = PublishedChecksums()
   /// The mirror fetches under way, which requests of one URL share.
@@ -66,12 +68,18 @@ struct RequestHandler: Sendable {
       case .remoteLayout:
         return request.bytes(200, Store.servedLayoutRecord, type: "application/json")
       case .keyRecord(let name):
-        guard let record = try store.servedKeyRecord(named: name) else {
+        guard let record = try store.servedKeyRecord(named: name, signing: signing) else {
           return request.text(404, "no key record \(name)")
         }
         return request.bytes(200, record, type: "application/json")
-      case .signedEntry:
-        return request.text(404, "signed entries are not served")
+      case .signedEntry(let digest):
+        guard let signing else {
+          return request.text(404, "no signed entries: the store signs nothing (signing-key)")
+        }
+        guard let entry = try store.servedSignedEntry(of: digest, signing: signing) else {
+          return request.text(404, "no object \(digest)")
+        }
+        return request.bytes(200, entry, type: "application/json")
       case .upload:
         return request.text(404, "uploads are not read back")
       case .cas(let digest), .remoteBlob(let digest):

@@ -12,7 +12,7 @@
 /// /trove-remote.json       .remoteLayout the read side of a WebDAV remote:
 /// /cas/<aa>/<32 hex>       .remoteBlob     another store's `remote add`
 /// /keys/<32 hex>.json      .keyRecord      reads through from this one
-/// /sigs/<aa>/<32 hex>.json .signedEntry    (not served: 404)
+/// /sigs/<aa>/<32 hex>.json .signedEntry    (signed by the store's signing-key)
 /// /tmp/<name>              .upload       a blob on its way in (--writable)
 /// /m/<name>/<path>         .mirror       a fetch of the mirror's upstream/<path>
 /// ```

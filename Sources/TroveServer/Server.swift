@@ -114,9 +114,15 @@ public final class Server: @unchecked Sendable {
     configuration.mirrors = try Self.mirrors(configuration, store)
     self.store = store
     self.configuration = configuration
+    let signing: ServedSigning?
+    do throws(TroveError) {
+      signing = try ServedSigning.of(store)
+    } catch {
+      throw ServerError(.invalidConfiguration, error.description)
+    }
     handler = RequestHandler(
       store: store, configuration: configuration, uploads: PendingUploads(),
-      fetches: PendingFetches(limit: configuration.limits.originTransfers))
+      fetches: PendingFetches(limit: configuration.limits.originTransfers), signing: signing)
   }
 
   deinit { stop(grace: 0) }

@@ -130,7 +130,7 @@ final class ServeTests {
       ("keys/zz.json", 400, "not a key record name"),
       ("cas/../../etc/passwd", 400, "too many or too few segments"),
       ("etc/passwd", 404, "no such path"),
-      ("sigs/00/" + String(repeating: "0", count: 32) + ".json", 404, "not served"),
+      ("sigs/00/" + String(repeating: "0", count: 32) + ".json", 404, "the store signs nothing"),
       ("tmp/abc", 404, "not read back"),
     ])
   func refusals(path: String, status: Int, cause: String) throws {
@@ -227,6 +227,49 @@ final class ServeTests {
     try trove(store, ["get", served.fetchedURL, peer["again-url"]])
     #expect(try contents(peer["again-url"]) == served.fetched)
     #expect(asked() == before)
+  }
+
+  @Test(
+    "with a signing key, the server signs what it serves as a remote: a store trusting that key reads a key and its object through it, one trusting another key reads nothing; without a key, no signed entries"
+  )
+  func signedPeer() throws {
+    let scratch = try Scratch()
+    let store = scratch["server"]
+    let (file, publicKey) = try SigningTests.keygen(scratch, "peer")
+    let (_, otherKey) = try SigningTests.keygen(scratch, "other")
+    let bytes = Bytes.random(300_000, seed: 97)
+    #expect(
+      try CLI.run(["--store", store, "put", try scratch.write("in", bytes), "--key", "model"])
+        .status == 0)
+    #expect(try CLI.run(["--store", store, "config", "set", "signing-key", file]).status == 0)
+    let digest = XXH3Hasher.digest(bytes)
+    let sigs = "sigs/\(digest.hex.prefix(2))/\(digest.hex).json"
+    let record = "keys/\(XXH3Hasher.digest(Array("model".utf8)).hex).json"
+    let server = try TroveServe(store: store)
+    let entry = try curl([server.url(sigs)])
+    #expect(entry.status == 200, "\(entry.status)")
+    let signers = String(decoding: entry.body, as: UTF8.self)
+    #expect(signers.contains(publicKey.dropFirst("ed25519:".count)), "\(signers)")
+    let signed = try JSONSerialization.jsonObject(with: Data(try curl([server.url(record)]).body))
+    #expect((signed as? [String: Any])?["signed"] != nil)
+
+    for (reader, key, reads) in [("trusting", publicKey, true), ("other", otherKey, false)] {
+      let added = try CLI.run([
+        "--store", scratch[reader], "remote", "add", "peer", server.url, "--read-only", "--trust",
+        key,
+      ])
+      #expect(added.status == 0, "\(added.stderr)")
+      let got = try CLI.run(["--store", scratch[reader], "get", "model", scratch[reader + ".out"]])
+      #expect((got.status == 0) == reads, "\(reader): \(got.stderr)")
+      #expect(((try? contents(scratch[reader + ".out"])) == bytes) == reads, "\(reader)")
+    }
+    _ = try server.stop()
+
+    #expect(try CLI.run(["--store", store, "config", "unset", "signing-key"]).status == 0)
+    let unsigned = try TroveServe(store: store)
+    #expect(try curl([unsigned.url(sigs)]).status == 404)
+    let plain = try JSONSerialization.jsonObject(with: Data(try curl([unsigned.url(record)]).body))
+    #expect((plain as? [String: Any])?["signed"] == nil)
   }
 
   @Test("a key record is served as remote push writes it; none for a key whose URL holds a login")

@@ -275,36 +275,53 @@ extension Store {
     }
     let time = currentTimeNanoseconds() / 1_000_000_000
     for binding in keys {
-      // A key a fetch made from a URL with a login in it (older versions
-      // kept it) would publish the password: such a record stays here.
-      if RemoteKeyRecord.holdsLogin(binding) {
-        warn(
-          "the record of key '\(URLUserinfo.split(binding.key).url)' is not pushed: its URL holds a login; fetch it again without one and remove this key"
-        )
-        continue
-      }
-      // A binding read from a remote record is whatever that remote's
-      // writers chose (one made while other users could write the store
-      // counts as such): a signer vouches only for what an origin sent it.
-      if signer != nil, binding.isPulled {
-        warn(
-          "the record of key '\(binding.key)' is not signed or pushed: a remote's record or another user of this store chose it, not its origin; fetch it again once it is removed ('trove rm') to vouch for it"
-        )
-        continue
-      }
-      var record = RemoteKeyRecord(binding, checksums: checksums)
-      // Where another user may write the index, any of them may have made
-      // the binding: a signer vouches for its own, and the index does not
-      // say whose this is.
-      if signer != nil, let othersWriteIndex {
-        warn(
-          "the record of key '\(binding.key)' is pushed unsigned: \(othersWriteIndex), so another user may have bound it; sign from a store only you can write"
-        )
-      } else if let signer, let facts {
-        record = record.signed(by: signer, facts: facts, time: time)
-      }
+      let (record, warning) = publishedRecord(
+        binding, checksums: checksums, signer: signer, facts: facts,
+        othersWriteIndex: othersWriteIndex, time: time)
+      if let warning { warn(warning) }
+      guard let record else { continue }
       try backend.writeKeyRecord(record)
     }
+  }
+
+  /// The record of `binding` a push (or a server, as the read side of a
+  /// remote) publishes, and what it says when it publishes none or one
+  /// unsigned. With `signer`, the record is signed, saying `facts` of the
+  /// object, unless another user may have made the binding
+  /// (`othersWriteIndex` says why): then it goes unsigned.
+  func publishedRecord(
+    _ binding: KeyBinding, checksums: [Checksum], signer: SigningKey?, facts: SignedFacts?,
+    othersWriteIndex: String?, time: Int64
+  ) -> (record: RemoteKeyRecord?, warning: String?) {
+    // A key a fetch made from a URL with a login in it (older versions
+    // kept it) would publish the password: such a record stays here.
+    if RemoteKeyRecord.holdsLogin(binding) {
+      return (
+        nil,
+        "the record of key '\(URLUserinfo.split(binding.key).url)' is not pushed: its URL holds a login; fetch it again without one and remove this key"
+      )
+    }
+    // A binding read from a remote record is whatever that remote's
+    // writers chose (one made while other users could write the store
+    // counts as such): a signer vouches only for what an origin sent it.
+    if signer != nil, binding.isPulled {
+      return (
+        nil,
+        "the record of key '\(binding.key)' is not signed or pushed: a remote's record or another user of this store chose it, not its origin; fetch it again once it is removed ('trove rm') to vouch for it"
+      )
+    }
+    let record = RemoteKeyRecord(binding, checksums: checksums)
+    // Where another user may write the index, any of them may have made
+    // the binding: a signer vouches for its own, and the index does not
+    // say whose this is.
+    if signer != nil, let othersWriteIndex {
+      return (
+        record,
+        "the record of key '\(binding.key)' is pushed unsigned: \(othersWriteIndex), so another user may have bound it; sign from a store only you can write"
+      )
+    }
+    if let signer, let facts { return (record.signed(by: signer, facts: facts, time: time), nil) }
+    return (record, nil)
   }
 
   /// An object's bytes, open for reading: the object file itself when it
