@@ -132,7 +132,8 @@ struct Fetcher {
     candidates = Candidate.list(
       [(bare, login)] + mirrors, key: bare, keyLogin: login, keyHeaders: headers,
       rewrites: policy.rewrites,
-      ownRewrites: policy.rewrites.isEmpty || store.rewritesAreThisUsers())
+      ownRewrites: policy.rewrites.isEmpty || store.rewritesAreThisUsers(),
+      netrc: request.usesNetrc)
   }
 
   mutating func run() throws(TroveError) -> FetchResult {
