@@ -10,6 +10,9 @@ Usage:
       HOST:PORT, then SIZE bytes sent while reading what comes back, and
       the sending side shut; prints "echoed N" when the bytes that came back
       before the end are the bytes sent, else "differs N".
+  proxy_client.py hold PROXYPORT HOST PORT
+      opens the tunnel, sends "ping" and reads it back, prints "open", then
+      waits for the tunnel to close and prints "closed".
   proxy_client.py raw PROXYPORT LINE [HEADER...]
       sends the request line LINE and the header lines, reads the answer's
       status line and prints its code.
@@ -56,6 +59,21 @@ def tunnel(proxy_port, host, port, size):
     print("echoed" if bytes(received) == payload else "differs", len(received))
 
 
+def hold(proxy_port, host, port):
+    connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=60)
+    connection.set_tunnel(host, port)
+    connection.connect()
+    sock = connection.sock
+    sock.sendall(b"ping")
+    echoed = b""
+    while len(echoed) < 4:
+        echoed += sock.recv(4 - len(echoed))
+    print("open" if echoed == b"ping" else "differs", flush=True)
+    while sock.recv(65536):
+        pass
+    print("closed", flush=True)
+
+
 def raw(proxy_port, line, headers):
     sock = socket.create_connection(("127.0.0.1", proxy_port), timeout=30)
     sock.sendall((line + "\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode())
@@ -70,6 +88,8 @@ def raw(proxy_port, line, headers):
 
 if sys.argv[1] == "urllib":
     fetch(sys.argv[2], sys.argv[3])
+elif sys.argv[1] == "hold":
+    hold(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
 elif sys.argv[1] == "tunnel":
     tunnel(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
 else:

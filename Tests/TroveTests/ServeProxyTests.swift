@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Trove
@@ -158,6 +159,63 @@ struct ServeProxyTests {
     let log = server.accessLog()
     #expect(log.contains { $0.contains("\"CONNECT 127.0.0.1:\(echo.port) HTTP/1.0\" 200 3000000") })
     #expect(log.contains { $0.contains("\"CONNECT 127.0.0.1:\(nginx.port) HTTP/1.1\" 200 ") })
+  }
+
+  @Test(
+    "8 clients of one missing URL through the proxy at once: one GET at nginx, every client the whole body"
+  )
+  func singleFlight() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    // The WebDAV configuration has /slow/.
+    let nginx = try Nginx(webDAV: true)
+    let server = try TroveServe(store: scratch["store"])
+    let bytes = Bytes.random(1_500_000, seed: 96)
+    try nginx.files.write("big.bin", bytes)
+    // 1 MB/s (/slow/): the clients join a transfer under way.
+    let url = nginx.url("/slow/big.bin")
+    let environment = Self.proxying(server)
+    let results = Mutex<[CurlResult]>([])
+    try concurrently(
+      (0..<8).map { _ in
+        {
+          let got = try curl([url], environment: environment)
+          results.withLock { $0.append(got) }
+        }
+      })
+    let all = results.withLock { $0 }
+    #expect(all.count == 8)
+    #expect(
+      all.allSatisfy { $0.status == 200 && $0.body == bytes },
+      "\(all.map { ($0.status, $0.body.count, $0.headers["x-trove-cache"] ?? "-") })")
+    #expect(nginx.requests("/slow/big.bin").count == 1)
+  }
+
+  @Test(
+    "SIGTERM with a tunnel open: the server exits 0 once the grace period ends, and the client sees its tunnel close"
+  )
+  func stopWithTunnelOpen() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    let echo = try Echo()
+    let server = try TroveServe(store: scratch["store"], ["--grace-period", "1s"])
+    let io = try Scratch()
+    let client = try Spawned(
+      executable: FaultServer.python ?? "/usr/bin/python3",
+      [
+        repositoryRoot + "/Tests/Servers/proxy_client.py", "hold", Self.port(server.url),
+        "127.0.0.1", "\(echo.port)",
+      ], io: io["client"])
+    let opened = poll(times: 250) {
+      (try? String(contentsOfFile: io["client"] + ".out", encoding: .utf8))
+        .flatMap { $0.contains("open") ? true : nil }
+    }
+    #expect(opened == true)
+    let stopped = try server.stop()
+    #expect(stopped.status == 0, "\(stopped)")
+    #expect(stopped.stderr.contains("cut off"))
+    let outcome = try client.wait()
+    #expect(String(decoding: outcome.stdout, as: UTF8.self) == "open\nclosed\n", "\(outcome)")
   }
 
   @Test(
