@@ -222,6 +222,7 @@ public final class Server: @unchecked Sendable {
     if !finished { usleep(100_000) }
     for daemon in daemons { MHD_stop_daemon(daemon) }
     daemons.removeAll()
+    listeners.removeAll()
     handler.uploads.dropAll()
     store.flushAccessCounts()
     return finished

@@ -342,6 +342,17 @@ struct ServeProxyTests {
     #expect(CredentialLeakTests.netrcSent(origin).count == 1, "\(origin.headerLog())")
   }
 
+  @Test("a --proxy-allow that is not HOST or HOST:PORT is a usage error (64) naming it")
+  func badAllowance() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    for value in ["http://example.org/", "example.org:0", "exa mple.org", "user@example.org", ""] {
+      let run = try CLI.run(["--store", scratch["store"], "serve", "--proxy-allow", value])
+      #expect(run.status == 64, "\(value): \(run.stderr)")
+      #expect(run.stderr.contains("invalid --proxy-allow"), "\(value): \(run.stderr)")
+    }
+  }
+
   @Test(
     "a target the proxy does not take is 400 or 405 with one line, and reaches no origin: https://, ftp://, a login, a bad escape, CONNECT without a port, POST"
   )
