@@ -29,7 +29,10 @@ extension RequestHandler {
     // Suspended before anyone may resume it.
     MHD_suspend_connection(request.connection)
     fetches.waiting(fetch)
-    let (transfer, isNew) = transfers.join(url)
+    // A proxy's fetch lends no credential and may be led to fewer hosts:
+    // it joins only other proxy requests (the store's lock still makes one
+    // transfer at the origin).
+    let (transfer, isNew) = transfers.join(proxied ? "proxy " + url : url)
     let handler = self
     switch transfer.wait(fetch) {
     case .waiting where isNew:
@@ -93,8 +96,14 @@ extension RequestHandler {
     // The sha256 an index page published for this file: expected of its
     // bytes, and enough to serve a stored object without asking anyone.
     var request = FetchRequest(url: url, expected: published.checksum(for: url).map { [$0] } ?? [])
-    // A proxy's client chose the URL: ~/.netrc's logins are not for it.
-    request.usesNetrc = !proxied
+    if proxied {
+      // A proxy's client chose the URL: ~/.netrc's logins are not for it,
+      // and a redirect may not lead it past --proxy-allow.
+      request.usesNetrc = false
+      if !configuration.proxyAllow.isEmpty {
+        request.redirectHosts = configuration.proxyAllow.map(\.description)
+      }
+    }
     do throws(TroveError) {
       let result = try store.fetch(
         request, options: configuration.mirrorFetchOptions, progress: progress)

@@ -256,6 +256,41 @@ struct ServeProxyTests {
   }
 
   @Test(
+    "with --proxy-allow, an allowed host's redirect to a host not on it is 502 and never followed; to one on it, followed; on loopback without it, followed anywhere"
+  )
+  func redirectsStayAllowed() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    let origin = try FaultServer()
+    let nginx = try Nginx()
+    let bytes = Bytes.random(20_000, seed: 97)
+    try nginx.files.write("target.bin", bytes)
+    let target = nginx.url("/target.bin")
+    let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+    let originHost = "127.0.0.1:\(origin.port)"
+
+    let strict = try TroveServe(store: scratch["store"], ["--proxy-allow", originHost])
+    let refused = try curl(
+      [origin.url("/redirect/a?to=\(encoded)")], environment: Self.proxying(strict))
+    #expect(refused.status == 502)
+    #expect(String(decoding: refused.body, as: UTF8.self).contains("may not reach"))
+    #expect(nginx.accessLog().isEmpty)
+
+    let both = try TroveServe(
+      store: scratch["store"],
+      ["--proxy-allow", originHost, "--proxy-allow", "127.0.0.1:\(nginx.port)"])
+    let followed = try curl(
+      [origin.url("/redirect/b?to=\(encoded)")], environment: Self.proxying(both))
+    #expect(followed.status == 200 && followed.body == bytes)
+
+    let loopback = try TroveServe(store: scratch["store"])
+    let anywhere = try curl(
+      [origin.url("/redirect/c?to=\(encoded)")], environment: Self.proxying(loopback))
+    #expect(anywhere.status == 200 && anywhere.body == bytes)
+    #expect(nginx.requests("/target.bin").count == 2)
+  }
+
+  @Test(
     "a listener other machines reach (0.0.0.0, token) proxies no host without --proxy-allow; a proxy's client needs Proxy-Authorization: Bearer (407 without); the token never goes upstream"
   )
   func exposedListener() throws {

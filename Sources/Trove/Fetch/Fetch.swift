@@ -371,7 +371,8 @@ struct Fetcher {
       let outcome = client.perform(
         HTTPRequest(
           url: source, headers: headers, originHeaders: candidate.headers, login: candidate.login,
-          usesNetrc: candidate.usesNetrc, resumeFrom: offset, options: options),
+          usesNetrc: candidate.usesNetrc, redirectHosts: request.redirectHosts,
+          resumeFrom: offset, options: options),
         into: download)
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }

@@ -39,6 +39,11 @@ public struct FetchRequest: Sendable, Hashable {
   /// Whether `~/.netrc` may give a login: false for a URL someone else
   /// asked for (a proxy's client), who must not borrow the user's.
   public var usesNetrc = true
+  /// The hosts a redirect may lead to, nil for any: `HOST` (any port) or
+  /// `HOST:PORT`, in lower case, an IPv6 address in brackets. A redirect
+  /// anywhere else fails the fetch (`.unavailable`): a proxy that serves
+  /// only some hosts must not be led to others.
+  public var redirectHosts: [String]?
   /// What to do when the volume is low (see ``PutPriority``).
   public var priority: PutPriority
   /// Other URLs serving the same bytes, asked in order when ``url`` fails:
