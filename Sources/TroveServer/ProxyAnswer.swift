@@ -24,11 +24,15 @@ extension RequestHandler {
     // The client's credential for this proxy: never passed on (a fetch
     // sends headers of its own; a tunnel relays only what follows).
     if let tokens = configuration.tokens, !configuration.publicRead,
-      !tokens.accepts(authorization: request.header("Proxy-Authorization"))
+      !tokens.accepts(proxyAuthorization: request.header("Proxy-Authorization"))
     {
       return request.text(
-        407, "the proxy needs a bearer token (Proxy-Authorization: Bearer TOKEN)",
-        headers: [("Proxy-Authenticate", "Bearer realm=\"trove\"")])
+        407,
+        "the proxy needs a token (Proxy-Authorization: Bearer TOKEN, or the proxy URL http://USER:TOKEN@HOST:PORT)",
+        headers: [
+          ("Proxy-Authenticate", "Bearer realm=\"trove\""),
+          ("Proxy-Authenticate", "Basic realm=\"trove\""),
+        ])
     }
     let route =
       connects

@@ -291,7 +291,7 @@ struct ServeProxyTests {
   }
 
   @Test(
-    "a listener other machines reach (0.0.0.0, token) proxies no host without --proxy-allow; a proxy's client needs Proxy-Authorization: Bearer (407 without); the token never goes upstream"
+    "a listener other machines reach (0.0.0.0, token) proxies no host without --proxy-allow; a proxy's client needs the token (Proxy-Authorization: Bearer, or the proxy URL's password for curl and urllib; 407 without); it is never logged"
   )
   func exposedListener() throws {
     let scratch = try Scratch()
@@ -325,7 +325,9 @@ struct ServeProxyTests {
     let allowedProxy = allowing.url.replacingOccurrences(of: "0.0.0.0", with: "127.0.0.1")
     let without = try curl(["-x", allowedProxy, url])
     #expect(without.status == 407)
-    #expect(without.headers["proxy-authenticate"]?.hasPrefix("Bearer") == true)
+    // Challenges for Bearer and Basic (the helper keeps the last).
+    #expect(without.headers["proxy-authenticate"]?.hasSuffix("realm=\"trove\"") == true)
+    #expect(String(decoding: without.body, as: UTF8.self).contains("Proxy-Authorization: Bearer"))
     // The origin's Authorization header is not the proxy's credential.
     let wrongHeader = try curl(["-x", allowedProxy, "-H", "Authorization: Bearer \(secret)", url])
     #expect(wrongHeader.status == 407)
@@ -333,6 +335,18 @@ struct ServeProxyTests {
     #expect(with.status == 200 && with.body.count == 5000)
     let tunnelled = try curl(["-p", "-x", allowedProxy, "--proxy-header", bearer, url])
     #expect(tunnelled.status == 200 && tunnelled.body.count == 5000)
+    // The token as the password of the proxy URL (Basic), as pip and
+    // urllib send it from http_proxy; another password is refused.
+    let withLogin = allowedProxy.replacingOccurrences(
+      of: "http://", with: "http://trove:\(secret)@")
+    #expect(try curl(["-x", withLogin, url]).status == 200)
+    let wrongLogin = allowedProxy.replacingOccurrences(
+      of: "http://", with: "http://trove:not-the-token-0123456789@")
+    #expect(try curl(["-x", wrongLogin, url]).status == 407)
+    #expect(
+      try Self.python(
+        ["urllib", url, scratch["urllib"]],
+        environment: ["http_proxy": withLogin, "no_proxy": "", "NO_PROXY": ""]) == "200 hit")
     #expect(nginx.requests("/fresh/b.bin").count == 2)
     for server in [closed, allowing] {
       let outcome = try server.stop()

@@ -88,7 +88,8 @@ let serveCommand = CommandSpec(
                                store's fetch of that URL, as a mirror's; https://
                                goes through CONNECT HOST:PORT, relayed and not
                                cached. With --token-file, a proxy's client sends
-                               Proxy-Authorization: Bearer TOKEN.
+                               Proxy-Authorization: Bearer TOKEN, or the token as
+                               the proxy URL's password (http://USER:TOKEN@...).
       /metrics                 counts in Prometheus's text format
       /healthz                 'ok'
     Objects carry a strong ETag (their digest), are immutable for a year, and
