@@ -202,6 +202,9 @@ final class Tunnel: @unchecked Sendable {
         continue
       }
       quiet = 0
+      // A socket in error has nothing more to give or take.
+      let broken = Int16(POLLERR) | Int16(POLLNVAL)
+      if fds[0].revents & broken != 0 || fds[1].revents & broken != 0 { break }
       let failed =
         !up.step(readable: fds[0].revents != 0, writable: fds[1].revents != 0)
         || !down.step(readable: fds[1].revents != 0, writable: fds[0].revents != 0)
