@@ -37,3 +37,11 @@ static inline unsigned int trove_mhd_status(struct MHD_Connection *connection) {
       MHD_get_connection_info(connection, MHD_CONNECTION_INFO_HTTP_STATUS);
   return info ? info->http_status : 0;
 }
+
+// The socket of a connection (-1 when unknown): a CONNECT tunnel relays on
+// it while libmicrohttpd holds the connection suspended.
+static inline int trove_mhd_socket(struct MHD_Connection *connection) {
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  return info ? info->connect_fd : -1;
+}

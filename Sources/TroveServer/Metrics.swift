@@ -17,6 +17,8 @@ final class Metrics: Sendable {
     var sweeps: Int64 = 0
     var sweptEntries: Int64 = 0
     var sweptBytes: Int64 = 0
+    var tunnelBytesUp: Int64 = 0
+    var tunnelBytesDown: Int64 = 0
   }
   private struct RouteStatus: Hashable {
     var route: String
@@ -25,6 +27,8 @@ final class Metrics: Sendable {
   private let counts = Mutex(Counts())
   /// Mirror fetches running now.
   let activeTransfers = Atomic<Int>(0)
+  /// `CONNECT` tunnels relaying now.
+  let activeTunnels = Atomic<Int>(0)
 
   /// A request ended: `route` (``Route/metricName``), its status and the
   /// body bytes sent.
@@ -43,6 +47,15 @@ final class Metrics: Sendable {
       if let cache { $0.mirrored[cache, default: 0] += 1 }
       $0.bytesFromOrigins += bytes
       if originFailed { $0.originErrors += 1 }
+    }
+  }
+
+  /// A `CONNECT` tunnel ended, having relayed `up` bytes to the origin
+  /// and `down` to the client.
+  func recordTunnel(up: Int64, down: Int64) {
+    counts.withLock {
+      $0.tunnelBytesUp += up
+      $0.tunnelBytesDown += down
     }
   }
 
@@ -71,21 +84,31 @@ final class Metrics: Sendable {
     }
     family(
       "trove_mirror_responses_total", "counter",
-      "Mirror responses by X-Trove-Cache: hit, revalidated, miss, stale.")
+      "Mirror and proxy responses by X-Trove-Cache: hit, revalidated, miss, stale.")
     for (cache, value) in c.mirrored.sorted(by: { $0.key < $1.key }) {
       out += "trove_mirror_responses_total{cache=\"\(cache)\"} \(value)\n"
     }
     family("trove_http_response_bytes_total", "counter", "Body bytes of the responses sent.")
     out += "trove_http_response_bytes_total \(c.bytesServed)\n"
     family(
-      "trove_origin_bytes_total", "counter", "Body bytes the mirrors received from origins.")
+      "trove_origin_bytes_total", "counter",
+      "Body bytes mirror and proxy fetches received from origins.")
     out += "trove_origin_bytes_total \(c.bytesFromOrigins)\n"
     family(
       "trove_origin_errors_total", "counter",
-      "Mirror fetches that failed at the origin (unreachable, an error status, wrong bytes).")
+      "Mirror and proxy fetches that failed at the origin (unreachable, an error status, wrong bytes)."
+    )
     out += "trove_origin_errors_total \(c.originErrors)\n"
-    family("trove_origin_transfers_active", "gauge", "Mirror fetches running now.")
+    family(
+      "trove_origin_transfers_active", "gauge", "Mirror and proxy fetches running now.")
     out += "trove_origin_transfers_active \(activeTransfers.load(ordering: .relaxed))\n"
+    family(
+      "trove_tunnel_bytes_total", "counter",
+      "Bytes CONNECT tunnels relayed, by direction: up to origins, down to clients.")
+    out += "trove_tunnel_bytes_total{direction=\"down\"} \(c.tunnelBytesDown)\n"
+    out += "trove_tunnel_bytes_total{direction=\"up\"} \(c.tunnelBytesUp)\n"
+    family("trove_tunnels_active", "gauge", "CONNECT tunnels relaying now.")
+    out += "trove_tunnels_active \(activeTunnels.load(ordering: .relaxed))\n"
     family("trove_sweeps_total", "counter", "Sweeps the server ran on its schedule.")
     out += "trove_sweeps_total \(c.sweeps)\n"
     family(

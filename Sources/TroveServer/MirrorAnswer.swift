@@ -14,7 +14,13 @@ extension RequestHandler {
     guard let mirror = configuration.mirrors.first(where: { $0.name == name }) else {
       return request.text(404, "no mirror \(name)")
     }
-    let url = mirror.url(of: path)
+    return beginFetch(request, url: mirror.url(of: path), proxied: false)
+  }
+
+  /// Fetches `url` for a mirror's request or, `proxied`, a proxy's
+  /// (which lends the fetch no credential of the user's and leaves index
+  /// pages as they are): the connection waits, suspended, for its outcome.
+  func beginFetch(_ request: Request, url: String, proxied: Bool) -> MHD_Result {
     let plain =
       !request.isHead && request.header("Range") == nil && request.header("If-None-Match") == nil
       && request.header("If-Modified-Since") == nil
@@ -23,14 +29,18 @@ extension RequestHandler {
     // Suspended before anyone may resume it.
     MHD_suspend_connection(request.connection)
     fetches.waiting(fetch)
-    let (transfer, isNew) = transfers.join(url)
+    // A proxy's fetch lends no credential and may be led to fewer hosts:
+    // it joins only other proxy requests (the store's lock still makes one
+    // transfer at the origin).
+    let (transfer, isNew) = transfers.join(proxied ? "proxy " + url : url)
     let handler = self
     switch transfer.wait(fetch) {
     case .waiting where isNew:
       fetches.start(fetch) {
         handler.metrics.activeTransfers.add(1, ordering: .relaxed)
         defer { handler.metrics.activeTransfers.subtract(1, ordering: .relaxed) }
-        let (outcome, stored) = handler.fetchMirrored(url, progress: transfer.progress)
+        let (outcome, stored) = handler.fetchMirrored(
+          url, proxied: proxied, progress: transfer.progress)
         handler.transfers.remove(transfer)
         if case .storeFailed(let error) = outcome, transfer.source != nil {
           // Its readers were cut short: the log says why.
@@ -45,7 +55,7 @@ extension RequestHandler {
       fetch.finish(.readAlong(transfer))
     case .ended:
       // Joined as it ended: a fetch of its own (most likely a hit now).
-      fetches.start(fetch) { handler.fetchMirrored(url).outcome }
+      fetches.start(fetch) { handler.fetchMirrored(url, proxied: proxied).outcome }
     }
     return .YES
   }
@@ -90,11 +100,19 @@ extension RequestHandler {
   /// Fetches `url` into the store; on a failure of the origin, serves the
   /// copy the store holds (stale-if-error) unless that is turned off.
   func fetchMirrored(
-    _ url: String, progress: (@Sendable (FetchProgress) -> Void)? = nil
+    _ url: String, proxied: Bool = false, progress: (@Sendable (FetchProgress) -> Void)? = nil
   ) -> (outcome: MirrorOutcome, stored: (BlobDigest, Int64)?) {
     // The sha256 an index page published for this file: expected of its
     // bytes, and enough to serve a stored object without asking anyone.
-    let request = FetchRequest(url: url, expected: published.checksum(for: url).map { [$0] } ?? [])
+    var request = FetchRequest(url: url, expected: published.checksum(for: url).map { [$0] } ?? [])
+    if proxied {
+      // A proxy's client chose the URL: ~/.netrc's logins are not for it,
+      // and a redirect may not lead it past --proxy-allow.
+      request.usesNetrc = false
+      if !configuration.proxyAllow.isEmpty {
+        request.redirectHosts = configuration.proxyAllow.map(\.description)
+      }
+    }
     do throws(TroveError) {
       let result = try store.fetch(
         request, options: configuration.mirrorFetchOptions, progress: progress)
@@ -105,7 +123,9 @@ extension RequestHandler {
       case .network, .resumed: cache = "miss"
       }
       metrics.recordMirror(cache: cache, bytes: result.bytesTransferred, originFailed: false)
-      return (try served(result, cache: cache), (result.digest, result.size))
+      return (
+        try served(result, cache: cache, rewritesIndexes: !proxied), (result.digest, result.size)
+      )
     } catch {
       guard let status = Self.originStatus(error) else { return (.storeFailed(error), nil) }
       metrics.recordMirror(cache: nil, bytes: 0, originFailed: status != 404)
@@ -114,7 +134,7 @@ extension RequestHandler {
         offline.mode = .offline
         if let stale = try? store.fetch(offline, options: configuration.mirrorFetchOptions),
           let outcome = try? served(
-            stale, cache: "stale",
+            stale, cache: "stale", rewritesIndexes: !proxied,
             warning: "111 trove \"Revalidation Failed\"")
         {
           metrics.recordMirror(cache: "stale", bytes: 0, originFailed: false)
@@ -149,14 +169,17 @@ extension RequestHandler {
   }
 
   /// The outcome for a fetch's result: the headers its key's record holds.
-  private func served(_ result: FetchResult, cache: String, warning: String? = nil)
-    throws(TroveError) -> MirrorOutcome
-  {
+  /// Index pages get their links through the mirrors when
+  /// `rewritesIndexes` (a proxy's client reads pages as their origin wrote
+  /// them: a link into `/m/` would name the origin's host).
+  private func served(
+    _ result: FetchResult, cache: String, rewritesIndexes: Bool, warning: String? = nil
+  ) throws(TroveError) -> MirrorOutcome {
     let origin = try store.binding(forKey: result.url)?.origin
     var headers: [(String, String)] = [("X-Trove-Cache", cache)]
     if let modified = origin?.lastModified { headers.append(("Last-Modified", modified)) }
     if let warning { headers.append(("Warning", warning)) }
-    if let format = PackageIndex.format(of: origin?.contentType),
+    if rewritesIndexes, let format = PackageIndex.format(of: origin?.contentType),
       result.size <= PackageIndex.maximumSize,
       let page = try store.readObject(result.digest),
       let rewritten = PackageIndex.rewrite(page, format: format, mirrors: configuration.mirrors)

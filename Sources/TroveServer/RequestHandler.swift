@@ -20,6 +20,8 @@ struct RequestHandler: Sendable {
   let transfers = MirrorTransfers()
   /// What `/metrics` reports.
   let metrics = Metrics()
+  /// The `CONNECT` tunnels open.
+  let tunnels = Tunnels()
 
   /// The methods answered.
   var allowed: String { configuration.writable ? "GET, HEAD, PUT, MOVE, DELETE" : "GET, HEAD" }
@@ -27,6 +29,7 @@ struct RequestHandler: Sendable {
   /// Queues the answer to `state`'s request on `connection`.
   func answer(_ connection: OpaquePointer, _ state: RequestState) -> MHD_Result {
     let request = Request(connection: connection, state: state)
+    if state.method == "CONNECT" || !state.path.hasPrefix("/") { return answerProxy(request) }
     let route = Route.parse(state.path, target: state.target)
     state.routeName = (try? route.get())?.metricName ?? "invalid"
     let reads = state.method == "GET" || state.method == "HEAD"
@@ -86,6 +89,8 @@ struct RequestHandler: Sendable {
         return try ObjectResponse(store: store, request: request, digest: digest).queue()
       case .mirror(let name, let path):
         return beginMirror(request, name: name, path: path)
+      case .proxy, .tunnel:
+        return request.text(400, "a proxy's target is not a path")
       case .checksum(let checksum):
         guard let digest = try store.digest(for: checksum) else {
           return request.text(404, "no object with \(checksum)")

@@ -16,6 +16,9 @@
 /// /tmp/<name>              .upload       a blob on its way in (--writable)
 /// /m/<name>/<path>         .mirror       a fetch of the mirror's upstream/<path>
 /// ```
+///
+/// A forward proxy's targets are no paths: ``ProxyTarget`` parses them
+/// (`.proxy`, `.tunnel`).
 public enum Route: Equatable, Sendable {
   case health
   case metrics
@@ -27,6 +30,10 @@ public enum Route: Equatable, Sendable {
   case signedEntry(BlobDigest)
   case upload(String)
   case mirror(name: String, path: MirrorPath)
+  /// An absolute-form request (`GET http://HOST/PATH`): a fetch of `url`.
+  case proxy(url: String, authority: ProxyAuthority)
+  /// `CONNECT HOST:PORT`: bytes relayed both ways, not cached.
+  case tunnel(ProxyAuthority)
 
   /// Why a path is no route.
   public enum Refusal: Error, Equatable, Sendable {
@@ -131,6 +138,8 @@ public enum Route: Equatable, Sendable {
     case .remoteLayout, .remoteBlob, .keyRecord, .signedEntry: "remote"
     case .upload: "upload"
     case .mirror: "mirror"
+    case .proxy: "proxy"
+    case .tunnel: "connect"
     }
   }
 

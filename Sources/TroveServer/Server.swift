@@ -35,7 +35,12 @@ public struct ServerConfiguration: Sendable {
   /// How often the server sweeps the store on its own (expiry, budget),
   /// besides the sweeps puts make; nil for never (`--sweep-interval off`).
   public var sweepInterval: Duration? = .seconds(600)
-  /// How mirror fetches behave (timeouts, retries).
+  /// The hosts the forward proxy serves (`--proxy-allow`): when given, to
+  /// every client; when not, any host to clients of a loopback address
+  /// and none to clients of another.
+  public var proxyAllow: [ProxyAllowance] = []
+  /// How mirror and proxy fetches behave (timeouts, retries); tunnels use
+  /// its connect timeout.
   public var mirrorFetchOptions = FetchOptions()
   /// Told of a failure no response can carry (an object that cannot be
   /// read): one line.
@@ -89,6 +94,8 @@ public final class Server: @unchecked Sendable {
   let handler: RequestHandler
   /// The running daemons, one per address.
   private var daemons: [OpaquePointer] = []
+  /// Each daemon's context, kept alive as long as it runs.
+  private var listeners: [Listener] = []
   private var sweeps: PeriodicSweep?
   /// Requests begun and not yet completed, for the grace period.
   let inFlight = Atomic<Int>(0)
@@ -177,7 +184,9 @@ public final class Server: @unchecked Sendable {
       MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
       | MHD_ALLOW_SUSPEND_RESUME.rawValue
     if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
-    let context = Unmanaged.passUnretained(self).toOpaque()
+    let listener = Listener(server: self, isExposed: !address.isLoopback)
+    listeners.append(listener)
+    let context = Unmanaged.passUnretained(listener).toOpaque()
     let started: OpaquePointer? = address.withSocketAddress { socketAddress, _ in
       let options: [MHD_OptionItem] = [
         MHD_OptionItem(
@@ -237,9 +246,11 @@ public final class Server: @unchecked Sendable {
     // waiting for a mirror fetch are answered 503 (the fetch goes on).
     handler.fetches.abandonAll()
     handler.transfers.stopAll()
+    handler.tunnels.stopAll()
     if !finished { usleep(100_000) }
     for daemon in daemons { MHD_stop_daemon(daemon) }
     daemons.removeAll()
+    listeners.removeAll()
     handler.uploads.dropAll()
     store.flushAccessCounts()
     return finished
@@ -272,12 +283,17 @@ public final class Server: @unchecked Sendable {
 
   /// A request's line was read: its ``RequestState`` starts here, so that
   /// a request libmicrohttpd answers itself (a head too large) is logged too.
-  fileprivate func began(_ connection: OpaquePointer?, uri: String) -> UnsafeMutableRawPointer {
+  fileprivate func began(_ connection: OpaquePointer?, uri: String, exposed: Bool)
+    -> UnsafeMutableRawPointer
+  {
     // The query is never logged: it may hold what a client thought private.
     let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first
     let state = RequestState(
       client: connection.map(Self.clientAddress) ?? "-", path: String(path ?? ""))
     state.target = state.path
+    state.isExposed = exposed
+    // A proxy's URL is fetched with its query.
+    if !uri.hasPrefix("/") { state.proxyTarget = uri }
     inFlight.add(1, ordering: .acquiringAndReleasing)
     return Unmanaged.passRetained(state).toOpaque()
   }
@@ -287,9 +303,9 @@ public final class Server: @unchecked Sendable {
   fileprivate func handle(
     _ connection: OpaquePointer, url: String, method: String, version: String,
     uploadData: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>?,
-    state slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    state slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>, exposed: Bool
   ) -> MHD_Result {
-    if slot.pointee == nil { slot.pointee = began(connection, uri: url) }
+    if slot.pointee == nil { slot.pointee = began(connection, uri: url, exposed: exposed) }
     let state = Unmanaged<RequestState>.fromOpaque(slot.pointee!).takeUnretainedValue()
     guard state.headRead else {
       state.headRead = true
@@ -326,6 +342,12 @@ public final class Server: @unchecked Sendable {
         state.pendingAnswered = true
         return handler.answerMirror(Request(connection: connection, state: state), fetch)
       }
+      // A CONNECT's connection, resumed once its tunnel opened and closed
+      // or could not open.
+      if let tunnel = state.tunnel, !state.pendingAnswered {
+        state.pendingAnswered = true
+        return handler.endTunnel(Request(connection: connection, state: state), tunnel)
+      }
       return .YES
     }
     state.answered = true
@@ -343,14 +365,14 @@ public final class Server: @unchecked Sendable {
     inFlight.subtract(1, ordering: .acquiringAndReleasing)
     let status =
       state.status != 0 ? state.status : connection.map { Int(trove_mhd_status($0)) } ?? 0
+    // A tunnel's connection is closed by design once it has been relayed.
+    let completed = termination == .REQUEST_TERMINATED_COMPLETED_OK || state.isTunnelled
     handler.metrics.recordResponse(
-      route: state.routeName, status: status,
-      bytes: termination == .REQUEST_TERMINATED_COMPLETED_OK ? state.bytes : 0)
+      route: state.routeName, status: status, bytes: completed ? state.bytes : 0)
     configuration.accessLog?.record(
       AccessLog.Entry(
         client: state.client, method: state.method, path: state.path, version: state.version,
-        status: status, bytes: state.bytes,
-        completed: termination == .REQUEST_TERMINATED_COMPLETED_OK, time: state.time))
+        status: status, bytes: state.bytes, completed: completed, time: state.time))
   }
 
   private static func clientAddress(_ connection: OpaquePointer) -> String {
@@ -373,16 +395,33 @@ public final class Server: @unchecked Sendable {
   }
 }
 
-/// libmicrohttpd's request callback: to the server in `context`.
+/// A daemon's context in libmicrohttpd's callbacks: the server, and
+/// whether other machines reach the address it listens on.
+private final class Listener: @unchecked Sendable {
+  unowned(unsafe) let server: Server
+  let isExposed: Bool
+
+  init(server: Server, isExposed: Bool) {
+    self.server = server
+    self.isExposed = isExposed
+  }
+
+  static func from(_ context: UnsafeMutableRawPointer) -> Listener {
+    Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
+  }
+}
+
+/// libmicrohttpd's request callback: to the server of the listener in
+/// `context`.
 private let accessHandler: MHD_AccessHandlerCallback = {
   context, connection, url, method, version, uploadData, uploadSize, slot in
   guard let context, let connection, let slot else { return .NO }
-  let server = Unmanaged<Server>.fromOpaque(context).takeUnretainedValue()
-  return server.handle(
+  let listener = Listener.from(context)
+  return listener.server.handle(
     connection, url: url.map { String(cString: $0) } ?? "",
     method: method.map { String(cString: $0) } ?? "",
     version: version.map { String(cString: $0) } ?? "", uploadData: uploadData,
-    uploadSize: uploadSize, state: slot)
+    uploadSize: uploadSize, state: slot, exposed: listener.isExposed)
 }
 
 /// libmicrohttpd's callback for a request's end, whether its response
@@ -390,8 +429,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
 private let requestCompleted: MHD_RequestCompletedCallback = {
   context, connection, slot, termination in
   guard let context else { return }
-  Unmanaged<Server>.fromOpaque(context).takeUnretainedValue().completed(
-    connection, slot, termination)
+  Listener.from(context).server.completed(connection, slot, termination)
 }
 
 /// libmicrohttpd's callback for a request line read: the request's state.
@@ -400,8 +438,9 @@ private let requestBegan:
     UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?
   ) -> UnsafeMutableRawPointer? = { context, uri, connection in
     guard let context else { return nil }
-    return Unmanaged<Server>.fromOpaque(context).takeUnretainedValue().began(
-      connection, uri: uri.map { String(cString: $0) } ?? "")
+    let listener = Listener.from(context)
+    return listener.server.began(
+      connection, uri: uri.map { String(cString: $0) } ?? "", exposed: listener.isExposed)
   }
 
 /// One request, from its head to its end: what the access log says of it.
@@ -419,9 +458,17 @@ final class RequestState: @unchecked Sendable {
   /// The request target as the client sent it (not decoded), without its
   /// query: a mirror's path is parsed from it.
   var target: String?
-  /// A mirror request's fetch, while its connection is suspended.
+  /// A mirror or proxy request's fetch, while its connection is suspended.
   var pending: PendingFetch?
+  /// A CONNECT's tunnel, while its connection is suspended.
+  var tunnel: Tunnel?
   var pendingAnswered = false
+  /// An absolute-form target as sent, with its query: a proxy's URL.
+  var proxyTarget: String?
+  /// Whether the listener it came to is reachable from other machines.
+  var isExposed = false
+  /// Whether a tunnel relayed on its connection (closed on purpose after).
+  var isTunnelled = false
   /// The route's label in `/metrics`; `other` for a request answered
   /// before its route was known (a head too large).
   var routeName = "other"

@@ -73,7 +73,27 @@ public struct Tokens: Sendable {
     guard authorization.utf8.count > scheme.utf8.count,
       authorization.prefix(scheme.count).lowercased() == scheme
     else { return false }
-    let presented = Self.sha256(Array(authorization.utf8.dropFirst(scheme.utf8.count)))
+    return matches(Array(authorization.utf8.dropFirst(scheme.utf8.count)))
+  }
+
+  /// Whether a `Proxy-Authorization` header value carries one of the
+  /// tokens: `Bearer TOKEN`, or `Basic` with the token as the password
+  /// (any user name), which is what a client sends for a proxy URL
+  /// `http://USER:TOKEN@HOST:PORT` (pip, urllib, curl).
+  public func accepts(proxyAuthorization: String?) -> Bool {
+    guard let value = proxyAuthorization else { return false }
+    let scheme = "basic "
+    guard value.utf8.count > scheme.utf8.count, value.prefix(scheme.count).lowercased() == scheme
+    else { return accepts(authorization: value) }
+    guard let decoded = Data(base64Encoded: String(value.dropFirst(scheme.count))),
+      let colon = decoded.firstIndex(of: 0x3A)
+    else { return false }
+    return matches(Array(decoded[decoded.index(after: colon)...]))
+  }
+
+  /// Whether `token` is one of the tokens.
+  private func matches(_ token: [UInt8]) -> Bool {
+    let presented = Self.sha256(token)
     var matched = false
     for digest in digests {
       // Every token is compared, whichever matches.

@@ -62,14 +62,18 @@ struct ServePackageIndexTests {
       try contents(files.files["packages/" + wheels[project]!.file])
     }
 
-    /// `pip download --no-deps` of `project` into `folder`.
-    func pipDownload(_ project: String, into folder: String) throws -> Outcome {
+    /// `pip download --no-deps` of `project` into `folder`, from `index`
+    /// (the mirror's by default), with `environment` (`http_proxy`).
+    func pipDownload(
+      _ project: String, into folder: String, index: String? = nil,
+      environment: [String: String] = [:]
+    ) throws -> Outcome {
       try Spawned(
         executable: TestVenv.pip,
         [
           "download", "--no-deps", "--no-cache-dir", "--disable-pip-version-check", "-d",
-          scratch[folder], "--index-url", indexURL, project,
-        ], io: scratch["pip-\(folder)"]
+          scratch[folder], "--index-url", index ?? indexURL, project,
+        ], io: scratch["pip-\(folder)"], environment: environment
       ).wait()
     }
 
@@ -123,6 +127,29 @@ struct ServePackageIndexTests {
     let stale = try curl([setup.indexURL + "tinyone/"])
     #expect(stale.status == 200 && stale.headers["x-trove-cache"] == "stale")
     #expect(stale.body == page.body)
+  }
+
+  @Test(
+    "pip with http_proxy and the origins' own index URL: the page and the wheel go through the store (unrewritten), and the second download, both origins stopped, comes from it"
+  )
+  func pipThroughTheProxy() throws {
+    let setup = try Setup()
+    let one = try #require(setup.wheels["tinyone"])
+    let index = setup.index.url("/simple/")
+    let proxy = ["http_proxy": setup.server.url, "no_proxy": "", "NO_PROXY": ""]
+    let first = try setup.pipDownload("tinyone", into: "pip1", index: index, environment: proxy)
+    #expect(first.status == 0, "\(first.stderr)")
+    #expect(try contents(setup.scratch["pip1/" + one.file]) == setup.wheelBytes("tinyone"))
+    setup.index.stop()
+    setup.files.stop()
+    let second = try setup.pipDownload("tinyone", into: "pip2", index: index, environment: proxy)
+    #expect(second.status == 0, "\(second.stderr)")
+    #expect(try contents(setup.scratch["pip2/" + one.file]) == setup.wheelBytes("tinyone"))
+    #expect(setup.files.requests("/packages/\(one.file)").count == 1)
+    // The proxy's requests, as the access log names them: the page and the
+    // wheel, twice each.
+    let proxied = setup.server.accessLog().filter { $0.contains("\"GET http://") }
+    #expect(proxied.count == 4, "\(proxied)")
   }
 
   @Test(

@@ -132,7 +132,8 @@ struct Fetcher {
     candidates = Candidate.list(
       [(bare, login)] + mirrors, key: bare, keyLogin: login, keyHeaders: headers,
       rewrites: policy.rewrites,
-      ownRewrites: policy.rewrites.isEmpty || store.rewritesAreThisUsers())
+      ownRewrites: policy.rewrites.isEmpty || store.rewritesAreThisUsers(),
+      netrc: request.usesNetrc)
   }
 
   mutating func run() throws(TroveError) -> FetchResult {
@@ -370,7 +371,8 @@ struct Fetcher {
       let outcome = client.perform(
         HTTPRequest(
           url: source, headers: headers, originHeaders: candidate.headers, login: candidate.login,
-          usesNetrc: candidate.usesNetrc, resumeFrom: offset, options: options),
+          usesNetrc: candidate.usesNetrc, redirectHosts: request.redirectHosts,
+          resumeFrom: offset, options: options),
         into: download)
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }

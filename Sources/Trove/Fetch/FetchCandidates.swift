@@ -24,10 +24,10 @@ extension Fetcher {
     /// others could have put there), a rewritten URL gets no credential at
     /// all, `~/.netrc`'s neither: whoever chose the rule would choose where
     /// the user's credential goes, and what it fetches into the store.
-    /// O(URLs × rules).
+    /// Without `netrc`, no URL gets `~/.netrc`'s login. O(URLs × rules).
     static func list(
       _ asked: [(url: String, login: String?)], key: String, keyLogin: String?,
-      keyHeaders: [String], rewrites: [URLRewrite], ownRewrites: Bool = true
+      keyHeaders: [String], rewrites: [URLRewrite], ownRewrites: Bool = true, netrc: Bool = true
     ) -> [Candidate] {
       let keyOrigin = HTTPOrigin(key)
       var listed: [Candidate] = []
@@ -45,7 +45,7 @@ extension Fetcher {
           listed.append(
             Candidate(
               url: url, login: own ?? (isKeyOrigin ? keyLogin : nil),
-              headers: isKeyOrigin ? keyHeaders : []))
+              headers: isKeyOrigin ? keyHeaders : [], usesNetrc: netrc))
         }
       }
       return listed

@@ -33,8 +33,17 @@ public struct FetchRequest: Sendable, Hashable {
   /// The credential for the URL's origin when the URL holds none:
   /// `user:password` for basic authentication, else a bearer token
   /// (`Authorization: Bearer`). Sent as ``headers`` are; never stored.
-  /// With neither, `~/.netrc` is used where it names the host.
+  /// With neither, `~/.netrc` is used where it names the host, unless
+  /// ``usesNetrc`` is false.
   public var credential: String?
+  /// Whether `~/.netrc` may give a login: false for a URL someone else
+  /// asked for (a proxy's client), who must not borrow the user's.
+  public var usesNetrc = true
+  /// The hosts a redirect may lead to, nil for any: `HOST` (any port) or
+  /// `HOST:PORT`, in lower case, an IPv6 address in brackets. A redirect
+  /// anywhere else fails the fetch (`.unavailable`): a proxy that serves
+  /// only some hosts must not be led to others.
+  public var redirectHosts: [String]?
   /// What to do when the volume is low (see ``PutPriority``).
   public var priority: PutPriority
   /// Other URLs serving the same bytes, asked in order when ``url`` fails:

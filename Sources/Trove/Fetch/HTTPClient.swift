@@ -27,6 +27,9 @@ struct HTTPRequest {
   /// origin could otherwise send this user's login for a private host
   /// there, and the bytes into a store others read).
   var usesNetrc = true
+  /// The hosts a redirect may lead to (``FetchRequest/redirectHosts``);
+  /// nil for any.
+  var redirectHosts: [String]?
   /// Ask for the body from this offset on (a `Range` request); libcurl
   /// refuses an answer that does not start there.
   var resumeFrom: Int64 = 0
@@ -140,6 +143,11 @@ final class HTTPClient {
         return outcome.result
       case .follow:
         break
+      }
+      if let hosts = request.redirectHosts, HTTPOrigin(next)?.isNamed(by: hosts) != true {
+        outcome.result.refusedRedirect =
+          "redirected to '\(URLUserinfo.split(next).url)', a host this fetch may not reach"
+        return outcome.result
       }
       followed += 1
       if followed > request.options.maxRedirects {

@@ -36,6 +36,12 @@ struct HTTPOrigin: Hashable {
     return bare == "localhost" || IPAddress(literal: bare)?.isLoopback == true
   }
 
+  /// Whether one of `entries` (`HOST` or `HOST:PORT`, lower case, an IPv6
+  /// address in brackets) names this origin. O(entries).
+  func isNamed(by entries: [String]) -> Bool {
+    entries.contains(host) || entries.contains("\(host):\(port)")
+  }
+
   /// Whether a credential sent here would cross a network in clear.
   var exposesCredentials: Bool { scheme == "http" && !isLoopback }
 

@@ -7,7 +7,7 @@ let serveCommand = CommandSpec(
   abstract:
     "Serve the store over HTTP: objects by digest or checksum, as a remote, and pull-through mirrors.",
   usage:
-    "[--listen <addr:port>]... [--mirror <name=upstream>]... [--no-stale-if-error] [--max-origin-transfers <n>] [--token-file <file>] [--public-read] [--writable] [--access-log <file>|-] [--access-log-format clf|json] [--max-connections <n>] [--idle-timeout <duration>] [--max-header-size <size>] [--threads <n>] [--sweep-interval <duration>|off] [--grace-period <duration>]",
+    "[--listen <addr:port>]... [--mirror <name=upstream>]... [--no-stale-if-error] [--max-origin-transfers <n>] [--proxy-allow <host[:port]>]... [--token-file <file>] [--public-read] [--writable] [--access-log <file>|-] [--access-log-format clf|json] [--max-connections <n>] [--idle-timeout <duration>] [--max-header-size <size>] [--threads <n>] [--sweep-interval <duration>|off] [--grace-period <duration>]",
   arguments: [],
   options: [
     OptionSpec(
@@ -22,6 +22,11 @@ let serveCommand = CommandSpec(
     OptionSpec(
       names: ["--max-origin-transfers"], valueName: "n",
       help: "Mirror fetches run at once (default 32); more wait."),
+    OptionSpec(
+      names: ["--proxy-allow"], valueName: "host[:port]",
+      help:
+        "Proxy only this host (any port, or the one given), for every client; repeatable. Without it, an address other machines reach proxies no host."
+    ),
     OptionSpec(
       names: ["--token-file"], valueName: "file",
       help: "Require 'Authorization: Bearer TOKEN' with a token of this file (one a line)."),
@@ -79,6 +84,12 @@ let serveCommand = CommandSpec(
                                their links into another mirror's upstream
                                rewritten through it, and each file's published
                                sha256 is expected of it.
+      http://HOST/PATH         (a proxy's request: http_proxy=http://ADDR:PORT) the
+                               store's fetch of that URL, as a mirror's; https://
+                               goes through CONNECT HOST:PORT, relayed and not
+                               cached. With --token-file, a proxy's client sends
+                               Proxy-Authorization: Bearer TOKEN, or the token as
+                               the proxy URL's password (http://USER:TOKEN@...).
       /metrics                 counts in Prometheus's text format
       /healthz                 'ok'
     Objects carry a strong ETag (their digest), are immutable for a year, and
@@ -87,6 +98,9 @@ let serveCommand = CommandSpec(
     A loopback address serves reads to anyone on this machine. Any other address
     is refused unless --token-file (every request then needs a token, except
     /healthz) or --public-read is given; tokens are never printed or logged.
+    The proxy serves any host to clients of a loopback address and, on any
+    other address, only the hosts of --proxy-allow (which, given, applies to
+    every address): never an open proxy.
     With --writable (and --token-file: every write needs a token) it also takes
     what 'trove remote push' sends to it: each blob rehashed by the store's own
     writer before it is stored, each key record checked as one read from a
@@ -124,6 +138,13 @@ let serveCommand = CommandSpec(
         throw invocation.usageError("--mirror \(mirror.name) is given twice")
       }
       configuration.mirrors.append(mirror)
+    }
+    for text in invocation.allValues("--proxy-allow") {
+      do throws(ProxyAllowance.Invalid) {
+        configuration.proxyAllow.append(try ProxyAllowance(parsing: text))
+      } catch {
+        throw invocation.usageError(error.message)
+      }
     }
     configuration.staleIfError = !invocation.flag("--no-stale-if-error")
     configuration.publicRead = invocation.flag("--public-read")

@@ -17,13 +17,17 @@ final class TroveServe {
   var accessLogPath: String { state["access.log"] }
 
   /// Starts `trove --store STORE serve --listen 127.0.0.1:0 --access-log
-  /// LOG ARGS`; `arguments` may name other addresses or another log.
-  init(store: String, _ arguments: [String] = [], listen: [String] = ["127.0.0.1:0"]) throws {
+  /// LOG ARGS`; `arguments` may name other addresses or another log;
+  /// `environment` is added to the server's (`HOME`).
+  init(
+    store: String, _ arguments: [String] = [], listen: [String] = ["127.0.0.1:0"],
+    environment: [String: String] = [:]
+  ) throws {
     state = try Scratch()
     var all = ["--store", store, "serve"]
     for address in listen { all += ["--listen", address] }
     if !arguments.contains("--access-log") { all += ["--access-log", state["access.log"]] }
-    let process = try Spawned(all + arguments, io: state["serve"])
+    let process = try Spawned(all + arguments, io: state["serve"], environment: environment)
     self.process = process
     let io = state["serve.err"]
     let started = { () -> String? in
@@ -69,13 +73,14 @@ struct CurlResult {
   var exitStatus: Int32
 }
 
-/// Runs `curl -s ARGS` and reads what it got.
-func curl(_ arguments: [String]) throws -> CurlResult {
+/// Runs `curl -s ARGS` and reads what it got; `environment` is added to
+/// curl's (`http_proxy`).
+func curl(_ arguments: [String], environment: [String: String] = [:]) throws -> CurlResult {
   let io = try Scratch()
   let outcome = try Spawned(
     executable: "/usr/bin/curl",
     ["-s", "-D", io["headers"], "-o", io["body"], "-w", "%{http_code}"] + arguments,
-    io: io["curl"]
+    io: io["curl"], environment: environment
   ).wait()
   var headers: [String: String] = [:]
   let text = (try? String(contentsOfFile: io["headers"], encoding: .utf8)) ?? ""
