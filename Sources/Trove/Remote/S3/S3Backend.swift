@@ -29,6 +29,8 @@ final class S3Backend: RemoteBackend {
   /// The `Date` of the last answer on ``transfer``: the server's clock.
   private(set) var lastDate: String?
   private let signing: RemoteHTTPTransfer.AWSSigning?
+  /// Runs this session's transfers, when it is one (``session(through:)``).
+  private let multi: HTTPMulti?
 
   /// The size of a multipart upload's parts and of a large pull's ranges,
   /// and the largest blob sent in one PUT: the remote's `part-size`, else
@@ -56,14 +58,35 @@ final class S3Backend: RemoteBackend {
         accessKeyID: $0.accessKeyID, secretAccessKey: $0.secretAccessKey,
         sessionToken: $0.sessionToken, region: configuration.region)
     }
+    multi = nil
     transfer = try RemoteHTTPTransfer(
       limits: limits, credential: nil, usesNetrc: false, signing: signing)
+  }
+
+  /// A session of `backend`: the same remote and credentials, its
+  /// transfers run by `multi`.
+  private init(session backend: S3Backend, multi: HTTPMulti) throws(TroveError) {
+    spec = backend.spec
+    configuration = backend.configuration
+    bucket = backend.bucket
+    prefix = backend.prefix
+    partSize = backend.partSize
+    limits = backend.limits
+    signing = backend.signing
+    self.multi = multi
+    transfer = try RemoteHTTPTransfer(
+      limits: limits, credential: nil, usesNetrc: false, signing: signing, multi: multi)
+  }
+
+  func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? {
+    try S3Backend(session: self, multi: multi)
   }
 
   /// Another connection to the service, for a part or range sent beside
   /// others.
   func makeTransfer() throws(TroveError) -> RemoteHTTPTransfer {
-    try RemoteHTTPTransfer(limits: limits, credential: nil, usesNetrc: false, signing: signing)
+    try RemoteHTTPTransfer(
+      limits: limits, credential: nil, usesNetrc: false, signing: signing, multi: multi)
   }
 
   /// `name`'s key in the bucket: under the prefix.
