@@ -36,7 +36,7 @@ struct S3TransferTests {
   }
 
   @Test(
-    "a blob of 10 parts goes up as one multipart upload (ETag -10) whose bytes on the server hash to its name; pulled in 5 MiB and in 8 MiB ranges it is the same bytes"
+    "a blob of 10 parts goes up as one multipart upload (ETag -10) whose bytes on the server hash to its name; pulled in ranges into two stores (5 MiB parts and the default) it is the same bytes"
   )
   func parallelRoundTrip() throws {
     let s3 = try CephS3.get()

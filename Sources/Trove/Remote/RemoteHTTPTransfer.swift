@@ -44,11 +44,13 @@ final class RemoteHTTPTransfer {
     var region: String
   }
 
-  /// A request's body: `size` bytes of `file` from offset 0, or `bytes`
-  /// when there is no file.
+  /// A request's body: `size` bytes of `file` from offset 0, or `bytes`,
+  /// or the bytes of `buffer` (which the caller keeps until the request
+  /// returns).
   struct Upload {
     var file: FileDescriptor?
     var bytes: [UInt8] = []
+    var buffer: UnsafeRawBufferPointer?
     var size: Int64
     /// Whether the bytes are hashed as they are sent (``Outcome/sentDigest``).
     var hashes = false
@@ -61,6 +63,11 @@ final class RemoteHTTPTransfer {
     init(bytes: [UInt8]) {
       self.bytes = bytes
       size = Int64(bytes.count)
+    }
+
+    init(buffer: UnsafeRawBufferPointer) {
+      self.buffer = buffer
+      size = Int64(buffer.count)
     }
   }
 
@@ -167,8 +174,12 @@ final class RemoteHTTPTransfer {
       let target = UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])
       guard let file = upload.file else {
         let start = Int(offset)
-        upload.bytes.withUnsafeBytes {
-          target.copyMemory(from: .init(rebasing: $0[start..<start + wanted]))
+        if let buffer = upload.buffer {
+          target.copyMemory(from: .init(rebasing: buffer[start..<start + wanted]))
+        } else {
+          upload.bytes.withUnsafeBytes {
+            target.copyMemory(from: .init(rebasing: $0[start..<start + wanted]))
+          }
         }
         offset += Int64(wanted)
         return wanted

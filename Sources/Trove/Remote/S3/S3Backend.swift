@@ -37,8 +37,10 @@ final class S3Backend: RemoteBackend {
   /// ``defaultPartSize``.
   let partSize: Int
   static let defaultPartSize = 8 << 20
-  /// Parts or ranges sent or fetched at once.
+  /// Ranges fetched at once.
   static let parallelTransfers = 4
+  /// Parts sent at once: each holds a part in memory (of 8 MiB by default).
+  static let parallelParts = 3
   /// Attempts of a request the server asked to slow down (503, `SlowDown`).
   static let attempts = 4
 
@@ -273,8 +275,18 @@ final class S3Backend: RemoteBackend {
   /// The headers of a body's upload: its SHA-256, which signs it and
   /// which the server checks, and the storage class of a blob.
   func payloadHeaders(_ bytes: [UInt8], blob: Bool = true) throws(TroveError) -> [String] {
+    var headers: Result<[String], TroveError> = .success([])
+    bytes.withUnsafeBytes { buffer in
+      headers = Result { () throws(TroveError) in try payloadHeaders(buffer, blob: blob) }
+    }
+    return try headers.get()
+  }
+
+  func payloadHeaders(_ bytes: UnsafeRawBufferPointer, blob: Bool = true) throws(TroveError)
+    -> [String]
+  {
     let hasher = SHA2Hasher(.sha256)
-    bytes.withUnsafeBytes { hasher.update($0) }
+    hasher.update(bytes)
     var headers = ["x-amz-content-sha256: \(hasher.finalize().hex)"]
     if blob, let storageClass = spec.storageClass {
       headers.append("x-amz-storage-class: \(storageClass)")
@@ -286,24 +298,33 @@ final class S3Backend: RemoteBackend {
   func readFully(_ item: RemoteUploadItem, into bytes: inout [UInt8], at offset: Int64)
     throws(TroveError)
   {
+    var read: Result<Void, TroveError> = .success(())
+    bytes.withUnsafeMutableBytes { buffer in
+      read = Result { () throws(TroveError) in try readFully(item, into: buffer, at: offset) }
+    }
+    try read.get()
+  }
+
+  /// Fills `buffer` with bytes of `item`'s file from `offset`.
+  func readFully(
+    _ item: RemoteUploadItem, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64
+  ) throws(TroveError) {
     var failure: SystemCallError?
     var short = false
-    bytes.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) -> Void in
-      var done = 0
-      while done < buffer.count {
-        do throws(SystemCallError) {
-          let n = try item.file.read(
-            into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]),
-            at: offset + Int64(done))
-          guard n > 0 else {
-            short = true
-            return
-          }
-          done += n
-        } catch {
-          failure = error
-          return
+    var done = 0
+    while done < buffer.count {
+      do throws(SystemCallError) {
+        let n = try item.file.read(
+          into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]),
+          at: offset + Int64(done))
+        guard n > 0 else {
+          short = true
+          break
         }
+        done += n
+      } catch {
+        failure = error
+        break
       }
     }
     if let failure {
