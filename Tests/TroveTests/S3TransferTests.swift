@@ -306,7 +306,7 @@ struct S3TransferTests {
   }
 
   @Test(
-    "among 30 objects sent together, one corrupt here fails alone (exit 65) and stays queued while the other 29 go up and are confirmed; pulled together, one replaced on the server and one missing there fail alone and the other 28 are stored"
+    "among 30 objects sent together (one of 20 MiB, in parts), one corrupt here fails alone (exit 65) and stays queued while the other 29 go up and are confirmed; pulled together (the large one in ranges), one replaced on the server and one missing there fail alone and the other 28 are stored"
   )
   func oneOfManyFailsAlone() throws {
     let s3 = try CephS3.get()
@@ -315,7 +315,9 @@ struct S3TransferTests {
     let (a, b) = (scratch["a"], scratch["b"])
     try S3RemoteTests.add(s3, a, bucket, ["--write", "off"])
     try S3RemoteTests.add(s3, b, bucket)
-    let contents = (0..<30).map { Bytes.random(2000 + $0 * 501, seed: 3500 + UInt64($0)) }
+    let contents =
+      (0..<29).map { Bytes.random(2000 + $0 * 501, seed: 3500 + UInt64($0)) }
+      + [Bytes.random((20 << 20) + 77, seed: 3530)]
     let digests = try Self.putMany(a, contents, in: scratch)
     let library = try Store(StoreConfiguration(root: a, createIfMissing: false))
     let (corrupt, replaced) = (digests[7], digests[3])

@@ -102,6 +102,7 @@ extension Store {
     let sessions = RemoteSessions(backend, width: max(1, jobs))
     defer { sessions.close() }
     let wanted = missing
+    let largeTurn = NSLock()
     let pulled = Mutex<[Int: Result<RemotePull, TroveError>]>([:])
     let failure = Mutex<TroveError?>(nil)
     sessions.forEach(wanted.count) { backend, k in
@@ -112,7 +113,7 @@ extension Store {
       } else {
         outcome = Result { () throws(TroveError) -> RemotePull in
           try self.askingDirectly(spec.name) { () throws(TroveError) in
-            let pulled = try self.pull(digest, from: backend, spec: spec)
+            let pulled = try self.pull(digest, from: backend, spec: spec, largeTurn: largeTurn)
             self.trace(
               .remote, "pulled \(digest) from remote '\(spec.name)'", why: "asked to pull it")
             return pulled
@@ -133,10 +134,13 @@ extension Store {
   /// Pulls `digest`'s blob from `backend`. From a remote `spec` trusts
   /// keys for, the blob must also have the length and SHA-256 a trusted
   /// key signed: `signed` (a signed key record's), else the blob's own
-  /// signed entry (`.untrusted` when there is none).
+  /// signed entry (`.untrusted` when there is none). A blob over
+  /// ``batchedObjectSize`` (ranges in memory, a writer thread) is pulled
+  /// holding `largeTurn`, so that pulls side by side hold one such blob's
+  /// buffers at a time.
   func pull(
     _ digest: BlobDigest, from backend: any RemoteBackend, spec: RemoteSpec,
-    signed: SignedFacts? = nil
+    signed: SignedFacts? = nil, largeTurn: NSLock? = nil
   )
     throws(TroveError) -> RemotePull
   {
@@ -144,6 +148,9 @@ extension Store {
       throw TroveError(
         .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
     }
+    let turn = size > Self.batchedObjectSize ? largeTurn : nil
+    turn?.lock()
+    defer { turn?.unlock() }
     var facts = signed
     if facts == nil { facts = try trustedFacts(of: digest, spec: spec, backend: backend) }
     if let facts, facts.size != size {
@@ -321,8 +328,10 @@ extension Store {
   }
 
   /// `push(_:to:sessions:)` on sessions asking in parallel: each object
-  /// verified, uploaded and described on one session. Once the remote
-  /// fails, the objects not started yet are not tried.
+  /// verified, uploaded and described on one session; an object over
+  /// ``batchedObjectSize`` (its parts in memory) waits for its turn, one
+  /// at a time. Once the remote fails, the objects not started yet are not
+  /// tried.
   private func push(
     _ digests: [BlobDigest], on sessions: RemoteSessions, signer: SigningKey?,
     othersWriteIndex: String?
@@ -330,10 +339,12 @@ extension Store {
     let results = Mutex<[Result<RemoteUpload, TroveError>?]>(
       Array(repeating: nil, count: digests.count))
     let remoteFailed = Atomic<Bool>(false)
+    let largeTurn = NSLock()
     sessions.forEach(digests.count) { backend, i in
       guard !remoteFailed.load(ordering: .relaxed) else { return }
       let outcome = self.pushAlone(
-        digests[i], to: backend, signer: signer, othersWriteIndex: othersWriteIndex)
+        digests[i], to: backend, signer: signer, othersWriteIndex: othersWriteIndex,
+        largeTurn: largeTurn)
       if case .failure(let error) = outcome,
         error.code == .unavailable || error.code == .transferFailed
       {
@@ -345,10 +356,11 @@ extension Store {
   }
 
   /// One object of a parallel push: verified, uploaded, then described
-  /// (signed, its keys' records written).
+  /// (signed, its keys' records written); one over ``batchedObjectSize``
+  /// holding `largeTurn`.
   private func pushAlone(
     _ digest: BlobDigest, to backend: any RemoteBackend, signer: SigningKey?,
-    othersWriteIndex: String?
+    othersWriteIndex: String?, largeTurn: NSLock
   ) -> Result<RemoteUpload, TroveError> {
     let copy: VerifiedCopy
     do throws(TroveError) {
@@ -357,6 +369,9 @@ extension Store {
       return .failure(error)
     }
     defer { release(copy) }
+    let turn = copy.size > Self.batchedObjectSize ? largeTurn : nil
+    turn?.lock()
+    defer { turn?.unlock() }
     let upload: RemoteUpload
     do throws(TroveError) {
       upload = try backend.upload(
@@ -395,7 +410,9 @@ extension Store {
   }
 
   /// The largest object uploaded together with others (see
-  /// `push(_:to:sessions:)`), and how many go together at most.
+  /// `push(_:to:sessions:)`) or moved beside others on sessions of a
+  /// remote (a larger one waits its turn), and how many go together at
+  /// most.
   static let batchedObjectSize: Int64 = 4 << 20
   static let batchedObjects = 64
 
