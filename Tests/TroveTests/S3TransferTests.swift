@@ -247,7 +247,7 @@ struct S3TransferTests {
   }
 
   @Test(
-    "200 small objects: the queue's push and the pull of all 200 into another store each go over a few reused connections (counted by a TCP relay), and every object arrives intact on the server and in the other store"
+    "200 small objects: the queue's push, the pull of all 200 into another store and a push of all 200 by digest from there each go over a few reused connections (counted by a TCP relay), and every object arrives intact on the server and in the other store"
   )
   func manySmallObjects() throws {
     let s3 = try CephS3.get()
@@ -303,6 +303,13 @@ struct S3TransferTests {
     for (digest, bytes) in zip(digests, contents) where digest.hex.hasPrefix("1") {
       #expect(try S3RemoteTests.trove(s3, b, ["get", digest.description, "-"]).stdout == bytes)
     }
+
+    let before = connections()
+    let again = try S3RemoteTests.remote(s3, b, ["push"] + digests.map(\.description))
+    #expect(again.status == 0, "\(again.stderr)")
+    #expect(
+      again.out.split(separator: "\n").filter { $0.hasSuffix("already on 's3'") }.count == 200)
+    #expect((2...most).contains(connections() - before), "\(connections() - before) connections")
   }
 
   @Test(

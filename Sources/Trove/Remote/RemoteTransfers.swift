@@ -241,6 +241,84 @@ extension Store {
     return upload
   }
 
+  /// Uploads each of `digests`' objects to the remote named `remote`, as
+  /// ``push(_:to:)`` does one, up to `jobs` at once on connections kept
+  /// from one to the next. Each outcome, in order; one object's failure (not
+  /// in the store, a corrupt local copy) is its own. Once the remote fails
+  /// (unreachable, broken off), the objects not started yet fail with that
+  /// error, untried.
+  public func push(_ digests: [BlobDigest], to remote: String, jobs: Int = 8)
+    -> [Result<RemoteUpload, TroveError>]
+  {
+    let spec: RemoteSpec
+    do throws(TroveError) {
+      spec = try self.remote(named: remote)
+      guard !spec.readOnly else {
+        throw TroveError(
+          .permissionDenied,
+          "remote '\(spec.name)' is read-only: this store does not upload to it", value: spec.name)
+      }
+    } catch {
+      return digests.map { _ in .failure(error) }
+    }
+    var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: digests.count)
+    var sent: [Int] = []
+    for (i, digest) in digests.enumerated() {
+      do throws(TroveError) {
+        guard let entry = try entry(for: digest) else { throw notFound(digest) }
+        if let limit = spec.sizeLimit, entry.size > limit {
+          noteHolding(spec.name, digest, .tooLarge)
+          results[i] = .success(.tooLarge)
+        } else {
+          sent.append(i)
+        }
+      } catch {
+        results[i] = .failure(error)
+      }
+    }
+    guard !sent.isEmpty else { return results.map { $0! } }
+    let backend: any RemoteBackend
+    do throws(TroveError) {
+      backend = try askingDirectly(spec.name) { () throws(TroveError) in
+        try openRemote(spec, writing: true)
+      }
+    } catch {
+      for i in sent { results[i] = .failure(error) }
+      return results.map { $0! }
+    }
+    let sessions = RemoteSessions(backend, width: max(1, jobs))
+    defer { sessions.close() }
+    let outcomes = push(sent.map { digests[$0] }, to: backend, sessions: sessions)
+    let remoteFailure = outcomes.lazy.compactMap { outcome -> TroveError? in
+      guard case .failure(let error)? = outcome,
+        error.code == .unavailable || error.code == .transferFailed
+      else { return nil }
+      return error
+    }.first
+    if let remoteFailure {
+      remoteFailed(spec.name, remoteFailure)
+    } else {
+      remoteAnswered(spec.name)
+    }
+    for (i, outcome) in zip(sent, outcomes) {
+      guard let outcome else {
+        results[i] = .failure(
+          remoteFailure
+            ?? TroveError(
+              .unavailable, "\(digests[i]) was not uploaded", value: digests[i].description))
+        continue
+      }
+      if case .success(let upload) = outcome {
+        noteHolding(spec.name, digests[i], RemoteHolding(upload))
+        trace(
+          .remote, "pushed \(digests[i]) to remote '\(spec.name)': \(upload.rawValue)",
+          why: "asked to push it")
+      }
+      results[i] = outcome
+    }
+    return results.map { $0! }
+  }
+
   func push(_ digest: BlobDigest, to backend: any RemoteBackend) throws(TroveError) -> RemoteUpload
   {
     guard let outcome = push([digest], to: backend)[0] else {

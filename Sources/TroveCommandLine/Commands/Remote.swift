@@ -383,10 +383,26 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
   let references = try operands.map { (text) throws(UsageError) in try invocation.reference(text) }
   var status = ExitStatus.success
   var records: [PushRecord] = []
-  for reference in references {
+  let resolved = references.map { reference in
+    Result { try invocation.resolve(reference, in: store) }
+  }
+  // Several objects go to each remote together, several at once.
+  var unique: [BlobDigest] = []
+  var seen = Set<BlobDigest>()
+  for case .success(let digest) in resolved where seen.insert(digest).inserted {
+    unique.append(digest)
+  }
+  var together: [String: [BlobDigest: Result<RemoteUpload, TroveError>]] = [:]
+  if unique.count > 1 {
+    for target in targets {
+      together[target.name] = Dictionary(
+        zip(unique, store.push(unique, to: target.name)), uniquingKeysWith: { first, _ in first })
+    }
+  }
+  for resolution in resolved {
     let digest: BlobDigest
     do {
-      digest = try invocation.resolve(reference, in: store)
+      digest = try resolution.get()
     } catch {
       reportError(error)
       if status == ExitStatus.success {
@@ -396,7 +412,12 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
     }
     for target in targets {
       do throws(TroveError) {
-        let outcome = try store.push(digest, to: target.name)
+        let outcome: RemoteUpload
+        if let settled = together[target.name]?[digest] {
+          outcome = try settled.get()
+        } else {
+          outcome = try store.push(digest, to: target.name)
+        }
         records.append(
           PushRecord(digest: digest.description, remote: target.name, outcome: outcome.rawValue))
         if !invocation.flag("--json") {
