@@ -92,13 +92,20 @@ enum Spawn {
   /// of its own: `wait4`'s `ru_maxrss` for a child of this (large) process
   /// would include this process's own footprint, inherited until `exec`.
   static func peakResidentBytes(_ command: [String]) throws -> Int64 {
+    try timedPeakResidentBytes(command).bytes
+  }
+
+  /// ``peakResidentBytes(_:)`` and the seconds `command` took, from one run.
+  static func timedPeakResidentBytes(_ command: [String]) throws -> (
+    seconds: Double, bytes: Int64
+  ) {
     let path = NSTemporaryDirectory() + "trove-bench-\(UUID().uuidString).rss"
     defer { unlink(path) }
-    try check(["/usr/bin/time", "-f", "%M", "-o", path] + command)
+    let seconds = try check(["/usr/bin/time", "-f", "%M", "-o", path] + command).seconds
     let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     guard let kib = Int64(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
       throw Failure(command: command, detail: "GNU time printed no peak RSS: '\(text)'")
     }
-    return kib * 1024
+    return (seconds, kib * 1024)
   }
 }

@@ -2,10 +2,12 @@
 """A TCP relay on 127.0.0.1: a server that can be made unreachable in the
 middle of a transfer (kill the relay) and back on the same port.
 
-Usage: tcp_relay.py TARGETPORT PORTFILE [LISTENPORT [RATE]] -- listens on
-LISTENPORT (0: a free port), writes the port to PORTFILE (whole, with a
-newline, by a rename), and relays each connection to 127.0.0.1:TARGETPORT,
-the client's bytes at most RATE bytes a second (0: no limit).
+Usage: tcp_relay.py TARGETPORT PORTFILE [LISTENPORT [RATE [ACCEPTLOG]]] --
+listens on LISTENPORT (0: a free port), writes the port to PORTFILE (whole,
+with a newline, by a rename), and relays each connection to
+127.0.0.1:TARGETPORT, the client's bytes at most RATE bytes a second (0: no
+limit). With ACCEPTLOG, a line is appended to that file for each connection
+accepted (so a test can count the connections a client opened).
 """
 import os
 import socket
@@ -17,6 +19,7 @@ TARGET = int(sys.argv[1])
 PORTFILE = sys.argv[2]
 LISTEN = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 RATE = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+ACCEPTLOG = sys.argv[5] if len(sys.argv) > 5 else None
 
 
 def pump(source, sink, rate):
@@ -54,4 +57,7 @@ with open(PORTFILE + ".tmp", "w") as f:
 os.rename(PORTFILE + ".tmp", PORTFILE)
 while True:
     connection, _ = listener.accept()
+    if ACCEPTLOG:
+        with open(ACCEPTLOG, "a") as log:
+            log.write("accepted\n")
     serve(connection)

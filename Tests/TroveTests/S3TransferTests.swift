@@ -10,7 +10,8 @@ import Testing
 /// Large objects on an `s3://` remote (Ceph's radosgw, one per test run, a
 /// bucket per test): multipart uploads sent in parallel parts, pulls in
 /// parallel ranges, uploads left by a killed process or a server gone
-/// mid-push, and `remote check --clean`.
+/// mid-push, and `remote check --clean`; many small objects sent and
+/// fetched several at once over a few connections.
 @Suite("S3 large transfers on Ceph radosgw", .enabled(if: CephS3.isInstalled, CephS3.missing))
 struct S3TransferTests {
   /// The unfinished multipart uploads in `bucket` (ListMultipartUploads,
@@ -35,7 +36,7 @@ struct S3TransferTests {
   }
 
   @Test(
-    "a blob of 10 parts goes up as one multipart upload (ETag -10) whose bytes on the server hash to its name; pulled in 5 MiB and in 8 MiB ranges it is the same bytes"
+    "a blob of 10 parts goes up as one multipart upload (ETag -10) whose bytes on the server hash to its name; pulled in ranges into two stores (5 MiB parts and the default) it is the same bytes"
   )
   func parallelRoundTrip() throws {
     let s3 = try CephS3.get()
@@ -234,5 +235,118 @@ struct S3TransferTests {
     #expect(far.status == 69 && far.errorLines.count == 1, "\(far.stderr)")
     #expect(far.stderr.contains("1200 s ahead of the server's") || far.stderr.contains("1199 s"))
     #expect(far.stderr.contains("SigV4-signed request will fail"), "\(far.stderr)")
+  }
+  /// Puts each of `contents` into `store` in one `trove put`; their digests.
+  static func putMany(_ store: String, _ contents: [[UInt8]], in scratch: Scratch) throws
+    -> [BlobDigest]
+  {
+    let files = try contents.enumerated().map { try scratch.write("many-\($0.offset)", $0.element) }
+    let put = try CLI.run(["--store", store, "put"] + files)
+    guard put.status == 0 else { throw TestFailure("put failed: \(put.stderr)") }
+    return contents.map { XXH3Hasher.digest($0) }
+  }
+
+  @Test(
+    "200 small objects: the queue's push, the pull of all 200 into another store and a push of all 200 by digest from there each go over a few reused connections (counted by a TCP relay), and every object arrives intact on the server and in the other store"
+  )
+  func manySmallObjects() throws {
+    let s3 = try CephS3.get()
+    let bucket = try s3.makeBucket()
+    let scratch = try Scratch()
+    let (a, b) = (scratch["a"], scratch["b"])
+    let target = try #require(URL(string: s3.endpoint)?.port)
+    let accepts = scratch["accepts"]
+    let (relay, port) = try startPython(
+      "the TCP relay",
+      [
+        repositoryRoot + "/Tests/Servers/tcp_relay.py", String(target), scratch["port"], "0", "0",
+        accepts,
+      ],
+      state: scratch)
+    defer { relay.kill() }
+    for store in [a, b] {
+      let added = try S3RemoteTests.remote(
+        s3, store,
+        [
+          "add", "s3", "s3://\(bucket)/team", "--endpoint", "http://127.0.0.1:\(port)", "--write",
+          "off",
+        ])
+      #expect(added.status == 0, "\(added.stderr)")
+    }
+    let contents = (0..<200).map { Bytes.random(1000 + $0 * 97, seed: 3400 + UInt64($0)) }
+    let digests = try Self.putMany(a, contents, in: scratch)
+    func connections() -> Int {
+      ((try? String(contentsOfFile: accepts, encoding: .utf8)) ?? "").split(separator: "\n").count
+    }
+    // A session per object in flight, and the connection that read the layout.
+    let most = RemoteSessions.standardWidth + 1
+
+    let pushed = try S3RemoteTests.remote(s3, a, ["push"])
+    #expect(pushed.status == 0, "\(pushed.stderr)")
+    #expect(
+      pushed.out.split(separator: "\n").filter { $0.hasSuffix("uploaded to 's3'") }.count == 200)
+    let pushConnections = connections()
+    #expect((2...most).contains(pushConnections), "\(pushConnections) connections")
+    let library = try Store(StoreConfiguration(root: a, createIfMissing: false))
+    #expect(try library.uploadQueueLength(for: "s3").objects == 0)
+    for (digest, bytes) in zip(digests, contents) where digest.hex.hasPrefix("0") {
+      #expect(try s3.object(bucket, Self.blobKey(digest)) == bytes)
+    }
+
+    let pulled = try S3RemoteTests.remote(s3, b, ["pull"] + digests.map(\.description))
+    #expect(pulled.status == 0, "\(pulled.stderr)")
+    #expect(
+      pulled.out.split(separator: "\n").filter { $0.hasSuffix("pulled from 's3'") }.count == 200)
+    let pullConnections = connections() - pushConnections
+    #expect((2...most).contains(pullConnections), "\(pullConnections) connections")
+    #expect(Set(try RemoteTests.digests(b)) == Set(digests))
+    for (digest, bytes) in zip(digests, contents) where digest.hex.hasPrefix("1") {
+      #expect(try S3RemoteTests.trove(s3, b, ["get", digest.description, "-"]).stdout == bytes)
+    }
+
+    let before = connections()
+    let again = try S3RemoteTests.remote(s3, b, ["push"] + digests.map(\.description))
+    #expect(again.status == 0, "\(again.stderr)")
+    #expect(
+      again.out.split(separator: "\n").filter { $0.hasSuffix("already on 's3'") }.count == 200)
+    #expect((2...most).contains(connections() - before), "\(connections() - before) connections")
+  }
+
+  @Test(
+    "among 30 objects sent together (one of 20 MiB, in parts), one corrupt here fails alone (exit 65) and stays queued while the other 29 go up and are confirmed; pulled together (the large one in ranges), one replaced on the server and one missing there fail alone and the other 28 are stored"
+  )
+  func oneOfManyFailsAlone() throws {
+    let s3 = try CephS3.get()
+    let bucket = try s3.makeBucket()
+    let scratch = try Scratch()
+    let (a, b) = (scratch["a"], scratch["b"])
+    try S3RemoteTests.add(s3, a, bucket, ["--write", "off"])
+    try S3RemoteTests.add(s3, b, bucket)
+    let contents =
+      (0..<29).map { Bytes.random(2000 + $0 * 501, seed: 3500 + UInt64($0)) }
+      + [Bytes.random((20 << 20) + 77, seed: 3530)]
+    let digests = try Self.putMany(a, contents, in: scratch)
+    let library = try Store(StoreConfiguration(root: a, createIfMissing: false))
+    let (corrupt, replaced) = (digests[7], digests[3])
+    let path = library.objectFilePath(corrupt)
+    var changed = contents[7]
+    changed[changed.count / 2] ^= 1
+    try? FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+    try Data(changed).write(to: URL(fileURLWithPath: path))
+
+    let pushed = try S3RemoteTests.remote(s3, a, ["push"])
+    #expect(pushed.status == 65 && pushed.errorLines.count == 1, "\(pushed.stderr)")
+    #expect(pushed.stderr.contains("object \(corrupt) in store"), "\(pushed.stderr)")
+    #expect(try library.uploadQueueLength(for: "s3").objects == 1)
+    for (digest, bytes) in zip(digests, contents) {
+      #expect(try s3.object(bucket, Self.blobKey(digest)) == (digest == corrupt ? nil : bytes))
+    }
+
+    try s3.put(Bytes.random(2000 + 3 * 501, seed: 3599), bucket, Self.blobKey(replaced))
+    let pulled = try S3RemoteTests.remote(s3, b, ["pull"] + digests.map(\.description))
+    #expect(pulled.status == 65 && pulled.errorLines.count == 2, "\(pulled.stderr)")
+    #expect(pulled.errorLines[0].contains(replaced.description), "\(pulled.stderr)")
+    #expect(pulled.errorLines[1].contains(corrupt.description), "\(pulled.stderr)")
+    #expect(Set(try RemoteTests.digests(b)) == Set(digests).subtracting([corrupt, replaced]))
   }
 }

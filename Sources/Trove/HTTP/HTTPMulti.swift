@@ -36,12 +36,18 @@ final class HTTPMulti: Sendable {
   /// Whether requests wait to be multiplexed over a connection being set up.
   let multiplexes: Bool
 
-  init() throws(TroveError) {
+  /// With `connections`, that many idle connections are kept at least
+  /// (libcurl's own bound follows the transfers running at the moment, and
+  /// closes connections a moment later transfers would reuse).
+  init(keeping connections: Int? = nil) throws(TroveError) {
     curl = try LibCurl.loaded()
     guard let multi = curl.multiInit() else {
       throw TroveError(.ioError, "cannot start libcurl: curl_multi_init failed")
     }
     self.multi = Handle(raw: multi)
+    if let connections {
+      trove_curl_multi_set_long(curl.multiSetopt, multi, CURLMOPT_MAXCONNECTS, connections)
+    }
     let env = ProcessInfo.processInfo.environment
     let proxied = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
       .contains { !(env[$0] ?? "").isEmpty }

@@ -32,6 +32,10 @@ protocol RemoteBackend: AnyObject {
   /// remote failed on an earlier one). One object's failure is never
   /// another's. A backend may send them together (pipelined).
   func uploadMany(_ items: [RemoteUploadItem]) -> [Result<RemoteUpload, TroveError>?]
+  /// Another backend on the same remote, for another thread's requests,
+  /// its transfers run by `multi` (which reuses their connections); nil
+  /// when this backend has no such sessions (then one thread asks it).
+  func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)?
   /// Removes `digest`'s blob; false when it was not there.
   func delete(_ digest: BlobDigest) throws(TroveError) -> Bool
   /// The remote's layout record, or nil when none is written yet.
@@ -72,6 +76,8 @@ struct RemoteUploadItem {
 }
 
 extension RemoteBackend {
+  func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? { nil }
+
   /// Uploads `size` bytes of `file`, checked already, as `digest`'s blob.
   func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
     throws(TroveError) -> RemoteUpload

@@ -1,12 +1,17 @@
 import CCurl
 import Foundation
 
-/// One WebDAV request: any method (HEAD, GET, PUT with a body read from
-/// a file, MOVE, DELETE), on a reused ``HTTPHandle`` (so the connection is
-/// kept), with the remote tier's limits: a short connect timeout and a
-/// stall limit, never a limit on a whole transfer.
+/// One WebDAV or S3 request: any method (HEAD, GET, PUT with a body read
+/// from a file, MOVE, DELETE), on a reused ``HTTPHandle`` (so the
+/// connection is kept), with the remote tier's limits: a short connect
+/// timeout and a stall limit, never a limit on a whole transfer. Run on
+/// the calling thread, or by a shared ``HTTPMulti`` whose connections the
+/// transfers of several threads reuse; the body still reaches its sink on
+/// the calling thread.
 final class RemoteHTTPTransfer {
   private let handle: HTTPHandle
+  /// Runs the transfers when given (see ``HTTPMulti``).
+  private let multi: HTTPMulti?
   private let limits: RemoteLimits
   /// `user:password` for basic authentication, or a bearer token.
   private let credential: String?
@@ -17,10 +22,14 @@ final class RemoteHTTPTransfer {
   /// How S3 requests are signed; nil for none.
   private let signing: AWSSigning?
 
-  init(limits: RemoteLimits, credential: String?, usesNetrc: Bool, signing: AWSSigning? = nil)
+  init(
+    limits: RemoteLimits, credential: String?, usesNetrc: Bool, signing: AWSSigning? = nil,
+    multi: HTTPMulti? = nil
+  )
     throws(TroveError)
   {
     handle = try HTTPHandle()
+    self.multi = multi
     self.limits = limits
     self.credential = credential
     self.usesNetrc = usesNetrc
@@ -35,11 +44,13 @@ final class RemoteHTTPTransfer {
     var region: String
   }
 
-  /// A request's body: `size` bytes of `file` from offset 0, or `bytes`
-  /// when there is no file.
+  /// A request's body: `size` bytes of `file` from offset 0, or `bytes`,
+  /// or the bytes of `buffer` (which the caller keeps until the request
+  /// returns).
   struct Upload {
     var file: FileDescriptor?
     var bytes: [UInt8] = []
+    var buffer: UnsafeRawBufferPointer?
     var size: Int64
     /// Whether the bytes are hashed as they are sent (``Outcome/sentDigest``).
     var hashes = false
@@ -52,6 +63,11 @@ final class RemoteHTTPTransfer {
     init(bytes: [UInt8]) {
       self.bytes = bytes
       size = Int64(bytes.count)
+    }
+
+    init(buffer: UnsafeRawBufferPointer) {
+      self.buffer = buffer
+      size = Int64(buffer.count)
     }
   }
 
@@ -158,8 +174,12 @@ final class RemoteHTTPTransfer {
       let target = UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])
       guard let file = upload.file else {
         let start = Int(offset)
-        upload.bytes.withUnsafeBytes {
-          target.copyMemory(from: .init(rebasing: $0[start..<start + wanted]))
+        if let buffer = upload.buffer {
+          target.copyMemory(from: .init(rebasing: buffer[start..<start + wanted]))
+        } else {
+          upload.bytes.withUnsafeBytes {
+            target.copyMemory(from: .init(rebasing: $0[start..<start + wanted]))
+          }
         }
         offset += Int64(wanted)
         return wanted
@@ -175,6 +195,46 @@ final class RemoteHTTPTransfer {
         return nil
       }
     }
+  }
+
+  /// A request's callbacks on a multi's thread: the body goes to the relay
+  /// (the head first), the upload's bytes come from the exchange (only
+  /// this thread reads them while the transfer runs). The relay then
+  /// delivers head and body to the exchange on the requesting thread.
+  private final class RelayedExchange: HTTPExchange, HTTPBodySink {
+    let relay: HTTPRelay
+    let exchange: Exchange
+    private var began = false
+
+    init(relay: HTTPRelay, exchange: Exchange) {
+      self.relay = relay
+      self.exchange = exchange
+    }
+
+    override func body(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer {
+      if !began {
+        began = true
+        guard relay.begin(head) else { return .stop }
+      }
+      return relay.write(bytes)
+    }
+
+    override func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+      exchange.read(into: buffer)
+    }
+
+    // The requesting thread's side, as the relay delivers.
+
+    func begin(_ head: HTTPResponseHead) -> Bool {
+      exchange.head = head
+      return true
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> HTTPWriteAnswer {
+      exchange.body(bytes) == .accepted ? .accepted : .stop
+    }
+
+    override func progress(received: Int64, expected: Int64?) -> Bool { true }
   }
 
   /// The most bytes read of a body that goes to no sink (a non-2xx
@@ -209,7 +269,22 @@ final class RemoteHTTPTransfer {
     } else if let credential {
       request.headers.append("Authorization: Bearer \(credential)")
     }
-    let ending = handle.perform(request, exchange)
+    let ending: HTTPHandle.Ending
+    if let multi {
+      // libcurl calls back on the multi's thread: the body goes through a
+      // relay to this thread, where the exchange hands it to its sink.
+      request.waitsToMultiplex = multi.multiplexes
+      let relay = HTTPRelay()
+      let relayed = RelayedExchange(relay: relay, exchange: exchange)
+      ending = handle.perform(request, relayed) { easy in
+        multi.start(easy, relay: relay)
+        return relay.drain(into: relayed) { multi.resume(easy) }.0
+      }
+      // The head of a response with no body, which no write delivered.
+      exchange.head = relayed.head
+    } else {
+      ending = handle.perform(request, exchange)
+    }
     // A body cut short here was not wanted: the exchange completed.
     let code = exchange.cut && ending.code == CURLE_WRITE_ERROR ? CURLE_OK : ending.code
     return Outcome(

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What ``Store/pull(_:from:)`` did.
 public struct RemotePull: Sendable, Hashable, Codable {
@@ -58,13 +59,88 @@ extension Store {
     }
   }
 
+  /// Copies each of `digests`' blobs from the remote named `remote` into
+  /// the store, as ``pull(_:from:)`` does one, up to `jobs` at once on
+  /// connections kept from one to the next. Every blob is rehashed as it
+  /// comes and published through the store's one ingest pipeline (blobs
+  /// arriving together share a group commit). Each outcome, in order; one
+  /// blob's failure (not there, other bytes) is its own. Once the remote
+  /// fails (unreachable, broken off), the blobs not started yet fail with
+  /// that error, untried.
+  public func pull(_ digests: [BlobDigest], from remote: String, jobs: Int = 8)
+    -> [Result<RemotePull, TroveError>]
+  {
+    let spec: RemoteSpec
+    do throws(TroveError) {
+      spec = try self.remote(named: remote)
+    } catch {
+      return digests.map { _ in .failure(error) }
+    }
+    var results = [Result<RemotePull, TroveError>?](repeating: nil, count: digests.count)
+    var missing: [Int] = []
+    for (i, digest) in digests.enumerated() {
+      do throws(TroveError) {
+        if let entry = try entry(for: digest) {
+          results[i] = .success(RemotePull(digest: digest, size: entry.size, downloaded: false))
+        } else {
+          missing.append(i)
+        }
+      } catch {
+        results[i] = .failure(error)
+      }
+    }
+    guard !missing.isEmpty else { return results.map { $0! } }
+    let backend: any RemoteBackend
+    do throws(TroveError) {
+      backend = try askingDirectly(spec.name) { () throws(TroveError) in
+        try openRemote(spec, writing: false)
+      }
+    } catch {
+      for i in missing { results[i] = .failure(error) }
+      return results.map { $0! }
+    }
+    let sessions = RemoteSessions(backend, width: max(1, jobs))
+    defer { sessions.close() }
+    let wanted = missing
+    let largeTurn = NSLock()
+    let pulled = Mutex<[Int: Result<RemotePull, TroveError>]>([:])
+    let failure = Mutex<TroveError?>(nil)
+    sessions.forEach(wanted.count) { backend, k in
+      let digest = digests[wanted[k]]
+      let outcome: Result<RemotePull, TroveError>
+      if let failed = failure.withLock({ $0 }) {
+        outcome = .failure(failed)
+      } else {
+        outcome = Result { () throws(TroveError) -> RemotePull in
+          try self.askingDirectly(spec.name) { () throws(TroveError) in
+            let pulled = try self.pull(digest, from: backend, spec: spec, largeTurn: largeTurn)
+            self.trace(
+              .remote, "pulled \(digest) from remote '\(spec.name)'", why: "asked to pull it")
+            return pulled
+          }
+        }
+        if case .failure(let error) = outcome,
+          error.code == .unavailable || error.code == .transferFailed
+        {
+          failure.withLock { if $0 == nil { $0 = error } }
+        }
+      }
+      pulled.withLock { $0[wanted[k]] = outcome }
+    }
+    pulled.withLock { for (i, outcome) in $0 { results[i] = outcome } }
+    return results.map { $0! }
+  }
+
   /// Pulls `digest`'s blob from `backend`. From a remote `spec` trusts
   /// keys for, the blob must also have the length and SHA-256 a trusted
   /// key signed: `signed` (a signed key record's), else the blob's own
-  /// signed entry (`.untrusted` when there is none).
+  /// signed entry (`.untrusted` when there is none). A blob over
+  /// ``batchedObjectSize`` (ranges in memory, a writer thread) is pulled
+  /// holding `largeTurn`, so that pulls side by side hold one such blob's
+  /// buffers at a time.
   func pull(
     _ digest: BlobDigest, from backend: any RemoteBackend, spec: RemoteSpec,
-    signed: SignedFacts? = nil
+    signed: SignedFacts? = nil, largeTurn: NSLock? = nil
   )
     throws(TroveError) -> RemotePull
   {
@@ -72,6 +148,9 @@ extension Store {
       throw TroveError(
         .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
     }
+    let turn = size > Self.batchedObjectSize ? largeTurn : nil
+    turn?.lock()
+    defer { turn?.unlock() }
     var facts = signed
     if facts == nil { facts = try trustedFacts(of: digest, spec: spec, backend: backend) }
     if let facts, facts.size != size {
@@ -162,6 +241,84 @@ extension Store {
     return upload
   }
 
+  /// Uploads each of `digests`' objects to the remote named `remote`, as
+  /// ``push(_:to:)`` does one, up to `jobs` at once on connections kept
+  /// from one to the next. Each outcome, in order; one object's failure (not
+  /// in the store, a corrupt local copy) is its own. Once the remote fails
+  /// (unreachable, broken off), the objects not started yet fail with that
+  /// error, untried.
+  public func push(_ digests: [BlobDigest], to remote: String, jobs: Int = 8)
+    -> [Result<RemoteUpload, TroveError>]
+  {
+    let spec: RemoteSpec
+    do throws(TroveError) {
+      spec = try self.remote(named: remote)
+      guard !spec.readOnly else {
+        throw TroveError(
+          .permissionDenied,
+          "remote '\(spec.name)' is read-only: this store does not upload to it", value: spec.name)
+      }
+    } catch {
+      return digests.map { _ in .failure(error) }
+    }
+    var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: digests.count)
+    var sent: [Int] = []
+    for (i, digest) in digests.enumerated() {
+      do throws(TroveError) {
+        guard let entry = try entry(for: digest) else { throw notFound(digest) }
+        if let limit = spec.sizeLimit, entry.size > limit {
+          noteHolding(spec.name, digest, .tooLarge)
+          results[i] = .success(.tooLarge)
+        } else {
+          sent.append(i)
+        }
+      } catch {
+        results[i] = .failure(error)
+      }
+    }
+    guard !sent.isEmpty else { return results.map { $0! } }
+    let backend: any RemoteBackend
+    do throws(TroveError) {
+      backend = try askingDirectly(spec.name) { () throws(TroveError) in
+        try openRemote(spec, writing: true)
+      }
+    } catch {
+      for i in sent { results[i] = .failure(error) }
+      return results.map { $0! }
+    }
+    let sessions = RemoteSessions(backend, width: max(1, jobs))
+    defer { sessions.close() }
+    let outcomes = push(sent.map { digests[$0] }, to: backend, sessions: sessions)
+    let remoteFailure = outcomes.lazy.compactMap { outcome -> TroveError? in
+      guard case .failure(let error)? = outcome,
+        error.code == .unavailable || error.code == .transferFailed
+      else { return nil }
+      return error
+    }.first
+    if let remoteFailure {
+      remoteFailed(spec.name, remoteFailure)
+    } else {
+      remoteAnswered(spec.name)
+    }
+    for (i, outcome) in zip(sent, outcomes) {
+      guard let outcome else {
+        results[i] = .failure(
+          remoteFailure
+            ?? TroveError(
+              .unavailable, "\(digests[i]) was not uploaded", value: digests[i].description))
+        continue
+      }
+      if case .success(let upload) = outcome {
+        noteHolding(spec.name, digests[i], RemoteHolding(upload))
+        trace(
+          .remote, "pushed \(digests[i]) to remote '\(spec.name)': \(upload.rawValue)",
+          why: "asked to push it")
+      }
+      results[i] = outcome
+    }
+    return results.map { $0! }
+  }
+
   func push(_ digest: BlobDigest, to backend: any RemoteBackend) throws(TroveError) -> RemoteUpload
   {
     guard let outcome = push([digest], to: backend)[0] else {
@@ -172,12 +329,16 @@ extension Store {
 
   /// Uploads `digests`' objects, each verified against its digest first,
   /// then the keys that name each one uploaded (never before: a reader
-  /// that finds a key finds its blob). Objects of up to
-  /// ``batchedObjectSize`` go to the backend together (Redis pipelines
-  /// them); a larger one goes alone. Each object's outcome, in order: nil
-  /// for one not tried (the remote failed on an earlier one). One object's
-  /// failure (a corrupt local copy, an error about its key) is its own.
-  func push(_ digests: [BlobDigest], to backend: any RemoteBackend)
+  /// that finds a key finds its blob). With `sessions` that ask in
+  /// parallel, each object goes up on one of them, several at once;
+  /// otherwise objects of up to ``batchedObjectSize`` go to the backend
+  /// together (Redis pipelines them), and a larger one goes alone. Each
+  /// object's outcome, in order: nil for one not tried (the remote failed
+  /// on an earlier one). One object's failure (a corrupt local copy, an
+  /// error about its key) is its own.
+  func push(
+    _ digests: [BlobDigest], to backend: any RemoteBackend, sessions: RemoteSessions? = nil
+  )
     -> [Result<RemoteUpload, TroveError>?]
   {
     // A key that cannot be read uploads nothing: unsigned objects would
@@ -191,6 +352,10 @@ extension Store {
     // Another user may have written the bindings and checksums the index
     // holds: a signer vouches for none of them, only for bytes it read.
     let othersWriteIndex = signer == nil ? nil : othersMayWriteIndex()
+    if let sessions, sessions.isParallel, digests.count > 1 {
+      return push(
+        digests, on: sessions, signer: signer, othersWriteIndex: othersWriteIndex)
+    }
     var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: digests.count)
     var pending: [(Int, VerifiedCopy)] = []
     var remoteFailed = false
@@ -220,22 +385,8 @@ extension Store {
           }
           continue
         }
-        do throws(TroveError) {
-          var facts: SignedFacts?
-          if let signer {
-            // Signed after the blob, before its keys: a reader that finds
-            // a signed record finds the blob and its signed entry.
-            let signed = try signedFacts(of: digests[i])
-            try signObject(digests[i], facts: signed, on: backend, signer: signer)
-            facts = signed
-          }
-          try writeKeyRecords(
-            of: digests[i], to: backend, signer: signer, facts: facts,
-            othersWriteIndex: othersWriteIndex)
-          results[i] = .success(upload)
-        } catch {
-          results[i] = .failure(error)
-        }
+        results[i] = describe(
+          digests[i], upload, on: backend, signer: signer, othersWriteIndex: othersWriteIndex)
       }
     }
     for (i, digest) in digests.enumerated() where !remoteFailed {
@@ -254,8 +405,92 @@ extension Store {
     return results
   }
 
+  /// `push(_:to:sessions:)` on sessions asking in parallel: each object
+  /// verified, uploaded and described on one session; an object over
+  /// ``batchedObjectSize`` (its parts in memory) waits for its turn, one
+  /// at a time. Once the remote fails, the objects not started yet are not
+  /// tried.
+  private func push(
+    _ digests: [BlobDigest], on sessions: RemoteSessions, signer: SigningKey?,
+    othersWriteIndex: String?
+  ) -> [Result<RemoteUpload, TroveError>?] {
+    let results = Mutex<[Result<RemoteUpload, TroveError>?]>(
+      Array(repeating: nil, count: digests.count))
+    let remoteFailed = Atomic<Bool>(false)
+    let largeTurn = NSLock()
+    sessions.forEach(digests.count) { backend, i in
+      guard !remoteFailed.load(ordering: .relaxed) else { return }
+      let outcome = self.pushAlone(
+        digests[i], to: backend, signer: signer, othersWriteIndex: othersWriteIndex,
+        largeTurn: largeTurn)
+      if case .failure(let error) = outcome,
+        error.code == .unavailable || error.code == .transferFailed
+      {
+        remoteFailed.store(true, ordering: .relaxed)
+      }
+      results.withLock { $0[i] = outcome }
+    }
+    return results.withLock { $0 }
+  }
+
+  /// One object of a parallel push: verified, uploaded, then described
+  /// (signed, its keys' records written); one over ``batchedObjectSize``
+  /// holding `largeTurn`.
+  private func pushAlone(
+    _ digest: BlobDigest, to backend: any RemoteBackend, signer: SigningKey?,
+    othersWriteIndex: String?, largeTurn: NSLock
+  ) -> Result<RemoteUpload, TroveError> {
+    let copy: VerifiedCopy
+    do throws(TroveError) {
+      copy = try verifiedCopy(of: digest)
+    } catch {
+      return .failure(error)
+    }
+    defer { release(copy) }
+    let turn = copy.size > Self.batchedObjectSize ? largeTurn : nil
+    turn?.lock()
+    defer { turn?.unlock() }
+    let upload: RemoteUpload
+    do throws(TroveError) {
+      upload = try backend.upload(
+        RemoteUploadItem(digest: digest, file: copy.file, size: copy.size, verify: copy.unverified))
+    } catch  where error.code == .corruptObject {
+      return .failure(corrupt(digest))
+    } catch {
+      return .failure(error)
+    }
+    return describe(
+      digest, upload, on: backend, signer: signer, othersWriteIndex: othersWriteIndex)
+  }
+
+  /// After `digest`'s blob is on the remote: its signed entry (with
+  /// `signer`), then its keys' records. `upload` when they are written.
+  private func describe(
+    _ digest: BlobDigest, _ upload: RemoteUpload, on backend: any RemoteBackend,
+    signer: SigningKey?, othersWriteIndex: String?
+  ) -> Result<RemoteUpload, TroveError> {
+    do throws(TroveError) {
+      var facts: SignedFacts?
+      if let signer {
+        // Signed after the blob, before its keys: a reader that finds
+        // a signed record finds the blob and its signed entry.
+        let signed = try signedFacts(of: digest)
+        try signObject(digest, facts: signed, on: backend, signer: signer)
+        facts = signed
+      }
+      try writeKeyRecords(
+        of: digest, to: backend, signer: signer, facts: facts,
+        othersWriteIndex: othersWriteIndex)
+      return .success(upload)
+    } catch {
+      return .failure(error)
+    }
+  }
+
   /// The largest object uploaded together with others (see
-  /// `push(_:to:)`), and how many go together at most.
+  /// `push(_:to:sessions:)`) or moved beside others on sessions of a
+  /// remote (a larger one waits its turn), and how many go together at
+  /// most.
   static let batchedObjectSize: Int64 = 4 << 20
   static let batchedObjects = 64
 

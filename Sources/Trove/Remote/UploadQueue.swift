@@ -142,6 +142,10 @@ extension Store {
         continue
       }
       remoteAnswered(spec.name)
+      // Several objects in flight at once, on connections kept for the
+      // whole walk.
+      let sessions = RemoteSessions(backend)
+      defer { sessions.close() }
       // One walk over the queue, oldest first: every object is tried once
       // a pass, whatever becomes of it.
       var after: (Int64, String) = (.min, "")
@@ -151,14 +155,16 @@ extension Store {
         let batch = try queue(spec.name, since: from, after: after, limit: 64)
         guard let last = batch.last else { break }
         after = (last.2, last.0.hex)
-        // The batch's objects go up together (a backend may pipeline
-        // them), each with its own outcome; what the remote confirmed is
-        // then recorded in one transaction.
+        // The batch's objects go up together (several at once, or
+        // pipelined), each with its own outcome; what the remote confirmed
+        // is then recorded in one transaction.
         let sent = batch.compactMap { (digest, size, _) in
           size > (spec.sizeLimit ?? .max) ? nil : digest
         }
         var outcomes: [BlobDigest: Result<RemoteUpload, TroveError>] = [:]
-        for (digest, result) in zip(sent, push(sent, to: backend)) { outcomes[digest] = result }
+        for (digest, result) in zip(sent, push(sent, to: backend, sessions: sessions)) {
+          outcomes[digest] = result
+        }
         var items: [(QueuedUpload, created: Int64)] = []
         for (digest, size, created) in batch {
           var item = QueuedUpload(digest: digest, remote: spec.name)

@@ -16,12 +16,31 @@ final class WebDAVBackend: RemoteBackend {
   let spec: RemoteSpec
   private let base: String
   private let transfer: RemoteHTTPTransfer
+  private let limits: RemoteLimits
+  private let credential: String?
 
   init(_ spec: RemoteSpec, endpoint: RemoteSpec.Endpoint, limits: RemoteLimits) throws(TroveError) {
     self.spec = spec
     base = endpoint.base
+    self.limits = limits
+    credential = try spec.credential()
     transfer = try RemoteHTTPTransfer(
-      limits: limits, credential: try spec.credential(), usesNetrc: spec.lendsCredentials)
+      limits: limits, credential: credential, usesNetrc: spec.lendsCredentials)
+  }
+
+  /// A session of `backend`: the same server and login, its transfers run
+  /// by `multi`.
+  private init(session backend: WebDAVBackend, multi: HTTPMulti) throws(TroveError) {
+    spec = backend.spec
+    base = backend.base
+    limits = backend.limits
+    credential = backend.credential
+    transfer = try RemoteHTTPTransfer(
+      limits: limits, credential: credential, usesNetrc: spec.lendsCredentials, multi: multi)
+  }
+
+  func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? {
+    try WebDAVBackend(session: self, multi: multi)
   }
 
   /// `{base}/cas/<aa>/<hex>`.

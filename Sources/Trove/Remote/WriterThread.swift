@@ -25,7 +25,7 @@ extension BlobWriter: RemoteSink {}
 /// ``finish()``. ``finish()`` must be called once, whatever happens: it
 /// ends the thread.
 final class WriterThread: RemoteSink, @unchecked Sendable {
-  static let bufferSize = 4 << 20
+  static let bufferSize = 2 << 20
   static let bufferCount = 4
   /// Bytes written between two starts of the write-back.
   static let writebackStep: Int64 = 16 << 20

@@ -383,10 +383,26 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
   let references = try operands.map { (text) throws(UsageError) in try invocation.reference(text) }
   var status = ExitStatus.success
   var records: [PushRecord] = []
-  for reference in references {
+  let resolved = references.map { reference in
+    Result { try invocation.resolve(reference, in: store) }
+  }
+  // Several objects go to each remote together, several at once.
+  var unique: [BlobDigest] = []
+  var seen = Set<BlobDigest>()
+  for case .success(let digest) in resolved where seen.insert(digest).inserted {
+    unique.append(digest)
+  }
+  var together: [String: [BlobDigest: Result<RemoteUpload, TroveError>]] = [:]
+  if unique.count > 1 {
+    for target in targets {
+      together[target.name] = Dictionary(
+        zip(unique, store.push(unique, to: target.name)), uniquingKeysWith: { first, _ in first })
+    }
+  }
+  for resolution in resolved {
     let digest: BlobDigest
     do {
-      digest = try invocation.resolve(reference, in: store)
+      digest = try resolution.get()
     } catch {
       reportError(error)
       if status == ExitStatus.success {
@@ -396,7 +412,12 @@ private func push(_ operands: [String], _ invocation: Invocation) throws -> Int3
     }
     for target in targets {
       do throws(TroveError) {
-        let outcome = try store.push(digest, to: target.name)
+        let outcome: RemoteUpload
+        if let settled = together[target.name]?[digest] {
+          outcome = try settled.get()
+        } else {
+          outcome = try store.push(digest, to: target.name)
+        }
         records.append(
           PushRecord(digest: digest.description, remote: target.name, outcome: outcome.rawValue))
         if !invocation.flag("--json") {
@@ -487,14 +508,25 @@ private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> I
         .notFound, "store '\(store.root)' has no remote to pull from (see 'trove remote add')")
     }
   }
+  let together = pullTogether(targets, from: sources, store: store)
   var status = ExitStatus.success
   var records: [PullRecord] = []
-  for target in targets {
+  for (index, target) in targets.enumerated() {
     var failure: TroveError?
     var record = PullRecord(outcome: "failed")
     if case .digest(let digest) = target { record.digest = digest.description }
     if case .key(let key) = target { record.key = key }
-    for source in sources {
+    if let outcome = together[index] {
+      switch outcome {
+      case .success(let (pulled, source)):
+        record.remote = pulled.downloaded ? source : nil
+        record.size = pulled.size
+        record.outcome = pulled.downloaded ? "pulled" : "local"
+      case .failure(let error):
+        failure = error
+      }
+    }
+    for source in sources where together[index] == nil {
       do throws(TroveError) {
         var key: String?
         var digest: BlobDigest?
@@ -552,6 +584,41 @@ private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> I
   }
   if invocation.flag("--json") { Output.json(records) }
   return status
+}
+
+/// The targets named by digest, when there are several, pulled together
+/// (several at once) from each source in turn, the next asked for those
+/// the previous did not send intact: each one's outcome and the remote it
+/// came from, by its position in `targets`. A miss leaves room for the
+/// next remote; any other failure is what is reported when none has it.
+private func pullTogether(_ targets: [PullTarget], from sources: [RemoteSpec], store: Store)
+  -> [Int: Result<(RemotePull, String), TroveError>]
+{
+  var pending: [(Int, BlobDigest)] = targets.enumerated().compactMap {
+    if case .digest(let digest) = $0.element { return ($0.offset, digest) }
+    return nil
+  }
+  var outcomes: [Int: Result<(RemotePull, String), TroveError>] = [:]
+  guard pending.count > 1 else { return outcomes }
+  var failures: [Int: TroveError] = [:]
+  for source in sources where !pending.isEmpty {
+    var left: [(Int, BlobDigest)] = []
+    for ((index, digest), outcome) in zip(pending, store.pull(pending.map(\.1), from: source.name))
+    {
+      switch outcome {
+      case .success(let pulled):
+        outcomes[index] = .success((pulled, source.name))
+      case .failure(let error):
+        if failures[index] == nil || failures[index]?.code == .notFound { failures[index] = error }
+        left.append((index, digest))
+      }
+    }
+    pending = left
+  }
+  for (index, _) in pending {
+    if let failure = failures[index] { outcomes[index] = .failure(failure) }
+  }
+  return outcomes
 }
 
 /// One remote in `remote ls --json`: camelCase like every other command's

@@ -29,14 +29,18 @@ final class S3Backend: RemoteBackend {
   /// The `Date` of the last answer on ``transfer``: the server's clock.
   private(set) var lastDate: String?
   private let signing: RemoteHTTPTransfer.AWSSigning?
+  /// Runs this session's transfers, when it is one (``session(through:)``).
+  private let multi: HTTPMulti?
 
   /// The size of a multipart upload's parts and of a large pull's ranges,
   /// and the largest blob sent in one PUT: the remote's `part-size`, else
   /// ``defaultPartSize``.
   let partSize: Int
   static let defaultPartSize = 8 << 20
-  /// Parts or ranges sent or fetched at once.
+  /// Ranges fetched at once.
   static let parallelTransfers = 4
+  /// Parts sent at once: each holds a part in memory (of 8 MiB by default).
+  static let parallelParts = 3
   /// Attempts of a request the server asked to slow down (503, `SlowDown`).
   static let attempts = 4
 
@@ -56,14 +60,35 @@ final class S3Backend: RemoteBackend {
         accessKeyID: $0.accessKeyID, secretAccessKey: $0.secretAccessKey,
         sessionToken: $0.sessionToken, region: configuration.region)
     }
+    multi = nil
     transfer = try RemoteHTTPTransfer(
       limits: limits, credential: nil, usesNetrc: false, signing: signing)
+  }
+
+  /// A session of `backend`: the same remote and credentials, its
+  /// transfers run by `multi`.
+  private init(session backend: S3Backend, multi: HTTPMulti) throws(TroveError) {
+    spec = backend.spec
+    configuration = backend.configuration
+    bucket = backend.bucket
+    prefix = backend.prefix
+    partSize = backend.partSize
+    limits = backend.limits
+    signing = backend.signing
+    self.multi = multi
+    transfer = try RemoteHTTPTransfer(
+      limits: limits, credential: nil, usesNetrc: false, signing: signing, multi: multi)
+  }
+
+  func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? {
+    try S3Backend(session: self, multi: multi)
   }
 
   /// Another connection to the service, for a part or range sent beside
   /// others.
   func makeTransfer() throws(TroveError) -> RemoteHTTPTransfer {
-    try RemoteHTTPTransfer(limits: limits, credential: nil, usesNetrc: false, signing: signing)
+    try RemoteHTTPTransfer(
+      limits: limits, credential: nil, usesNetrc: false, signing: signing, multi: multi)
   }
 
   /// `name`'s key in the bucket: under the prefix.
@@ -250,8 +275,18 @@ final class S3Backend: RemoteBackend {
   /// The headers of a body's upload: its SHA-256, which signs it and
   /// which the server checks, and the storage class of a blob.
   func payloadHeaders(_ bytes: [UInt8], blob: Bool = true) throws(TroveError) -> [String] {
+    var headers: Result<[String], TroveError> = .success([])
+    bytes.withUnsafeBytes { buffer in
+      headers = Result { () throws(TroveError) in try payloadHeaders(buffer, blob: blob) }
+    }
+    return try headers.get()
+  }
+
+  func payloadHeaders(_ bytes: UnsafeRawBufferPointer, blob: Bool = true) throws(TroveError)
+    -> [String]
+  {
     let hasher = SHA2Hasher(.sha256)
-    bytes.withUnsafeBytes { hasher.update($0) }
+    hasher.update(bytes)
     var headers = ["x-amz-content-sha256: \(hasher.finalize().hex)"]
     if blob, let storageClass = spec.storageClass {
       headers.append("x-amz-storage-class: \(storageClass)")
@@ -263,24 +298,33 @@ final class S3Backend: RemoteBackend {
   func readFully(_ item: RemoteUploadItem, into bytes: inout [UInt8], at offset: Int64)
     throws(TroveError)
   {
+    var read: Result<Void, TroveError> = .success(())
+    bytes.withUnsafeMutableBytes { buffer in
+      read = Result { () throws(TroveError) in try readFully(item, into: buffer, at: offset) }
+    }
+    try read.get()
+  }
+
+  /// Fills `buffer` with bytes of `item`'s file from `offset`.
+  func readFully(
+    _ item: RemoteUploadItem, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64
+  ) throws(TroveError) {
     var failure: SystemCallError?
     var short = false
-    bytes.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) -> Void in
-      var done = 0
-      while done < buffer.count {
-        do throws(SystemCallError) {
-          let n = try item.file.read(
-            into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]),
-            at: offset + Int64(done))
-          guard n > 0 else {
-            short = true
-            return
-          }
-          done += n
-        } catch {
-          failure = error
-          return
+    var done = 0
+    while done < buffer.count {
+      do throws(SystemCallError) {
+        let n = try item.file.read(
+          into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]),
+          at: offset + Int64(done))
+        guard n > 0 else {
+          short = true
+          break
         }
+        done += n
+      } catch {
+        failure = error
+        break
       }
     }
     if let failure {

@@ -2,12 +2,13 @@ import Foundation
 
 /// A multipart upload, its parts sent several at once: this thread reads
 /// the blob once, in order, into one of a few part buffers and hashes it
-/// as it goes; ``S3Backend/parallelTransfers`` threads, each on its own
+/// as it goes; ``S3Backend/parallelParts`` threads, each on its own
 /// connection, send the parts, each with its SHA-256 (signed, and checked
 /// by the server). The upload is completed only when every part was taken
 /// and the whole hashed to its digest; on any failure it is aborted on the
 /// server (a process killed meanwhile leaves it for `remote check --clean`).
-/// Memory: at most one buffer more than there are senders.
+/// Memory: one part buffer per sender, allocated once (a part is read into
+/// the buffer its sender just freed).
 extension S3Backend {
   /// The most parts S3 takes in one upload.
   static let maximumParts: Int64 = 10_000
@@ -88,8 +89,8 @@ extension S3Backend {
     let size = partSize(for: item.size)
     let count = Int((item.size + size - 1) / size)
     var connections = [transfer]
-    for _ in 0..<(min(Self.parallelTransfers, count) - 1) { connections.append(try makeTransfer()) }
-    let parts = PartQueue(count: count, buffers: connections.count + 1)
+    for _ in 0..<(min(Self.parallelParts, count) - 1) { connections.append(try makeTransfer()) }
+    let parts = PartQueue(count: count, buffers: connections.count, bufferSize: Int(size))
     let group = DispatchGroup()
     for connection in connections {
       let sender = PartSender(backend: self, connection: connection, parts: parts)
@@ -102,19 +103,19 @@ extension S3Backend {
     var hasher = XXH3Hasher()
     var failure: TroveError?
     for number in 1...count {
-      guard var bytes = parts.freeBuffer() else { break }
+      guard let buffer = parts.freeBuffer() else { break }
       let offset = Int64(number - 1) * size
-      let length = Int(min(size, item.size - offset))
-      // Every byte is read over: a buffer of the right length is reused.
-      if bytes.count != length { bytes = [UInt8](repeating: 0, count: length) }
+      let part = UnsafeMutableRawBufferPointer(
+        rebasing: buffer[..<Int(min(size, item.size - offset))])
       do throws(TroveError) {
-        try readFully(item, into: &bytes, at: offset)
+        try readFully(item, into: part, at: offset)
       } catch {
+        parts.sent(number, nil, buffer: buffer)
         failure = error
         break
       }
-      hasher.update(bytes)
-      parts.add(number, bytes)
+      hasher.update(UnsafeRawBufferPointer(part))
+      parts.add(number, part, buffer: buffer)
     }
     parts.finish(failure)
     group.wait()
@@ -132,13 +133,13 @@ extension S3Backend {
 
   /// Sends one part on `connection`; returns its ETag.
   fileprivate func sendPart(
-    _ number: Int, _ bytes: [UInt8], name: String, uploadID: String,
+    _ number: Int, _ bytes: UnsafeRawBufferPointer, name: String, uploadID: String,
     on connection: RemoteHTTPTransfer
   ) throws(TroveError) -> String {
     let sent = try request(
       "PUT", name, query: [("partNumber", String(number)), ("uploadId", uploadID)],
       accepting: [200], headers: try payloadHeaders(bytes, blob: false),
-      upload: RemoteHTTPTransfer.Upload(bytes: bytes), on: connection)
+      upload: RemoteHTTPTransfer.Upload(buffer: bytes), on: connection)
     // The ETag goes into the XML that completes the upload.
     guard let etag = sent.etag, (1...128).contains(etag.count),
       etag.unicodeScalars.allSatisfy({
@@ -155,37 +156,46 @@ extension S3Backend {
 }
 
 /// The parts between the thread reading the blob and the threads sending
-/// them: parts read and not yet taken, free buffers, the ETags, the first
-/// failure.
+/// them: parts read and not yet taken, free buffers (allocated once), the
+/// ETags, the first failure.
 private final class PartQueue: @unchecked Sendable {
   private let condition = NSCondition()
-  private var ready: [(Int, [UInt8])] = []
-  private var free: [[UInt8]] = []
-  private var unallocated: Int
+  /// Each part read: its number, its bytes, and the buffer they are in.
+  private var ready: [(Int, UnsafeMutableRawBufferPointer, UnsafeMutableRawBufferPointer)] = []
+  private let buffers: [UnsafeMutableRawBufferPointer]
+  private var free: [UnsafeMutableRawBufferPointer]
   private var reading = true
   private(set) var etags: [String?]
   private(set) var failure: TroveError?
 
-  init(count: Int, buffers: Int) {
+  init(count: Int, buffers: Int, bufferSize: Int) {
     etags = Array(repeating: nil, count: count)
-    unallocated = buffers
+    self.buffers = (0..<buffers).map { _ in
+      UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 4096)
+    }
+    free = self.buffers
+  }
+
+  deinit {
+    for buffer in buffers { buffer.deallocate() }
   }
 
   /// A buffer to read the next part into, waiting for one to be free;
   /// nil once a part failed.
-  func freeBuffer() -> [UInt8]? {
+  func freeBuffer() -> UnsafeMutableRawBufferPointer? {
     condition.lock()
     defer { condition.unlock() }
-    while free.isEmpty && unallocated == 0 && failure == nil { condition.wait() }
+    while free.isEmpty && failure == nil { condition.wait() }
     guard failure == nil else { return nil }
-    if let buffer = free.popLast() { return buffer }
-    unallocated -= 1
-    return []
+    return free.removeLast()
   }
 
-  func add(_ number: Int, _ bytes: [UInt8]) {
+  /// Part `number` is `bytes`, the start of `buffer`.
+  func add(
+    _ number: Int, _ bytes: UnsafeMutableRawBufferPointer, buffer: UnsafeMutableRawBufferPointer
+  ) {
     condition.lock()
-    ready.append((number, bytes))
+    ready.append((number, bytes, buffer))
     condition.broadcast()
     condition.unlock()
   }
@@ -199,9 +209,9 @@ private final class PartQueue: @unchecked Sendable {
     condition.unlock()
   }
 
-  /// The next part to send, waiting for one; nil when there are no more
-  /// or one failed.
-  func take() -> (Int, [UInt8])? {
+  /// The next part to send and its buffer, waiting for one; nil when there
+  /// are no more or one failed.
+  func take() -> (Int, UnsafeMutableRawBufferPointer, UnsafeMutableRawBufferPointer)? {
     condition.lock()
     defer { condition.unlock() }
     while ready.isEmpty && reading && failure == nil { condition.wait() }
@@ -209,12 +219,16 @@ private final class PartQueue: @unchecked Sendable {
     return ready.removeFirst()
   }
 
-  /// Records how sending part `number` went and frees its buffer.
-  func sent(_ number: Int, _ result: Result<String, TroveError>, buffer: [UInt8]) {
+  /// Records how sending part `number` went (nil: it was not sent) and
+  /// frees its buffer.
+  func sent(
+    _ number: Int, _ result: Result<String, TroveError>?, buffer: UnsafeMutableRawBufferPointer
+  ) {
     condition.lock()
     switch result {
-    case .success(let etag): etags[number - 1] = etag
-    case .failure(let error): if failure == nil { failure = error }
+    case .success(let etag)?: etags[number - 1] = etag
+    case .failure(let error)?: if failure == nil { failure = error }
+    case nil: break
     }
     free.append(buffer)
     condition.broadcast()
@@ -235,15 +249,17 @@ private final class PartSender: @unchecked Sendable {
   }
 
   func run(name: String, uploadID: String) {
-    while let (number, bytes) = parts.take() {
+    while let (number, bytes, buffer) = parts.take() {
       let result: Result<String, TroveError>
       do throws(TroveError) {
         result = .success(
-          try backend.sendPart(number, bytes, name: name, uploadID: uploadID, on: connection))
+          try backend.sendPart(
+            number, UnsafeRawBufferPointer(bytes), name: name, uploadID: uploadID,
+            on: connection))
       } catch {
         result = .failure(error)
       }
-      parts.sent(number, result, buffer: consume bytes)
+      parts.sent(number, result, buffer: buffer)
     }
   }
 }

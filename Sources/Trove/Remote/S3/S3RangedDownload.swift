@@ -10,18 +10,16 @@ import Foundation
 /// are the digest's. Memory: one range more than there are fetchers,
 /// allocated once.
 extension S3Backend {
-  /// The largest range a pull asks for: a large part size (up to 5 GiB)
-  /// sets the uploads' parts, never more memory than this per range.
-  static let maximumRangeSize = 16 << 20
-
-  /// The size of a pull's ranges: ``partSize``, at most ``maximumRangeSize``.
-  var rangeSize: Int { min(partSize, Self.maximumRangeSize) }
+  /// The size of a pull's ranges, whatever the uploads' part size: the
+  /// ranges in memory are most of a pull's, and on a link where latency
+  /// matters the fetchers side by side hide it.
+  static let rangeSize = 4 << 20
 
   func downloadInRanges(_ digest: BlobDigest, into writer: any RemoteSink)
     throws(TroveError) -> Int64?
   {
     let name = RemoteNames.blobPath(digest)
-    let first = Int64(rangeSize)
+    let first = Int64(Self.rangeSize)
     var received: Int64 = 0
     // The server may ignore the range (200, the whole blob): any length is
     // written, and a blob whose bytes are not its name is never committed.
@@ -102,13 +100,13 @@ extension S3Backend {
     _ name: String, from start: Int64, to total: Int64, etag: String?,
     into writer: any RemoteSink
   ) throws(TroveError) {
-    let size = Int64(rangeSize)
+    let size = Int64(Self.rangeSize)
     let count = Int((total - start + size - 1) / size)
     var connections = [transfer]
     for _ in 0..<(min(Self.parallelTransfers, count) - 1) {
       connections.append(try makeTransfer())
     }
-    let ranges = RangeQueue(count: count, window: connections.count, bufferSize: rangeSize)
+    let ranges = RangeQueue(count: count, window: connections.count, bufferSize: Self.rangeSize)
     // An ETag is sent back only when it is plainly one.
     let match = etag.flatMap {
       (1...128).contains($0.count)
@@ -283,7 +281,7 @@ private final class RangeFetcher: @unchecked Sendable {
   }
 
   func run() {
-    let size = Int64(backend.rangeSize)
+    let size = Int64(S3Backend.rangeSize)
     while let (index, buffer) = ranges.claim() {
       let offset = start + Int64(index) * size
       let count = Int(min(size, total - offset))
