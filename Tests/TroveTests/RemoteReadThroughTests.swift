@@ -77,6 +77,50 @@ struct RemoteReadThroughTests {
     #expect(human.out.contains("hits        1 local, 1 remote, 0 misses"), "\(human.out)")
   }
 
+  @Test(
+    "get of many objects only the remote holds reads them through together, each rehashed; one corrupt on the server is refused alone, and the get writes nothing until every object is held"
+  )
+  func getManyReadsThrough() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let (a, b) = try RemoteTests.twoStores(scratch, url: nginx.url("/many"))
+    let blobs = (0..<24).map { Bytes.random(20_000 + $0 * 997, seed: 1420 + UInt64($0)) }
+    var digests: [BlobDigest] = []
+    for bytes in blobs { digests.append(try RemoteTests.put(a, bytes, in: scratch)) }
+    #expect(try RemoteTests.remote(a, ["push"] + digests.map(\.description)).status == 0)
+    try FileManager.default.createDirectory(
+      atPath: scratch["out"], withIntermediateDirectories: false)
+
+    // One blob replaced on the server: the get refuses it, stores the rest.
+    let bad = digests[5]
+    try nginx.files.write(
+      "many/cas/\(bad.hex.prefix(2))/\(bad.hex)", Bytes.random(blobs[5].count, seed: 1419))
+    let refused = try CLI.run(
+      ["--store", b, "get", "-C", scratch["out"]] + digests.map(\.description))
+    #expect(refused.status == 1, "\(refused.stderr)")
+    #expect(
+      refused.stderr.contains("remote 'shared' sent bytes that are not \(bad)"), "\(refused.stderr)"
+    )
+    #expect(scratch.list("out").isEmpty)
+    #expect(Set(try RemoteTests.digests(b)) == Set(digests).subtracting([bad]))
+    let shared = try #require(try Self.status(b)["shared"])
+    #expect(shared["corrupt"] as? Int == 1 && shared["hits"] as? Int == 23, "\(shared)")
+
+    try nginx.files.write("many/cas/\(bad.hex.prefix(2))/\(bad.hex)", blobs[5])
+    let got = try CLI.run(
+      ["--store", b, "get", "-C", scratch["out"]] + digests.map(\.description))
+    #expect(got.status == 0, "\(got.stderr)")
+    for (digest, bytes) in zip(digests, blobs) {
+      #expect(try contents(scratch["out/" + digest.hex]) == bytes)
+    }
+    #expect(Set(try RemoteTests.digests(b)) == Set(digests))
+    #expect(RemoteTests.leftovers(b) == [])
+    // The 23 the store held after the first get were not asked for again.
+    let first = digests[0]
+    let asked = nginx.requests("/many/cas/\(first.hex.prefix(2))/\(first.hex)")
+    #expect(asked.filter { $0.hasPrefix("GET") }.count == 1, "\(asked)")
+  }
+
   @Test("a corrupt blob on the remote is counted, never stored; the get is a miss with a warning")
   func corruptIsAMiss() throws {
     let redis = try RedisServer()

@@ -248,8 +248,9 @@ final class ServeTests {
     let server = try TroveServe(store: store)
     let entry = try curl([server.url(sigs)])
     #expect(entry.status == 200, "\(entry.status)")
-    let signers = String(decoding: entry.body, as: UTF8.self)
-    #expect(signers.contains(publicKey.dropFirst("ed25519:".count)), "\(signers)")
+    let fields = try JSONSerialization.jsonObject(with: Data(entry.body)) as? [String: Any]
+    let signers = (fields?["signatures"] as? [[String: Any]])?.compactMap { $0["key"] as? String }
+    #expect(signers == [publicKey], "\(String(decoding: entry.body, as: UTF8.self))")
     let signed = try JSONSerialization.jsonObject(with: Data(try curl([server.url(record)]).body))
     #expect((signed as? [String: Any])?["signed"] != nil)
 

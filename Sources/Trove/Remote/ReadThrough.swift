@@ -1,3 +1,6 @@
+import Foundation
+import Synchronization
+
 /// Reading through the remotes: a read the local store cannot serve asks
 /// the store's remotes, in order, before it fails.
 extension Store {
@@ -75,27 +78,104 @@ extension Store {
       }
       do throws(TroveError) {
         if let value = try ask(spec, try openRemote(spec, writing: false)) { return value }
-      } catch  where error.code == .notFound {
-        trace(.remote, "remote '\(spec.name)' missed", why: error.message)
-        remoteAnswered(spec.name, ["misses": 1])
-      } catch  where error.code == .untrusted {
-        trace(.remote, "remote '\(spec.name)' offered nothing trusted", why: error.message)
-        remoteAnswered(spec.name, ["untrusted": 1])
-      } catch  where error.code == .checksumMismatch {
-        trace(.remote, "refused what remote '\(spec.name)' sent", why: error.message)
-        remoteAnswered(spec.name, ["corrupt": 1])
-        configuration.onWarning?(line(error))
-      } catch  where error.code == .unavailable || error.code == .transferFailed {
-        let interval = remoteFailed(spec.name, error)
-        configuration.onWarning?(
-          "\(line(error)); skipped for \(interval / 1_000_000_000) s")
-        unanswered?(error.message, error.remedy)
       } catch {
-        configuration.onWarning?("remote '\(spec.name)': \(line(error))")
-        unanswered?("remote '\(spec.name)': \(error.message)", error.remedy)
+        _ = take(error, from: spec, unanswered: unanswered)
       }
     }
     return nil
+  }
+
+  /// Takes `error`, which `spec`'s remote gave a read, the one way for
+  /// every read: not there is a remote miss, other bytes are `corrupt` (a
+  /// warning), unreachable or broken off is a warning and opens its
+  /// breaker, anything else a warning. Returns whether the remote failed
+  /// as a whole (its breaker opened): nothing more is asked of it.
+  private func take(
+    _ error: TroveError, from spec: RemoteSpec,
+    unanswered: ((String, TroveError.Remedy?) -> Void)?
+  ) -> Bool {
+    switch error.code {
+    case .notFound:
+      trace(.remote, "remote '\(spec.name)' missed", why: error.message)
+      remoteAnswered(spec.name, ["misses": 1])
+    case .untrusted:
+      trace(.remote, "remote '\(spec.name)' offered nothing trusted", why: error.message)
+      remoteAnswered(spec.name, ["untrusted": 1])
+    case .checksumMismatch:
+      trace(.remote, "refused what remote '\(spec.name)' sent", why: error.message)
+      remoteAnswered(spec.name, ["corrupt": 1])
+      configuration.onWarning?(line(error))
+    case .unavailable, .transferFailed:
+      let interval = remoteFailed(spec.name, error)
+      configuration.onWarning?("\(line(error)); skipped for \(interval / 1_000_000_000) s")
+      unanswered?(error.message, error.remedy)
+      return true
+    default:
+      configuration.onWarning?("remote '\(spec.name)': \(line(error))")
+      unanswered?("remote '\(spec.name)': \(error.message)", error.remedy)
+    }
+    return false
+  }
+
+  /// On local misses of `digests`: asks each remote in turn (those the
+  /// breaker admits) for the blobs still missing, several at once on
+  /// connections kept from one to the next (``RemoteSessions``), and pulls
+  /// those it holds into the store as ``readThrough(_:unanswered:)`` pulls
+  /// one: rehashed, committed only as the bytes of their digest. Returns
+  /// the digests the store now holds. Never throws; each blob's failure is
+  /// taken as a read's (a miss, `corrupt`, a warning); a remote that fails
+  /// as a whole is asked nothing more.
+  func readThrough(_ digests: [BlobDigest]) -> Set<BlobDigest> {
+    var missing: [BlobDigest] = []
+    var seen = Set<BlobDigest>()
+    for digest in digests where seen.insert(digest).inserted { missing.append(digest) }
+    guard !isReadOnly, !missing.isEmpty else { return [] }
+    if missing.count == 1 { return readThrough(missing[0]) ? [missing[0]] : [] }
+    let specs: [RemoteSpec]
+    do throws(TroveError) {
+      specs = try remotes()
+    } catch {
+      configuration.onWarning?("remotes not consulted: \(line(error))")
+      return []
+    }
+    var held = Set<BlobDigest>()
+    for spec in specs where !missing.isEmpty && breakerAdmits(spec.name) {
+      let backend: any RemoteBackend
+      do throws(TroveError) {
+        backend = try openRemote(spec, writing: false)
+      } catch {
+        _ = take(error, from: spec, unanswered: nil)
+        continue
+      }
+      let sessions = RemoteSessions(backend)
+      let wanted = missing
+      let largeTurn = NSLock()
+      let got = Mutex<Set<BlobDigest>>([])
+      let failed = Atomic<Bool>(false)
+      sessions.forEach(wanted.count) { backend, k in
+        guard !failed.load(ordering: .relaxed) else { return }
+        do throws(TroveError) {
+          let pulled = try self.pull(wanted[k], from: backend, spec: spec, largeTurn: largeTurn)
+          self.trace(
+            .remote, "read \(wanted[k]) through remote '\(spec.name)'",
+            why: "the store did not hold it; the remote did (its bytes were rehashed on the way in)"
+          )
+          self.notePulled(wanted[k])
+          self.remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+          got.withLock { _ = $0.insert(wanted[k]) }
+        } catch {
+          // The remote failing as a whole is taken once, by the first.
+          let whole = error.code == .unavailable || error.code == .transferFailed
+          if whole, failed.exchange(true, ordering: .relaxed) { return }
+          _ = self.take(error, from: spec, unanswered: nil)
+        }
+      }
+      sessions.close()
+      let pulled = got.withLock { $0 }
+      held.formUnion(pulled)
+      missing.removeAll { pulled.contains($0) }
+    }
+    return held
   }
 
   /// Notes that `digest` was read through a remote into the store: its

@@ -17,8 +17,10 @@ extension Store {
   /// `materialize(_:at:mode:replacing:durable:verify:)` makes one, in
   /// order, with one store.
   ///
-  /// Everything that can be checked before a byte is written is checked
-  /// first, for every request: that the store holds each object, that no
+  /// Objects the store does not hold are read through its remotes first,
+  /// several at once (as ``materialize(_:at:mode:replacing:durable:verify:)``
+  /// reads one). Then everything that can be checked before a byte is
+  /// written is checked, for every request: that the store holds each object, that no
   /// destination is named twice, that each destination's folder exists,
   /// and (unless `replacing`) that no destination exists. One failing
   /// check throws and nothing is written. Then the files are made; a
@@ -37,6 +39,13 @@ extension Store {
     _ requests: [MaterializeRequest], mode: LinkMode = .auto, replacing: Bool = false,
     durable: Bool = false, verify: Bool = false, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> [Result<Materialization, TroveError>] {
+    // Objects the store lacks are read through the remotes first, many at
+    // once, as one `materialize` reads one.
+    var lacking: [BlobDigest] = []
+    for request in requests where try objects.find(request.digest, confirmingMiss: true) == nil {
+      lacking.append(request.digest)
+    }
+    _ = readThrough(lacking)
     // A destination is its folder (device and inode: `a/b`, `./a/b` and a
     // link to `a` are one folder) and its name there.
     var named = Set<String>()
