@@ -18,10 +18,9 @@ extension Store {
   /// order, with one store.
   ///
   /// Objects the store does not hold are read through its remotes first,
-  /// several at once (as ``materialize(_:at:mode:replacing:durable:verify:)``
-  /// reads one). Then everything that can be checked before a byte is
-  /// written is checked, for every request: that the store holds each object, that no
-  /// destination is named twice, that each destination's folder exists,
+  /// several at once, as that reads one. Then everything that can be
+  /// checked before a byte is written is checked, for every request: that
+  /// the store holds each object, that no destination is named twice, that each destination's folder exists,
   /// and (unless `replacing`) that no destination exists. One failing
   /// check throws and nothing is written. Then the files are made; a
   /// failure of one of them (a full disk, a corrupt object) is its
