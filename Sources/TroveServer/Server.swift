@@ -149,8 +149,14 @@ public final class Server: @unchecked Sendable {
     }
     if let error = status.error(for: .mirror) { configuration.onError(error.description) }
     let given = Set(configuration.mirrors.map(\.name))
-    return configuration.mirrors
-      + status.policy.mirrors.filter { !given.contains($0.name) }.map(Mirror.init)
+    let configured = status.policy.mirrors.filter { !given.contains($0.name) }
+    guard configured.isEmpty || store.mirrorsAreThisUsers() else {
+      configuration.onError(
+        "the mirrors of '\(status.path)' (\(configured.map(\.name).joined(separator: ", "))) are not served: others may write the store, so another user may have chosen them, and their fetches would carry your ~/.netrc logins; give them with --mirror"
+      )
+      return configuration.mirrors
+    }
+    return configuration.mirrors + configured.map(Mirror.init)
   }
 
   /// Starts listening on every address; returns the base URL of each, in

@@ -270,6 +270,31 @@ struct ServeMirrorTests {
     #expect(try config(["unset", "mirror.team"]).status == 1)
     let none = try TroveServe(store: store)
     #expect(try curl([none.url("m/team/tool.bin")]).status == 404)
+    _ = try none.stop()
+
+    // In a store others may write, another user may have chosen them.
+    #expect(try config(["set", "mirror.team", nginx.url("/a")]).status == 0)
+    #expect(chmod(store, 0o770) == 0)
+    let shared = try TroveServe(store: store)
+    #expect(try curl([shared.url("m/team/tool.bin")]).status == 404)
+    let log = try shared.stop().stderr
+    #expect(log.contains("(team) are not served: others may write the store"), "\(log)")
+    #expect(chmod(store, 0o700) == 0)
+
+    // One that cannot be used (hand-edited) is the server's to report; puts go on.
+    let path = store + "/config.json"
+    var file = try #require(
+      try JSONSerialization.jsonObject(with: Data(contents(path))) as? [String: Any])
+    var policy = try #require(file["policy"] as? [String: Any])
+    policy["mirror"] = ["team": "ftp://x"]
+    file["policy"] = policy
+    try JSONSerialization.data(withJSONObject: file).write(to: URL(fileURLWithPath: path))
+    let put = try CLI.run(["--store", store, "put", try scratch.write("more", [1, 2, 3])])
+    #expect(put.status == 0, "\(put.stderr)")
+    let broken = try TroveServe(store: store)
+    #expect(try curl([broken.url("m/team/tool.bin")]).status == 404)
+    let reported = try broken.stop().stderr
+    #expect(reported.contains("invalid mirror"), "\(reported)")
   }
 }
 

@@ -378,10 +378,13 @@ struct Fetcher {
       if outcome.head.status != 0 { status = outcome.head.status }
       if let failure = download.failure {
         // Bytes known to be wrong, more than the store takes, or a part
-        // that filled the volume (it holds the room a resume needs): not kept.
+        // that filled the volume (it holds the room a resume needs): not
+        // kept. A resumed part refused room before a new byte stays.
+        let filledVolume =
+          [.noSpace, .lowOnSpace].contains(failure.code)
+          && (download.received > 0 || download.offset == 0)
         download.abandon(
-          discardingPart: [.checksumMismatch, .tooLarge, .noSpace, .lowOnSpace].contains(
-            failure.code))
+          discardingPart: filledVolume || [.checksumMismatch, .tooLarge].contains(failure.code))
         throw failure
       }
       switch download.answer {

@@ -17,11 +17,11 @@ extension Store {
   /// `materialize(_:at:mode:replacing:durable:verify:)` makes one, in
   /// order, with one store.
   ///
-  /// Objects the store does not hold are read through its remotes first,
-  /// several at once, as that reads one. Then everything that can be
-  /// checked before a byte is written is checked, for every request: that
-  /// the store holds each object, that no destination is named twice, that each destination's folder exists,
-  /// and (unless `replacing`) that no destination exists. One failing
+  /// Everything that can be checked before a byte is written is checked
+  /// first, for every request: that no destination is named twice, that each destination's folder exists,
+  /// and (unless `replacing`) that no destination exists; then objects the
+  /// store does not hold are read through its remotes, several at once, as
+  /// that reads one; then that the store holds each object. One failing
   /// check throws and nothing is written. Then the files are made; a
   /// failure of one of them (a full disk, a corrupt object) is its
   /// result, and the others are still made. Each destination appears
@@ -38,25 +38,28 @@ extension Store {
     _ requests: [MaterializeRequest], mode: LinkMode = .auto, replacing: Bool = false,
     durable: Bool = false, verify: Bool = false, onProgress: ProgressHandler? = nil
   ) throws(TroveError) -> [Result<Materialization, TroveError>] {
-    // Objects the store lacks are read through the remotes first, many at
-    // once, as one `materialize` reads one.
-    var lacking: [BlobDigest] = []
-    for request in requests where try objects.find(request.digest, confirmingMiss: true) == nil {
-      lacking.append(request.digest)
-    }
-    _ = readThrough(lacking)
     // A destination is its folder (device and inode: `a/b`, `./a/b` and a
-    // link to `a` are one folder) and its name there.
+    // link to `a` are one folder) and its name there. Checked before
+    // anything is downloaded.
     var named = Set<String>()
     for request in requests {
-      guard try objects.find(request.digest, confirmingMiss: true)?.status.isRegular ?? false else {
-        throw notFound(request.digest)
-      }
       let place = try checkDestination(request.destination, replacing: replacing)
       guard named.insert(place).inserted else {
         throw TroveError(
           .invalidArgument, "destination '\(request.destination)' is named more than once",
           path: request.destination)
+      }
+    }
+    // Objects the store lacks are read through the remotes, many at once,
+    // as one `materialize` reads one.
+    var lacking: [BlobDigest] = []
+    for request in requests where try objects.find(request.digest, confirmingMiss: true) == nil {
+      lacking.append(request.digest)
+    }
+    _ = readThrough(lacking)
+    for request in requests {
+      guard try objects.find(request.digest, confirmingMiss: true)?.status.isRegular ?? false else {
+        throw notFound(request.digest)
       }
     }
     var results: [Result<Materialization, TroveError>] = []

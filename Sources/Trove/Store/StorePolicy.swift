@@ -213,8 +213,17 @@ extension Store {
   /// group or others). In a store others can write, any member could have
   /// put a `config.json` there (even a file of this user's, renamed), so
   /// its rules get no credential of this user's.
-  func rewritesAreThisUsers() -> Bool {
-    if configuration.policyOverrides[.rewrite] != nil { return true }
+  func rewritesAreThisUsers() -> Bool { settingIsThisUsers(.rewrite) }
+
+  /// Whether the mirrors in force (``CachePolicy/mirrors``) are this
+  /// user's choice, as ``rewritesAreThisUsers()`` judges rewrite rules: a
+  /// server serves none that another user may have chosen, since its
+  /// fetches would carry this user's `~/.netrc` logins to their upstreams.
+  @_spi(Serving)
+  public func mirrorsAreThisUsers() -> Bool { settingIsThisUsers(.mirror) }
+
+  private func settingIsThisUsers(_ key: CachePolicy.Key) -> Bool {
+    if configuration.policyOverrides[key] != nil { return true }
     guard let folder = try? rootDirectory.status() else { return false }
     return (folder.owner == Sys.effectiveUserID || folder.owner == 0)
       && folder.mode & 0o022 == 0

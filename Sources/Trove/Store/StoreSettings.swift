@@ -110,7 +110,10 @@ struct StoreSettings: Sendable, Equatable {
   /// These settings, or the error naming the first problem, the file
   /// and how to repair it.
   func checked(path: String) throws(TroveError) -> StoreSettings {
-    guard problems.isEmpty else { throw PolicyProblem.error(problems, path: path) }
+    // Only a server reads the mirrors: one that cannot be used is its to
+    // report, and stops no put or fetch.
+    let blocking = problems.filter { $0.key != .mirror }
+    guard blocking.isEmpty else { throw PolicyProblem.error(blocking, path: path) }
     return self
   }
 

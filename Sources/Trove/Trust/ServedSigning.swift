@@ -35,6 +35,7 @@ public final class ServedSigning: Sendable {
   /// `digest`'s facts; nil when `store` does not hold it. O(size) the
   /// first time.
   func facts(of digest: BlobDigest, in store: Store) throws(TroveError) -> SignedFacts? {
+    guard try store.objects.find(digest, confirmingMiss: true) != nil else { return nil }
     if let facts = known.withLock({ $0[digest] }) { return facts }
     let facts: SignedFacts
     do throws(TroveError) {
