@@ -161,12 +161,22 @@ extension Store {
             why: "the store did not hold it; the remote did (its bytes were rehashed on the way in)"
           )
           self.notePulled(wanted[k])
-          self.remoteAnswered(spec.name, ["hits": 1, "bytes": pulled.size])
+          let counts: [String: Int64] = ["hits": 1, "bytes": pulled.size]
+          // A pull that ends after the remote failed as a whole counts,
+          // but does not close the breaker that failure opened.
+          if failed.load(ordering: .relaxed) {
+            self.noteRemote(spec.name, counts)
+          } else {
+            self.remoteAnswered(spec.name, counts)
+          }
           got.withLock { _ = $0.insert(wanted[k]) }
         } catch {
-          // The remote failing as a whole is taken once, by the first.
+          // The remote failing as a whole is taken once, by the first;
+          // what else fails after it is its echo.
           let whole = error.code == .unavailable || error.code == .transferFailed
-          if whole, failed.exchange(true, ordering: .relaxed) { return }
+          if whole ? failed.exchange(true, ordering: .relaxed) : failed.load(ordering: .relaxed) {
+            return
+          }
           _ = self.take(error, from: spec, unanswered: nil)
         }
       }
