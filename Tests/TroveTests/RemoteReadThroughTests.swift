@@ -88,6 +88,11 @@ struct RemoteReadThroughTests {
     var digests: [BlobDigest] = []
     for bytes in blobs { digests.append(try RemoteTests.put(a, bytes, in: scratch)) }
     #expect(try RemoteTests.remote(a, ["push"] + digests.map(\.description)).status == 0)
+    // A destination that cannot be made is found before anything is read.
+    let noFolder = try CLI.run(
+      ["--store", b, "get", "-C", scratch["out"]] + digests.map(\.description))
+    #expect(noFolder.status == 73, "\(noFolder.stderr)")
+    #expect(try RemoteTests.digests(b).isEmpty)
     try FileManager.default.createDirectory(
       atPath: scratch["out"], withIntermediateDirectories: false)
 

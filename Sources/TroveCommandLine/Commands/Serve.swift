@@ -15,7 +15,9 @@ let serveCommand = CommandSpec(
       help: "Listen here: 127.0.0.1:7780 (the default), [::1]:7780, 0.0.0.0:7780; repeatable."),
     OptionSpec(
       names: ["--mirror"], valueName: "name=upstream",
-      help: "Serve /m/NAME/PATH as a fetch of UPSTREAM/PATH through the store; repeatable."),
+      help:
+        "Serve /m/NAME/PATH as a fetch of UPSTREAM/PATH through the store; repeatable; besides the store's mirror.NAME settings (config set), over one of the same name."
+    ),
     OptionSpec(
       names: ["--no-stale-if-error"], valueName: nil,
       help: "When a mirror's origin fails, answer 502/504, not the stored copy."),
