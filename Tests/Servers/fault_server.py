@@ -32,13 +32,17 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
   redirect     /redirect/NAME?to=URL (percent-encoded) answers 302 to URL;
                without ?to=, to itself
   lengths      two Content-Length headers: the body's length, and 5
+  tree         /tree/PATH serves the file LOG.tree/PATH (404 when there is
+               none); beside it, PATH.fail makes it answer 503 at once and
+               PATH.late makes a GET wait 1.5 s before answering; HEAD too
 
 Every request, whatever its method, also appends one line to LOG.headers:
 METHOD PATH, a tab, and its header lines joined by " | ". A method other
-than GET is answered 405. The modes with 64 MiB bodies log "CUT PATH" to LOG
+than GET (or HEAD in tree) is answered 405. The modes with 64 MiB bodies log "CUT PATH" to LOG
 when the client closed before the end, "SENT PATH" when it read it all.
 """
 import http.server
+import os
 import random
 import socketserver
 import sys
@@ -77,7 +81,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    do_HEAD = do_PUT = do_DELETE = do_MOVE = do_MKCOL = do_PROPFIND = refuse
+    def do_HEAD(self):
+        if self.path.startswith("/tree/"):
+            self.log_headers()
+            self.serve_tree(self.path[len("/tree/"):], head=True)
+        else:
+            self.refuse()
+
+    do_PUT = do_DELETE = do_MOVE = do_MKCOL = do_PROPFIND = refuse
 
     def do_GET(self):
         self.log_headers()
@@ -117,6 +128,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Location", urllib.parse.unquote(params.get("to", self.path)))
             self.send_header("Content-Length", "0")
             self.end_headers()
+            return
+        if mode == "tree":
+            self.serve_tree(name)
             return
         if mode == "headers":
             data = str(self.headers).encode("latin-1")
@@ -203,6 +217,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.wfile.write(payload)
 
+    def serve_tree(self, name, head=False):
+        file = os.path.join(LOG + ".tree", os.path.normpath(name).lstrip("/"))
+        if os.path.exists(file + ".late") and not head:
+            time.sleep(1.5)
+        data = None
+        if not os.path.exists(file + ".fail") and os.path.isfile(file):
+            with open(file, "rb") as f:
+                data = f.read()
+        self.send_response(503 if os.path.exists(file + ".fail") else 200 if data is not None else 404)
+        self.send_header("Content-Length", str(len(data or b"")))
+        self.end_headers()
+        if not head:
+            self.wfile.write(data or b"")
+
     def flood(self, path, code):
         """Answers `code` with a 64 MiB body; logs whether it all went."""
         self.send_response(code)
@@ -231,6 +259,5 @@ if __name__ == "__main__":
     server = Server(("127.0.0.1", 0), Handler)
     with open(sys.argv[2] + ".tmp", "w") as f:
         f.write(f"{server.server_address[1]}\n")
-    import os
     os.rename(sys.argv[2] + ".tmp", sys.argv[2])
     server.serve_forever()

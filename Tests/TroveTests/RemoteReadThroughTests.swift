@@ -126,6 +126,43 @@ struct RemoteReadThroughTests {
     #expect(asked.filter { $0.hasPrefix("GET") }.count == 1, "\(asked)")
   }
 
+  @Test(
+    "a remote that fails while many pulls are in flight stays skipped though a slower pull then completes"
+  )
+  func lateSuccessKeepsTheBreakerOpen() throws {
+    let nginx = try Nginx(webDAV: true)
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let a = scratch["a"]
+    #expect(try RemoteTests.remote(a, ["add", "shared", nginx.url("/late")]).status == 0)
+    let blobs = (0..<3).map { Bytes.random(30_000 + $0, seed: 1470 + UInt64($0)) }
+    var digests: [BlobDigest] = []
+    for bytes in blobs { digests.append(try RemoteTests.put(a, bytes, in: scratch)) }
+    #expect(try RemoteTests.remote(a, ["push"] + digests.map(\.description)).status == 0)
+    // The same layout served by the fault server: the first blob answers
+    // 1.5 s late, the second at once with 503 (the remote failing whole).
+    try FileManager.default.copyItem(atPath: nginx.files["late"], toPath: server.tree)
+    let blob = { (d: BlobDigest) in server.tree + "/cas/\(d.hex.prefix(2))/\(d.hex)" }
+    FileManager.default.createFile(atPath: blob(digests[0]) + ".late", contents: nil)
+    FileManager.default.createFile(atPath: blob(digests[1]) + ".fail", contents: nil)
+
+    for (name, command) in [
+      ("b", ["get", "-C", scratch["out"]]), ("c", ["remote", "pull"]),
+    ] {
+      let store = scratch[name]
+      #expect(try RemoteTests.remote(store, ["add", "shared", server.url("/tree")]).status == 0)
+      try FileManager.default.createDirectory(
+        atPath: scratch["out"], withIntermediateDirectories: true)
+      let run = try CLI.run(["--store", store] + command + digests.map(\.description))
+      #expect(run.status != 0, "\(name): \(run.stderr)")
+      let held = try RemoteTests.digests(store)
+      #expect(Set(held) == [digests[0], digests[2]], "\(name): \(held) \(run.stderr)")
+      let shared = try #require(try Self.status(store)["shared"])
+      #expect(shared["state"] as? String == "unavailable", "\(name): \(shared)")
+      #expect((shared["consecutiveFailures"] as? Int ?? 0) >= 1, "\(name): \(shared)")
+    }
+  }
+
   @Test("a corrupt blob on the remote is counted, never stored; the get is a miss with a warning")
   func corruptIsAMiss() throws {
     let redis = try RedisServer()

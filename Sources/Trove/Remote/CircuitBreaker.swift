@@ -126,14 +126,8 @@ extension Store {
       let value = try body()
       remoteAnswered(remote)
       return value
-    } catch  where error.code == .notFound || error.code == .checksumMismatch {
-      remoteAnswered(remote)
-      throw error
-    } catch  where error.code == .untrusted {
-      remoteAnswered(remote, ["untrusted": 1])
-      throw error
-    } catch  where error.code == .unavailable || error.code == .transferFailed {
-      remoteFailed(remote, error)
+    } catch {
+      remoteReplied(remote, with: error)
       throw error
     }
   }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Reading through the remotes: a read the local store cannot serve asks
 /// the store's remotes, in order, before it fails.
@@ -148,40 +147,22 @@ extension Store {
         continue
       }
       let sessions = RemoteSessions(backend)
-      let wanted = missing
-      let largeTurn = NSLock()
-      let got = Mutex<Set<BlobDigest>>([])
-      let failed = Atomic<Bool>(false)
-      sessions.forEach(wanted.count) { backend, k in
-        guard !failed.load(ordering: .relaxed) else { return }
-        do throws(TroveError) {
-          let pulled = try self.pull(wanted[k], from: backend, spec: spec, largeTurn: largeTurn)
+      let outcomes = pullBatch(
+        missing, from: backend, spec: spec, sessions: sessions,
+        pulled: { digest, pulled in
           self.trace(
-            .remote, "read \(wanted[k]) through remote '\(spec.name)'",
+            .remote, "read \(digest) through remote '\(spec.name)'",
             why: "the store did not hold it; the remote did (its bytes were rehashed on the way in)"
           )
-          self.notePulled(wanted[k])
-          let counts: [String: Int64] = ["hits": 1, "bytes": pulled.size]
-          // A pull that ends after the remote failed as a whole counts,
-          // but does not close the breaker that failure opened.
-          if failed.load(ordering: .relaxed) {
-            self.noteRemote(spec.name, counts)
-          } else {
-            self.remoteAnswered(spec.name, counts)
-          }
-          got.withLock { _ = $0.insert(wanted[k]) }
-        } catch {
-          // The remote failing as a whole is taken once, by the first;
-          // what else fails after it is its echo.
-          let whole = error.code == .unavailable || error.code == .transferFailed
-          if whole ? failed.exchange(true, ordering: .relaxed) : failed.load(ordering: .relaxed) {
-            return
-          }
-          _ = self.take(error, from: spec, unanswered: nil)
-        }
-      }
+          self.notePulled(digest)
+          return ["hits": 1, "bytes": pulled.size]
+        },
+        failed: { error in _ = self.take(error, from: spec, unanswered: nil) })
       sessions.close()
-      let pulled = got.withLock { $0 }
+      var pulled = Set<BlobDigest>()
+      for (digest, outcome) in zip(missing, outcomes) {
+        if case .success = outcome { pulled.insert(digest) }
+      }
       held.formUnion(pulled)
       missing.removeAll { pulled.contains($0) }
     }

@@ -101,33 +101,14 @@ extension Store {
     }
     let sessions = RemoteSessions(backend, width: max(1, jobs))
     defer { sessions.close() }
-    let wanted = missing
-    let largeTurn = NSLock()
-    let pulled = Mutex<[Int: Result<RemotePull, TroveError>]>([:])
-    let failure = Mutex<TroveError?>(nil)
-    sessions.forEach(wanted.count) { backend, k in
-      let digest = digests[wanted[k]]
-      let outcome: Result<RemotePull, TroveError>
-      if let failed = failure.withLock({ $0 }) {
-        outcome = .failure(failed)
-      } else {
-        outcome = Result { () throws(TroveError) -> RemotePull in
-          try self.askingDirectly(spec.name) { () throws(TroveError) in
-            let pulled = try self.pull(digest, from: backend, spec: spec, largeTurn: largeTurn)
-            self.trace(
-              .remote, "pulled \(digest) from remote '\(spec.name)'", why: "asked to pull it")
-            return pulled
-          }
-        }
-        if case .failure(let error) = outcome,
-          error.code == .unavailable || error.code == .transferFailed
-        {
-          failure.withLock { if $0 == nil { $0 = error } }
-        }
-      }
-      pulled.withLock { $0[wanted[k]] = outcome }
-    }
-    pulled.withLock { for (i, outcome) in $0 { results[i] = outcome } }
+    let outcomes = pullBatch(
+      missing.map { digests[$0] }, from: backend, spec: spec, sessions: sessions,
+      pulled: { digest, _ in
+        self.trace(.remote, "pulled \(digest) from remote '\(spec.name)'", why: "asked to pull it")
+        return [:]
+      },
+      failed: { error in self.remoteReplied(spec.name, with: error) })
+    for (i, outcome) in zip(missing, outcomes) { results[i] = outcome }
     return results.map { $0! }
   }
 

@@ -40,14 +40,29 @@ enum Parallel {
     let group = DispatchGroup()
     for _ in 0..<helpers {
       group.enter()
+      // The thread lets go of `work` (and all it holds: a store, say)
+      // before it says it is done, so that once this returns, the caller
+      // owns them alone — a deinit that writes (a store's counts) runs on
+      // its side, not on a thread still ending as the process exits.
+      let slot = WorkSlot(work)
       Thread {
-        work()
+        slot.run()
         group.leave()
       }.start()
     }
     work()
     group.wait()
     if let error = state.failure.withLock({ $0 }) { throw error }
+  }
+
+  /// A helper thread's work, dropped once run.
+  private final class WorkSlot: @unchecked Sendable {
+    private var work: (@Sendable () -> Void)?
+    init(_ work: @escaping @Sendable () -> Void) { self.work = work }
+    func run() {
+      work?()
+      work = nil
+    }
   }
 
   private final class State<Failure: Error & Sendable>: Sendable {

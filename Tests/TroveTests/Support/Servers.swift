@@ -116,6 +116,9 @@ final class FaultServer {
 
   func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
+  /// The folder `/tree/` serves from.
+  var tree: String { state["requests.log.tree"] }
+
   /// Logged requests: `GET PATH "Range" "If-Range" "If-None-Match"`.
   func requests() -> [String] {
     let text = (try? String(contentsOfFile: state["requests.log"], encoding: .utf8)) ?? ""
