@@ -29,6 +29,11 @@ public struct XXH3Hasher: ~Copyable {
     bytes.withUnsafeBytes { update($0) }
   }
 
+  /// Forgets everything fed: the hasher is as new.
+  public mutating func reset() {
+    XXH3_128bits_reset(state)
+  }
+
   /// The digest of everything fed so far (the hasher may be fed more).
   public func finalize() -> BlobDigest {
     let h = XXH3_128bits_digest(state)
