@@ -34,6 +34,30 @@ static inline int trove_ficlone(int dst, int src) {
   return ioctl(dst, FICLONE, src);
 }
 
+/// FIDEDUPERANGE with one destination: asks the kernel to make `len`
+/// bytes of `dst` at `dst_off` share `src`'s blocks at `src_off`, if (it
+/// compares them itself, under lock) they hold the same bytes. Sets
+/// `*deduped` to the bytes it shared and `*status` to
+/// FILE_DEDUPE_RANGE_SAME (0), FILE_DEDUPE_RANGE_DIFFERS (1) or -errno.
+static inline int trove_dedupe_range(int src, uint64_t src_off, uint64_t len,
+                                     int dst, uint64_t dst_off,
+                                     uint64_t *deduped, int32_t *status) {
+  struct {
+    struct file_dedupe_range range;
+    struct file_dedupe_range_info info;
+  } arg;
+  memset(&arg, 0, sizeof arg);
+  arg.range.src_offset = src_off;
+  arg.range.src_length = len;
+  arg.range.dest_count = 1;
+  arg.info.dest_fd = dst;
+  arg.info.dest_offset = dst_off;
+  int r = ioctl(src, FIDEDUPERANGE, &arg.range);
+  *deduped = arg.info.bytes_deduped;
+  *status = arg.info.status;
+  return r;
+}
+
 /// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing.
 static inline int trove_rename_noreplace(int olddirfd, const char *oldpath,
                                          int newdirfd, const char *newpath) {

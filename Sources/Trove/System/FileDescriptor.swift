@@ -154,8 +154,47 @@ struct FileDescriptor: Sendable, Hashable {
     _ = try Sys.call("ioctl(FICLONE)") { trove_ficlone(rawValue, source.rawValue) }
   }
 
-  /// Copies up to `count` bytes from `source` in the kernel, from both
-  /// files' current offsets; 0 at the end of `source`. `copy_file_range(2)`.
+  /// Makes `length` bytes of `destination` at `destinationOffset` share
+  /// this file's blocks at `offset`, when they hold the same bytes: the
+  /// kernel compares them itself, under both files' locks, so no belief of
+  /// the caller's can change a byte. Returns the bytes now shared: all of
+  /// `length` (whole blocks: the ranges must be block-aligned, but for a
+  /// range ending at the end of both files), or fewer where a piece
+  /// differed — pieces the kernel found different are left as they are.
+  /// `ioctl(FIDEDUPERANGE)`; EOPNOTSUPP or EINVAL where the filesystem
+  /// cannot share blocks.
+  func shareBlocks(
+    _ length: Int64, at offset: Int64, with destination: FileDescriptor,
+    at destinationOffset: Int64
+  ) throws(SystemCallError) -> Int64 {
+    // The kernel may take less than asked at a time (16 MiB on some
+    // filesystems): go on from where it stopped.
+    let piece: Int64 = 16 << 20
+    var done: Int64 = 0
+    var shared: Int64 = 0
+    while done < length {
+      let want = min(piece, length - done)
+      var deduped: UInt64 = 0
+      var status: Int32 = 0
+      _ = try Sys.call("ioctl(FIDEDUPERANGE)") {
+        trove_dedupe_range(
+          rawValue, UInt64(offset + done), UInt64(want), destination.rawValue,
+          UInt64(destinationOffset + done), &deduped, &status)
+      }
+      if status < 0 { throw SystemCallError("ioctl(FIDEDUPERANGE)", Errno(rawValue: -status)) }
+      if status == 0 {
+        let took = Int64(deduped)
+        guard took > 0 else { break }
+        shared += took
+        done += took
+      } else {
+        // This piece differs somewhere: nothing of it was shared.
+        done += want
+      }
+    }
+    return shared
+  }
+
   /// Starts writing back the dirty pages of `length` bytes at `offset`
   /// without waiting, so that a later `sync` has less to wait for.
   /// `sync_file_range(2)` with SYNC_FILE_RANGE_WRITE; a hint, errors ignored.
@@ -163,6 +202,8 @@ struct FileDescriptor: Sendable, Hashable {
     _ = trove_start_writeback(rawValue, offset, length)
   }
 
+  /// Copies up to `count` bytes from `source` in the kernel, from both
+  /// files' current offsets; 0 at the end of `source`. `copy_file_range(2)`.
   func copyFileRange(from source: FileDescriptor, count: Int) throws(SystemCallError) -> Int {
     try Sys.call("copy_file_range") {
       trove_copy_file_range(source.rawValue, rawValue, count)
