@@ -97,6 +97,45 @@ func hashSuite(_ b: Bench) throws {
     b.skip("xxhsum -b", "xxhsum is not installed or printed no XXH128 rate")
   }
 
+  // Content-defined chunks (the gear hash and each chunk's XXH3) over
+  // random bytes in 1 MiB pieces, as a put would feed them, against the
+  // XXH3 a put already computes over the same pieces: what chunking adds.
+  let chunkSize = b.size(256 << 20, quick: 16 << 20)
+  let random = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 64)
+  defer { random.deallocate() }
+  var generator = SystemRandomNumberGenerator()
+  for i in stride(from: 0, to: chunkSize, by: 8) {
+    random.storeBytes(of: generator.next() as UInt64, toByteOffset: i, as: UInt64.self)
+  }
+  let pieces = UnsafeRawBufferPointer(random)
+  func feed(_ update: (UnsafeRawBufferPointer) -> Void) {
+    var offset = 0
+    while offset < pieces.count {
+      update(
+        UnsafeRawBufferPointer(rebasing: pieces[offset..<min(offset + (1 << 20), pieces.count)]))
+      offset += 1 << 20
+    }
+  }
+  let chunking = try b.time(
+    [
+      {
+        var chunker = ChunkHasher()
+        feed { chunker.update($0) }
+        blackHole(chunker.finish().count)
+      },
+      {
+        var hasher = XXH3Hasher()
+        feed { hasher.update($0) }
+        blackHole(hasher.finalize())
+      },
+    ], repetitions: b.repetitions)
+  b.add(
+    Result(
+      suite: "hash", name: "content-defined chunks, \(sizeName(chunkSize)) in memory",
+      parameters: ["size": "\(chunkSize)", "piece": "1 MiB"], unit: .gigabytesPerSecond,
+      trove: rate(chunking[0], Double(chunkSize)), referenceName: "XXH3 streaming, same pieces",
+      reference: rate(chunking[1], Double(chunkSize))))
+
   // A file in the page cache: the library's file hash against xxhsum.
   let fileSize = b.size(1 << 30, quick: 64 << 20)
   let file = b.work + "/hash-\(fileSize).bin"

@@ -69,13 +69,31 @@ public struct ChunkCutter: Sendable {
         var fp = fingerprint
         var j = i
         var found = false
-        while j < end {
-          fp = (fp << 1) &+ gear[Int(p[j])]
-          j += 1
-          if fp & mask == 0 {
+        // Two bytes a turn: the second byte's fingerprint is computed from
+        // the one before the pair, not from the first's, which halves the
+        // chain of dependent shifts and adds each byte waits on.
+        while j + 2 <= end {
+          let g1 = gear[Int(p[j])]
+          let g2 = gear[Int(p[j + 1])]
+          let f1 = (fp << 1) &+ g1
+          let f2 = (fp << 2) &+ ((g1 << 1) &+ g2)
+          if f1 & mask == 0 {
+            fp = f1
+            j += 1
             found = true
             break
           }
+          fp = f2
+          j += 2
+          if f2 & mask == 0 {
+            found = true
+            break
+          }
+        }
+        if !found && j < end {
+          fp = (fp << 1) &+ gear[Int(p[j])]
+          j += 1
+          found = fp & mask == 0
         }
         length += j - i
         i = j
