@@ -2,14 +2,58 @@
 # Renders trove-bench's JSON as a PNG: one bar per figure, its ratio to the
 # reference measured in the same run (log scale; right of 1 = Trove better).
 #   scripts/plot-bench.sh [results.json] [out.png]
+# With --scale, the scale suite's curves instead: each figure of a store size
+# divided by the same figure of the smallest store, against the number of
+# objects (log scale; a flat line at 1 is a cost that does not grow).
+#   scripts/plot-bench.sh --scale [results.json] [out.png]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scale=0
+if [ "${1:-}" = --scale ]; then scale=1; shift; fi
 json=${1:-.build/benchmarks/latest.json}
 png=${2:-Docs/benchmarks.png}
 
 if ! command -v gnuplot >/dev/null; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gnuplot-nox >/dev/null
+fi
+
+if [ "$scale" = 1 ]; then
+  data=$(mktemp)
+  trap 'rm -f "$data"' EXIT
+  # One block per figure: objects, then its median over the smallest store's.
+  python3 - "$json" > "$data" <<'PY'
+import json, sys, re
+report = json.load(open(sys.argv[1]))
+curves = {}
+for r in report["results"]:
+    if r["suite"] != "scale" or r["unit"] == "objects/s" or r.get("reference_name", "").startswith(("find", "xxhsum")):
+        continue
+    name = re.sub(r", [0-9.]+[kM]? objects$", "", r["name"])
+    curves.setdefault(name, []).append((int(r["parameters"]["objects"]), r["trove"]["median"]))
+for name, points in curves.items():
+    points.sort()
+    if len(points) < 2 or points[0][1] <= 0:
+        continue
+    print(f'"{name}"')
+    for objects, value in points:
+        print(f"{objects}\t{value / points[0][1]:.4f}")
+    print("\n")
+PY
+  title=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("trove-bench scale %s: %s, %d cores, Linux %s" % (r["date"][:10], r["cpu"], r["cores"], r["kernel"]))' "$json")
+  gnuplot <<GP
+set terminal pngcairo noenhanced size 1200,700 font "DejaVu Sans,10"
+set output "$png"
+set title "$title\ncost at each store size ÷ the same at the smallest store (log scales; 1 = does not grow)"
+set logscale xy 10
+set grid
+set key outside right
+set xlabel "objects in the store"
+set ylabel "× the smallest store"
+plot for [i=0:*] "$data" index i using 1:2 with linespoints title columnheader(1)
+GP
+  echo "trove: plot written to $png" >&2
+  exit 0
 fi
 
 data=$(mktemp)

@@ -40,6 +40,7 @@ enum Unit: String, Encodable {
   case mebibytes = "MiB"
   case ratio = "×"
   case objectsPerSecond = "objects/s"
+  case bytesPerObject = "B/object"
 
   var higherIsBetter: Bool {
     self == .gigabytesPerSecond || self == .ratio || self == .objectsPerSecond
@@ -55,6 +56,7 @@ enum Unit: String, Encodable {
     case .mebibytes: return String(format: "%.1f MiB", value)
     case .ratio: return String(format: "%.2f", value)
     case .objectsPerSecond: return String(format: "%.0f obj/s", value)
+    case .bytesPerObject: return String(format: "%.0f B/obj", value)
     }
   }
 }
@@ -106,6 +108,8 @@ final class Bench {
   let trove: String
   /// Store sizes for the sweep suite, when given on the command line.
   var sweepEntries: [Int]?
+  /// Store sizes for the scale suite, when given on the command line.
+  var scaleObjects: [Int]?
   /// How much backed free memory to provide before a series of timings
   /// (see ``HostMemory``): more than any one command writes.
   var warmBytes: Int

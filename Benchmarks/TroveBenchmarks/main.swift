@@ -3,15 +3,16 @@ import Foundation
 /// trove-bench: how fast Trove is beside the tools users would otherwise use.
 /// Every figure is printed beside a reference measured in the same run.
 ///
-///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process|small|remote|remote-s3|removal|serve]...
+///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process|small|remote|remote-s3|removal|serve|scale]...
 ///               [--json PATH] [--markdown PATH] [--work DIR] [--xfs DIR]
-///               [--trove PATH] [--sweep-entries N[,N...]]
+///               [--trove PATH] [--sweep-entries N[,N...]] [--scale-objects N[,N...]]
 
 let suites: [(String, (Bench) throws -> Void)] = [
   ("hash", hashSuite), ("put", putSuite), ("get", getSuite), ("sweep", sweepSuite),
   ("compression", compressionSuite), ("memory", memorySuite), ("fetch", fetchSuite),
   ("process", processSuite), ("small", smallSuite), ("remote", remoteSuite),
   ("removal", removalSuite), ("serve", serveSuite), ("remote-s3", remoteS3Suite),
+  ("scale", scaleSuite),
 ]
 
 /// Prints the usage: on stdout with status 0 when asked for (`--help`),
@@ -21,12 +22,13 @@ let suites: [(String, (Bench) throws -> Void)] = [
     Data(
       """
       usage: trove-bench [--quick] [--suite NAME]... [--json PATH] [--markdown PATH] [--work DIR]
-                         [--xfs DIR] [--trove PATH] [--sweep-entries N[,N...]]
+                         [--xfs DIR] [--trove PATH] [--sweep-entries N[,N...]] [--scale-objects N[,N...]]
         suites: \(suites.map(\.0).joined(separator: ", ")) (all but removal and remote-s3 by default;
                  remote-s3 is the S3 rows of remote alone)
         --xfs DIR   a folder on a reflink filesystem (default: $TROVE_BENCH_XFS) for the clone figures
         --sweep-entries  store sizes for the sweep suite (default 10000,100000; quick 1000);
                          the largest for the removal suite (default 100000)
+        --scale-objects  store sizes for the scale suite (default 10000,100000; quick 10000)
         --markdown PATH  also write the results as a Markdown table (as in Docs/Benchmarks.md)
 
       """.utf8))
@@ -40,12 +42,24 @@ var markdownPath: String?
 var work: String?
 var xfs = ProcessInfo.processInfo.environment["TROVE_BENCH_XFS"]
 var sweepEntries: [Int]?
+var scaleObjects: [Int]?
 var trovePath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
   .appendingPathComponent("trove").path
 var args = CommandLine.arguments.dropFirst()
 @MainActor func value() -> String {
   guard let next = args.popFirst() else { usage() }
   return next
+}
+/// The next argument as a list of positive counts (`10000,100000`).
+@MainActor func counts(_ option: String) -> [Int] {
+  let text = value()
+  let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+  let counts = parts.compactMap { Int($0) }.filter { $0 > 0 }
+  guard !counts.isEmpty, counts.count == parts.count else {
+    FileHandle.standardError.write(Data("trove-bench: invalid \(option) '\(text)'\n".utf8))
+    usage()
+  }
+  return counts
 }
 while let arg = args.popFirst() {
   switch arg {
@@ -56,15 +70,8 @@ while let arg = args.popFirst() {
   case "--work": work = value()
   case "--xfs": xfs = value()
   case "--trove": trovePath = value()
-  case "--sweep-entries":
-    let text = value()
-    guard let counts = Optional(text.split(separator: ",").compactMap { Int($0) }),
-      !counts.isEmpty, counts.count == text.split(separator: ",").count
-    else {
-      FileHandle.standardError.write(Data("trove-bench: invalid --sweep-entries '\(text)'\n".utf8))
-      usage()
-    }
-    sweepEntries = counts
+  case "--sweep-entries": sweepEntries = counts("--sweep-entries")
+  case "--scale-objects": scaleObjects = counts("--scale-objects")
   case "-h", "--help": usage(asked: true)
   default:
     FileHandle.standardError.write(Data("trove-bench: unknown argument '\(arg)'\n".utf8))
@@ -94,6 +101,7 @@ let bench = Bench(
     "no reflink filesystem given (--xfs DIR or TROVE_BENCH_XFS; scripts/bench.sh mounts one)",
   trove: trovePath)
 bench.sweepEntries = sweepEntries
+bench.scaleObjects = scaleObjects
 
 let cpu =
   (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?

@@ -19,6 +19,24 @@ enum Output {
     write(Array((MessageText.escaped(text) + "\n").utf8), to: 1)
   }
 
+  /// Lines for standard output, each as ``line(_:)`` prints it, written
+  /// in blocks of 64 KiB: a listing of a million objects makes a few
+  /// hundred writes into a pipe, not a million. Call ``flush()`` at the end.
+  struct Lines {
+    private var bytes: [UInt8] = []
+
+    mutating func line(_ text: String) {
+      bytes += (MessageText.escaped(text) + "\n").utf8
+      if bytes.count >= 1 << 16 { flush() }
+    }
+
+    mutating func flush() {
+      guard !bytes.isEmpty else { return }
+      Output.write(bytes, to: 1)
+      bytes.removeAll(keepingCapacity: true)
+    }
+  }
+
   /// Prints `text` as it is on standard output: Trove's own text of
   /// several lines (help, JSON), or output a program must get exactly
   /// (`trove path`, like `realpath`).
@@ -56,7 +74,7 @@ enum Output {
   /// Writes all of `bytes` to `fd`. A closed standard output ends the
   /// command (``closedPipe()``); another failure to write it is said on
   /// stderr once, exit 74.
-  private static func write(_ bytes: [UInt8], to fd: Int32) {
+  fileprivate static func write(_ bytes: [UInt8], to fd: Int32) {
     bytes.withUnsafeBytes { raw in
       var offset = 0
       while offset < raw.count {

@@ -74,9 +74,32 @@ extension IndexSession {
   /// the rows (filtered, ordered and limited in SQL), then the keys and
   /// the pins of those rows. O(rows returned · log n), plus a scan when a
   /// filter has no index (a key pattern, a size without `order: .size`).
-  func details(matching query: EntryQuery, now: Int64) throws(TroveError) -> [EntryDetails] {
+  ///
+  /// With `after`, only the objects that come after that one in the
+  /// query's order (keyset paging: ``Store/list(_:pageSize:each:)``).
+  func details(matching query: EntryQuery, now: Int64, after: StoreEntry? = nil)
+    throws(TroveError) -> [EntryDetails]
+  {
     var conditions: [String] = []
     var values: [SQLiteValue] = []
+    if let after {
+      // The order's column, then the digest that breaks its ties.
+      let column: String?
+      let value: Int64
+      switch query.order {
+      case .digest: (column, value) = (nil, 0)
+      case .size: (column, value) = ("o.size", after.size)
+      case .access: (column, value) = ("o.last_access", after.lastAccessNanoseconds)
+      case .created: (column, value) = ("o.created", after.createdNanoseconds)
+      }
+      if let column {
+        conditions.append("\(column) <= ? AND (\(column) < ? OR o.digest > ?)")
+        values += [.integer(value), .integer(value), .text(after.digest.hex)]
+      } else {
+        conditions.append("o.digest > ?")
+        values.append(.text(after.digest.hex))
+      }
+    }
     if let digest = query.digest {
       conditions.append("o.digest = ?")
       values.append(.text(digest.hex))

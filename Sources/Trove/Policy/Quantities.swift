@@ -61,7 +61,15 @@ extension CachePolicy {
         value /= 1024
         unit += 1
       }
-      return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+      if unit == 0 { return "\(bytes) B" }
+      // `%.1f` by integers (a listing prints a million of these): below
+      // 2^49 bytes, tenths = value × 10 is exact, and rounding it half to
+      // even is what printf does with the same double.
+      if bytes > 0 && bytes < 1 << 49 {
+        let tenths = Int64((value * 10).rounded(.toNearestOrEven))
+        return "\(tenths / 10).\(tenths % 10) \(units[unit])"
+      }
+      return String(format: "%.1f %@", value, units[unit])
     }
 
     /// A size setting for people, in the unit system it was most likely

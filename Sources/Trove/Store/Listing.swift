@@ -13,6 +13,33 @@ extension Store {
     }
   }
 
+  /// The objects `query` selects, as ``list(_:)`` gives them, handed to
+  /// `body` one by one and read `pageSize` at a time, each page by its own
+  /// statements starting after the last object of the page before in the
+  /// query's order: memory, and the time the index is read at once, stay
+  /// bounded whatever the number of objects. A put or removal made while
+  /// the listing runs shows in the pages read after it.
+  public func list(
+    _ query: EntryQuery = EntryQuery(), pageSize: Int = 1000,
+    each body: (EntryDetails) throws(TroveError) -> Void
+  ) throws(TroveError) {
+    let now = currentTimeNanoseconds()
+    var left = query.limit
+    var after: StoreEntry?
+    while left.map({ $0 > 0 }) ?? true {
+      var page = query
+      page.limit = min(max(1, pageSize), left ?? .max)
+      let wanted = page.limit ?? 0
+      let found = try index().read("list entries") { (tx) throws(TroveError) in
+        try tx.details(matching: page, now: now, after: after)
+      }
+      for details in found { try body(details) }
+      guard found.count == wanted, let last = found.last else { return }
+      after = last.entry
+      left = left.map { $0 - found.count }
+    }
+  }
+
   /// `digest`'s row, keys and pins, or nil if the store does not hold it.
   public func details(for digest: BlobDigest) throws(TroveError) -> EntryDetails? {
     guard try objects.find(digest, confirmingMiss: true) != nil else { return nil }

@@ -88,10 +88,12 @@ extension Store {
         }
         defer { fd.close() }
         fd.adviseSequential()
-        let inode = try attempt("read", path) { () throws(SystemCallError) in
-          try fd.status().inode
+        let status = try attempt("read", path) { () throws(SystemCallError) in
+          try fd.status()
         }
-        let (intact, count) = try check(fd, file.digest, file.isCompressed, path, progress)
+        let inode = status.inode
+        let (intact, count) = try check(
+          fd, file.digest, file.isCompressed, path, progress, size: status.size)
         report.checkedBytes += count
         report.checkedObjects += 1
         if !intact {
@@ -121,7 +123,7 @@ extension Store {
   /// many there were.
   private func check(
     _ fd: FileDescriptor, _ digest: BlobDigest, _ compressed: Bool, _ path: String,
-    _ progress: ByteProgress?
+    _ progress: ByteProgress?, size: Int64
   ) throws(TroveError) -> (Bool, Int64) {
     if compressed {
       do throws(TroveError) {
@@ -135,7 +137,9 @@ extension Store {
     }
     var hasher = XXH3Hasher()
     let count = try attempt("read", path) { () throws(SystemCallError) in
-      try Transfer.read(from: fd) {
+      // A buffer the file's size: most objects are small, and a 1 MiB one
+      // each would be a mapping made and unmade per object.
+      try Transfer.read(from: fd, sizeHint: size) {
         hasher.update($0)
         progress?.add($0.count)
       }

@@ -49,48 +49,87 @@ let listCommand = CommandSpec(
     let xxhsum = try invocation.xxhsumFormat()
     let query = try invocation.entryQuery()
     // No store yet: an empty cache lists nothing.
-    let listed = try invocation.openStoreIfPresent()?.list(query) ?? []
+    guard let store = try invocation.openStoreIfPresent() else {
+      if invocation.flag("--json") { Output.json([EntryRecord]()) }
+      return ExitStatus.success
+    }
     let root = try invocation.storeRoot
     let now = RelativeTime.now
+    if invocation.flag("--json") {
+      Output.json(try store.list(query).map { EntryRecord($0, now: now) })
+      return ExitStatus.success
+    }
+    var out = Output.Lines()
+    defer { out.flush() }
     if xxhsum {
-      for e in listed.map(\.entry) where !e.isCompressed {
-        Output.line(
+      try store.list(query) { details in
+        let e = details.entry
+        guard !e.isCompressed else { return }
+        out.line(
           digestLine(
-            e.digest, root + "/objects/\(e.digest.hex.prefix(2))/\(e.digest.hex)",
-            xxhsum: true))
+            e.digest, root + "/objects/\(e.digest.hex.prefix(2))/\(e.digest.hex)", xxhsum: true))
       }
-    } else if invocation.flag("--json") {
-      Output.json(listed.map { EntryRecord($0, now: now) })
+      return ExitStatus.success
+    }
+    // The columns are aligned to their widest cell: a listing that fits in
+    // memory is printed from it; a longer one is read twice, first for
+    // the widths alone, so memory stays bounded.
+    var table = ListingTable(now: now)
+    var held: [[String]]? = []
+    try store.list(query) { details in
+      let row = table.measure(details)
+      if held != nil {
+        held!.append(row)
+        if held!.count > ListingTable.heldRows { held = nil }
+      }
+    }
+    if let held {
+      for row in held { out.line(table.line(row)) }
     } else {
-      let rows = listed.map { details -> [String] in
-        let pins = details.activePins(at: now).count
-        let keys =
-          details.keys.first.map {
-            $0 + (details.keys.count > 1 ? " (+\(details.keys.count - 1) more)" : "")
-          }
-          ?? "-"
-        return [
-          details.entry.digest.description, Output.size(details.entry.size),
-          details.entry.isCompressed ? "zstd" : "raw",
-          pins == 0 ? "-" : "\(pins) pin\(pins == 1 ? "" : "s")",
-          RelativeTime.describe(details.entry.lastAccess, now: now), keys,
-        ]
-      }
-      var widths = [Int](repeating: 0, count: 6)
-      for row in rows {
-        for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) }
-      }
-      for row in rows {
-        // Size right-aligned; the last column (keys) unpadded.
-        let cells = row.enumerated().map { (i, cell) -> String in
-          let pad = String(repeating: " ", count: widths[i] - cell.count)
-          return i == 1 ? pad + cell : i == row.count - 1 ? cell : cell + pad
-        }
-        Output.line(cells.joined(separator: "  "))
-      }
+      try store.list(query) { details in out.line(table.line(table.cells(details))) }
     }
     return ExitStatus.success
   })
+
+/// The columns of `ls`: each object's cells, and the widths that align them.
+struct ListingTable {
+  /// At most this many rows are held to be printed after their widths are
+  /// known; a longer listing is read again instead.
+  static let heldRows = 10_000
+  let now: Int64
+  var widths = [Int](repeating: 0, count: 6)
+
+  /// digest, size, stored form, pins, last use, keys.
+  func cells(_ details: EntryDetails) -> [String] {
+    let pins = details.activePins(at: now).count
+    let keys =
+      details.keys.first.map {
+        $0 + (details.keys.count > 1 ? " (+\(details.keys.count - 1) more)" : "")
+      }
+      ?? "-"
+    return [
+      details.entry.digest.description, Output.size(details.entry.size),
+      details.entry.isCompressed ? "zstd" : "raw",
+      pins == 0 ? "-" : "\(pins) pin\(pins == 1 ? "" : "s")",
+      RelativeTime.describe(details.entry.lastAccess, now: now), keys,
+    ]
+  }
+
+  /// The row's cells, its widths taken into account.
+  mutating func measure(_ details: EntryDetails) -> [String] {
+    let row = cells(details)
+    for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) }
+    return row
+  }
+
+  /// The row as printed: size right-aligned; the last column (keys) unpadded.
+  func line(_ row: [String]) -> String {
+    row.enumerated().map { (i, cell) -> String in
+      let pad = String(repeating: " ", count: max(0, widths[i] - cell.count))
+      return i == 1 ? pad + cell : i == row.count - 1 ? cell : cell + pad
+    }.joined(separator: "  ")
+  }
+}
 
 extension Invocation {
   /// `ls`'s order, limit and filters, from its options.
