@@ -135,6 +135,44 @@ struct CommitQueueTests {
     #expect(try store.keys().count == 60)
   }
 
+  @Test(
+    "a fetch of many URLs: each body published with its key bound in the same commit, the commits shared by the jobs",
+    .enabled(if: Nginx.executable != nil, Nginx.missing))
+  func fetchManyJoinsGroupCommits() throws {
+    let nginx = try Nginx()
+    let scratch = try Scratch()
+    let events = Mutex<[TraceEvent]>([])
+    let store = try Store(
+      StoreConfiguration(
+        root: scratch["store"], trace: { event in events.withLock { $0.append(event) } }))
+    var requests: [FetchRequest] = []
+    var expected: [String: BlobDigest] = [:]
+    let count = 96
+    for i in 0..<count {
+      let body = Bytes.random(4096 + i * 397, seed: UInt64(3100 + i))
+      try nginx.files.write("s\(i).bin", body)
+      requests.append(FetchRequest(url: nginx.url("/s\(i).bin")))
+      expected[nginx.url("/s\(i).bin")] = XXH3Hasher.digest(body)
+    }
+    let results = store.fetch(requests, jobs: 8)
+    for (request, result) in zip(requests, results) {
+      #expect(try result.get().digest == expected[request.url])
+      #expect(try store.digest(forKey: request.url) == expected[request.url])
+    }
+    // One publish per body, the key bound in it: no transaction of its own.
+    let published = events.withLock { $0 }.filter { $0.seam == .publish }
+    #expect(published.count == count)
+    for event in published {
+      #expect(event.what.hasPrefix("stored "), "\(event)")
+      #expect(
+        event.why.contains(", key '\(nginx.url("/s"))") && event.why.hasSuffix(".bin' bound"),
+        "\(event)")
+    }
+    let queue = store.objects.commits.statistics
+    #expect(queue.commits < count && queue.groups > 0, "\(queue)")
+    #expect(try store.keys().count == count)
+  }
+
   // MARK: Faults, in a child process (they are injected through its environment)
 
   /// How many threads and puts each the child makes.

@@ -78,6 +78,80 @@ struct CrashTests {
   }
 
   @Test(
+    "SIGKILL during fetch -i of many small files: every printed digest stays, bound to its URL; every object whole; no leftovers but the killed processes'",
+    .enabled(if: Nginx.executable != nil, Nginx.missing),
+    .timeLimit(.minutes(2)))
+  func killsDuringFetchBatches() throws {
+    let seed = StressSeed.value(default: 0xF005)
+    let context = "seed \(seed): replay with TROVE_STRESS_SEED=\(seed)"
+    var rng = SeededGenerator(seed: seed)
+    let nginx = try Nginx()
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    var urls: [String] = []
+    var digestOf: [String: BlobDigest] = [:]
+    var fileOf: [String: String] = [:]
+    for i in 0..<120 {
+      let body = StressData.noise(logUniform(4096...64 << 10, using: &rng), seed: rng.next())
+      let file = try nginx.files.write("b\(i).bin", body)
+      let url = nginx.url("/b\(i).bin")
+      urls.append(url)
+      digestOf[url] = XXH3Hasher.digest(body)
+      fileOf[url] = file
+    }
+    var acknowledged: [BlobDigest: String] = [:]
+    var boundBy: [String: BlobDigest] = [:]
+    var killed: Set<Int32> = []
+    let deadline = ContinuousClock.now + .seconds(12)
+    var round = 0
+    while round < 16 && ContinuousClock.now < deadline {
+      round += 1
+      // Two batches at once over overlapping lists (so both fetch some URLs).
+      var started: [Spawned] = []
+      for p in 0..<2 {
+        let chosen = urls.shuffled(using: &rng).prefix(Int.random(in: 30...80, using: &rng))
+        let list = try scratch.write(
+          "list-\(round)-\(p).txt", Array(chosen.joined(separator: "\n").utf8))
+        started.append(
+          try Spawned(
+            ["--store", store, "fetch", "-i", list, "--jobs", "8"], io: scratch["io-\(round)-\(p)"])
+        )
+      }
+      pause(.milliseconds(Int(200 * pow(Double.random(in: 0...1, using: &rng), 2))))
+      for process in started where Bool.random(using: &rng) { process.kill() }
+      for process in started {
+        let outcome = try process.wait()
+        if outcome.killed {
+          killed.insert(outcome.pid)
+        } else {
+          #expect(outcome.exitedCleanly, "round \(round): \(outcome) [\(context)]")
+        }
+        // Each line printed: `DIGEST  URL`, the fetch acknowledged.
+        for (digest, url) in outcome.acknowledged {
+          #expect(digestOf[url] == digest, "round \(round): \(digest) for \(url) [\(context)]")
+          acknowledged[digest] = fileOf[url]
+          boundBy[url] = digest
+        }
+      }
+    }
+    #expect(!acknowledged.isEmpty && !killed.isEmpty, "nothing was tested [\(context)]")
+    let audit = try StoreAudit(store: store, context: context, io: scratch["audit"])
+    // Before any repair: every object whole, and none acknowledged without its row.
+    audit.expectIntact(try audit.walk())
+    let rows = try audit.indexRows()
+    for digest in Set(acknowledged.keys).subtracting(rows).sorted() {
+      Issue.record("\(digest) was printed by a fetch, and the index has no row for it [\(context)]")
+    }
+    try audit.expectVerifyClean(allowingRepair: true)
+    try audit.expectPresent(acknowledged, "fetched digest")
+    let opened = try Store(StoreConfiguration(root: store))
+    for (url, digest) in boundBy.sorted(by: { $0.key < $1.key }) {
+      #expect(try opened.digest(forKey: url) == digest, "key \(url) [\(context)]")
+    }
+    audit.expectNoLeftovers(exceptFrom: killed)
+  }
+
+  @Test(
     "SIGKILL at random points among evicting sweeps: pinned digests stay, every object is intact",
     .enabled(
       if: zstdInstalled, "the zstd command is not installed: compressed objects cannot be audited"),

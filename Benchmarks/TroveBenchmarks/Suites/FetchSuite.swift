@@ -5,9 +5,25 @@ import Trove
 /// `scripts/nginx.sh`), beside curl doing the same transfers.
 func fetchSuite(_ b: Bench) throws {
   print("fetch")
+  try withNginx(b, suite: "fetch") { www, base in try fetchRows(b, www: www, base: base) }
+}
+
+/// The many-small-files rows of the fetch suite alone (`--suite fetch-many`).
+func fetchManySuite(_ b: Bench) throws {
+  print("fetch-many")
+  try withNginx(b, suite: "fetch-many") { www, base in
+    let store = b.work + "/fetch-store"
+    defer { remove(store) }
+    try fetchManySmall(b, base: base, www: www, store: store)
+  }
+}
+
+/// Runs `body` with nginx serving a fresh folder on 127.0.0.1: the folder
+/// and the server's base URL.
+private func withNginx(_ b: Bench, suite: String, _ body: (String, String) throws -> Void) throws {
   let script = FileManager.default.currentDirectoryPath + "/scripts/nginx.sh"
   guard FileManager.default.isExecutableFile(atPath: script) else {
-    b.skip("fetch", "run from the repository's root: scripts/nginx.sh starts the server")
+    b.skip(suite, "run from the repository's root: scripts/nginx.sh starts the server")
     return
   }
   let www = b.work + "/fetch-www"
@@ -20,7 +36,10 @@ func fetchSuite(_ b: Bench) throws {
   }
   let port = try Spawn.capture([script, "start", www, state])
     .trimmingCharacters(in: .whitespacesAndNewlines)
-  let base = "http://127.0.0.1:\(port)"
+  try body(www, "http://127.0.0.1:\(port)")
+}
+
+private func fetchRows(_ b: Bench, www: String, base: String) throws {
   let store = b.work + "/fetch-store"
   let out = b.work + "/fetch-out.bin"
   defer {
@@ -93,7 +112,29 @@ func fetchSuite(_ b: Bench) throws {
       trove: cached[1], referenceName: "curl -z FILE (304)", reference: cached[2],
       note: "trove makes no request at all (Cache-Control: max-age)"))
 
-  // Many small files, 8 at a time.
+  try fetchManySmall(b, base: base, www: www, store: store)
+
+  // Memory: a large fetch streams through fixed buffers.
+  let rssSize = b.size(4 << 30, quick: 64 << 20)
+  let huge = "huge-\(rssSize).bin"
+  try makeRandomFile(www + "/" + huge, bytes: rssSize)
+  remove(store)
+  remove(out)
+  let mib = { (bytes: Int64) in Series(samples: [Double(bytes) / 1_048_576]) }
+  let trovePeak = try Spawn.peakResidentBytes([
+    b.trove, "--store", store, "fetch", "-q", base + "/" + huge,
+  ])
+  let curlPeak = try Spawn.peakResidentBytes(["curl", "-sSf", "-o", out, base + "/" + huge])
+  b.add(
+    Result(
+      suite: "fetch", name: "peak RSS, fetch \(sizeName(rssSize))",
+      parameters: ["size": "\(rssSize)"], unit: .mebibytes, trove: mib(trovePeak),
+      referenceName: "curl -o FILE", reference: mib(curlPeak),
+      note: "goal: at most 64 MiB"))
+}
+
+/// Many small files, 8 at a time, beside curl fetching the same URLs.
+private func fetchManySmall(_ b: Bench, base: String, www: String, store: String) throws {
   let count = b.size(1000, quick: 100)
   let small = www + "/small"
   try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
@@ -138,22 +179,4 @@ func fetchSuite(_ b: Bench) throws {
       suite: "fetch", name: "fetch \(count) small files, 8 at a time", parameters: manyParams,
       unit: .seconds, trove: many[0], referenceName: "xargs -P8 curl", reference: many[2],
       note: "one curl process per URL"))
-
-  // Memory: a large fetch streams through fixed buffers.
-  let rssSize = b.size(4 << 30, quick: 64 << 20)
-  let huge = "huge-\(rssSize).bin"
-  try makeRandomFile(www + "/" + huge, bytes: rssSize)
-  remove(store)
-  remove(out)
-  let mib = { (bytes: Int64) in Series(samples: [Double(bytes) / 1_048_576]) }
-  let trovePeak = try Spawn.peakResidentBytes([
-    b.trove, "--store", store, "fetch", "-q", base + "/" + huge,
-  ])
-  let curlPeak = try Spawn.peakResidentBytes(["curl", "-sSf", "-o", out, base + "/" + huge])
-  b.add(
-    Result(
-      suite: "fetch", name: "peak RSS, fetch \(sizeName(rssSize))",
-      parameters: ["size": "\(rssSize)"], unit: .mebibytes, trove: mib(trovePeak),
-      referenceName: "curl -o FILE", reference: mib(curlPeak),
-      note: "goal: at most 64 MiB"))
 }

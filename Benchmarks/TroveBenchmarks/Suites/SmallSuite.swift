@@ -16,7 +16,13 @@ func smallSuite(_ b: Bench) throws {
     try smallPuts(b, count: count, folder: folder, filesystem: filesystem)
   }
   try smallBlobsBesideGit(b, count: b.size(5_000, quick: 300))
-  try smallLibraryPuts(b, count: b.size(4_000, quick: 400))
+  try smallLibraryPuts(b)
+}
+
+/// The library rows of the small suite alone (`--suite small-library`).
+func smallLibrarySuite(_ b: Bench) throws {
+  print("small-library")
+  try smallLibraryPuts(b)
 }
 
 /// Writes `count` files of pseudo-random bytes into `folder` (made fresh),
@@ -140,7 +146,8 @@ private func smallBlobsBesideGit(_ b: Bench, count: Int) throws {
 /// `put(bytes:)` of distinct 4 KiB buffers in a loop, on 1 and 8 threads,
 /// in objects per second, beside the bare create+write+rename loop in
 /// process (no hash, no sync, no index).
-private func smallLibraryPuts(_ b: Bench, count: Int) throws {
+private func smallLibraryPuts(_ b: Bench) throws {
+  let count = b.size(4_000, quick: 400)
   let folder = b.xfs ?? b.work
   let filesystem = b.xfs == nil ? "work folder" : "xfs"
   let store = folder + "/small-library-store"

@@ -283,26 +283,30 @@ final class Download: HTTPBodySink {
       digest: hasher.finalize(), size: size, checksums: shaHashers.map { $0.finalize() })
   }
 
-  /// Publishes a finished body through the ingest pipeline: the writer
-  /// commits, or the part file is moved into `tmp/`, staged in the form
-  /// the policy chooses and published as a put of its own.
-  func publish(_ body: Body) throws(TroveError) -> PutResult {
+  /// Publishes a finished body through the ingest pipeline, with
+  /// `binding` bound in the transaction that publishes it: the writer's
+  /// staged object, or the part file moved into `tmp/` and staged in the
+  /// form the policy chooses, is published as a single put (coalesced
+  /// with the puts other threads publish at the same time).
+  func publish(_ body: Body, binding: KeyRequest) throws(TroveError) -> PutResult {
+    var put: StagedPut
     if let writer {
       self.writer = nil
-      return try writer.commit(method: .stream)
-    }
-    guard let part, let file = part.file, let admission else {
+      put = try writer.finish(method: .stream)
+    } else if let part, let file = part.file, let admission {
+      let name = try part.handOver()
+      let staged = try store.stage(
+        raw: name, file: file, digest: body.digest, size: body.size, admission: admission,
+        writes: &writes)
+      put = StagedPut(
+        store: store, staged: staged, method: .stream, sweeps: sweeps + writes.reliefs,
+        admission: admission)
+    } else {
       // An empty body of unknown length wrote nothing: store it from memory.
-      return try store.put(bytes: [UInt8](), priority: request.priority)
+      return try store.put(bytes: [UInt8](), binding: binding, priority: request.priority)
     }
-    let name = try part.handOver()
-    let staged = try store.stage(
-      raw: name, file: file, digest: body.digest, size: body.size, admission: admission,
-      writes: &writes)
-    return try StagedPut(
-      store: store, staged: staged, method: .stream, sweeps: sweeps + writes.reliefs,
-      admission: admission
-    ).publish()
+    put.staged.binding = binding
+    return try put.publish()
   }
 
   /// Ends a transfer that failed: what arrived whole is written to the

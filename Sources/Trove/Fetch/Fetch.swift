@@ -471,17 +471,15 @@ struct Fetcher {
         download.abandon(discardingPart: true)
         throw error
       }
-      let put = try download.publish(body)
       var origin = Freshness.origin(
         outcome.head, size: body.size, finalURL: outcome.effectiveURL,
         now: currentTimeNanoseconds())
       origin.servedBy = source
-      do throws(TroveError) {
-        try store.objects.bind(key: url, to: put.digest, origin: origin, checksums: body.checksums)
-      } catch  where error.code == .notFound {
-        try restart("its object was removed as it was stored")
-        continue
-      }
+      // The key is bound in the transaction that publishes the object (or
+      // counts its dedup hit): one commit per body, shared with whatever
+      // other threads publish at the same time.
+      let put = try download.publish(
+        body, binding: KeyRequest(key: url, origin: origin, checksums: body.checksums))
       store.countFetch(put.digest, served: false)
       return result(
         put.digest, size: body.size, source: offset > 0 ? .resumed : .network, verified: verified,

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -63,11 +64,8 @@ final class FetchLock {
           file.close()
           continue
         }
-        let probe = try FileDescriptor.open(lockName, in: folder, [.readWrite, .noFollow])
-        defer { probe.close() }
-        let refused = try !probe.lock(exclusive: true, wait: false)
         self.file = file
-        isHonoured = refused && !store.objects.filesystem.isShared
+        isHonoured = try Self.honoured(store, lockName, in: folder)
         return
       } catch {
         file.close()
@@ -77,6 +75,22 @@ final class FetchLock {
   }
 
   deinit { file.close() }  // closing releases the lock
+
+  /// Whether `flock` excludes under `locks/`, where `name` is locked: a
+  /// second open of it is another holder, which must be refused. Asked
+  /// once per store (its answer is the filesystem's), and never honoured
+  /// on a network filesystem.
+  private static func honoured(_ store: Store, _ name: String, in folder: FileDescriptor)
+    throws(SystemCallError) -> Bool
+  {
+    guard !store.objects.filesystem.isShared else { return false }
+    if store.fetchLocksHonoured.load(ordering: .acquiring) { return true }
+    let probe = try FileDescriptor.open(name, in: folder, [.readWrite, .noFollow])
+    defer { probe.close() }
+    let refused = try !probe.lock(exclusive: true, wait: false)
+    if refused { store.fetchLocksHonoured.store(true, ordering: .releasing) }
+    return refused
+  }
 }
 
 extension Store {

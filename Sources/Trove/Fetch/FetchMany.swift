@@ -16,7 +16,9 @@ extension Store {
       Array(repeating: nil, count: requests.count))
     let multi: HTTPMulti
     do throws(TroveError) {
-      multi = try HTTPMulti()
+      // One kept connection per job: libcurl's own bound would close
+      // them between one file and the next.
+      multi = try HTTPMulti(keeping: max(1, jobs))
     } catch {
       return requests.map { _ in .failure(error) }
     }

@@ -112,9 +112,9 @@ extension Store {
     return result
   }
 
-  /// Stores `bytes`. When an object of their size is stored, they are
-  /// hashed first, and bytes the store holds cost nothing more: no write,
-  /// and no eviction to make room for them. `key` is bound as
+  /// Stores `bytes`. Up to 1 MiB, or when an object of their size is
+  /// stored, they are hashed first, and bytes the store holds cost nothing
+  /// more: no write, and no eviction to make room for them. `key` is bound as
   /// `put(file:key:expectedSize:priority:onProgress:)` binds it.
   ///
   /// - Throws: `.tooLarge` for more than the policy's
@@ -123,24 +123,39 @@ extension Store {
   public func put(
     bytes: some ContiguousBytes, key: String? = nil, priority: PutPriority = .important
   ) throws(TroveError) -> PutResult {
-    let binding = key.map { KeyRequest(key: $0) }
+    try put(bytes: bytes, binding: key.map { KeyRequest(key: $0) }, priority: priority)
+  }
+
+  /// Bytes in memory up to this size are hashed before anything else, and
+  /// looked for in `objects/` (no index read): hashing them costs less than
+  /// a look-up that waits for the index a commit may be holding.
+  static let bytesHashedFirst: Int64 = 1 << 20
+
+  /// ``put(bytes:key:priority:)`` binding `binding` (a key, or a fetch's
+  /// key with its origin) in the transaction that publishes the bytes or
+  /// counts their hit.
+  func put(bytes: some ContiguousBytes, binding: KeyRequest?, priority: PutPriority)
+    throws(TroveError) -> PutResult
+  {
     try requireWritable()
     let count = bytes.withUnsafeBytes { Int64($0.count) }
     let admission = try Admission(store: self)
     let limit = admission.sizeLimit(for: "<bytes>", expected: nil)
     try limit.checkAnnounced(count)
-    if count > 0,
-      try index().read(
-        "look up size",
-        { (tx) throws(TroveError) in
-          try tx.hasObject(ofSize: count)
-        })
-    {
+    var hashFirst = count > 0 && count <= Self.bytesHashedFirst
+    if count > Self.bytesHashedFirst {
+      hashFirst = try index().read("look up size") { (tx) throws(TroveError) in
+        try tx.hasObject(ofSize: count)
+      }
+    }
+    if hashFirst {
       let digest = bytes.withUnsafeBytes { XXH3Hasher.digest($0) }
       if try objects.find(digest) != nil,
         try objects.recordHit(digest, size: count, binding: binding) != nil
       {
-        records.note(digest, key: key)
+        let keys = binding?.keys ?? []
+        if keys.isEmpty { records.note(digest) }
+        for key in keys { records.note(digest, key: key) }
         return PutResult(digest: digest, size: count, isDuplicate: true, method: .stream)
       }
     }

@@ -47,6 +47,9 @@ public final class Store: Sendable {
   /// Remotes this process saw fail (``CircuitBreaker``).
   let processBreakers = Mutex(ProcessBreakers())
   let cloneProbe = CloneProbe()
+  /// Whether a fetch lock's probe found `flock` honoured under `locks/`:
+  /// the filesystem's answer, which the next locks need not ask again.
+  let fetchLocksHonoured = Atomic<Bool>(false)
   /// How clone-in puts got their digests in this process (``CachedHash``).
   let cloneHashes = Mutex(CachedHash.Tally())
   /// The records this process notes what it uses in (most often none).
