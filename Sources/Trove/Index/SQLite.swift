@@ -40,11 +40,15 @@ final class SQLiteConnection: @unchecked Sendable {
   ///
   /// With `readOnly`, opens it `SQLITE_OPEN_READONLY` (never creating it);
   /// with `immutable` as well, as a file nothing changes (the `immutable=1`
-  /// URI parameter: no locks, no journal or WAL read).
+  /// URI parameter: no locks, no journal or WAL read); with
+  /// `sharedMemoryReadOnly` instead, its WAL's shared memory is opened
+  /// read-only (`readonly_shm=1`), so the first connection to the file
+  /// reads the WAL into private memory rather than rewrite the `-shm`
+  /// file: such a connection writes no file at all.
   /// Without `create`, a missing file is not made (`SQLITE_CANTOPEN`).
   init(
     path: String, busyTimeoutMilliseconds: Int32, readOnly: Bool = false, immutable: Bool = false,
-    create: Bool = true
+    sharedMemoryReadOnly: Bool = false, create: Bool = true
   ) throws(Failure) {
     var db: OpaquePointer?
     var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
@@ -52,9 +56,9 @@ final class SQLiteConnection: @unchecked Sendable {
       readOnly
       ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0)
     var name = path
-    if immutable {
+    if immutable || sharedMemoryReadOnly {
       flags |= SQLITE_OPEN_URI
-      name = "file:" + Self.uriEscaped(path) + "?immutable=1"
+      name = "file:" + Self.uriEscaped(path) + (immutable ? "?immutable=1" : "?readonly_shm=1")
     }
     let rc = sqlite3_open_v2(name, &db, flags, nil)
     guard rc == SQLITE_OK, let db else {
