@@ -31,7 +31,9 @@ struct QuietReadTests {
     Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
   }
 
-  @Test("has of a stored object, read within the access resolution, leaves every file of the store as it was")
+  @Test(
+    "has of a stored object, read within the access resolution, leaves every file of the store as it was"
+  )
   func hasWritesNothing() throws {
     let scratch = try Scratch()
     let store = scratch["store"]
@@ -43,7 +45,10 @@ struct QuietReadTests {
     // File times tick at the kernel's clock: a write after this shows.
     Thread.sleep(forTimeInterval: 0.05)
     for _ in 0..<2 { try trove(store, ["has", digest.description]) }
-    #expect(changed(before, try look(store)) == [])
+    let after = try look(store)
+    #expect(
+      changed(before, after).isEmpty,
+      "\(changed(before, after).map { "\($0): \(before[$0] ?? []) → \(after[$0] ?? [])" })")
   }
 
   @Test("has of an object whose recorded access is older than the resolution records the read")

@@ -11,6 +11,21 @@ final class SQLiteConnection: @unchecked Sendable {
   private let handle: OpaquePointer
   let path: String
 
+  /// Run as root, SQLite gives every WAL, journal and shared-memory file it
+  /// opens to the database's owner (`fchown`), which changes the file's
+  /// change time even when it has that owner already: once per process,
+  /// before the first open, that call is made only when it changes the
+  /// owner, so a read writes nothing, not even an inode.
+  private static let ownerChangesSkipped: Void = {
+    let fchownWhenNeeded: @convention(c) (Int32, uid_t, gid_t) -> Int32 = { fd, uid, gid in
+      var status = stat()
+      if fstat(fd, &status) == 0, status.st_uid == uid, status.st_gid == gid { return 0 }
+      return fchown(fd, uid, gid)
+    }
+    guard let vfs = sqlite3_vfs_find(nil), let set = vfs.pointee.xSetSystemCall else { return }
+    _ = set(vfs, "fchown", unsafeBitCast(fchownWhenNeeded, to: sqlite3_syscall_ptr.self))
+  }()
+
   /// An error from SQLite, with its message.
   struct Failure: Error, CustomStringConvertible {
     let code: Int32
@@ -60,6 +75,7 @@ final class SQLiteConnection: @unchecked Sendable {
       flags |= SQLITE_OPEN_URI
       name = "file:" + Self.uriEscaped(path) + (immutable ? "?immutable=1" : "?readonly_shm=1")
     }
+    Self.ownerChangesSkipped
     let rc = sqlite3_open_v2(name, &db, flags, nil)
     guard rc == SQLITE_OK, let db else {
       let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
