@@ -22,8 +22,9 @@ let package = Package(
     .systemLibrary(
       name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CLinux"),
-    .systemLibrary(
-      name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+    // Headers only (libmicrohttpd-dev), like CCurl: `trove serve` loads
+    // libmicrohttpd with dlopen when it starts.
+    .systemLibrary(name: "CMicroHTTPD"),
 
     .target(
       name: "Trove",

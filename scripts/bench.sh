@@ -28,8 +28,9 @@ if [ -w "$reporting" ]; then
   trap trove_bench_cleanup EXIT
   echo 300000 >"$reporting" 2>/dev/null || true
 fi
-swift build -c release --static-swift-stdlib --product trove >&2
-swift build -c release --static-swift-stdlib --product trove-bench >&2
+static=$(scripts/static-libs.sh)
+PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove >&2
+PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove-bench >&2
 bin=$(swift build -c release --show-bin-path)
 xfs_args=()
 [ -n "${TROVE_TEST_XFS:-}" ] && xfs_args=(--xfs "$TROVE_TEST_XFS")

@@ -7,12 +7,13 @@
 # DESTDIR is honoured, as packagers expect. What it installs:
 #   PREFIX/bin/trove
 #   PREFIX/share/bash-completion/completions/trove   (subcommands and each one's options)
-# The binary still links the Debian C libraries (libxxhash, libzstd, libsqlite3,
-# libcrypto) dynamically: scripts/deps.sh build installs them. libcurl
-# (libcurl.so.4) is loaded with dlopen by the commands that need HTTP.
+# The Debian C libraries (libxxhash, libzstd, libsqlite3, libcrypto) are linked
+# in from their static archives (scripts/static-libs.sh; scripts/deps.sh build
+# installs them). libcurl (libcurl.so.4) and libmicrohttpd (libmicrohttpd.so.12)
+# are loaded with dlopen by the commands that need HTTP or a server.
 set -euo pipefail
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
   -h | --help) usage; exit 0 ;;
 esac
@@ -40,7 +41,8 @@ cd "$(dirname "$0")/.."
 
 if [ -z "$bin" ]; then
   scripts/deps.sh build
-  swift build -c release --static-swift-stdlib --product trove >&2
+  static=$(scripts/static-libs.sh)
+  PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove >&2
   bin="$(swift build -c release --show-bin-path)/trove"
 fi
 [ -x "$bin" ] || { echo "trove install: '$bin' is not an executable" >&2; exit 66; }

@@ -27,7 +27,7 @@ extension RequestHandler {
     let fetch = PendingFetch(connection: request.connection, readsAlong: plain)
     request.state.pending = fetch
     // Suspended before anyone may resume it.
-    MHD_suspend_connection(request.connection)
+    trove_mhd_suspend_connection(request.connection)
     fetches.waiting(fetch)
     // A proxy's fetch lends no credential and may be led to fewer hosts:
     // it joins only other proxy requests (the store's lock still makes one
@@ -155,7 +155,7 @@ extension RequestHandler {
       ReadAlongStream(transfer: transfer, source: source, connection: request.connection)
     ).toOpaque()
     guard
-      let response = MHD_create_response_from_callback(
+      let response = trove_mhd_create_response_from_callback(
         UInt64(source.total), ObjectResponse.blockSize, readAlongBlock, stream, releaseReadAlong)
     else {
       Unmanaged<ReadAlongStream>.fromOpaque(stream).release()

@@ -49,7 +49,7 @@ final class PendingFetch: @unchecked Sendable {
       guard !$0.resumed else { return }
       $0.outcome = outcome
       $0.resumed = true
-      MHD_resume_connection(connection)
+      trove_mhd_resume_connection(connection)
     }
   }
 
@@ -59,7 +59,7 @@ final class PendingFetch: @unchecked Sendable {
     state.withLock {
       guard !$0.resumed else { return }
       $0.resumed = true
-      MHD_resume_connection(connection)
+      trove_mhd_resume_connection(connection)
     }
   }
 }

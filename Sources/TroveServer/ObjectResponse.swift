@@ -103,7 +103,7 @@ struct ObjectResponse {
     if rawFile || request.isHead || status == 304 {
       // libmicrohttpd closes the file when the response is done.
       guard let fd = body.takeDescriptor() else { return .NO }
-      response = MHD_create_response_from_fd_at_offset64(UInt64(length), fd, UInt64(offset))
+      response = trove_mhd_create_response_from_fd_at_offset64(UInt64(length), fd, UInt64(offset))
       if response == nil { close(fd) }
     } else {
       let reader: DecompressedReader
@@ -113,7 +113,7 @@ struct ObjectResponse {
         return request.text(500, "the object could not be read")
       }
       let stream = Unmanaged.passRetained(DecompressingStream(reader, length: length)).toOpaque()
-      response = MHD_create_response_from_callback(
+      response = trove_mhd_create_response_from_callback(
         UInt64(length), Self.blockSize, decompressedBlock, stream, releaseStream)
       if response == nil { Unmanaged<DecompressingStream>.fromOpaque(stream).release() }
     }

@@ -80,7 +80,7 @@ extension RequestHandler {
     }
     request.state.tunnel = tunnel
     // Suspended before the tunnel may resume it.
-    MHD_suspend_connection(request.connection)
+    trove_mhd_suspend_connection(request.connection)
     let version = request.state.version
     let connectTimeout = configuration.mirrorFetchOptions.connectTimeout
     let idleTimeout = max(1, configuration.limits.idleTimeout)

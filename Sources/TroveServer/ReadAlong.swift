@@ -98,7 +98,7 @@ final class MirrorTransfer: @unchecked Sendable {
         }
       }
       $0.generation += 1
-      for sleeper in $0.sleepers { MHD_resume_connection(sleeper.connection) }
+      for sleeper in $0.sleepers { trove_mhd_resume_connection(sleeper.connection) }
       $0.sleepers.removeAll()
     }
     for fetch in ready { fetch.finish(.readAlong(self)) }
@@ -111,7 +111,7 @@ final class MirrorTransfer: @unchecked Sendable {
     let waiters = state.withLock { state in
       state.end = end
       state.generation += 1
-      for sleeper in state.sleepers { MHD_resume_connection(sleeper.connection) }
+      for sleeper in state.sleepers { trove_mhd_resume_connection(sleeper.connection) }
       state.sleepers.removeAll()
       let waiting = state.waiters
       state.waiters.removeAll()
@@ -124,7 +124,7 @@ final class MirrorTransfer: @unchecked Sendable {
   func stop() {
     state.withLock {
       $0.stopping = true
-      for sleeper in $0.sleepers { MHD_resume_connection(sleeper.connection) }
+      for sleeper in $0.sleepers { trove_mhd_resume_connection(sleeper.connection) }
       $0.sleepers.removeAll()
     }
   }
@@ -141,7 +141,7 @@ final class MirrorTransfer: @unchecked Sendable {
   fileprivate func sleep(_ connection: OpaquePointer, since generation: Int) -> Bool {
     state.withLock {
       guard $0.generation == generation, $0.end == nil, !$0.stopping else { return false }
-      MHD_suspend_connection(connection)
+      trove_mhd_suspend_connection(connection)
       $0.sleepers.append(Suspended(connection: connection))
       return true
     }

@@ -265,16 +265,16 @@ struct Request {
 
   /// A request header's value, if it was sent.
   func header(_ name: String) -> String? {
-    MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
+    trove_mhd_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
   }
 
   /// Queues `response` with `status`, noting both for the access log.
   func queue(_ status: Int, _ response: OpaquePointer?, bodyBytes: Int64) -> MHD_Result {
     guard let response else { return .NO }
-    defer { MHD_destroy_response(response) }
+    defer { trove_mhd_destroy_response(response) }
     state.status = status
     state.bytes = isHead ? 0 : bodyBytes
-    return MHD_queue_response(connection, UInt32(status), response)
+    return trove_mhd_queue_response(connection, UInt32(status), response)
   }
 
   /// A short text answer: `line` and a newline.
@@ -287,7 +287,7 @@ struct Request {
     -> MHD_Result
   {
     let response = body.withUnsafeBytes {
-      MHD_create_response_from_buffer(
+      trove_mhd_create_response_from_buffer(
         $0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY)
     }
     guard let response else { return .NO }
@@ -297,6 +297,6 @@ struct Request {
   }
 
   static func add(_ header: (String, String), to response: OpaquePointer) {
-    _ = MHD_add_response_header(response, header.0, header.1)
+    _ = trove_mhd_add_response_header(response, header.0, header.1)
   }
 }

@@ -185,6 +185,11 @@ public final class Server: @unchecked Sendable {
   }
 
   private func startDaemon(_ address: ListenAddress) throws(ServerError) -> OpaquePointer {
+    if let reason = trove_mhd_load() {
+      throw ServerError(
+        .cannotListen,
+        "cannot listen on \(address): \(String(cString: reason)) (install libmicrohttpd12)")
+    }
     let limits = configuration.limits
     var flags =
       MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
@@ -240,7 +245,7 @@ public final class Server: @unchecked Sendable {
     sweeps?.stop()
     sweeps = nil
     for daemon in daemons {
-      let listening = MHD_quiesce_daemon(daemon)
+      let listening = trove_mhd_quiesce_daemon(daemon)
       if listening >= 0 { close(listening) }
     }
     let deadline = ContinuousClock.now + .seconds(grace)
@@ -254,7 +259,7 @@ public final class Server: @unchecked Sendable {
     handler.transfers.stopAll()
     handler.tunnels.stopAll()
     if !finished { usleep(100_000) }
-    for daemon in daemons { MHD_stop_daemon(daemon) }
+    for daemon in daemons { trove_mhd_stop_daemon(daemon) }
     daemons.removeAll()
     listeners.removeAll()
     handler.uploads.dropAll()

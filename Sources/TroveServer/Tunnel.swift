@@ -91,7 +91,7 @@ final class Tunnel: @unchecked Sendable {
       guard !$0.resumed else { return }
       $0.outcome = outcome
       $0.resumed = true
-      MHD_resume_connection(connection)
+      trove_mhd_resume_connection(connection)
     }
   }
 
@@ -104,7 +104,7 @@ final class Tunnel: @unchecked Sendable {
       guard !$0.resumed, !$0.relaying else { return }
       $0.outcome = .stopped
       $0.resumed = true
-      MHD_resume_connection(connection)
+      trove_mhd_resume_connection(connection)
     }
   }
 

@@ -92,4 +92,43 @@ import Testing
     #expect(plain.status != 0)
     #expect(!plain.stderr.contains("cannot load libcurl"), "\(plain.stderr)")
   }
+
+  @Test(
+    "with libcurl unloadable, a fetch the cache answers (fresh, or --offline) succeeds: no request, no libcurl",
+    .enabled(if: canHideLibrary && Nginx.executable != nil, cannotHide))
+  func cacheAnswersWithoutLibrary() throws {
+    let scratch = try Scratch()
+    let library = try #require(
+      ["/usr/lib/x86_64-linux-gnu/libcurl.so.4", "/lib/x86_64-linux-gnu/libcurl.so.4"].first {
+        FileManager.default.fileExists(atPath: $0)
+      }, "no libcurl.so.4 to hide")
+    let real = URL(fileURLWithPath: library).resolvingSymlinksInPath().path
+    let empty = try scratch.write("empty.so", [])
+    let hidden = [
+      "/usr/bin/unshare", "--mount", "--", "/bin/sh", "-c",
+      "mount --bind \"\(empty)\" \"\(real)\" && exec \"$0\" \"$@\"",
+    ]
+    let nginx = try Nginx()
+    try nginx.files.write("a", Bytes.pattern(5000))
+    for path in ["/fresh/a", "/a"] {
+      try trove(scratch["store"], ["fetch", "-q", nginx.url(path)])
+    }
+    let fresh = try CLI.run(
+      ["--store", scratch["store"], "fetch", "-o", scratch["fresh"], nginx.url("/fresh/a")],
+      prefix: hidden)
+    #expect(fresh.status == 0, "\(fresh.stderr)")
+    #expect(try contents(scratch["fresh"]) == Bytes.pattern(5000))
+    let offline = try CLI.run(
+      [
+        "--store", scratch["store"], "fetch", "--offline", "-o", scratch["offline"],
+        nginx.url("/a"),
+      ],
+      prefix: hidden)
+    #expect(offline.status == 0, "\(offline.stderr)")
+    // Not fresh: the server must be asked, which needs libcurl.
+    let stale = try CLI.run(
+      ["--store", scratch["store"], "fetch", nginx.url("/a")], prefix: hidden)
+    #expect(stale.status == 69 && stale.stderr.contains("cannot load libcurl"), "\(stale.stderr)")
+    #expect(nginx.requests("/fresh/a").count == 1)
+  }
 }

@@ -57,14 +57,25 @@ extension Store {
     _ request: FetchRequest, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
   ) throws(TroveError) -> FetchResult {
-    let client = try HTTPClient()
-    let result = try fetch(request, options: options, client: client, progress: progress)
+    let result = try fetch(
+      request, options: options,
+      client: LazyHTTPClient { () throws(TroveError) in try HTTPClient() },
+      progress: progress)
     if request.mode != .offline { writeBack.run(self) }
     return result
   }
 
   func fetch(
     _ request: FetchRequest, options: FetchOptions, client: HTTPClient,
+    progress: (@Sendable (FetchProgress) -> Void)?, cancellation: Cancellation? = nil
+  ) throws(TroveError) -> FetchResult {
+    try fetch(
+      request, options: options, client: LazyHTTPClient { client }, progress: progress,
+      cancellation: cancellation)
+  }
+
+  func fetch(
+    _ request: FetchRequest, options: FetchOptions, client: LazyHTTPClient,
     progress: (@Sendable (FetchProgress) -> Void)?, cancellation: Cancellation? = nil
   ) throws(TroveError) -> FetchResult {
     var fetcher = try Fetcher(
@@ -79,7 +90,9 @@ struct Fetcher {
   let store: Store
   let request: FetchRequest
   let options: FetchOptions
-  let client: HTTPClient
+  /// Made when the first request is: a fetch the cache answers loads no
+  /// libcurl.
+  let client: LazyHTTPClient
   let progress: (@Sendable (FetchProgress) -> Void)?
   /// Set when the task of an `async` fetch is cancelled.
   var cancellation: Cancellation?
@@ -98,7 +111,7 @@ struct Fetcher {
   var status: Int?
 
   init(
-    store: Store, request: FetchRequest, options: FetchOptions, client: HTTPClient,
+    store: Store, request: FetchRequest, options: FetchOptions, client: LazyHTTPClient,
     progress: (@Sendable (FetchProgress) -> Void)?
   ) throws(TroveError) {
     self.store = store
@@ -160,6 +173,9 @@ struct Fetcher {
       throw TroveError(
         .notFound, "'\(url)' is not in store '\(store.root)'", value: url, remedy: .allowNetwork)
     }
+    // The network is needed from here on: libcurl is loaded now, and a
+    // library that cannot be fails the fetch before anything is locked.
+    _ = try client.get()
     let waitStart = currentTimeNanoseconds()
     let lock = try FetchLock(store: store, name: Store.downloadName(url))
     // Another thread or process may have fetched it while this one waited.
@@ -368,7 +384,7 @@ struct Fetcher {
         store: store, request: asked, part: part, offset: offset, algorithms: algorithms,
         limit: limit, progress: progress)
       download.cancellation = cancellation
-      let outcome = client.perform(
+      let outcome = try client.get().perform(
         HTTPRequest(
           url: source, headers: headers, originHeaders: candidate.headers, login: candidate.login,
           usesNetrc: candidate.usesNetrc, redirectHosts: request.redirectHosts,

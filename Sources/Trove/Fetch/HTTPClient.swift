@@ -215,3 +215,22 @@ final class HTTPClient {
     return (result, redirects ? ending.redirectURL : nil)
   }
 }
+
+/// A fetch's ``HTTPClient``, made by its first ``get()``: a fetch that the
+/// cache answers needs no client, so it neither loads libcurl (and the
+/// libraries it brings in) nor fails when libcurl is missing.
+final class LazyHTTPClient {
+  private var made: HTTPClient?
+  private let make: () throws(TroveError) -> HTTPClient
+
+  init(_ make: @escaping () throws(TroveError) -> HTTPClient) { self.make = make }
+
+  /// The client, made on the first call; a failure is thrown again by the
+  /// next call.
+  func get() throws(TroveError) -> HTTPClient {
+    if let made { return made }
+    let client = try make()
+    made = client
+    return client
+  }
+}

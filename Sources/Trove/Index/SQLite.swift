@@ -11,6 +11,21 @@ final class SQLiteConnection: @unchecked Sendable {
   private let handle: OpaquePointer
   let path: String
 
+  /// Run as root, SQLite gives every WAL, journal and shared-memory file it
+  /// opens to the database's owner (`fchown`), which changes the file's
+  /// change time even when it has that owner already: once per process,
+  /// before the first open, that call is made only when it changes the
+  /// owner, so a read writes nothing, not even an inode.
+  private static let ownerChangesSkipped: Void = {
+    let fchownWhenNeeded: @convention(c) (Int32, uid_t, gid_t) -> Int32 = { fd, uid, gid in
+      var status = stat()
+      if fstat(fd, &status) == 0, status.st_uid == uid, status.st_gid == gid { return 0 }
+      return fchown(fd, uid, gid)
+    }
+    guard let vfs = sqlite3_vfs_find(nil), let set = vfs.pointee.xSetSystemCall else { return }
+    _ = set(vfs, "fchown", unsafeBitCast(fchownWhenNeeded, to: sqlite3_syscall_ptr.self))
+  }()
+
   /// An error from SQLite, with its message.
   struct Failure: Error, CustomStringConvertible {
     let code: Int32
@@ -40,11 +55,15 @@ final class SQLiteConnection: @unchecked Sendable {
   ///
   /// With `readOnly`, opens it `SQLITE_OPEN_READONLY` (never creating it);
   /// with `immutable` as well, as a file nothing changes (the `immutable=1`
-  /// URI parameter: no locks, no journal or WAL read).
+  /// URI parameter: no locks, no journal or WAL read); with
+  /// `sharedMemoryReadOnly` instead, its WAL's shared memory is opened
+  /// read-only (`readonly_shm=1`), so the first connection to the file
+  /// reads the WAL into private memory rather than rewrite the `-shm`
+  /// file: such a connection writes no file at all.
   /// Without `create`, a missing file is not made (`SQLITE_CANTOPEN`).
   init(
     path: String, busyTimeoutMilliseconds: Int32, readOnly: Bool = false, immutable: Bool = false,
-    create: Bool = true
+    sharedMemoryReadOnly: Bool = false, create: Bool = true
   ) throws(Failure) {
     var db: OpaquePointer?
     var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
@@ -52,10 +71,11 @@ final class SQLiteConnection: @unchecked Sendable {
       readOnly
       ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0)
     var name = path
-    if immutable {
+    if immutable || sharedMemoryReadOnly {
       flags |= SQLITE_OPEN_URI
-      name = "file:" + Self.uriEscaped(path) + "?immutable=1"
+      name = "file:" + Self.uriEscaped(path) + (immutable ? "?immutable=1" : "?readonly_shm=1")
     }
+    Self.ownerChangesSkipped
     let rc = sqlite3_open_v2(name, &db, flags, nil)
     guard rc == SQLITE_OK, let db else {
       let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"

@@ -65,7 +65,8 @@ extension Store {
     return try await Self.detached("fetch '\(URLUserinfo.split(request.url).url)'", cancellation) {
       () throws(TroveError) in
       let result = try self.fetch(
-        request, options: options, client: HTTPClient(), progress: progress,
+        request, options: options,
+        client: LazyHTTPClient { () throws(TroveError) in try HTTPClient() }, progress: progress,
         cancellation: cancellation)
       if request.mode != .offline { self.writeBack.run(self) }
       return result

@@ -442,6 +442,14 @@ public final class Store: Sendable {
     {
       return .kept
     }
+    // Most reads need no record: a look that writes nothing tells, and the
+    // index is opened for writing only when one is due.
+    if resolution > 0, let recorded = objects.peekLastAccess(digest),
+      now.subtractingSaturated(recorded) < resolution || now <= recorded
+    {
+      rememberRead(digest, at: recorded)
+      return .kept
+    }
     guard let index = try? index() else { return .kept }
     func record() -> AccessRecord? {
       try? index.read("record access to \(digest)") { (tx) throws(TroveError) in
@@ -465,11 +473,16 @@ public final class Store: Sendable {
     case .recorded?: seen = now
     case .noRow?, nil: return .kept
     }
+    rememberRead(digest, at: seen)
+    return .kept
+  }
+
+  /// Remembers that the index has `digest`'s last access at `time`.
+  private func rememberRead(_ digest: BlobDigest, at time: Int64) {
     recentReads.withLock { reads in
       if reads.count > 4096 { reads.removeAll(keepingCapacity: true) }
-      reads[digest] = seen
+      reads[digest] = time
     }
-    return .kept
   }
 
   /// What recording a read found of its object.

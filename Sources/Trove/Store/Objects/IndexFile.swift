@@ -47,6 +47,15 @@ extension ObjectTable {
     }
   }
 
+  /// `digest`'s last access as the index records it, read without
+  /// opening the index for writing (``Index/peekLastAccess(of:resolvedPath:)``),
+  /// while this process has not opened it; nil otherwise, or when it cannot
+  /// be read so.
+  func peekLastAccess(_ digest: BlobDigest) -> Int64? {
+    guard !hasOpenIndex else { return nil }
+    return Index.peekLastAccess(of: digest, resolvedPath: resolvedRoot + "/" + StoreLayout.index)
+  }
+
   /// Opens the index of a read-only store as it is.
   private func openIndexReadOnly() throws(TroveError) -> Index {
     let refusal = "the store is read-only, so it cannot be rebuilt"

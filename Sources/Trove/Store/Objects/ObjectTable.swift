@@ -147,6 +147,14 @@ final class ObjectTable: Sendable {
   /// thread of this process gets it (they wait), and by every process that
   /// opens it until a rebuild has finished: a sweep never runs on an index
   /// whose pins are not back yet.
+  /// Whether this process has the index open (or is rebuilding it).
+  var hasOpenIndex: Bool {
+    state.withLock { state in
+      if case .closed = state { return false }
+      return true
+    }
+  }
+
   func index() throws(TroveError) -> Index {
     let me = ObjectIdentifier(Thread.current)
     while true {
