@@ -49,10 +49,10 @@ extension ObjectTable {
 
   /// `digest`'s last access as the index records it, read without
   /// opening the index for writing (``Index/peekLastAccess(of:resolvedPath:)``),
-  /// while this process has not opened it; nil otherwise, or when it cannot
-  /// be read so.
+  /// by the first read of a store that has not opened its index; nil
+  /// otherwise, or when it cannot be read so.
   func peekLastAccess(_ digest: BlobDigest) -> Int64? {
-    guard !hasOpenIndex else { return nil }
+    guard !hasOpenIndex, !hasPeeked.exchange(true, ordering: .relaxed) else { return nil }
     return Index.peekLastAccess(of: digest, resolvedPath: resolvedRoot + "/" + StoreLayout.index)
   }
 

@@ -105,6 +105,10 @@ final class ObjectTable: Sendable {
   /// Which of the removal engine's optimisations it makes.
   let removalTuning: RemovalTuning
   private let state = Mutex<IndexState>(.closed)
+  /// Whether a read has looked at the index without opening it
+  /// (``peekLastAccess(_:)``): only the first does, as a process that reads
+  /// more is better served by the index kept open.
+  let hasPeeked = Atomic(false)
   /// The single puts of this process waiting to be published together.
   let commits = CommitQueue()
   /// Whether a `syncfs(2)` through ``tmpDirectory`` has reported a lost
