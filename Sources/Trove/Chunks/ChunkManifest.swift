@@ -23,8 +23,8 @@ public struct ChunkManifest: Sendable, Equatable {
     self.chunks = chunks
   }
 
-  /// The encoded form: ``magic``, the size (UInt64, little-endian), the
-  /// count (UInt32, little-endian), then each chunk (``entrySize`` bytes);
+  /// The encoded form: `TRVCHNK1`, the size (UInt64, little-endian), the
+  /// count (UInt32, little-endian), then each chunk (20 bytes);
   /// offsets follow from the lengths.
   public var encoded: [UInt8] {
     var out = Self.magic
