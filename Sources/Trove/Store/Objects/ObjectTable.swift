@@ -145,12 +145,6 @@ final class ObjectTable: Sendable {
     objectsPath + "/" + StoreLayout.objectPath(digest, compressed: compressed)
   }
 
-  /// The index, opened on first use. A new index beside existing objects
-  /// (first use, or the index was deleted, lost or set aside as damaged)
-  /// is rebuilt from them and from `references.log` before any other
-  /// thread of this process gets it (they wait), and by every process that
-  /// opens it until a rebuild has finished: a sweep never runs on an index
-  /// whose pins are not back yet.
   /// Whether this process has the index open (or is rebuilding it).
   var hasOpenIndex: Bool {
     state.withLock { state in
@@ -159,6 +153,12 @@ final class ObjectTable: Sendable {
     }
   }
 
+  /// The index, opened on first use. A new index beside existing objects
+  /// (first use, or the index was deleted, lost or set aside as damaged)
+  /// is rebuilt from them and from `references.log` before any other
+  /// thread of this process gets it (they wait), and by every process that
+  /// opens it until a rebuild has finished: a sweep never runs on an index
+  /// whose pins are not back yet.
   func index() throws(TroveError) -> Index {
     let me = ObjectIdentifier(Thread.current)
     while true {
