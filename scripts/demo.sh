@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/deps.sh demo
-swift build -c release --static-swift-stdlib --product trove >&2
+PKG_CONFIG_PATH=$(scripts/static-libs.sh) swift build -c release --static-swift-stdlib --product trove >&2
 trove=$(swift build -c release --show-bin-path)/trove
 
 work=$(mktemp -d /tmp/trove-demo.XXXXXX)

@@ -33,23 +33,27 @@ import Testing
     #expect(!listing.contains("libcurl"), "\(listing)")
   }
 
-  @Test(
-    "with libcurl unloadable, put/has/get work and fetch fails with one line naming libcurl.so.4",
-    .enabled(if: canHideLibrary, cannotHide))
-  func missingLibrary() throws {
-    let scratch = try Scratch()
+  /// A command prefix that runs the command in a mount namespace of its
+  /// own where libcurl's file is empty: the bind mount ends with the process.
+  static func withoutLibCurl(_ scratch: Scratch) throws -> [String] {
     let library = try #require(
       ["/usr/lib/x86_64-linux-gnu/libcurl.so.4", "/lib/x86_64-linux-gnu/libcurl.so.4"].first {
         FileManager.default.fileExists(atPath: $0)
       }, "no libcurl.so.4 to hide")
     let real = URL(fileURLWithPath: library).resolvingSymlinksInPath().path
     let empty = try scratch.write("empty.so", [])
-    // Run in a mount namespace of its own where libcurl's file is empty:
-    // the bind mount ends with the process.
-    let hidden = [
+    return [
       "/usr/bin/unshare", "--mount", "--", "/bin/sh", "-c",
       "mount --bind \"\(empty)\" \"\(real)\" && exec \"$0\" \"$@\"",
     ]
+  }
+
+  @Test(
+    "with libcurl unloadable, put/has/get work and fetch fails with one line naming libcurl.so.4",
+    .enabled(if: canHideLibrary, cannotHide))
+  func missingLibrary() throws {
+    let scratch = try Scratch()
+    let hidden = try Self.withoutLibCurl(scratch)
     let input = try scratch.write("input", Bytes.pattern(4096))
     let put = try CLI.run(["--store", scratch["store"], "put", input], prefix: hidden)
     #expect(put.status == 0, "\(put.stderr)")
@@ -98,16 +102,7 @@ import Testing
     .enabled(if: canHideLibrary && Nginx.executable != nil, cannotHide))
   func cacheAnswersWithoutLibrary() throws {
     let scratch = try Scratch()
-    let library = try #require(
-      ["/usr/lib/x86_64-linux-gnu/libcurl.so.4", "/lib/x86_64-linux-gnu/libcurl.so.4"].first {
-        FileManager.default.fileExists(atPath: $0)
-      }, "no libcurl.so.4 to hide")
-    let real = URL(fileURLWithPath: library).resolvingSymlinksInPath().path
-    let empty = try scratch.write("empty.so", [])
-    let hidden = [
-      "/usr/bin/unshare", "--mount", "--", "/bin/sh", "-c",
-      "mount --bind \"\(empty)\" \"\(real)\" && exec \"$0\" \"$@\"",
-    ]
+    let hidden = try Self.withoutLibCurl(scratch)
     let nginx = try Nginx()
     try nginx.files.write("a", Bytes.pattern(5000))
     for path in ["/fresh/a", "/a"] {
