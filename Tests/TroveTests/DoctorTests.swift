@@ -39,7 +39,8 @@ struct DoctorTests {
     #expect(run.status == 0, "\(run.stderr)")
     let lines = run.out.split(separator: "\n").map(String.init)
     let names = [
-      "store-filesystem", "destination-filesystem", "writable", "clone", "hardlink", "locks",
+      "store-filesystem", "destination-filesystem", "writable", "clone", "shared-blocks",
+      "hardlink", "locks",
       "free-space", "index-journal",
     ]
     #expect(lines.count == names.count, "\(run.out)")

@@ -2,7 +2,11 @@
 struct IndexTotals: Sendable {
   var entries: Int64 = 0
   var logicalBytes: Int64 = 0
+  /// Bytes on disk: every object's allocated bytes, less those it shares
+  /// with another object (``sharedBytes``), which count once.
   var allocatedBytes: Int64 = 0
+  /// Bytes of objects' files whose blocks another object's file holds too.
+  var sharedBytes: Int64 = 0
   var dedupHits: Int64 = 0
   var dedupBytes: Int64 = 0
   var storedBytes: Int64 = 0
@@ -56,6 +60,7 @@ extension IndexSession {
         case "entries": totals.entries = value
         case "logical_bytes": totals.logicalBytes = value
         case "allocated_bytes": totals.allocatedBytes = value
+        case "shared_bytes": totals.sharedBytes = value
         case "dedup_hits": totals.dedupHits = value
         case "dedup_bytes": totals.dedupBytes = value
         case "stored_bytes": totals.storedBytes = value
@@ -69,6 +74,7 @@ extension IndexSession {
         default: break
         }
       }
+      totals.allocatedBytes -= totals.sharedBytes
       return totals
     }
   }

@@ -351,7 +351,7 @@ extension IndexSession {
   /// that are gone).
   func deleteReferences(to digests: [BlobDigest]) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
-      for table in ["pins", "keys", "checksums"] {
+      for table in ["pins", "keys", "checksums", "manifests", "chunk_hooks", "shared_blocks"] {
         // Many stores have no pins or checksums: a look costs less than
         // the digests' lookups in an empty table.
         var empty = true
@@ -359,6 +359,10 @@ extension IndexSession {
         if empty { continue }
         try Self.inChunks(digests) { (marks, values) throws(SQLiteConnection.Failure) in
           try db.query("DELETE FROM \(table) WHERE digest IN (\(marks))", values)
+          // Blocks another object shared from one removed are its alone now.
+          if table == "shared_blocks" {
+            try db.query("DELETE FROM shared_blocks WHERE source IN (\(marks))", values)
+          }
         }
       }
     }

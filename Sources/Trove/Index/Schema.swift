@@ -33,6 +33,7 @@ enum Schema {
       }
     } else if version == Self.version {
       try addColumnsMadeInPlace(db)
+      try addTablesMadeInPlace(db)
     }
     return (version, created)
   }
@@ -68,6 +69,24 @@ enum Schema {
     } catch  where error.isReadOnly {
       // A store this process may not write: its key statements fail,
       // each with its own error, until a writer opens it.
+    }
+  }
+
+  /// Tables this unreleased version gained in place, added to an index an
+  /// earlier build of it made. One look at the schema when none is missing.
+  private static func addTablesMadeInPlace(_ db: SQLiteConnection)
+    throws(SQLiteConnection.Failure)
+  {
+    var found = false
+    try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'manifests'") { _ in
+      found = true
+    }
+    guard !found else { return }
+    do throws(SQLiteConnection.Failure) {
+      try db.transaction { () throws(SQLiteConnection.Failure) in try db.execute(manifestTables) }
+    } catch  where error.isReadOnly {
+      // A store this process may not write: it has no manifests until a
+      // writer opens it.
     }
   }
 
@@ -161,10 +180,49 @@ enum Schema {
       name TEXT PRIMARY KEY NOT NULL,
       value INTEGER NOT NULL
     ) WITHOUT ROWID;
+    \(manifestTables)
     INSERT OR IGNORE INTO counters(name, value) VALUES
       ('entries', 0), ('logical_bytes', 0), ('allocated_bytes', 0), ('stored_bytes', 0),
       ('compressed_entries', 0), ('dedup_hits', 0), ('dedup_bytes', 0),
       ('skipped_incompressible', 0), ('skipped_small', 0), ('reconcile_cursor', 0);
+    """
+
+  /// Each large object's chunks (``ChunkManifest``, encoded; `examined`
+  /// once its blocks were shared with the versions it has chunks in
+  /// common with, or found to have none), and a sample of their digests
+  /// (``IndexSession/isHook(_:)``) pointing back at the objects that hold
+  /// them: how a new object finds those versions. A chunk digest is kept
+  /// as its high 64 bits: a hint, checked against the manifest (and the
+  /// bytes) before use. `shared_blocks`: bytes of `digest`'s file that
+  /// share their blocks with `source`'s, counted once in the store's
+  /// allocated total (the `shared_bytes` counter is taken off it).
+  private static let manifestTables = """
+    CREATE TABLE IF NOT EXISTS manifests(
+      digest TEXT PRIMARY KEY NOT NULL,
+      encoded BLOB NOT NULL,
+      examined INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX IF NOT EXISTS manifests_to_examine ON manifests(examined, digest);
+    CREATE TABLE IF NOT EXISTS shared_blocks(
+      digest TEXT NOT NULL,
+      source TEXT NOT NULL,
+      bytes INTEGER NOT NULL,
+      PRIMARY KEY(digest, source)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS shared_blocks_by_source ON shared_blocks(source);
+    INSERT OR IGNORE INTO counters(name, value) VALUES ('shared_bytes', 0);
+    CREATE TRIGGER IF NOT EXISTS shared_blocks_added AFTER INSERT ON shared_blocks BEGIN
+      UPDATE counters SET value = value + NEW.bytes WHERE name = 'shared_bytes';
+    END;
+    CREATE TRIGGER IF NOT EXISTS shared_blocks_removed AFTER DELETE ON shared_blocks BEGIN
+      UPDATE counters SET value = value - OLD.bytes WHERE name = 'shared_bytes';
+    END;
+    CREATE TABLE IF NOT EXISTS chunk_hooks(
+      chunk INTEGER NOT NULL,
+      digest TEXT NOT NULL,
+      PRIMARY KEY(chunk, digest)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS chunk_hooks_by_digest ON chunk_hooks(digest);
     """
 
   /// The triggers that keep the totals. A removal of many rows turns

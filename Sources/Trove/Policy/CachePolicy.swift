@@ -58,6 +58,13 @@ public struct CachePolicy: Sendable, Hashable, Codable {
   /// The mirrors `trove serve` serves besides those its command line gives
   /// (see ``MirrorRule``), in name order.
   public var mirrors: [MirrorRule] = []
+  /// Whether raw objects of ``chunkMinimumSize`` bytes or more are cut into
+  /// content-defined chunks as they are written, and the chunks recorded
+  /// (a manifest), so that versions of a file share disk blocks and
+  /// transfers move only the chunks a store lacks.
+  public var chunking: Bool = true
+  /// The smallest object that gets a manifest.
+  public var chunkMinimumSize: Int64 = 8 << 20
 
   /// No budget, no expiry, 90% low water, 60 s access resolution, 10% of
   /// the volume kept free, leftovers removed after an hour, no limit on an
@@ -173,6 +180,8 @@ extension CachePolicy {
     /// Every ``MirrorRule`` at once; `trove config set mirror.NAME` sets
     /// one (``Store/setMirror(_:to:)``).
     case mirror
+    case chunking
+    case chunkMinimumSize = "chunk-min-object-size"
 
     /// The environment variable that overrides the setting for one process:
     /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
@@ -204,6 +213,8 @@ extension CachePolicy {
       case .mirror:
         return
           "an http:// or https:// URL for each mirror (config set mirror.NAME); all at once: none, or NAME=UPSTREAM entries separated by spaces"
+      case .chunking: return "on or off"
+      case .chunkMinimumSize: return "a size of at least 1M such as 8M or 1G"
       }
     }
 
@@ -231,6 +242,9 @@ extension CachePolicy {
       case .signingKey: return policy.signingKey ?? "none"
       case .rewrite: return URLRewrite.listText(policy.rewrites)
       case .mirror: return MirrorRule.listText(policy.mirrors)
+      case .chunking: return policy.chunking ? "on" : "off"
+      case .chunkMinimumSize:
+        return CachePolicy.Quantities.formatSizeSetting(policy.chunkMinimumSize)
       }
     }
 
@@ -314,6 +328,18 @@ extension CachePolicy {
         policy.rewrites = try URLRewrite.parseList(text)
       case .mirror:
         policy.mirrors = try MirrorRule.parseList(text)
+      case .chunking:
+        switch text.lowercased() {
+        case "on", "true": policy.chunking = true
+        case "off", "false": policy.chunking = false
+        default: throw invalid
+        }
+      case .chunkMinimumSize:
+        // Below a few chunks a manifest shares nothing worth its row.
+        guard let size = CachePolicy.Quantities.parseSize(text), size >= 1 << 20 else {
+          throw invalid
+        }
+        policy.chunkMinimumSize = size
       }
     }
 

@@ -85,6 +85,9 @@ public struct SweepReport: Sendable, Hashable, Codable {
   /// (each sweep takes the next folder, so every orphan is found within
   /// 256 sweeps).
   public var reconciled = ReconcileReport()
+  /// Bytes of new versions of large objects the sweep made share their
+  /// blocks with earlier versions (``Store/shareBlocks(of:dryRun:limit:)``).
+  public var sharedBytes: Int64 = 0
   /// Bytes (allocated) the store's entries take after the sweep.
   public var bytesAfter: Int64
   /// Of those, the bytes held by unexpired pins.
@@ -105,7 +108,7 @@ public struct SweepReport: Sendable, Hashable, Codable {
     case reason, dryRun, expiredEntries, evictedEntries, removedBytes, freedBytes
     case skippedEntries, temporaryFiles, temporaryBytes, temporaryFailures, temporaryErrors
     case housekeepingErrors
-    case reconciled, bytesAfter, pinnedBytes
+    case reconciled, sharedBytes, bytesAfter, pinnedBytes
     case budget, seconds, removedEntries, overBudget
   }
 
@@ -139,6 +142,7 @@ public struct SweepReport: Sendable, Hashable, Codable {
     housekeepingErrors =
       try c.decodeIfPresent([String].self, forKey: .housekeepingErrors) ?? []
     reconciled = try c.decode(ReconcileReport.self, forKey: .reconciled)
+    sharedBytes = try c.decodeIfPresent(Int64.self, forKey: .sharedBytes) ?? 0
     bytesAfter = try c.decode(Int64.self, forKey: .bytesAfter)
     pinnedBytes = try c.decode(Int64.self, forKey: .pinnedBytes)
     budget = try c.decodeIfPresent(Int64.self, forKey: .budget)
@@ -161,6 +165,7 @@ public struct SweepReport: Sendable, Hashable, Codable {
     try c.encode(temporaryErrors, forKey: .temporaryErrors)
     try c.encode(housekeepingErrors, forKey: .housekeepingErrors)
     try c.encode(reconciled, forKey: .reconciled)
+    try c.encode(sharedBytes, forKey: .sharedBytes)
     try c.encode(bytesAfter, forKey: .bytesAfter)
     try c.encode(pinnedBytes, forKey: .pinnedBytes)
     try c.encode(budget, forKey: .budget)
@@ -174,6 +179,9 @@ extension Store {
   /// remover that stopped between its two steps: a minute (one that is
   /// still running takes milliseconds between them).
   static let staleRemovalAge: Int64 = 60_000_000_000
+  /// New large objects a sweep shares the blocks of, at most: each costs
+  /// the kernel a comparison of the bytes it shares.
+  static let sharingPerSweep = 4
 
   /// How many eviction failures ``SweepReport/housekeepingErrors`` names.
   static let reportedErrors = 100
@@ -311,6 +319,17 @@ extension Store {
           return true
         }, until: { removed in over - removed <= target })
       report.evictedEntries = tally(removal)
+    }
+    if !options.dryRun {
+      // Housekeeping too, after the evictions (no work on what they
+      // removed), bounded: the objects stored since the last sweep.
+      do throws(TroveError) {
+        let sharing = try shareBlocks(limit: Self.sharingPerSweep)
+        report.sharedBytes = sharing.sharedBytes
+        total -= sharing.sharedBytes
+      } catch {
+        report.housekeepingErrors.append(line(error))
+      }
     }
     report.bytesAfter = total
     report.pinnedBytes = try index.read("count pinned entries") { (tx) throws(TroveError) in

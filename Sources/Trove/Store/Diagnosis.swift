@@ -21,7 +21,7 @@ public struct StoreDiagnosis: Sendable, Hashable, Codable {
     }
 
     /// A short stable name: `store-filesystem`, `destination-filesystem`,
-    /// `clone`, `hardlink`, `locks`, `free-space`, `index-journal`,
+    /// `clone`, `shared-blocks`, `hardlink`, `locks`, `free-space`, `index-journal`,
     /// `writable`, and `remotes-owner` when another user's `remotes.json`
     /// configures the remotes, `signing-key-owner` when another user's
     /// `config.json` names the signing key.
@@ -144,6 +144,16 @@ extension Store {
         : "objects cannot be cloned into '\(destination)': \(clone.reason ?? "unknown")",
       advice.text, remedy: advice.remedy)
 
+    if let sharing = probeBlockSharing() {
+      check(
+        "shared-blocks", sharing.works,
+        sharing.works
+          ? "versions of large objects share the blocks of their unchanged chunks (\(storeKind))"
+          : "versions of large objects cannot share disk blocks on \(storeKind): \(sharing.why); each version takes its whole size",
+        "block sharing needs a filesystem with reflinks (XFS made with reflink=1, btrfs): put the store on one to store versions of large files for their changed bytes only"
+      )
+    }
+
     let link = probeHardLink(into: folder, same: same)
     check(
       "hardlink", link == nil,
@@ -255,6 +265,33 @@ extension Store {
   /// Hard-links a temp file of `tmp/` into `folder` and removes both; nil
   /// when it worked, else why not. A read-only store is judged by its
   /// device alone.
+  /// Whether two files of `tmp/` with the same block share it when asked
+  /// (`FIDEDUPERANGE`); nil for a read-only store, which shares nothing.
+  private func probeBlockSharing() -> (works: Bool, why: String)? {
+    guard !isReadOnly else { return nil }
+    let names = [StoreLayout.temporaryName("probe"), StoreLayout.temporaryName("probe")]
+    var files: [FileDescriptor] = []
+    defer {
+      for file in files { file.close() }
+      for name in names { try? tmpDirectory.removeFile(name) }
+    }
+    do throws(SystemCallError) {
+      let block = [UInt8](repeating: 0x5A, count: 4096)
+      for name in names {
+        let file = try FileDescriptor.open(
+          name, in: tmpDirectory, [.readWrite, .create, .exclusive], permissions: 0o600)
+        files.append(file)
+        try file.writeAll(block)
+        try file.sync()
+      }
+      let shared = try files[0].shareBlocks(4096, at: 0, with: files[1], at: 0)
+      return shared == 4096
+        ? (true, "") : (false, "the kernel shared \(shared) of 4096 equal bytes")
+    } catch {
+      return (false, error.description)
+    }
+  }
+
   private func probeHardLink(into folder: FileDescriptor, same: Bool) -> String? {
     guard !isReadOnly else {
       return same

@@ -221,6 +221,8 @@ extension CachePolicy.Key {
     // One entry a rule, as set.
     case .rewrite: return URLRewrite.json(policy.rewrites)
     case .mirror: return MirrorRule.json(policy.mirrors)
+    case .chunking: return .bool(policy.chunking)
+    case .chunkMinimumSize: return .integer(policy.chunkMinimumSize)
     }
   }
 }

@@ -6,9 +6,13 @@ public struct StoreStatistics: Sendable, Hashable, Codable {
   public var entries: Int64
   /// Sum of their sizes.
   public var logicalBytes: Int64
-  /// Sum of their allocated sizes when stored (`st_blocks * 512`). Clones
+  /// Sum of their allocated sizes when stored (`st_blocks * 512`), blocks
+  /// two objects share counted once (``sharedBytes``). Clones handed out
   /// share extents with their sources, so the disk may hold less than this.
   public var allocatedBytes: Int64
+  /// Bytes of objects' files whose blocks an earlier version's file holds
+  /// too (``Store/shareBlocks(of:dryRun:limit:)``), as the kernel shared them.
+  public var sharedBytes: Int64 = 0
   /// Puts whose bytes were already stored.
   public var dedupHits: Int64
   /// Bytes those puts did not store again.
@@ -176,7 +180,8 @@ extension Store {
     if !isReadOnly { clones = try cloneSupport() }
     return StoreStatistics(
       root: root, entries: totals.entries, logicalBytes: totals.logicalBytes,
-      allocatedBytes: totals.allocatedBytes, dedupHits: totals.dedupHits,
+      allocatedBytes: totals.allocatedBytes, sharedBytes: totals.sharedBytes,
+      dedupHits: totals.dedupHits,
       dedupSavedBytes: totals.dedupBytes, filesystem: clones.storeFilesystem,
       cloneSupported: clones.isSupported, availableBytes: space.available,
       totalBytes: space.total, minimumFreeBytes: space.threshold, budget: policy.budget,

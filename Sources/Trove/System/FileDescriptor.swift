@@ -239,6 +239,14 @@ struct FileDescriptor: Sendable, Hashable {
     return s.f_flag & UInt(ST_RDONLY) != 0
   }
 
+  /// The filesystem's block size (`f_bsize`): the unit blocks are shared
+  /// in. `fstatvfs(2)`.
+  func filesystemBlockSize() throws(SystemCallError) -> Int64 {
+    var s = statvfs()
+    _ = try Sys.call("fstatvfs") { fstatvfs(rawValue, &s) }
+    return max(512, Int64(s.f_bsize))
+  }
+
   /// Extent counts from the kernel, shared extents included.
   /// `ioctl(FS_IOC_FIEMAP)` with FIEMAP_FLAG_SYNC.
   func extentSummary() throws(SystemCallError) -> ExtentSummary {
@@ -381,6 +389,9 @@ struct Extent: Sendable, Hashable {
 
   /// FIEMAP_EXTENT_SHARED: the blocks are shared with another file (a clone).
   var isShared: Bool { flags & UInt32(FIEMAP_EXTENT_SHARED) != 0 }
+  /// Not FIEMAP_EXTENT_UNKNOWN: the blocks have a place on disk (delayed
+  /// allocation has none yet), so ``physical`` means something.
+  var isPlaced: Bool { flags & UInt32(FIEMAP_EXTENT_UNKNOWN) == 0 }
 }
 
 extension FileDescriptor {

@@ -315,6 +315,7 @@ struct SettingRecord: Encodable {
     case .budget: bytes = policy.budget
     case .maximumObjectSize: bytes = policy.maximumObjectSize
     case .compressionMinimumSize: bytes = policy.compressionMinimumSize
+    case .chunkMinimumSize: bytes = policy.chunkMinimumSize
     case .minimumFree:
       if case .bytes(let n) = policy.minimumFree { bytes = n }
     case .maxAge: seconds = policy.maxAge
@@ -359,6 +360,9 @@ extension CachePolicy.Key {
       return "rules sending every fetch of a URL prefix elsewhere (rewrite.NAME)"
     case .mirror:
       return "pull-through mirrors trove serve serves at /m/NAME/ (mirror.NAME)"
+    case .chunking:
+      return "large raw objects record their chunks, to share blocks and transfers"
+    case .chunkMinimumSize: return "smaller objects get no chunk manifest"
     }
   }
 }

@@ -250,6 +250,8 @@ let statsCommand = CommandSpec(
         (
           "allocated",
           "\(Output.size(s.allocatedBytes)) (\(Output.count(s.allocatedBytes, "byte")))"
+            + (s.sharedBytes > 0
+              ? ", \(Output.size(s.sharedBytes)) of versions' blocks shared within the store" : "")
         ),
         ("dedup hits", "\(s.dedupHits) (saved \(Output.size(s.dedupSavedBytes)))"),
         ("filesystem", s.filesystem),

@@ -7,6 +7,7 @@ struct StatsRecord: Encodable {
   var entries: Int64
   var logicalBytes: Int64
   var allocatedBytes: Int64
+  var sharedBytes: Int64
   var dedupHits: Int64
   var dedupSavedBytes: Int64
   var filesystem: String
@@ -74,6 +75,7 @@ struct StatsRecord: Encodable {
     entries = s.entries
     logicalBytes = s.logicalBytes
     allocatedBytes = s.allocatedBytes
+    sharedBytes = s.sharedBytes
     dedupHits = s.dedupHits
     dedupSavedBytes = s.dedupSavedBytes
     filesystem = s.filesystem

@@ -58,6 +58,9 @@ public final class BlobWriter {
   /// The admission the bytes came in by: its settings, read once, decide
   /// their form.
   private let admission: Admission
+  /// The chunks of raw bytes being cut beside the writes, once the object
+  /// is large enough for a manifest (``CachePolicy/chunkMinimumSize``).
+  private var chunking: ChunkingPass?
 
   private enum State {
     case open
@@ -91,6 +94,7 @@ public final class BlobWriter {
 
   deinit {
     if case .open = state { cancel() }
+    chunking?.cancel()
     sample?.deallocate()
   }
 
@@ -182,6 +186,8 @@ public final class BlobWriter {
     // the disk fills. (A frame takes no more than its input, roughly.)
     let remaining = expectedSize.map { max(0, $0 - passedOn) }
     if let compressor {
+      chunking?.cancel()
+      chunking = nil
       do throws(Zstd.StreamError) {
         storedBytes += try compressor.compress(bytes, end: end) {
           (frame) throws(SystemCallError) in
@@ -193,11 +199,41 @@ public final class BlobWriter {
     } else if !bytes.isEmpty {
       do throws(SystemCallError) {
         try writes.writeAll(bytes, to: file, remaining: remaining)
+        try chunk(bytes)
       } catch {
         throw TroveError.system(error, "write", path: path)
       }
     }
     passedOn += Int64(bytes.count)
+  }
+
+  /// Feeds raw bytes just written to the chunking pass, starting it when
+  /// the object becomes large enough for a manifest (or is known to be):
+  /// the bytes written before then are read back from the temp file, in
+  /// the page cache still.
+  private func chunk(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
+    if chunking == nil {
+      let policy = admission.policy
+      let total = max(passedOn + Int64(bytes.count), expectedSize ?? 0)
+      guard policy.chunking, total >= policy.chunkMinimumSize else { return }
+      let pass = ChunkingPass()
+      chunking = pass
+      if passedOn > 0 {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(
+          byteCount: ChunkingPass.bufferSize, alignment: 4096)
+        defer { buffer.deallocate() }
+        var at: Int64 = 0
+        while at < passedOn {
+          let n = try file.read(
+            into: UnsafeMutableRawBufferPointer(
+              rebasing: buffer[..<Int(min(Int64(buffer.count), passedOn - at))]), at: at)
+          guard n > 0 else { throw SystemCallError("read", Errno(rawValue: EIO)) }
+          pass.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+          at += Int64(n)
+        }
+      }
+    }
+    chunking?.feed(bytes)
   }
 
   private func streamError(_ error: Zstd.StreamError) -> TroveError {
@@ -354,6 +390,8 @@ public final class BlobWriter {
       throw fail(error)
     }
     let digest = hasher.finalize()
+    let chunks = chunking?.finish()
+    chunking = nil
     if let expected, digest != expected {
       throw fail(
         TroveError(
@@ -370,6 +408,9 @@ public final class BlobWriter {
         raw: name, file: file, digest: digest, size: size, admission: admission,
         writes: &writes)
     staged.binding = binding
+    if let chunks, !staged.isCompressed {
+      staged.manifest = ChunkManifest(size: size, chunks: chunks)
+    }
     return StagedPut(
       store: store, staged: staged, method: method, sweeps: sweeps + writes.reliefs,
       admission: admission)
@@ -379,6 +420,8 @@ public final class BlobWriter {
   public func cancel() {
     guard case .open = state else { return }
     state = .cancelled
+    chunking?.cancel()
+    chunking = nil
     file.close()
     try? store.tmpDirectory.removeFile(name)
   }

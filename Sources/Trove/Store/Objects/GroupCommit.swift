@@ -295,6 +295,7 @@ struct GroupCommit {
       case .known:
         if let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
           try table.record(staged.binding, for: staged.digest, tx)
+          try recordManifest(of: staged, entry, tx)
           work[i] = .settled(.duplicate(entry))
         } else {
           work[i] = .alone  // evicted since the look: its file was not synced
@@ -305,6 +306,7 @@ struct GroupCommit {
           let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder)
         else { continue }
         try table.record(staged.binding, for: staged.digest, tx)
+        try recordManifest(of: staged, entry, tx)
         work[i] = .settled(.duplicate(entry))
       default: continue
       }
@@ -389,6 +391,7 @@ struct GroupCommit {
       try tx.upsert(entry)
       if let skip = staged.skipped { try tx.countSkip(skip) }
       try table.record(staged.binding, for: staged.digest, tx)
+      try recordManifest(of: staged, entry, tx)
       work[i] = .settled(.stored(entry))
     }
     for i in work.indices {
@@ -400,6 +403,15 @@ struct GroupCommit {
         work[i] = .settled(.duplicate(entry))
       }
     }
+  }
+
+  /// The chunks a put cut, recorded with the object's row or hit: a raw
+  /// object's (a compressed one has no blocks to share them with).
+  private func recordManifest(of staged: StagedObject, _ entry: StoreEntry, _ tx: IndexSession)
+    throws(TroveError)
+  {
+    guard let manifest = staged.manifest, !entry.isCompressed else { return }
+    try tx.insertManifest(manifest, of: staged.digest)
   }
 
   private func leaderIsIn(_ state: State) -> Bool {

@@ -31,6 +31,9 @@ struct StagedObject {
   /// The key to bind in the transaction that publishes the object or
   /// counts its dedup hit.
   var binding: KeyRequest?
+  /// Its content-defined chunks, cut as it was written (large raw objects
+  /// only), recorded with its row.
+  var manifest: ChunkManifest?
 }
 
 /// What ``ObjectTable/publish(group:)`` did to one object.

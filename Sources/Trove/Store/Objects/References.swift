@@ -224,3 +224,37 @@ struct KeyRequest: Sendable {
     case repoint
   }
 }
+
+extension ObjectTable {
+  /// Records `manifest` as `digest`'s — cut from its bytes after it was
+  /// published (a clone put, an index rebuilt), or in place of a damaged
+  /// one — if the object is still there, raw.
+  func recordManifest(_ manifest: ChunkManifest, of digest: BlobDigest) throws(TroveError) {
+    try withPresent(digest, "record the chunks of \(digest)") { (tx) throws(TroveError) in
+      guard let entry = try tx.entry(for: digest), !entry.isCompressed,
+        entry.size == manifest.size
+      else { return }
+      try tx.replaceManifest(manifest, of: digest)
+    }
+  }
+}
+
+extension ObjectTable {
+  /// Records what sharing `digest`'s blocks with its earlier versions did:
+  /// `bytes` of its file now share blocks with each source's (in place of
+  /// what an earlier sharing recorded), and its manifest is examined. A source removed meanwhile is left out (its
+  /// blocks are `digest`'s alone); nothing is recorded when `digest` itself
+  /// is gone.
+  func recordSharing(_ digest: BlobDigest, with sources: [(BlobDigest, Int64)])
+    throws(TroveError)
+  {
+    try index().write("record the blocks \(digest) shares") { (tx) throws(TroveError) in
+      guard try tx.entry(for: digest) != nil else { return }
+      try tx.clearSharing(of: digest)
+      for (source, bytes) in sources where try tx.entry(for: source) != nil {
+        try tx.setSharing(digest, source: source, bytes: bytes)
+      }
+      try tx.markExamined(digest)
+    }
+  }
+}
