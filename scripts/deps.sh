@@ -7,7 +7,8 @@
 #                           (xxhsum, zstd, curl, mkfs.xfs, mount/losetup, setpriv) and the
 #                           servers the tests start on 127.0.0.1 themselves (nginx with its
 #                           WebDAV module, redis-server, python3, and Ceph's mon, osd and
-#                           radosgw for an S3 service, faketime for a skewed clock), a Python
+#                           radosgw for an S3 service, faketime for a skewed clock; duperemove
+#                           and zsync, which the chunks benchmark compares against), a Python
 #                           venv at .build/test-venv with pip, uv and prometheus_client from
 #                           PyPI (the clients `trove serve`'s mirror and /metrics tests run),
 #                           and boto3 and awscli from PyPI in .build/test-tools/python (the S3
@@ -43,7 +44,7 @@ python_tools() {
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 python3-venv
-    python3-pip redis-server ceph-mon ceph-osd radosgw ceph-common faketime)
+    python3-pip redis-server ceph-mon ceph-osd radosgw ceph-common faketime duperemove zsync)
 elif [ "${1:-build}" = "demo" ]; then
   packages+=(nginx-light python3 redis-server)
 fi

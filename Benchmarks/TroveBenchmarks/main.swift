@@ -3,7 +3,7 @@ import Foundation
 /// trove-bench: how fast Trove is beside the tools users would otherwise use.
 /// Every figure is printed beside a reference measured in the same run.
 ///
-///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process|small|small-library|fetch-many|remote|remote-s3|removal|serve|scale]...
+///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process|small|small-library|fetch-many|remote|remote-s3|removal|serve|scale|chunks]...
 ///               [--json PATH] [--markdown PATH] [--work DIR] [--xfs DIR]
 ///               [--trove PATH] [--sweep-entries N[,N...]] [--scale-objects N[,N...]]
 
@@ -13,6 +13,7 @@ let suites: [(String, (Bench) throws -> Void)] = [
   ("process", processSuite), ("small", smallSuite), ("remote", remoteSuite),
   ("removal", removalSuite), ("serve", serveSuite), ("remote-s3", remoteS3Suite),
   ("small-library", smallLibrarySuite), ("fetch-many", fetchManySuite), ("scale", scaleSuite),
+  ("chunks", chunksSuite),
 ]
 
 /// Prints the usage: on stdout with status 0 when asked for (`--help`),

@@ -224,7 +224,8 @@ struct CLITests {
         "access", "budget", "max-age", "low-water", "access-resolution", "min-free",
         "max-object-size",
         "tmp-max-age", "compression", "compression-workers", "compression-min-size", "checksums",
-        "evict-remote-first", "signing-key", "rewrite", "mirror",
+        "evict-remote-first", "signing-key", "rewrite", "mirror", "chunking",
+        "chunk-min-object-size",
       ])
     #expect(try CLI.run(["--store", store, "config", "set", "budget", "1.5GiB"]).status == 0)
     #expect(try CLI.run(["--store", store, "config", "get", "budget"]).out == "1.5 GiB\n")

@@ -35,6 +35,7 @@ struct CommandRulesTests {
       (["pin", "k"], true), (["unpin", "k"], true), (["sweep"], true), (["clean"], true),
       (["recompress"], true), (["reindex"], true), (["import", "a.tar"], true),
       (["verify"], false), (["verify", "--repair"], true),
+      (["dedupe"], true), (["dedupe", "--dry-run"], false),
       (["config", "get", "budget"], false), (["config", "set", "budget", "1G"], true),
       (["config", "reset"], true), (["keys"], false), (["keys", "rm", "k"], true),
       (["stats"], false), (["stats", "--reset"], true), (["remote", "ls"], false),

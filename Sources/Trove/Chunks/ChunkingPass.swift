@@ -2,123 +2,99 @@ import Foundation
 
 /// Cuts and hashes the chunks of a put's bytes (``ChunkHasher``) on a
 /// thread of its own, beside the thread that hashes and writes them: the
-/// put hands each buffer over with one copy and goes on, so the gear hash,
-/// the costliest step, overlaps the put's reads, writes and syncs instead
-/// of adding to them.
+/// put only says how far the temp file is written, and this thread reads
+/// the new bytes back from the page cache, so the gear hash — the costliest
+/// step — and its copy overlap the put's reads, writes and syncs instead of
+/// adding to them.
 ///
-/// The buffers bound the memory (``bufferCount`` × ``bufferSize``); a put
-/// faster than the cutting waits for a free one. ``finish()`` or
-/// ``cancel()`` must be called once: either ends the thread.
+/// The file must be written in order from its start, raw. ``finish()`` or
+/// ``cancel()`` must be called once, before the file is closed: either
+/// ends the thread and waits for it.
 final class ChunkingPass: @unchecked Sendable {
   static let bufferSize = 1 << 20
-  static let bufferCount = 4
 
+  private let file: FileDescriptor
   private let condition = NSCondition()
-  private var free: [UnsafeMutableRawBufferPointer] = []
-  private var full: [(UnsafeMutableRawBufferPointer, Int)] = []
+  /// Bytes of the file written so far.
+  private var written: Int64 = 0
   private var ending = false
   private var cancelled = false
-  private var chunks: [Chunk]?
-  /// The buffer being filled on the put's thread, and how far.
-  private var current: UnsafeMutableRawBufferPointer?
-  private var filled = 0
+  /// Set by the thread when it stops: the chunks, or nil when cancelled
+  /// or a read failed (no manifest then).
+  private var outcome: [Chunk]??
 
-  init() {
-    for _ in 0..<Self.bufferCount {
-      free.append(.allocate(byteCount: Self.bufferSize, alignment: 64))
-    }
+  init(reading file: FileDescriptor) {
+    self.file = file
     let thread = Thread { [self] in run() }
     thread.name = "trove-chunker"
     thread.start()
   }
 
-  deinit {
-    for buffer in free { buffer.deallocate() }
-    for (buffer, _) in full { buffer.deallocate() }
-    current?.deallocate()
-  }
-
   // MARK: The put's thread
 
-  /// Hands the next bytes of the object over.
-  func feed(_ bytes: UnsafeRawBufferPointer) {
-    var rest = bytes
-    while !rest.isEmpty {
-      let buffer: UnsafeMutableRawBufferPointer
-      if let current {
-        buffer = current
-      } else {
-        condition.lock()
-        while free.isEmpty { condition.wait() }
-        buffer = free.removeLast()
-        condition.unlock()
-        current = buffer
-      }
-      let n = min(rest.count, buffer.count - filled)
-      UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<filled + n])
-        .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
-      filled += n
-      rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-      if filled == buffer.count { handOn() }
-    }
+  /// The file now holds `count` bytes.
+  func advance(to count: Int64) {
+    condition.lock()
+    written = count
+    condition.signal()
+    condition.unlock()
   }
 
-  /// Waits for the last bytes to be cut; every chunk of what was fed, in
-  /// order. Ends the thread.
-  func finish() -> [Chunk] {
-    handOn()
+  /// Waits for the last bytes to be cut; every chunk of the file, in
+  /// order, or nil when one could not be read back. Ends the thread.
+  func finish() -> [Chunk]? {
     condition.lock()
     defer { condition.unlock() }
     ending = true
     condition.broadcast()
-    while chunks == nil { condition.wait() }
-    return chunks ?? []
+    while outcome == nil { condition.wait() }
+    return outcome ?? nil
   }
 
-  /// Drops what was fed without waiting for it. Ends the thread.
+  /// Stops cutting and waits for the thread to end (after at most one
+  /// more buffer).
   func cancel() {
     condition.lock()
+    defer { condition.unlock() }
     cancelled = true
     ending = true
     condition.broadcast()
-    condition.unlock()
-  }
-
-  private func handOn() {
-    guard let buffer = current else { return }
-    condition.lock()
-    full.append((buffer, filled))
-    current = nil
-    filled = 0
-    condition.broadcast()
-    condition.unlock()
+    while outcome == nil { condition.wait() }
   }
 
   // MARK: The chunker's thread
 
   private func run() {
     var hasher = ChunkHasher()
-    var dropped = false
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 4096)
+    defer { buffer.deallocate() }
+    var read: Int64 = 0
+    var failed = false
     while true {
       condition.lock()
-      while full.isEmpty && !ending { condition.wait() }
-      if cancelled || full.isEmpty {
-        dropped = cancelled
-        condition.unlock()
+      while written == read && !ending { condition.wait() }
+      let stop = cancelled || written == read
+      let available = written
+      condition.unlock()
+      if stop { break }
+      let want = Int(min(Int64(buffer.count), available - read))
+      guard
+        let n = try? file.read(
+          into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]), at: read),
+        n > 0
+      else {
+        failed = true
         break
       }
-      let (buffer, count) = full.removeFirst()
-      condition.unlock()
-      hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-      condition.lock()
-      free.append(buffer)
-      condition.broadcast()
-      condition.unlock()
+      hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+      read += Int64(n)
     }
-    // Nobody waits for a cancelled pass's chunks.
-    let all = dropped ? [] : hasher.finish()
     condition.lock()
-    chunks = all
+    let keep = !cancelled && !failed
+    condition.unlock()
+    let chunks: [Chunk]? = keep ? hasher.finish() : nil
+    condition.lock()
+    outcome = .some(chunks)
     condition.broadcast()
     condition.unlock()
   }

@@ -25,7 +25,7 @@ let dedupeCommand = CommandSpec(
     filesystem cannot share blocks (ext4, tmpfs) it says so and changes nothing
     (exit 0). Shared bytes are counted once in the store's allocated total.
     """,
-  store: .creates,
+  store: .writes(when: { !$0.flag("--dry-run") }),
   run: { invocation in
     let store = try invocation.openStore()
     var digests: [BlobDigest]?

@@ -199,7 +199,7 @@ public final class BlobWriter {
     } else if !bytes.isEmpty {
       do throws(SystemCallError) {
         try writes.writeAll(bytes, to: file, remaining: remaining)
-        try chunk(bytes)
+        chunk(bytes)
       } catch {
         throw TroveError.system(error, "write", path: path)
       }
@@ -207,33 +207,19 @@ public final class BlobWriter {
     passedOn += Int64(bytes.count)
   }
 
-  /// Feeds raw bytes just written to the chunking pass, starting it when
-  /// the object becomes large enough for a manifest (or is known to be):
-  /// the bytes written before then are read back from the temp file, in
-  /// the page cache still.
-  private func chunk(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
+  /// Tells the chunking pass how far the raw temp file is written,
+  /// starting it when the object becomes large enough for a manifest (or
+  /// is known to be): it reads the bytes back from the page cache itself.
+  private func chunk(_ bytes: UnsafeRawBufferPointer) {
+    let total = passedOn + Int64(bytes.count)
     if chunking == nil {
       let policy = admission.policy
-      let total = max(passedOn + Int64(bytes.count), expectedSize ?? 0)
-      guard policy.chunking, total >= policy.chunkMinimumSize else { return }
-      let pass = ChunkingPass()
-      chunking = pass
-      if passedOn > 0 {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(
-          byteCount: ChunkingPass.bufferSize, alignment: 4096)
-        defer { buffer.deallocate() }
-        var at: Int64 = 0
-        while at < passedOn {
-          let n = try file.read(
-            into: UnsafeMutableRawBufferPointer(
-              rebasing: buffer[..<Int(min(Int64(buffer.count), passedOn - at))]), at: at)
-          guard n > 0 else { throw SystemCallError("read", Errno(rawValue: EIO)) }
-          pass.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
-          at += Int64(n)
-        }
+      guard policy.chunking, max(total, expectedSize ?? 0) >= policy.chunkMinimumSize else {
+        return
       }
+      chunking = ChunkingPass(reading: file)
     }
-    chunking?.feed(bytes)
+    chunking?.advance(to: total)
   }
 
   private func streamError(_ error: Zstd.StreamError) -> TroveError {
@@ -390,7 +376,7 @@ public final class BlobWriter {
       throw fail(error)
     }
     let digest = hasher.finalize()
-    let chunks = chunking?.finish()
+    let chunks = chunking?.finish() ?? nil
     chunking = nil
     if let expected, digest != expected {
       throw fail(

@@ -1,0 +1,295 @@
+import Foundation
+import Trove
+
+/// Versions that cost their changed bytes: what cutting chunks adds to a
+/// put, and the disk a new version takes once `trove dedupe` shared its
+/// blocks with the old one's, beside duperemove sharing the same pair.
+func chunksSuite(_ b: Bench) throws {
+  print("chunks")
+  try chunkingCostRows(b)
+  guard let xfs = b.xfs else { return b.skip("chunks: shared blocks", b.xfsMissing) }
+  guard FileManager.default.isExecutableFile(atPath: "/usr/bin/duperemove") else {
+    return b.skip("chunks: shared blocks", "duperemove is not installed (scripts/deps.sh test)")
+  }
+  let size = b.size(1 << 30, quick: 64 << 20)
+  let folder = xfs + "/chunks"
+  try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+  defer { remove(folder) }
+  let weights = folder + "/weights-v1.bin"
+  let tensors = try writeWeights(weights, size: size, seed: 0x7E45)
+  for percent in [2, 5, 20] {
+    let next = folder + "/weights-v2-\(percent).bin"
+    let changed = try rewriteTensors(
+      weights, into: next, tensors: tensors, share: Double(percent) / 100, seed: UInt64(percent))
+    try sharingRows(
+      b, "weights \(sizeName(size)), \(percent)% of tensors rewritten", old: weights, new: next,
+      changed: changed, aligned: true, folder: folder)
+    remove(next)
+  }
+  let inserted = folder + "/weights-inserted.bin"
+  try Spawn.check([
+    "sh", "-c",
+    "{ head -c 1000 \"$0\"; head -c 100 /dev/urandom; tail -c +1001 \"$0\"; } > \"$1\"", weights,
+    inserted,
+  ])
+  try sharingRows(
+    b, "weights \(sizeName(size)), 100 bytes inserted near the start", old: weights,
+    new: inserted, changed: 100, aligned: false, folder: folder)
+  remove(inserted)
+  remove(weights)
+  if b.quick {
+    b.skip("chunks: tar", "a quick run copies no source tree")
+  } else {
+    try tarRows(b, folder: folder)
+  }
+  if let pair = ProcessInfo.processInfo.environment["TROVE_BENCH_CHUNKS_PAIR"] {
+    // Two releases of a real artifact, given by hand: OLD:NEW.
+    let parts = pair.split(separator: ":").map(String.init)
+    guard parts.count == 2 else { return b.skip("chunks: real pair", "expected OLD:NEW") }
+    let changed = try differingBytes(parts[0], parts[1])
+    try sharingRows(
+      b, "real pair \((parts[1] as NSString).lastPathComponent)", old: parts[0], new: parts[1],
+      changed: changed, aligned: false, folder: folder)
+  }
+}
+
+/// A put of the same bytes with chunking on and off, by the copy path and
+/// from a pipe: what the chunking pass costs.
+private func chunkingCostRows(_ b: Bench) throws {
+  let size = b.size(1 << 30, quick: 64 << 20)
+  let source = b.work + "/chunks-\(size).bin"
+  try makeRandomFile(source, bytes: size)
+  defer { remove(source) }
+  let store = b.work + "/chunks-store"
+  defer { remove(store) }
+  let put = { (on: Bool) in
+    ["env", "TROVE_CHUNKING=\(on ? "on" : "off")", b.trove, "--store", store]
+  }
+  let timed = try b.timeCommands([
+    put(true) + ["put", source], put(false) + ["put", source],
+    ["sh", "-c", "cat \"$0\" | \"$@\" put -", source] + put(true),
+    ["sh", "-c", "cat \"$0\" | \"$@\" put -", source] + put(false),
+  ]) { remove(store) }
+  let params = ["size": "\(size)", "filesystem": "work folder"]
+  for (i, how) in ["copy path", "from a pipe"].enumerated() {
+    b.add(
+      Result(
+        suite: "chunks", name: "put \(sizeName(size)) \(how), chunking on", parameters: params,
+        unit: .seconds, trove: timed[2 * i], referenceName: "the same put, chunking off",
+        reference: timed[2 * i + 1],
+        note: "the chunks are cut on a thread beside the one that hashes and writes"))
+  }
+}
+
+/// A weights-like file: a header, then tensors of 1–32 MiB (log-uniform)
+/// of random bytes, not aligned to blocks. Returns the tensors' ranges.
+private func writeWeights(_ path: String, size: Int, seed: UInt64) throws -> [Range<Int>] {
+  var rng = SplitMix(seed)
+  var tensors: [Range<Int>] = []
+  var at = 12_345
+  while at < size {
+    let length = min(
+      size - at,
+      Int(exp(Double.random(in: log(Double(1 << 20))...log(Double(32 << 20)), using: &rng))))
+    tensors.append(at..<(at + length))
+    at += length
+  }
+  try writeRandom(path, ranges: [0..<size], seed: rng.next(), creating: true)
+  return tensors
+}
+
+/// Copies `old` to `path` and rewrites tensors chosen at random in place
+/// until `share` of the bytes changed; returns the bytes rewritten.
+private func rewriteTensors(
+  _ old: String, into path: String, tensors: [Range<Int>], share: Double, seed: UInt64
+) throws -> Int64 {
+  try Spawn.check(["cp", "--reflink=never", old, path])
+  var rng = SplitMix(seed)
+  let total = tensors.reduce(0) { $0 + $1.count }
+  var chosen: [Range<Int>] = []
+  var changed = 0
+  for tensor in tensors.shuffled(using: &rng) where Double(changed) < share * Double(total) {
+    chosen.append(tensor)
+    changed += tensor.count
+  }
+  try writeRandom(path, ranges: chosen, seed: rng.next(), creating: false)
+  return Int64(changed)
+}
+
+/// Writes random bytes over `ranges` of `path`, synced.
+private func writeRandom(_ path: String, ranges: [Range<Int>], seed: UInt64, creating: Bool) throws
+{
+  let fd = open(path, O_WRONLY | (creating ? O_CREAT | O_TRUNC : 0), 0o644)
+  guard fd >= 0 else {
+    throw Spawn.Failure(command: ["open", path], detail: String(cString: strerror(errno)))
+  }
+  defer { close(fd) }
+  var rng = SplitMix(seed)
+  var buffer = [UInt64](repeating: 0, count: (1 << 20) / 8)
+  for range in ranges {
+    var at = range.lowerBound
+    while at < range.upperBound {
+      for i in buffer.indices { buffer[i] = rng.next() }
+      let n = min(range.upperBound - at, 1 << 20)
+      _ = buffer.withUnsafeBytes { pwrite(fd, $0.baseAddress, n, off_t(at)) }
+      at += n
+    }
+  }
+  fsync(fd)
+}
+
+/// An uncompressed tar of a source tree (/usr/include) and of the same tree
+/// with a few files edited: five lengthened, five changed in place.
+private func tarRows(_ b: Bench, folder: String) throws {
+  let tree = "/usr/include"
+  guard FileManager.default.fileExists(atPath: tree) else {
+    return b.skip("chunks: tar", "\(tree) is missing")
+  }
+  let copy = folder + "/tree"
+  let old = folder + "/tree-v1.tar"
+  let new = folder + "/tree-v2.tar"
+  defer {
+    remove(copy)
+    remove(old)
+    remove(new)
+  }
+  try Spawn.check(["cp", "-r", tree, copy])
+  try Spawn.check(["tar", "-cf", old, "-C", folder, "tree"])
+  let files = try Spawn.capture(["sh", "-c", "find \"$0\" -name '*.h' -size +8k | sort", copy])
+    .split(separator: "\n").map(String.init)
+  guard files.count >= 10 else { return b.skip("chunks: tar", "too few headers in \(tree)") }
+  var changed: Int64 = 0
+  for (i, file) in stride(from: 0, to: files.count, by: files.count / 10).prefix(10).map({
+    ($0, files[$0])
+  }) {
+    let line = "/* edited for version 2: \(i) */\n"
+    if i % 2 == 0 {
+      try Spawn.check(["sh", "-c", "printf '%s' \"$1\" >> \"$0\"", file, line])
+    } else {
+      // The same length: the first bytes replaced.
+      try Spawn.check([
+        "sh", "-c", "printf '%s' \"$1\" | dd of=\"$0\" conv=notrunc status=none", file, line,
+      ])
+    }
+    changed += Int64(line.utf8.count)
+  }
+  try Spawn.check(["tar", "-cf", new, "-C", folder, "tree"])
+  let size = (try? FileManager.default.attributesOfItem(atPath: new)[.size] as? Int) ?? 0
+  try sharingRows(
+    b, "tar of \(tree) (\(sizeName(size / (1 << 20) * (1 << 20)))), 10 files edited", old: old,
+    new: new, changed: changed, aligned: false, folder: folder)
+}
+
+/// Bytes at which two files differ, compared position by position, plus
+/// any length difference: the changed bytes of an in-place edit.
+private func differingBytes(_ a: String, _ b: String) throws -> Int64 {
+  let out = try Spawn.capture(["sh", "-c", "cmp -l \"$0\" \"$1\" 2>/dev/null | wc -l", a, b])
+  let sizes = [a, b].map {
+    (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int) ?? 0
+  }
+  return (Int64(out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0)
+    + Int64(abs(sizes[0] - sizes[1]))
+}
+
+/// The disk the new version of a pair takes on its own once Trove shared
+/// its blocks with the old one's (`put -` of both, `trove dedupe`), and
+/// once duperemove shared two plain copies; and how long each took.
+private func sharingRows(
+  _ b: Bench, _ name: String, old: String, new: String, changed: Int64, aligned: Bool,
+  folder: String
+) throws {
+  let store = folder + "/store"
+  let plain = folder + "/plain"
+  defer {
+    remove(store)
+    remove(plain)
+  }
+  let size = Int64((try? FileManager.default.attributesOfItem(atPath: new)[.size] as? Int) ?? 0)
+  var troveOwn: [Double] = []
+  var duperemoveOwn: [Double] = []
+  var troveSeconds: [Double] = []
+  var duperemoveSeconds: [Double] = []
+  for _ in 0..<(b.quick ? 1 : 2) {
+    remove(store)
+    remove(plain)
+    for file in [old, new] {
+      try Spawn.check([
+        "sh", "-c", "cat \"$0\" | \"$1\" --store \"$2\" put -", file, b.trove, store,
+      ])
+    }
+    sync()
+    troveSeconds.append(try Spawn.check([b.trove, "--store", store, "dedupe"]).seconds)
+    let digest = try Spawn.capture([b.trove, "hash", new]).split(separator: " ")[0]
+    let hex = digest.dropFirst("xxh128:".count)
+    let object = store + "/objects/\(hex.prefix(2))/\(hex)"
+    troveOwn.append(Double(size - (try sharedBytes(object))) / Double(1 << 20))
+
+    try FileManager.default.createDirectory(atPath: plain, withIntermediateDirectories: true)
+    try Spawn.check(["cp", "--reflink=never", old, plain + "/old"])
+    try Spawn.check(["cp", "--reflink=never", new, plain + "/new"])
+    sync()
+    duperemoveSeconds.append(
+      try Spawn.check([
+        "duperemove", "-d", "-q", "-r", "--dedupe-options=partial",
+        "--hashfile=" + folder + "/hashes", plain,
+      ])
+      .seconds)
+    remove(folder + "/hashes")
+    duperemoveOwn.append(Double(size - (try sharedBytes(plain + "/new"))) / Double(1 << 20))
+  }
+  let params = [
+    "size": "\(size)", "changed": "\(changed)", "filesystem": "xfs",
+    "edits": aligned ? "in place" : "shifting",
+  ]
+  let changedMiB = Series(samples: [Double(changed) / Double(1 << 20)])
+  b.add(
+    Result(
+      suite: "chunks", name: "\(name): new version's own disk", parameters: params,
+      unit: .mebibytes, trove: Series(samples: troveOwn),
+      referenceName: aligned ? "the changed bytes, in place" : "the changed bytes",
+      reference: changedMiB,
+      note: "what the new version's file holds alone after trove dedupe (FIEMAP)"))
+  b.add(
+    Result(
+      suite: "chunks", name: "\(name): new version's own disk", parameters: params,
+      unit: .mebibytes, trove: Series(samples: troveOwn),
+      referenceName: "duperemove -d (partial), the same pair",
+      reference: Series(samples: duperemoveOwn),
+      note: "duperemove hashes every block of both plain copies and shares the equal ones"))
+  b.add(
+    Result(
+      suite: "chunks", name: "\(name): time to share", parameters: params, unit: .seconds,
+      trove: Series(samples: troveSeconds), referenceName: "duperemove -d (partial), the same pair",
+      reference: Series(samples: duperemoveSeconds),
+      note: "trove dedupe reads the manifests the puts recorded; the kernel compares the bytes"))
+}
+
+/// Bytes of `path` in extents the kernel marks shared (`filefrag -v -s`).
+private func sharedBytes(_ path: String) throws -> Int64 {
+  let out = try Spawn.capture(["filefrag", "-v", "-s", path])
+  var blockSize: Int64 = 4096
+  var blocks: Int64 = 0
+  for line in out.split(separator: "\n") {
+    if let of = line.range(of: " blocks of "), let end = line.range(of: " bytes)") {
+      blockSize = Int64(line[of.upperBound..<end.lowerBound]) ?? blockSize
+    }
+    guard line.contains("shared") else { continue }
+    let fields = line.split(separator: ":").map { $0.trimmingCharacters(in: .whitespaces) }
+    // ext: logical: physical: length: [expected:] flags
+    if fields.count >= 4, let length = Int64(fields[3]) { blocks += length }
+  }
+  return blocks * blockSize
+}
+
+/// SplitMix64: a seeded generator for the suite's data.
+private struct SplitMix: RandomNumberGenerator {
+  var state: UInt64
+  init(_ seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
