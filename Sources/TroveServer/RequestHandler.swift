@@ -83,6 +83,14 @@ struct RequestHandler: Sendable {
           return request.text(404, "no object \(digest)")
         }
         return request.bytes(200, entry, type: "application/json")
+      case .manifest(let digest):
+        // Cut from the object's own bytes when it has none recorded.
+        guard try store.entry(for: digest) != nil,
+          let manifest = try store.chunkManifest(of: digest)
+        else {
+          return request.text(404, "no chunk manifest of \(digest)")
+        }
+        return request.bytes(200, manifest.encoded, type: "application/octet-stream")
       case .upload:
         return request.text(404, "uploads are not read back")
       case .cas(let digest), .remoteBlob(let digest):
@@ -190,6 +198,8 @@ struct RequestHandler: Sendable {
       return request.text(403, "the layout record is this server's own")
     case ("PUT", .signedEntry):
       return request.text(403, "signed entries are not stored by this server yet")
+    case ("PUT", .manifest):
+      return request.text(403, "this server cuts the manifests of its objects from their bytes")
     default:
       return request.text(
         403,

@@ -13,6 +13,7 @@
 /// /cas/<aa>/<32 hex>       .remoteBlob     another store's `remote add`
 /// /keys/<32 hex>.json      .keyRecord      reads through from this one
 /// /sigs/<aa>/<32 hex>.json .signedEntry    (signed by the store's signing-key)
+/// /chunks/<aa>/<32 hex>    .manifest       a large object's chunk manifest
 /// /tmp/<name>              .upload       a blob on its way in (--writable)
 /// /m/<name>/<path>         .mirror       a fetch of the mirror's upstream/<path>
 /// ```
@@ -28,6 +29,7 @@ public enum Route: Equatable, Sendable {
   case remoteBlob(BlobDigest)
   case keyRecord(String)
   case signedEntry(BlobDigest)
+  case manifest(BlobDigest)
   case upload(String)
   case mirror(name: String, path: MirrorPath)
   /// An absolute-form request (`GET http://HOST/PATH`): a fetch of `url`.
@@ -71,6 +73,8 @@ public enum Route: Equatable, Sendable {
       return fannedOut(segments[1], segments[2], suffix: "").map { .remoteBlob($0) }
     case ("sigs", 3):
       return fannedOut(segments[1], segments[2], suffix: ".json").map { .signedEntry($0) }
+    case ("chunks", 3):
+      return fannedOut(segments[1], segments[2], suffix: "").map { .manifest($0) }
     case ("keys", 2):
       let name = segments[1]
       guard name.hasSuffix(".json"), Store.isKeyRecordName(name.dropLast(5)) else {
@@ -106,7 +110,8 @@ public enum Route: Equatable, Sendable {
         return .failure(.malformed("'\(shown(hex))' is not a \(algorithm.rawValue) checksum"))
       }
       return .success(.checksum(checksum))
-    case ("cas", _), ("keys", _), ("sigs", _), ("tmp", _), ("sha256", _), ("sha512", _):
+    case ("cas", _), ("keys", _), ("sigs", _), ("chunks", _), ("tmp", _), ("sha256", _),
+      ("sha512", _):
       return .failure(.malformed("'\(shown(Substring(path)))' has too many or too few segments"))
     default:
       return .failure(.unknown)
@@ -135,7 +140,7 @@ public enum Route: Equatable, Sendable {
     case .metrics: "metrics"
     case .cas: "cas"
     case .checksum: "checksum"
-    case .remoteLayout, .remoteBlob, .keyRecord, .signedEntry: "remote"
+    case .remoteLayout, .remoteBlob, .keyRecord, .signedEntry, .manifest: "remote"
     case .upload: "upload"
     case .mirror: "mirror"
     case .proxy: "proxy"

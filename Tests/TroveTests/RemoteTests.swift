@@ -251,7 +251,9 @@ struct RemoteTests {
     #expect(records?.first?["outcome"] as? String == "failed")
     #expect(records?.first?["remote"] is NSNull && records?.first?["size"] is NSNull)
     #expect(
-      records?.first?.keys.sorted() == ["digest", "error", "key", "outcome", "remote", "size"])
+      records?.first?.keys.sorted() == [
+        "digest", "error", "key", "outcome", "remote", "size", "transferredBytes",
+      ])
     #expect(try Self.digests(b) == [])
     #expect(Self.leftovers(b) == [])
   }

@@ -62,29 +62,32 @@ extension IndexSession {
       decoding: encoded, expectedSize: size, source: "the manifest of \(digest)")
   }
 
-  /// The objects stored before `digest` (created earlier; the same
-  /// instant, a lower digest) that hold the most of `chunks`' hooks, most
-  /// first, with how many each holds: its likely earlier versions. Only
-  /// earlier ones, so that of two versions only the later shares the
-  /// other's blocks, and each shared block is counted once.
-  func objectsSharing(_ chunks: [Chunk], before digest: BlobDigest, limit: Int)
+  /// The objects that hold the most of `chunks`' hooks, most first, with
+  /// how many each holds: the likely earlier versions of what `chunks`
+  /// cut. Given `before`, only objects stored before it (created earlier;
+  /// the same instant, a lower digest), so that of two versions only the
+  /// later shares the other's blocks and each shared block counts once.
+  func objectsSharing(_ chunks: [Chunk], before digest: BlobDigest? = nil, limit: Int)
     throws(TroveError) -> [(digest: BlobDigest, hooks: Int)]
   {
     let hooks = Set(chunks.lazy.filter { Self.isHook($0.digest) }.map(\.digest.high))
-    guard !hooks.isEmpty, let created = try entry(for: digest)?.createdNanoseconds else {
-      return []
+    guard !hooks.isEmpty else { return [] }
+    var bound: (Int64, String)?
+    if let digest {
+      guard let created = try entry(for: digest)?.createdNanoseconds else { return [] }
+      bound = (created, digest.hex)
     }
     var counts: [BlobDigest: Int] = [:]
     try run { db throws(SQLiteConnection.Failure) in
       try db.prepared(
         """
         SELECT h.digest FROM chunk_hooks h JOIN objects o ON o.digest = h.digest
-        WHERE h.chunk = ? AND (o.created, o.digest) < (?, ?)
+        WHERE h.chunk = ? AND o.compressed = 0 AND (o.created, o.digest) < (?, ?)
         """
       ) { (statement) throws(SQLiteConnection.Failure) in
         for hook in hooks {
           try statement.run([
-            .integer(Int64(bitPattern: hook)), .integer(created), .text(digest.hex),
+            .integer(Int64(bitPattern: hook)), .integer(bound?.0 ?? .max), .text(bound?.1 ?? ""),
           ]) { row in
             if let other = BlobDigest(hex: Substring(row.text(0))) {
               counts[other, default: 0] += 1

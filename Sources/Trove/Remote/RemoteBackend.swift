@@ -55,6 +55,18 @@ protocol RemoteBackend: AnyObject {
   func readSignedEntry(_ digest: BlobDigest) throws(TroveError) -> SignedObjectEntry?
   /// Writes `entry`, replacing the blob's earlier one (whole).
   func writeSignedEntry(_ entry: SignedObjectEntry, of digest: BlobDigest) throws(TroveError)
+  /// The chunk manifest of `digest`'s blob of `size` bytes, or nil when the
+  /// remote has none. Read no further than such a manifest can be long,
+  /// and decoded as anything from the network is (``ChunkManifest/init(decoding:expectedSize:source:)``);
+  /// still only a hint: what it leads to is checked whole.
+  func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest?
+  /// Writes `manifest` as `digest`'s blob's, replacing an earlier one.
+  func writeManifest(_ manifest: ChunkManifest, of digest: BlobDigest) throws(TroveError)
+  /// Streams the bytes `range` of `digest`'s blob into `writer`: exactly
+  /// those, or it throws (`.transferFailed`; `.unsupportedFormat` from a
+  /// remote that cannot send a range).
+  func download(_ digest: BlobDigest, range: Range<Int64>, into writer: any RemoteSink)
+    throws(TroveError)
 }
 
 /// A blob to upload: `size` bytes of `file` from offset 0; with `verify`,
@@ -77,6 +89,22 @@ struct RemoteUploadItem {
 
 extension RemoteBackend {
   func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? { nil }
+
+  /// A remote that keeps no manifests (Redis) has none to give.
+  func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest? { nil }
+  func writeManifest(_ manifest: ChunkManifest, of digest: BlobDigest) throws(TroveError) {}
+  func download(_ digest: BlobDigest, range: Range<Int64>, into writer: any RemoteSink)
+    throws(TroveError)
+  {
+    throw TroveError(
+      .unsupportedFormat, "remote '\(spec.name)' cannot send part of a blob", value: spec.name)
+  }
+
+  /// The most bytes the manifest of a blob of `size` bytes can take.
+  static func manifestLimit(size: Int64) -> Int {
+    let chunks = size / Int64(ChunkCutter.minimumSize) + 1
+    return Int(min(Int64(Int32.max), 20 + chunks * Int64(ChunkManifest.entrySize)))
+  }
 
   /// Uploads `size` bytes of `file`, checked already, as `digest`'s blob.
   func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)

@@ -33,6 +33,12 @@ enum RemoteNames {
     "trove:key:" + RemoteKeyRecord.name(of: key)
   }
 
+  /// `chunks/<aa>/<hex>`: the chunk manifest of `digest`'s blob
+  /// (``ChunkManifest``, encoded), beside `cas/`.
+  static func manifestPath(_ digest: BlobDigest) -> String {
+    "chunks/" + String(digest.hex.prefix(2)) + "/" + digest.hex
+  }
+
   /// `sigs/<aa>/<hex>.json`: the signed entry of `digest`'s blob
   /// (``SignedObjectEntry``), beside `cas/` so that nothing that lists
   /// blobs meets it.

@@ -9,6 +9,17 @@ public struct RemotePull: Sendable, Hashable, Codable {
   public var size: Int64
   /// False when the store held it already (nothing was asked of the remote).
   public var downloaded: Bool
+  /// Bytes the remote sent: the object's length for a whole download, the
+  /// missing chunks' when the store held the rest in earlier versions
+  /// (``ChunkManifest``), 0 when nothing was downloaded.
+  public var transferredBytes: Int64
+
+  public init(digest: BlobDigest, size: Int64, downloaded: Bool, transferredBytes: Int64? = nil) {
+    self.digest = digest
+    self.size = size
+    self.downloaded = downloaded
+    self.transferredBytes = transferredBytes ?? (downloaded ? size : 0)
+  }
 }
 
 /// One-shot transfers between a store and one of its remotes. Every byte
@@ -139,6 +150,17 @@ extension Store {
         .checksumMismatch,
         "remote '\(spec.name)' holds \(size) bytes as \(digest), not the \(facts.size) a trusted key signed; nothing stored",
         value: digest.description)
+    }
+    do throws(TroveError) {
+      if let pulled = try pullInChunks(digest, size: size, from: backend, spec: spec, facts: facts)
+      {
+        return pulled
+      }
+    } catch {
+      trace(
+        .remote,
+        "the chunked pull of \(digest) from remote '\(spec.name)' failed: \(error.message)",
+        why: "pulling it whole instead")
     }
     let writer = try makeWriter(
       expectedSize: size, priority: .important, source: "remote '\(spec.name)'", exact: true)
@@ -444,12 +466,14 @@ extension Store {
       digest, upload, on: backend, signer: signer, othersWriteIndex: othersWriteIndex)
   }
 
-  /// After `digest`'s blob is on the remote: its signed entry (with
-  /// `signer`), then its keys' records. `upload` when they are written.
+  /// After `digest`'s blob is on the remote: its chunk manifest (a large
+  /// raw object's), its signed entry (with `signer`), then its keys'
+  /// records. `upload` when they are written.
   private func describe(
     _ digest: BlobDigest, _ upload: RemoteUpload, on backend: any RemoteBackend,
     signer: SigningKey?, othersWriteIndex: String?
   ) -> Result<RemoteUpload, TroveError> {
+    if upload != .tooLarge { pushManifest(of: digest, to: backend) }
     do throws(TroveError) {
       var facts: SignedFacts?
       if let signer {
@@ -465,6 +489,21 @@ extension Store {
       return .success(upload)
     } catch {
       return .failure(error)
+    }
+  }
+
+  /// Writes `digest`'s chunk manifest beside its blob, when it has one,
+  /// so that a store holding an earlier version pulls only the chunks it
+  /// lacks. A hint: a remote that takes none (Redis; a `trove serve` peer
+  /// cuts its own) or fails to loses nothing but that saving.
+  private func pushManifest(of digest: BlobDigest, to backend: any RemoteBackend) {
+    guard let manifest = try? chunkManifest(of: digest) else { return }
+    do throws(TroveError) {
+      try backend.writeManifest(manifest, of: digest)
+    } catch {
+      trace(
+        .remote, "did not write the manifest of \(digest) to remote '\(backend.spec.name)'",
+        why: error.message)
     }
   }
 

@@ -205,4 +205,55 @@ final class WebDAVBackend: RemoteBackend {
       "PUT", base + "/" + RemoteNames.signedEntryPath(digest), accepting: [200, 201, 204],
       upload: RemoteHTTPTransfer.Upload(bytes: entry.encoded()))
   }
+
+  func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest? {
+    var bytes: [UInt8] = []
+    let limit = Self.manifestLimit(size: size)
+    let (name, url) = (spec.name, base + "/" + RemoteNames.manifestPath(digest))
+    let outcome = try request("GET", url, accepting: [200, 404]) { (piece) throws(TroveError) in
+      guard bytes.count + piece.count <= limit else {
+        throw TroveError(
+          .unsupportedFormat,
+          "remote '\(name)': \(url) is longer than a manifest of \(size) bytes can be", value: url)
+      }
+      bytes += piece
+    }
+    guard outcome.status == 200 else { return nil }
+    return try ChunkManifest(
+      decoding: bytes, expectedSize: size, source: "remote '\(name)': \(url)")
+  }
+
+  func writeManifest(_ manifest: ChunkManifest, of digest: BlobDigest) throws(TroveError) {
+    try request(
+      "PUT", base + "/" + RemoteNames.manifestPath(digest), accepting: [200, 201, 204],
+      upload: RemoteHTTPTransfer.Upload(bytes: manifest.encoded))
+  }
+
+  func download(_ digest: BlobDigest, range: Range<Int64>, into writer: any RemoteSink)
+    throws(TroveError)
+  {
+    let url = blobURL(digest)
+    let (name, wanted) = (spec.name, Int64(range.count))
+    var received: Int64 = 0
+    // 206 only: a server that ignores the Range and sends the whole blob
+    // is refused before its first byte is taken.
+    try request(
+      "GET", url, accepting: [206],
+      headers: ["Range: bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
+    ) { (bytes) throws(TroveError) in
+      guard received + Int64(bytes.count) <= wanted else {
+        throw TroveError(
+          .transferFailed, "remote '\(name)': GET \(url) sent more than the \(wanted) bytes asked",
+          value: url)
+      }
+      try writer.write(bytes)
+      received += Int64(bytes.count)
+    }
+    guard received == wanted else {
+      throw TroveError(
+        .transferFailed,
+        "remote '\(name)': GET \(url) ended after \(received) of the \(wanted) bytes asked",
+        value: url)
+    }
+  }
 }

@@ -487,6 +487,9 @@ private struct PullRecord: Encodable {
   /// The remote it came from; nil when it was local already or failed.
   @Nullable var remote: String? = nil
   @Nullable var size: Int64? = nil
+  /// Bytes the remote sent: less than `size` when the store held chunks
+  /// of it in earlier versions; nil when nothing was pulled.
+  @Nullable var transferredBytes: Int64? = nil
   /// `pulled`, `bound` (the key was bound to a blob the store held),
   /// `local` or `failed`.
   var outcome: String
@@ -521,6 +524,7 @@ private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> I
       case .success(let (pulled, source)):
         record.remote = pulled.downloaded ? source : nil
         record.size = pulled.size
+        record.transferredBytes = pulled.downloaded ? pulled.transferredBytes : nil
         record.outcome = pulled.downloaded ? "pulled" : "local"
       case .failure(let error):
         failure = error
@@ -552,6 +556,7 @@ private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> I
           record.digest = digest.description
           record.remote = pulled.downloaded ? source.name : nil
           record.size = pulled.size
+          record.transferredBytes = pulled.downloaded ? pulled.transferredBytes : nil
           record.outcome = pulled.downloaded ? "pulled" : "local"
         }
         failure = nil

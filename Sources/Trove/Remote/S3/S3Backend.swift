@@ -417,4 +417,51 @@ final class S3Backend: RemoteBackend {
   func writeSignedEntry(_ entry: SignedObjectEntry, of digest: BlobDigest) throws(TroveError) {
     try writeSmall(RemoteNames.signedEntryPath(digest), entry.encoded())
   }
+
+  func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest? {
+    let name = spec.name
+    let path = RemoteNames.manifestPath(digest)
+    guard
+      let bytes = try readSmall(
+        path, limit: Self.manifestLimit(size: size),
+        tooLong: {
+          TroveError(
+            .unsupportedFormat,
+            "remote '\(name)': \($0) is longer than a manifest of \(size) bytes can be", value: $0)
+        })
+    else { return nil }
+    return try ChunkManifest(
+      decoding: bytes, expectedSize: size, source: "remote '\(name)': \(shown(path))")
+  }
+
+  func writeManifest(_ manifest: ChunkManifest, of digest: BlobDigest) throws(TroveError) {
+    try writeSmall(RemoteNames.manifestPath(digest), manifest.encoded)
+  }
+
+  func download(_ digest: BlobDigest, range: Range<Int64>, into writer: any RemoteSink)
+    throws(TroveError)
+  {
+    let name = RemoteNames.blobPath(digest)
+    let (remote, shownName, wanted) = (spec.name, shown(name), Int64(range.count))
+    var received: Int64 = 0
+    try request(
+      "GET", name, accepting: [206],
+      headers: ["Range: bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
+    ) { (bytes) throws(TroveError) in
+      guard received + Int64(bytes.count) <= wanted else {
+        throw TroveError(
+          .transferFailed,
+          "remote '\(remote)': GET \(shownName) sent more than the \(wanted) bytes asked",
+          value: shownName)
+      }
+      try writer.write(bytes)
+      received += Int64(bytes.count)
+    }
+    guard received == wanted else {
+      throw TroveError(
+        .transferFailed,
+        "remote '\(remote)': GET \(shownName) ended after \(received) of the \(wanted) bytes asked",
+        value: shownName)
+    }
+  }
 }

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+/// Pulling a new version of a large blob from another Trove or a remote
+/// that keeps chunk manifests, when the store holds an earlier version:
+/// only the missing chunks cross the network, the whole object is checked,
+/// and anything wrong leaves nothing (the blob is pulled whole, or not at
+/// all).
+@Suite("chunked pulls between Troves")
+struct ChunkedPullTests {
+  static let old = Bytes.random(12 << 20, seed: 3601)
+  static let new = BlockSharingTests.edited(
+    old, at: [2_000_000, 7_000_000], count: 500, seed: 3602)
+
+  /// `remote pull --json` of `digest` into `store`: the one record.
+  static func pull(_ store: String, _ digest: BlobDigest) throws -> [String: Any] {
+    let run = try CLI.run(["--store", store, "remote", "pull", "--json", digest.description])
+    let records = try JSONSerialization.jsonObject(with: Data(run.stdout)) as? [[String: Any]]
+    return records?.first ?? ["status": run.status, "stderr": run.stderr]
+  }
+
+  /// Puts `bytes` into `store` through a pipe (the stream path, which
+  /// records the manifest).
+  static func put(_ store: String, _ bytes: [UInt8]) throws {
+    let run = try CLI.run(["--store", store, "put", "-"], stdin: bytes)
+    #expect(run.status == 0, "\(run.stderr)")
+  }
+
+  @Test(
+    "from a trove serve peer, a store holding the old version pulls only the new one's changed chunks, and shares the rest's blocks"
+  )
+  func pullFromAServePeer() throws {
+    let scratch = try Scratch(under: TestFilesystems.xfs)
+    let peer = scratch["peer"]
+    let local = scratch["local"]
+    try Self.put(peer, Self.old)
+    // The peer's new version came by a clone put: it has no manifest until
+    // one is asked for, when the server cuts it from the bytes.
+    let file = try scratch.write("new.bin", Self.new)
+    try trove(peer, ["put", file])
+    try Self.put(local, Self.old)
+    let server = try TroveServe(store: peer)
+    try trove(local, ["remote", "add", "peer", server.url, "--read-only"])
+    let digest = XXH3Hasher.digest(Self.new)
+    let pulled = try Self.pull(local, digest)
+    #expect(pulled["outcome"] as? String == "pulled", "\(pulled)")
+    let transferred = pulled["transferredBytes"] as? Int ?? Int.max
+    // The two edited chunks and their neighbours at most: a few hundred KiB.
+    #expect(transferred > 0 && transferred <= 1 << 20, "\(pulled)")
+    #expect(try contents(objectFilePath(local, digest)) == Self.new)
+    let ranges = server.accessLog().filter { $0.contains("/cas/") && $0.contains(" 206 ") }
+    #expect(!ranges.isEmpty, "\(server.accessLog())")
+    if TestFilesystems.xfs != nil {
+      #expect(
+        try Int(extents(objectFilePath(local, digest)).sharedBytes) >= Self.new.count - (1 << 20))
+    }
+    let verify = try trove(local, ["verify"])
+    #expect(verify.status == 0)
+  }
+
+  @Test("a remote without manifests, or a store with no earlier version, pulls the blob whole")
+  func pullsWholeWithoutManifestsOrVersions() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let writer = scratch["writer"]
+    let local = scratch["local"]
+    let fresh = scratch["fresh"]
+    for store in [writer, local, fresh] {
+      try trove(store, ["remote", "add", "team", nginx.url("/team"), "--write", "off"])
+    }
+    try Self.put(writer, Self.new)
+    let digest = XXH3Hasher.digest(Self.new)
+    try trove(writer, ["remote", "push", digest.description])
+    let manifest = nginx.files["team/" + RemoteNames.manifestPath(digest)]
+    #expect(FileManager.default.fileExists(atPath: manifest), "the push wrote no manifest")
+    // A store with no earlier version: whole.
+    let whole = try Self.pull(fresh, digest)
+    #expect(whole["transferredBytes"] as? Int == Self.new.count, "\(whole)")
+    // The manifest gone (a remote written by an older Trove): whole.
+    try FileManager.default.removeItem(atPath: manifest)
+    try Self.put(local, Self.old)
+    let fallback = try Self.pull(local, digest)
+    #expect(fallback["transferredBytes"] as? Int == Self.new.count, "\(fallback)")
+    #expect(try contents(objectFilePath(local, digest)) == Self.new)
+  }
+
+  @Test(
+    "a remote whose blob lies in a chunk fails the whole-object check: nothing stored, no leftovers, exit 65"
+  )
+  func aLyingRemoteLeavesNothing() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let writer = scratch["writer"]
+    let local = scratch["local"]
+    for store in [writer, local] {
+      try trove(store, ["remote", "add", "team", nginx.url("/team"), "--write", "off"])
+    }
+    try Self.put(writer, Self.new)
+    let digest = XXH3Hasher.digest(Self.new)
+    try trove(writer, ["remote", "push", digest.description])
+    // Someone with write access to the remote changes bytes the local
+    // store lacks (inside the first edit), keeping the blob's length.
+    let blob = nginx.files["team/" + remoteBlobPath(digest)]
+    var tampered = try contents(blob)
+    for i in 2_000_100..<2_000_200 { tampered[i] ^= 0xFF }
+    try Data(tampered).write(to: URL(fileURLWithPath: blob))
+    try Self.put(local, Self.old)
+    let run = try CLI.run(["--store", local, "remote", "pull", digest.description])
+    #expect(run.status == 65, "\(run.status) \(run.stderr)")
+    #expect(run.stderr.contains("not \(digest)"), "\(run.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: objectFilePath(local, digest)))
+    #expect(scratch.temporaries("local").isEmpty, "\(scratch.temporaries("local"))")
+    // The chunked pull asked for ranges, then the whole blob was tried.
+    let gets = nginx.accessLog().filter { $0.hasPrefix("GET /team/cas/") }
+    #expect(
+      gets.contains { $0.contains(" 206 ") } && gets.contains { $0.contains(" 200 ") }, "\(gets)")
+  }
+
+  @Test("a hostile manifest on the remote is refused and the blob pulled whole")
+  func aHostileManifestIsRefused() throws {
+    let nginx = try Nginx(webDAV: true)
+    let scratch = try Scratch()
+    let writer = scratch["writer"]
+    let local = scratch["local"]
+    for store in [writer, local] {
+      try trove(store, ["remote", "add", "team", nginx.url("/team"), "--write", "off"])
+    }
+    try Self.put(writer, Self.new)
+    let digest = XXH3Hasher.digest(Self.new)
+    try trove(writer, ["remote", "push", digest.description])
+    let manifest = nginx.files["team/" + RemoteNames.manifestPath(digest)]
+    // Chunks that do not tile the blob: refused before any range is asked.
+    try Data(Array("TRVCHNK1".utf8) + [UInt8](repeating: 0xFF, count: 40)).write(
+      to: URL(fileURLWithPath: manifest))
+    try Self.put(local, Self.old)
+    let pulled = try Self.pull(local, digest)
+    #expect(pulled["transferredBytes"] as? Int == Self.new.count, "\(pulled)")
+    #expect(try contents(objectFilePath(local, digest)) == Self.new)
+    #expect(!nginx.accessLog().contains { $0.contains(" 206 ") })
+  }
+}
