@@ -383,7 +383,14 @@ extension Store {
           }
         })
       for case (_, let copy)? in handed { release(copy) }
+      // Unsigned, an object with no key has nothing to describe: one read
+      // finds those that have keys, rather than one read each.
+      let keyed = signer == nil ? objectsWithKeys(uploaded.map { digests[$0.index] }) : nil
       for (i, upload) in uploaded {
+        if let keyed, !keyed.contains(digests[i]) {
+          results[i] = .success(upload)
+          continue
+        }
         results[i] = describe(
           digests[i], upload, on: backend, signer: signer, othersWriteIndex: othersWriteIndex)
       }
@@ -447,6 +454,18 @@ extension Store {
     }
     return describe(
       digest, upload, on: backend, signer: signer, othersWriteIndex: othersWriteIndex)
+  }
+
+  /// Those of `digests` that keys name, in one read of the index; nil
+  /// when it cannot be read (then each is described, and fails, alone).
+  private func objectsWithKeys(_ digests: [BlobDigest]) -> Set<BlobDigest>? {
+    guard !digests.isEmpty else { return [] }
+    return try? index().read("read the keys of \(digests.count) objects") {
+      (tx) throws(TroveError) in
+      var keyed: Set<BlobDigest> = []
+      for digest in digests where try !tx.keys(of: digest).isEmpty { keyed.insert(digest) }
+      return keyed
+    }
   }
 
   /// After `digest`'s blob is on the remote: its signed entry (with

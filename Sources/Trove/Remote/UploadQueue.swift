@@ -151,8 +151,11 @@ extension Store {
       var after: (Int64, String) = (.min, "")
       var oldestLeft: Int64?
       var stopped = false
+      // A backend that pipelines (no sessions) gets a longer batch: its
+      // pipeline drains at the end of each.
+      let batchSize = sessions.isParallel ? 64 : Self.describedObjects
       drain: while true {
-        let batch = try queue(spec.name, since: from, after: after, limit: 64)
+        let batch = try queue(spec.name, since: from, after: after, limit: batchSize)
         guard let last = batch.last else { break }
         after = (last.2, last.0.hex)
         // The batch's objects go up together (several at once, or
