@@ -186,4 +186,32 @@ struct RedisPipelineTests {
     let verified = try CLI.run(["--store", b, "verify"])
     #expect(verified.status == 0, "\(verified.stderr)")
   }
+
+  @Test(
+    "a push to Redis and a pull from it load no libcurl: no HTTP multi handle is made for a backend that pipelines"
+  )
+  func noLibCurl() throws {
+    let redis = try RedisServer()
+    let scratch = try Scratch()
+    let (a, b) = try RemoteTests.twoStores(scratch, url: redis.url(database: 9))
+    let digests = try (0..<3).map {
+      try RemoteTests.put(a, Bytes.random(5000 + $0, seed: 60 + UInt64($0)), in: scratch)
+    }
+    // ld.so writes what it loads, dlopen included, to ld.PID.
+    let debug = ["LD_DEBUG": "files", "LD_DEBUG_OUTPUT": scratch["ld"]]
+    let pushed = try RemoteTests.remote(a, ["push"], environment: debug)
+    #expect(pushed.status == 0, "\(pushed.stderr)")
+    let pulled = try RemoteTests.remote(
+      b, ["pull"] + digests.map(\.description), environment: debug)
+    #expect(pulled.status == 0, "\(pulled.stderr)")
+    #expect(Set(try RemoteTests.digests(b)) == Set(digests))
+    let logs = try FileManager.default.contentsOfDirectory(atPath: scratch.path)
+      .filter { $0.hasPrefix("ld.") }
+    #expect(logs.count == 2, "\(logs)")
+    for log in logs {
+      let text = String(decoding: try contents(scratch[log]), as: UTF8.self)
+      #expect(text.contains("libc.so"), "\(log) lists nothing ld.so loaded")
+      #expect(!text.contains("libcurl"), "\(log): a Redis transfer loaded libcurl")
+    }
+  }
 }

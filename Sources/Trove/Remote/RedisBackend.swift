@@ -37,6 +37,9 @@ final class RedisBackend: RemoteBackend {
   /// restarted since has forgotten its scripts).
   private var publishCall: [String]?
 
+  /// No sessions: many requests go pipelined on one connection.
+  var hasSessions: Bool { false }
+
   static let uploadPiece = 4 << 20
   static let downloadPiece: Int64 = 1 << 20
 

@@ -41,6 +41,10 @@ protocol RemoteBackend: AnyObject {
   /// its transfers run by `multi` (which reuses their connections); nil
   /// when this backend has no such sessions (then one thread asks it).
   func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)?
+  /// Whether it may have such sessions: for one that has none (Redis,
+  /// which pipelines instead), no multi handle is made (which would load
+  /// libcurl for nothing).
+  var hasSessions: Bool { get }
   /// Removes `digest`'s blob; false when it was not there.
   func delete(_ digest: BlobDigest) throws(TroveError) -> Bool
   /// The remote's layout record, or nil when none is written yet.
@@ -82,6 +86,8 @@ struct RemoteUploadItem {
 
 extension RemoteBackend {
   func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? { nil }
+
+  var hasSessions: Bool { true }
 
   /// Uploads `size` bytes of `file`, checked already, as `digest`'s blob.
   func upload(_ digest: BlobDigest, from file: FileDescriptor, size: Int64)
