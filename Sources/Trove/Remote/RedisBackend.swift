@@ -261,6 +261,8 @@ final class RedisBackend: RemoteBackend {
     // The replies due, in the order the server sends them.
     var waiting: [Awaited] = []
     var scriptAsked = false
+    // Worked out from the URL: once, not per item.
+    let sizeLimit = spec.sizeLimit
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.uploadPiece, alignment: 8)
     defer { buffer.deallocate() }
 
@@ -286,7 +288,7 @@ final class RedisBackend: RemoteBackend {
       while !ended, let item = next() {
         let place = taken
         taken += 1
-        if let limit = spec.sizeLimit, item.size > limit {
+        if let limit = sizeLimit, item.size > limit {
           done(place, .success(.tooLarge))
           continue
         }
