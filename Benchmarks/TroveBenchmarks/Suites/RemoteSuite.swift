@@ -317,6 +317,6 @@ private func redisRows(_ b: Bench, files: String, count: Int) throws {
       unit: .seconds, trove: pushed[0], referenceName: "redis-cli --pipe of the SETs",
       reference: pushed[1],
       note:
-        "trove hashes each object, asks the remote for 64 at a time, then pipelines each one's SETEX of an expiring temp key and the script renaming it into place (EVALSHA), the next 64 sent before these are answered; redis-cli pipelines plain SETs"
+        "trove hashes each object, asks the remote for 16 at a time, then pipelines each one's SETEX of an expiring temp key and the script renaming it into place (EVALSHA), the next 16 sent before these are answered; redis-cli pipelines plain SETs"
     ))
 }

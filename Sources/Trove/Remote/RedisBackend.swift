@@ -231,7 +231,7 @@ final class RedisBackend: RemoteBackend {
 
   /// The most blobs, and bytes of blobs, in one round of
   /// ``uploadSequence(_:done:)``.
-  static let roundItems = 64
+  static let roundItems = 16
   static let roundBytes = 16 << 20
 
   /// Uploads the items pipelined, in rounds of blobs of one piece each
