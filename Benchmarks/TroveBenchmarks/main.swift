@@ -3,7 +3,7 @@ import Foundation
 /// trove-bench: how fast Trove is beside the tools users would otherwise use.
 /// Every figure is printed beside a reference measured in the same run.
 ///
-///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process|small|small-library|fetch-many|remote|remote-s3|removal|serve|scale|chunks]...
+///   trove-bench [--quick] [--suite hash|put|get|sweep|compression|memory|fetch|process|small|small-library|fetch-many|remote|remote-s3|remote-redis|removal|serve|scale|chunks]...
 ///               [--json PATH] [--markdown PATH] [--work DIR] [--xfs DIR]
 ///               [--trove PATH] [--sweep-entries N[,N...]] [--scale-objects N[,N...]]
 
@@ -14,6 +14,7 @@ let suites: [(String, (Bench) throws -> Void)] = [
   ("removal", removalSuite), ("serve", serveSuite), ("remote-s3", remoteS3Suite),
   ("small-library", smallLibrarySuite), ("fetch-many", fetchManySuite), ("scale", scaleSuite),
   ("chunks", chunksSuite),
+  ("remote-redis", remoteRedisSuite),
 ]
 
 /// Prints the usage: on stdout with status 0 when asked for (`--help`),
@@ -24,8 +25,8 @@ let suites: [(String, (Bench) throws -> Void)] = [
       """
       usage: trove-bench [--quick] [--suite NAME]... [--json PATH] [--markdown PATH] [--work DIR]
                          [--xfs DIR] [--trove PATH] [--sweep-entries N[,N...]] [--scale-objects N[,N...]]
-        suites: \(suites.map(\.0).joined(separator: ", ")) (all but removal, remote-s3, small-library and
-                 fetch-many by default; those three are rows of remote, small and fetch alone)
+        suites: \(suites.map(\.0).joined(separator: ", ")) (all but removal, remote-s3, remote-redis,
+                 small-library and fetch-many by default; those four are rows of remote, small and fetch alone)
         --xfs DIR   a folder on a reflink filesystem (default: $TROVE_BENCH_XFS) for the clone figures
         --sweep-entries  store sizes for the sweep suite (default 10000,100000; quick 1000);
                          the largest for the removal suite (default 100000)
@@ -127,7 +128,8 @@ var failed = false
 // users would pick instead: it runs only when asked for.
 for (name, run) in suites
 where chosen.isEmpty
-  ? !["removal", "remote-s3", "small-library", "fetch-many"].contains(name) : chosen.contains(name)
+  ? !["removal", "remote-s3", "remote-redis", "small-library", "fetch-many"].contains(name)
+  : chosen.contains(name)
 {
   do {
     try run(bench)

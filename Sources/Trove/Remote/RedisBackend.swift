@@ -12,10 +12,11 @@
 /// evicted mid-upload is never published, an intact blob is never
 /// replaced (one of another length, which cannot be it, is), and a writer
 /// killed half-way leaves a temp key that expires. Uploads of many small
-/// blobs are pipelined (``uploadMany(_:)``): the lengths of all in one
-/// round trip, then the `SETEX` and publish of each, all sent before the
-/// replies are read — each blob still published by its own script, each
-/// with its own outcome. A download reads `STRLEN`, then 1 MiB ranges
+/// blobs are pipelined (``uploadSequence(_:done:)``), in rounds: the
+/// lengths of a round in one round trip, then the `SETEX` and publish of
+/// each, all sent before the replies are read, with the next round sent
+/// before this one's replies — each blob still published by its own
+/// script, each with its own outcome. A download reads `STRLEN`, then 1 MiB ranges
 /// (`GETRANGE`) straight into the store's writer. Blobs longer than the
 /// remote's `max-object-size` are skipped.
 ///
@@ -30,6 +31,14 @@ final class RedisBackend: RemoteBackend {
   private let limits: RemoteLimits
   private let credential: String?
   private var connection: RESPConnection?
+  /// How ``publishScript`` runs on this connection: `EVALSHA` of the SHA-1
+  /// the server gave on `SCRIPT LOAD`, or `EVAL` of its text when it would
+  /// not load it. Nil until asked, on each new connection (a server
+  /// restarted since has forgotten its scripts).
+  private var publishCall: [String]?
+
+  /// No sessions: many requests go pipelined on one connection.
+  var hasSessions: Bool { false }
 
   static let uploadPiece = 4 << 20
   static let downloadPiece: Int64 = 1 << 20
@@ -97,6 +106,7 @@ final class RedisBackend: RemoteBackend {
     }
     if endpoint.database != 0 { try made.call(["SELECT", String(endpoint.database)]) }
     connection = made
+    publishCall = nil
     return made
   }
 
@@ -203,7 +213,15 @@ final class RedisBackend: RemoteBackend {
   }
 
   func upload(_ item: RemoteUploadItem) throws(TroveError) -> RemoteUpload {
-    guard let outcome = uploadMany([item])[0] else {
+    var given = false
+    var outcome: Result<RemoteUpload, TroveError>?
+    uploadSequence(
+      { () -> RemoteUploadItem? in
+        defer { given = true }
+        return given ? nil : item
+      },
+      done: { _, result in outcome = result })
+    guard let outcome else {
       throw TroveError(
         .unavailable, "remote '\(spec.name)': \(item.digest) was not uploaded",
         value: item.digest.description)
@@ -211,133 +229,299 @@ final class RedisBackend: RemoteBackend {
     return try outcome.get()
   }
 
-  /// Uploads the items pipelined: one round trip asks the remote for all
-  /// of them, then every blob of one piece goes up in `SET` of its temp
-  /// key and ``publishScript``, sent together with the others' and the
-  /// replies read after (bounded by ``batchBytes`` a round). A blob of
-  /// several pieces goes up alone, piece by piece. Each item has its own
-  /// outcome: a server error about one object is its failure, not the
-  /// others'; when the connection breaks, the items not finished are not
-  /// tried (nil).
-  func uploadMany(_ items: [RemoteUploadItem]) -> [Result<RemoteUpload, TroveError>?] {
-    var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: items.count)
-    var asked: [Int] = []
-    for (i, item) in items.enumerated() {
-      if let limit = spec.sizeLimit, item.size > limit {
-        results[i] = .success(.tooLarge)
-      } else {
-        asked.append(i)
-      }
-    }
-    guard !asked.isEmpty else { return results }
-    let found: [Result<Int64?, TroveError>]
-    do throws(TroveError) {
-      found = try sizes(asked.map { items[$0].digest })
-    } catch {
-      results[asked[0]] = .failure(error)
-      return results
-    }
-    // A value of another length under the blob's name is not the blob (a
-    // cut-short upload of an older client): it is replaced below.
-    var small: [Int] = []
-    var large: [Int] = []
-    for (i, size) in zip(asked, found) {
-      switch size {
-      case .failure(let error): results[i] = .failure(error)
-      case .success(let length) where length == items[i].size: results[i] = .success(.present)
-      case .success where items[i].size <= Self.uploadPiece: small.append(i)
-      case .success: large.append(i)
-      }
-    }
-    do throws(TroveError) {
-      var start = 0
-      while start < small.count {
-        var end = start
-        var bytes = 0
-        while end < small.count,
-          end == start || bytes + Int(items[small[end]].size) <= Self.batchBytes
-        {
-          bytes += Int(items[small[end]].size)
-          end += 1
-        }
-        let round = Array(small[start..<end])
-        for (i, outcome) in zip(round, try uploadWhole(round.map { items[$0] })) {
-          results[i] = outcome
-        }
-        start = end
-      }
-      for i in large {
-        do throws(TroveError) {
-          results[i] = .success(try uploadInPieces(items[i]))
-        } catch  where error.code == .ioError || error.code == .corruptObject {
-          results[i] = .failure(error)  // the local copy's failure, not the remote's
-        }
-      }
-    } catch {
-      // The connection broke: the first item not finished carries why.
-      if let i = asked.first(where: { results[$0] == nil }) { results[i] = .failure(error) }
-    }
-    return results
-  }
+  /// The most blobs, and bytes of blobs, in one round of
+  /// ``uploadSequence(_:done:)``.
+  static let roundItems = 16
+  static let roundBytes = 16 << 20
 
-  /// The most bytes of blobs sent in one pipelined round.
-  static let batchBytes = 16 << 20
-
-  /// Uploads blobs of one piece each, pipelined: `SET` of a new temp key
-  /// with the blob and an expiry, then ``publishScript``, for every item,
-  /// before any reply is read. Each item's outcome; a local read failure
-  /// is its item's alone. Throws when the connection fails.
-  private func uploadWhole(_ items: [RemoteUploadItem]) throws(TroveError)
-    -> [Result<RemoteUpload, TroveError>]
-  {
-    let total = items.reduce(0) { $0 + Int($1.size) }
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, total), alignment: 8)
+  /// Uploads the items pipelined, in rounds of blobs of one piece each
+  /// (up to ``roundItems`` and ``roundBytes``): one round trip asks the
+  /// remote for a round's lengths (`STRLEN` and `EXISTS` of each), then
+  /// each blob it lacks goes up in `SETEX` of a new temp key and
+  /// ``publishScript``, all sent before their replies are read. A round is
+  /// always in flight: round k + 1's blobs (and round k + 2's lengths) go
+  /// out before round k's replies are read, so the server works while the
+  /// next round's files are read and hashed here; at most two rounds of
+  /// blobs are unanswered. A blob of several pieces goes up alone, once the
+  /// rounds before it are answered. The publish script runs by `EVALSHA`
+  /// (loaded once a connection, pipelined with the first lengths asked); a
+  /// publish the server refuses as `NOSCRIPT` (its scripts flushed) is
+  /// sent again by `EVAL`. A server error about one object is its failure;
+  /// when the connection breaks, the first item not finished carries why,
+  /// the others handed out are not tried (nil), and no more are asked for.
+  func uploadSequence(
+    _ next: () -> RemoteUploadItem?, done: (Int, Result<RemoteUpload, TroveError>?) -> Void
+  ) {
+    var taken = 0
+    var ended = false
+    // An item taken from `next` that did not fit the round being gathered.
+    var held: (place: Int, item: RemoteUploadItem)?
+    // Rounds with items not finished, in order.
+    var live: [UploadRound] = []
+    // The replies due, in the order the server sends them.
+    var waiting: [Awaited] = []
+    var scriptAsked = false
+    // Worked out from the URL: once, not per item.
+    let sizeLimit = spec.sizeLimit
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.uploadPiece, alignment: 8)
     defer { buffer.deallocate() }
-    var outcomes = [Result<RemoteUpload, TroveError>](
-      repeating: .success(.present), count: items.count)
-    var sent: [Int: String] = [:]
-    try using { (c) throws(TroveError) in
-      var offset = 0
-      for (k, item) in items.enumerated() {
-        let piece = UnsafeMutableRawBufferPointer(
-          rebasing: buffer[offset..<offset + Int(item.size)])
-        offset += Int(item.size)
+
+    func finish(_ round: UploadRound, _ k: Int, _ outcome: Result<RemoteUpload, TroveError>?) {
+      guard round.open[k] else { return }
+      round.open[k] = false
+      round.unfinished -= 1
+      done(round.places[k], outcome)
+      if round.unfinished == 0 { live.removeAll { $0 === round } }
+    }
+
+    func published(_ n: Int64, _ temp: String) -> Result<RemoteUpload, TroveError> {
+      n == 0 ? .success(.present) : n > 0 ? .success(.uploaded) : .failure(cutShort(temp))
+    }
+
+    // The next item to upload; one over the remote's size limit is
+    // skipped at once.
+    func take() -> (place: Int, item: RemoteUploadItem)? {
+      if let item = held {
+        held = nil
+        return item
+      }
+      while !ended, let item = next() {
+        let place = taken
+        taken += 1
+        if let limit = sizeLimit, item.size > limit {
+          done(place, .success(.tooLarge))
+          continue
+        }
+        return (place, item)
+      }
+      ended = true
+      return nil
+    }
+
+    // The next round: blobs of one piece up to the limits, or one blob of
+    // several pieces alone.
+    func gather() -> UploadRound? {
+      let round = UploadRound()
+      while round.items.count < Self.roundItems, let (place, item) = take() {
+        let large = item.size > Int64(Self.uploadPiece)
+        if !round.items.isEmpty, large || round.bytes + Int(item.size) > Self.roundBytes {
+          held = (place, item)
+          break
+        }
+        round.add(place, item)
+        if large {
+          round.large = true
+          break
+        }
+      }
+      guard !round.items.isEmpty else { return nil }
+      live.append(round)
+      return round
+    }
+
+    func ask(_ round: UploadRound) throws(TroveError) {
+      let c = try connected()
+      if publishCall == nil, !scriptAsked {
+        try c.send(["SCRIPT", "LOAD", Self.publishScript])
+        waiting.append(.script)
+        scriptAsked = true
+      }
+      for item in round.items {
+        let key = RemoteNames.redisBlobKey(item.digest)
+        try c.send(["STRLEN", key])
+        try c.send(["EXISTS", key])
+      }
+      waiting.append(.lengths(round))
+    }
+
+    func sendBlobs(_ round: UploadRound) throws(TroveError) {
+      let c = try connected()
+      let publish = publishCall ?? ["EVAL", Self.publishScript]
+      var sent = false
+      for k in round.items.indices where round.wanted[k] {
+        let item = round.items[k]
+        let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(item.size)])
         do throws(TroveError) {
           try read(item, into: piece, at: 0)
           if item.verify, XXH3Hasher.digest(UnsafeRawBufferPointer(piece)) != item.digest {
             throw item.mismatch
           }
         } catch {
-          outcomes[k] = .failure(error)
+          finish(round, k, .failure(error))
           continue
         }
         let temp = RemoteNames.redisTemporaryKey()
-        sent[k] = temp
+        round.temps[k] = temp
         try c.send(
           ["SETEX", temp, String(RemoteNames.redisTemporaryLifetime)],
           payload: UnsafeRawBufferPointer(piece))
-        try c.send([
-          "EVAL", Self.publishScript, "2", temp, RemoteNames.redisBlobKey(item.digest),
-          String(item.size),
-        ])
+        try c.send(
+          publish + ["2", temp, RemoteNames.redisBlobKey(item.digest), String(item.size)])
+        sent = true
       }
-      for k in items.indices {
-        guard let temp = sent[k] else { continue }
-        let (set, published) = (try c.readReply(), try c.readReply())
-        switch (set, published) {
-        case (.error(let message), _):
-          outcomes[k] = .failure(serverError(message, "SETEX"))
-        case (_, .error(let message)):
-          outcomes[k] = .failure(serverError(message, "EVAL"))
-        case (.simple, .integer(let n)):
-          outcomes[k] =
-            n == 0 ? .success(.present) : n > 0 ? .success(.uploaded) : .failure(cutShort(temp))
+      guard sent else { return }
+      waiting.append(.published(round, verb: publish[0]))
+      try c.flush()
+    }
+
+    func readNext() throws(TroveError) {
+      let c = try connected()
+      switch waiting.removeFirst() {
+      case .script:
+        let reply = try c.readReply()
+        switch reply {
+        case .bulk(let sha?) where sha.count == 40 && sha.allSatisfy(Self.isHexDigit):
+          publishCall = ["EVALSHA", String(decoding: sha, as: UTF8.self)]
+        case .error:
+          // A server that keeps clients from loading scripts may still run them.
+          publishCall = ["EVAL", Self.publishScript]
         default:
-          throw unexpected(published, to: "EVAL")
+          throw unexpected(reply, to: "SCRIPT LOAD")
+        }
+      case .lengths(let round):
+        for k in round.items.indices {
+          let (length, exists) = (try c.readReply(), try c.readReply())
+          switch (length, exists) {
+          case (.integer(let n), .integer(let e)):
+            // A value of another length under the blob's name is not the
+            // blob (a cut-short upload of an older client): it is replaced.
+            if (n == 0 && e == 0 ? nil : n) == round.items[k].size {
+              finish(round, k, .success(.present))
+            } else {
+              round.wanted[k] = true
+            }
+          case (.error(let message), _), (_, .error(let message)):
+            finish(round, k, .failure(serverError(message, "STRLEN")))
+          default:
+            throw unexpected(length, to: "STRLEN")
+          }
+        }
+        round.answered = true
+      case .published(let round, let verb):
+        for k in round.items.indices {
+          guard let temp = round.temps[k] else { continue }
+          let (set, publish) = (try c.readReply(), try c.readReply())
+          switch (set, publish) {
+          case (.error(let message), _):
+            finish(round, k, .failure(serverError(message, "SETEX")))
+          case (_, .error(let message)) where message.hasPrefix("NOSCRIPT"):
+            let item = round.items[k]
+            try c.send([
+              "EVAL", Self.publishScript, "2", temp, RemoteNames.redisBlobKey(item.digest),
+              String(item.size),
+            ])
+            waiting.append(.republished(round, k))
+          case (_, .error(let message)):
+            finish(round, k, .failure(serverError(message, verb)))
+          case (.simple, .integer(let n)):
+            finish(round, k, published(n, temp))
+          default:
+            throw unexpected(publish, to: verb)
+          }
+        }
+      case .republished(let round, let k):
+        let reply = try c.readReply()
+        switch reply {
+        case .error(let message): finish(round, k, .failure(serverError(message, "EVAL")))
+        case .integer(let n): finish(round, k, published(n, round.temps[k] ?? ""))
+        default: throw unexpected(reply, to: "EVAL")
         }
       }
     }
-    return outcomes
+
+    func uploadAlone(_ round: UploadRound) throws(TroveError) {
+      let item = round.items[0]
+      switch try sizes([item.digest])[0] {
+      case .failure(let error):
+        finish(round, 0, .failure(error))
+      case .success(let length) where length == item.size:
+        finish(round, 0, .success(.present))
+      case .success:
+        do throws(TroveError) {
+          finish(round, 0, .success(try uploadInPieces(item)))
+        } catch  where error.code == .ioError || error.code == .corruptObject {
+          finish(round, 0, .failure(error))  // the local copy's failure, not the remote's
+        }
+      }
+    }
+
+    do throws(TroveError) {
+      // Rounds whose lengths are asked, their blobs not sent yet.
+      var asked: [UploadRound] = []
+      while true {
+        while asked.count < 2, asked.last?.large != true, let round = gather() {
+          if !round.large { try ask(round) }
+          asked.append(round)
+        }
+        guard !asked.isEmpty else { break }
+        let round = asked.removeFirst()
+        if round.large {
+          while !waiting.isEmpty { try readNext() }
+          try uploadAlone(round)
+        } else {
+          while !round.answered { try readNext() }
+          try sendBlobs(round)
+        }
+      }
+      while !waiting.isEmpty { try readNext() }
+    } catch {
+      // The connection broke (its replies may be out of step): the first
+      // item not finished carries why.
+      connection = nil
+      var why: Result<RemoteUpload, TroveError>? = .failure(error)
+      for round in live {
+        for k in round.items.indices where round.open[k] {
+          finish(round, k, why)
+          why = nil
+        }
+      }
+      if let (place, _) = held { done(place, why) }
+    }
+  }
+
+  private static func isHexDigit(_ byte: UInt8) -> Bool {
+    (48...57).contains(byte) || (97...102).contains(byte)
+  }
+
+  /// The replies ``uploadSequence(_:done:)`` waits for, in order.
+  private enum Awaited {
+    /// To `SCRIPT LOAD` of ``publishScript``.
+    case script
+    /// To a round's `STRLEN` and `EXISTS`.
+    case lengths(UploadRound)
+    /// To a round's `SETEX` and publish (by `verb`) of each blob sent.
+    case published(UploadRound, verb: String)
+    /// To the `EVAL` that published item `k` of a round again after `NOSCRIPT`.
+    case republished(UploadRound, Int)
+  }
+
+  /// A round of ``uploadSequence(_:done:)``: its items (with their places
+  /// in the sequence), and where each stands.
+  private final class UploadRound {
+    var places: [Int] = []
+    var items: [RemoteUploadItem] = []
+    var bytes = 0
+    /// One blob of several pieces, uploaded alone.
+    var large = false
+    /// Its lengths are read.
+    var answered = false
+    /// The remote lacks it: it is to be sent.
+    var wanted: [Bool] = []
+    /// The temp key it went up under.
+    var temps: [String?] = []
+    /// No outcome handed out yet.
+    var open: [Bool] = []
+    var unfinished = 0
+
+    func add(_ place: Int, _ item: RemoteUploadItem) {
+      places.append(place)
+      items.append(item)
+      bytes += Int(item.size)
+      wanted.append(false)
+      temps.append(nil)
+      open.append(true)
+      unfinished += 1
+    }
   }
 
   /// Reads `piece.count` bytes of `item`'s file at `offset`.

@@ -27,15 +27,24 @@ protocol RemoteBackend: AnyObject {
   /// only when they are the digest's (else `.corruptObject`, nothing
   /// published).
   func upload(_ item: RemoteUploadItem) throws(TroveError) -> RemoteUpload
-  /// Uploads several blobs, as ``upload(_:)`` does each: the
-  /// outcome of each item, in order — nil for one not tried (after the
-  /// remote failed on an earlier one). One object's failure is never
-  /// another's. A backend may send them together (pipelined).
-  func uploadMany(_ items: [RemoteUploadItem]) -> [Result<RemoteUpload, TroveError>?]
+  /// Uploads the items `next` hands out (until it gives nil), as
+  /// ``upload(_:)`` does each, handing each item's outcome to `done` with
+  /// its place among them (0 for the first): nil for one not tried (the
+  /// remote failed on an earlier one). Every item handed out gets one
+  /// `done`; once the remote fails, `next` is not called again. One
+  /// object's failure is never another's. A backend may send items before
+  /// it knows earlier ones' outcomes (pipelined), so `done` may come
+  /// several items late, and must not use this backend.
+  func uploadSequence(
+    _ next: () -> RemoteUploadItem?, done: (Int, Result<RemoteUpload, TroveError>?) -> Void)
   /// Another backend on the same remote, for another thread's requests,
   /// its transfers run by `multi` (which reuses their connections); nil
   /// when this backend has no such sessions (then one thread asks it).
   func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)?
+  /// Whether it may have such sessions: for one that has none (Redis,
+  /// which pipelines instead), no multi handle is made (which would load
+  /// libcurl for nothing).
+  var hasSessions: Bool { get }
   /// Removes `digest`'s blob; false when it was not there.
   func delete(_ digest: BlobDigest) throws(TroveError) -> Bool
   /// The remote's layout record, or nil when none is written yet.
@@ -90,6 +99,8 @@ struct RemoteUploadItem {
 extension RemoteBackend {
   func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? { nil }
 
+  var hasSessions: Bool { true }
+
   /// A remote that keeps no manifests (Redis) has none to give.
   func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest? { nil }
   func writeManifest(_ manifest: ChunkManifest, of digest: BlobDigest) throws(TroveError) {}
@@ -114,18 +125,20 @@ extension RemoteBackend {
   }
 
   /// One upload after another, stopping at the first that finds the
-  /// remote failing (unreachable, broken off): the rest are not tried.
-  func uploadMany(_ items: [RemoteUploadItem]) -> [Result<RemoteUpload, TroveError>?] {
-    var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: items.count)
-    for (i, item) in items.enumerated() {
+  /// remote failing (unreachable, broken off): the rest are not asked for.
+  func uploadSequence(
+    _ next: () -> RemoteUploadItem?, done: (Int, Result<RemoteUpload, TroveError>?) -> Void
+  ) {
+    var place = 0
+    while let item = next() {
+      defer { place += 1 }
       do throws(TroveError) {
-        results[i] = .success(try upload(item))
+        done(place, .success(try upload(item)))
       } catch {
-        results[i] = .failure(error)
-        if error.code == .unavailable || error.code == .transferFailed { break }
+        done(place, .failure(error))
+        if error.code == .unavailable || error.code == .transferFailed { return }
       }
     }
-    return results
   }
 }
 

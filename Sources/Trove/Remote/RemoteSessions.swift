@@ -27,7 +27,7 @@ final class RemoteSessions: @unchecked Sendable {
     self.backend = Session(backend: backend)
     var multi: HTTPMulti?
     var sessions: [Session] = []
-    if width > 1, let made = try? HTTPMulti(keeping: width) {
+    if width > 1, backend.hasSessions, let made = try? HTTPMulti(keeping: width) {
       do throws(TroveError) {
         for _ in 0..<width {
           guard let session = try backend.session(through: made) else { break }

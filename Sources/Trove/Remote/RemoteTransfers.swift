@@ -334,11 +334,12 @@ extension Store {
   /// then the keys that name each one uploaded (never before: a reader
   /// that finds a key finds its blob). With `sessions` that ask in
   /// parallel, each object goes up on one of them, several at once;
-  /// otherwise objects of up to ``batchedObjectSize`` go to the backend
-  /// together (Redis pipelines them), and a larger one goes alone. Each
-  /// object's outcome, in order: nil for one not tried (the remote failed
-  /// on an earlier one). One object's failure (a corrupt local copy, an
-  /// error about its key) is its own.
+  /// otherwise they go to the backend as one sequence (Redis pipelines
+  /// it), their keys written after every ``describedObjects`` objects
+  /// (the backend's connection is its own until then). Each object's
+  /// outcome, in order: nil for one not tried (the remote failed on an
+  /// earlier one). One object's failure (a corrupt local copy, an error
+  /// about its key) is its own.
   func push(
     _ digests: [BlobDigest], to backend: any RemoteBackend, sessions: RemoteSessions? = nil
   )
@@ -360,51 +361,62 @@ extension Store {
         digests, on: sessions, signer: signer, othersWriteIndex: othersWriteIndex)
     }
     var results = [Result<RemoteUpload, TroveError>?](repeating: nil, count: digests.count)
-    var pending: [(Int, VerifiedCopy)] = []
     var remoteFailed = false
-    func send() {
-      defer {
-        for (_, copy) in pending { release(copy) }
-        pending.removeAll()
-      }
-      guard !remoteFailed, !pending.isEmpty else { return }
-      let outcomes = backend.uploadMany(
-        pending.map {
-          RemoteUploadItem(
-            digest: digests[$0.0], file: $0.1.file, size: $0.1.size, verify: $0.1.unverified)
-        })
-      for ((i, _), outcome) in zip(pending, outcomes) {
-        guard case .success(let upload)? = outcome else {
-          results[i] = outcome
-          if case .failure(let error)? = outcome, error.code == .corruptObject {
-            results[i] = .failure(corrupt(digests[i]))
-            continue
+    var cursor = 0
+    while cursor < digests.count, !remoteFailed {
+      let last = min(digests.count, cursor + Self.describedObjects)
+      // The copies handed to the backend, by their place in the sequence,
+      // until their outcome comes (each holds an open file).
+      var handed: [(index: Int, copy: VerifiedCopy)?] = []
+      var uploaded: [(index: Int, upload: RemoteUpload)] = []
+      backend.uploadSequence(
+        { () -> RemoteUploadItem? in
+          while cursor < last, !remoteFailed {
+            let i = cursor
+            cursor += 1
+            let copy: VerifiedCopy
+            do throws(TroveError) {
+              copy = try verifiedCopy(of: digests[i])
+            } catch {
+              results[i] = .failure(error)
+              continue
+            }
+            handed.append((i, copy))
+            return RemoteUploadItem(
+              digest: digests[i], file: copy.file, size: copy.size, verify: copy.unverified)
           }
-          // The remote failing stops what is still to send.
-          if case .failure(let error)? = outcome {
+          return nil
+        },
+        done: { place, outcome in
+          guard let (i, copy) = handed[place] else { return }
+          handed[place] = nil
+          release(copy)
+          switch outcome {
+          case .success(let upload)?:
+            uploaded.append((i, upload))
+          case .failure(let error)? where error.code == .corruptObject:
+            results[i] = .failure(corrupt(digests[i]))
+          case .failure(let error)?:
+            results[i] = outcome
+            // The remote failing stops what is still to send.
             if error.code == .unavailable || error.code == .transferFailed { remoteFailed = true }
-          } else {
+          case nil:
             remoteFailed = true
           }
+        })
+      for case (_, let copy)? in handed { release(copy) }
+      // Unsigned, an object with no key has nothing to describe: one read
+      // finds those that have keys, rather than one read each.
+      let keyed = signer == nil ? objectsWithKeys(uploaded.map { digests[$0.index] }) : nil
+      for (i, upload) in uploaded {
+        if let keyed, !keyed.contains(digests[i]) {
+          results[i] = .success(upload)
           continue
         }
         results[i] = describe(
           digests[i], upload, on: backend, signer: signer, othersWriteIndex: othersWriteIndex)
       }
     }
-    for (i, digest) in digests.enumerated() where !remoteFailed {
-      let copy: VerifiedCopy
-      do throws(TroveError) {
-        copy = try verifiedCopy(of: digest)
-      } catch {
-        results[i] = .failure(error)
-        continue
-      }
-      if copy.size > Self.batchedObjectSize { send() }
-      pending.append((i, copy))
-      if copy.size > Self.batchedObjectSize || pending.count >= Self.batchedObjects { send() }
-    }
-    send()
     return results
   }
 
@@ -466,6 +478,18 @@ extension Store {
       digest, upload, on: backend, signer: signer, othersWriteIndex: othersWriteIndex)
   }
 
+  /// Those of `digests` that keys name, in one read of the index; nil
+  /// when it cannot be read (then each is described, and fails, alone).
+  private func objectsWithKeys(_ digests: [BlobDigest]) -> Set<BlobDigest>? {
+    guard !digests.isEmpty else { return [] }
+    return try? index().read("read the keys of \(digests.count) objects") {
+      (tx) throws(TroveError) in
+      var keyed: Set<BlobDigest> = []
+      for digest in digests where try !tx.keys(of: digest).isEmpty { keyed.insert(digest) }
+      return keyed
+    }
+  }
+
   /// After `digest`'s blob is on the remote: its chunk manifest (a large
   /// raw object's), its signed entry (with `signer`), then its keys'
   /// records. `upload` when they are written.
@@ -507,12 +531,13 @@ extension Store {
     }
   }
 
-  /// The largest object uploaded together with others (see
-  /// `push(_:to:sessions:)`) or moved beside others on sessions of a
-  /// remote (a larger one waits its turn), and how many go together at
-  /// most.
+  /// The largest object moved beside others on sessions of a remote (a
+  /// larger one waits its turn), or checked before it is sent (a larger
+  /// one is hashed as it is sent).
   static let batchedObjectSize: Int64 = 4 << 20
-  static let batchedObjects = 64
+  /// How many objects go up in one sequence before their keys are
+  /// written (see `push(_:to:sessions:)`).
+  static let describedObjects = 1024
 
   /// Writes the key records of the keys bound to `digest`, with what
   /// fetches learnt and the checksums.

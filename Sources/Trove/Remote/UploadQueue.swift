@@ -151,15 +151,20 @@ extension Store {
       var after: (Int64, String) = (.min, "")
       var oldestLeft: Int64?
       var stopped = false
+      // A backend that pipelines (no sessions) gets a longer batch: its
+      // pipeline drains at the end of each.
+      let batchSize = sessions.isParallel ? 64 : Self.describedObjects
+      // Worked out from the URL: once, not per object.
+      let sizeLimit = spec.sizeLimit
       drain: while true {
-        let batch = try queue(spec.name, since: from, after: after, limit: 64)
+        let batch = try queue(spec.name, since: from, after: after, limit: batchSize)
         guard let last = batch.last else { break }
         after = (last.2, last.0.hex)
         // The batch's objects go up together (several at once, or
         // pipelined), each with its own outcome; what the remote confirmed
         // is then recorded in one transaction.
         let sent = batch.compactMap { (digest, size, _) in
-          size > (spec.sizeLimit ?? .max) ? nil : digest
+          size > (sizeLimit ?? .max) ? nil : digest
         }
         var outcomes: [BlobDigest: Result<RemoteUpload, TroveError>] = [:]
         for (digest, result) in zip(sent, push(sent, to: backend, sessions: sessions)) {
@@ -168,7 +173,7 @@ extension Store {
         var items: [(QueuedUpload, created: Int64)] = []
         for (digest, size, created) in batch {
           var item = QueuedUpload(digest: digest, remote: spec.name)
-          if let limit = spec.sizeLimit, size > limit {
+          if let limit = sizeLimit, size > limit {
             item.outcome = .tooLarge
           } else if let outcome = outcomes[digest] {
             switch outcome {
