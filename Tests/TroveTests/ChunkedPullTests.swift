@@ -140,4 +140,35 @@ struct ChunkedPullTests {
     #expect(try contents(objectFilePath(local, digest)) == Self.new)
     #expect(!nginx.accessLog().contains { $0.contains(" 206 ") })
   }
+
+  @Test(
+    "S3 on Ceph: a push writes the manifest beside the blob, and a store holding the old version pulls the changed chunks only",
+    .enabled(if: CephS3.isInstalled, CephS3.missing))
+  func pullFromS3InChunks() throws {
+    let s3 = try CephS3.get()
+    let bucket = try s3.makeBucket()
+    let scratch = try Scratch()
+    let (writer, local) = (scratch["writer"], scratch["local"])
+    for store in [writer, local] { try S3RemoteTests.add(s3, store, bucket, ["--write", "off"]) }
+    let piped = try CLI.run(
+      ["--store", writer, "put", "-"], stdin: Self.new, environment: s3.environment)
+    #expect(piped.status == 0, "\(piped.stderr)")
+    let digest = XXH3Hasher.digest(Self.new)
+    let push = try S3RemoteTests.remote(s3, writer, ["push", digest.description])
+    #expect(push.status == 0, "\(push.stderr)")
+    let manifest = try s3.object(bucket, "team/" + RemoteNames.manifestPath(digest))
+    #expect(
+      manifest.flatMap {
+        try? ChunkManifest(decoding: $0, expectedSize: Int64(Self.new.count), source: "s3")
+      }
+        == ChunkManifest(size: Int64(Self.new.count), chunks: ChunkingTests.chunks(Self.new)))
+    try Self.put(local, Self.old)
+    let pulled = try S3RemoteTests.remote(s3, local, ["pull", "--json", digest.description])
+    let record =
+      (try JSONSerialization.jsonObject(with: Data(pulled.stdout)) as? [[String: Any]])?.first
+      ?? [:]
+    let transferred = record["transferredBytes"] as? Int ?? Int.max
+    #expect(transferred > 0 && transferred <= 1 << 20, "\(record) \(pulled.stderr)")
+    #expect(try contents(objectFilePath(local, digest)) == Self.new)
+  }
 }

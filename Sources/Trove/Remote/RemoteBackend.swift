@@ -64,6 +64,9 @@ protocol RemoteBackend: AnyObject {
   func readSignedEntry(_ digest: BlobDigest) throws(TroveError) -> SignedObjectEntry?
   /// Writes `entry`, replacing the blob's earlier one (whole).
   func writeSignedEntry(_ entry: SignedObjectEntry, of digest: BlobDigest) throws(TroveError)
+  /// Whether the remote keeps chunk manifests beside its blobs (WebDAV,
+  /// S3; not Redis).
+  var keepsManifests: Bool { get }
   /// The chunk manifest of `digest`'s blob of `size` bytes, or nil when the
   /// remote has none. Read no further than such a manifest can be long,
   /// and decoded as anything from the network is (``ChunkManifest/init(decoding:expectedSize:source:)``);
@@ -100,6 +103,9 @@ extension RemoteBackend {
   func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? { nil }
 
   var hasSessions: Bool { true }
+
+  /// Whether the remote keeps chunk manifests beside its blobs.
+  var keepsManifests: Bool { false }
 
   /// A remote that keeps no manifests (Redis) has none to give.
   func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest? { nil }

@@ -409,6 +409,7 @@ extension Store {
       // finds those that have keys, rather than one read each.
       let keyed = signer == nil ? objectsWithKeys(uploaded.map { digests[$0.index] }) : nil
       for (i, upload) in uploaded {
+        if upload != .tooLarge { pushManifest(of: digests[i], to: backend) }
         if let keyed, !keyed.contains(digests[i]) {
           results[i] = .success(upload)
           continue
@@ -474,6 +475,7 @@ extension Store {
     } catch {
       return .failure(error)
     }
+    if upload != .tooLarge { pushManifest(of: digest, to: backend) }
     return describe(
       digest, upload, on: backend, signer: signer, othersWriteIndex: othersWriteIndex)
   }
@@ -490,14 +492,13 @@ extension Store {
     }
   }
 
-  /// After `digest`'s blob is on the remote: its chunk manifest (a large
-  /// raw object's), its signed entry (with `signer`), then its keys'
-  /// records. `upload` when they are written.
+  /// After `digest`'s blob (and its chunk manifest) is on the remote: its
+  /// signed entry (with `signer`), then its keys' records. `upload` when
+  /// they are written.
   private func describe(
     _ digest: BlobDigest, _ upload: RemoteUpload, on backend: any RemoteBackend,
     signer: SigningKey?, othersWriteIndex: String?
   ) -> Result<RemoteUpload, TroveError> {
-    if upload != .tooLarge { pushManifest(of: digest, to: backend) }
     do throws(TroveError) {
       var facts: SignedFacts?
       if let signer {
@@ -521,7 +522,7 @@ extension Store {
   /// lacks. A hint: a remote that takes none (Redis; a `trove serve` peer
   /// cuts its own) or fails to loses nothing but that saving.
   private func pushManifest(of digest: BlobDigest, to backend: any RemoteBackend) {
-    guard let manifest = try? chunkManifest(of: digest) else { return }
+    guard backend.keepsManifests, let manifest = try? chunkManifest(of: digest) else { return }
     do throws(TroveError) {
       try backend.writeManifest(manifest, of: digest)
     } catch {

@@ -206,6 +206,8 @@ final class WebDAVBackend: RemoteBackend {
       upload: RemoteHTTPTransfer.Upload(bytes: entry.encoded()))
   }
 
+  var keepsManifests: Bool { true }
+
   func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest? {
     var bytes: [UInt8] = []
     let limit = Self.manifestLimit(size: size)

@@ -418,6 +418,8 @@ final class S3Backend: RemoteBackend {
     try writeSmall(RemoteNames.signedEntryPath(digest), entry.encoded())
   }
 
+  var keepsManifests: Bool { true }
+
   func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest? {
     let name = spec.name
     let path = RemoteNames.manifestPath(digest)
