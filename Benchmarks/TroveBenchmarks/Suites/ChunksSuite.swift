@@ -21,7 +21,7 @@ func chunksSuite(_ b: Bench) throws {
     let next = folder + "/weights-v2-\(percent).bin"
     let changed = try rewriteTensors(
       weights, into: next, tensors: tensors, share: Double(percent) / 100, seed: UInt64(percent))
-    try sharingRows(
+    try pairRows(
       b, "weights \(sizeName(size)), \(percent)% of tensors rewritten", old: weights, new: next,
       changed: changed, aligned: true, folder: folder)
     remove(next)
@@ -32,7 +32,7 @@ func chunksSuite(_ b: Bench) throws {
     "{ head -c 1000 \"$0\"; head -c 100 /dev/urandom; tail -c +1001 \"$0\"; } > \"$1\"", weights,
     inserted,
   ])
-  try sharingRows(
+  try pairRows(
     b, "weights \(sizeName(size)), 100 bytes inserted near the start", old: weights,
     new: inserted, changed: 100, aligned: false, folder: folder)
   remove(inserted)
@@ -47,7 +47,7 @@ func chunksSuite(_ b: Bench) throws {
     let parts = pair.split(separator: ":").map(String.init)
     guard parts.count == 2 else { return b.skip("chunks: real pair", "expected OLD:NEW") }
     let changed = try differingBytes(parts[0], parts[1])
-    try sharingRows(
+    try pairRows(
       b, "real pair \((parts[1] as NSString).lastPathComponent)", old: parts[0], new: parts[1],
       changed: changed, aligned: false, folder: folder)
   }
@@ -175,7 +175,7 @@ private func tarRows(_ b: Bench, folder: String) throws {
   }
   try Spawn.check(["tar", "-cf", new, "-C", folder, "tree"])
   let size = (try? FileManager.default.attributesOfItem(atPath: new)[.size] as? Int) ?? 0
-  try sharingRows(
+  try pairRows(
     b, "tar of \(tree) (\(sizeName(size / (1 << 20) * (1 << 20)))), 10 files edited", old: old,
     new: new, changed: changed, aligned: false, folder: folder)
 }
@@ -194,7 +194,7 @@ private func differingBytes(_ a: String, _ b: String) throws -> Int64 {
 /// The disk the new version of a pair takes on its own once Trove shared
 /// its blocks with the old one's (`put -` of both, `trove dedupe`), and
 /// once duperemove shared two plain copies; and how long each took.
-private func sharingRows(
+private func pairRows(
   _ b: Bench, _ name: String, old: String, new: String, changed: Int64, aligned: Bool,
   folder: String
 ) throws {
@@ -262,6 +262,106 @@ private func sharingRows(
       trove: Series(samples: troveSeconds), referenceName: "duperemove -d (partial), the same pair",
       reference: Series(samples: duperemoveSeconds),
       note: "trove dedupe reads the manifests the puts recorded; the kernel compares the bytes"))
+  try transferRows(b, name, old: old, new: new, changed: changed, folder: folder, params: params)
+}
+
+/// The new version of a pair pulled from a `trove serve` peer by a store
+/// holding the old one: bytes the peer sent and time, beside a whole pull
+/// and beside zsync of the same pair from nginx.
+private func transferRows(
+  _ b: Bench, _ name: String, old: String, new: String, changed: Int64, folder: String,
+  params: [String: String]
+) throws {
+  let peer = folder + "/peer"
+  let local = folder + "/local"
+  let out = folder + "/zsync-out"
+  defer {
+    remove(peer)
+    remove(local)
+    remove(out)
+  }
+  try Spawn.check(["sh", "-c", "cat \"$0\" | \"$1\" --store \"$2\" put -", new, b.trove, peer])
+  let digest = String(try Spawn.capture([b.trove, "hash", new]).split(separator: " ")[0])
+  let server = try ServeProcess(
+    trove: b.trove, store: peer, arguments: [], log: folder + "/serve.log")
+  defer { server.stop() }
+  let manifest = try Spawn.capture([
+    "sh", "-c", "curl -sf \"$0\" | wc -c",
+    server.url + "/chunks/\(digest.dropFirst(7).prefix(2))/\(digest.dropFirst(7))",
+  ])
+  let manifestBytes = Int64(manifest.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+  var sent: [Double] = []
+  var chunked: [Double] = []
+  var whole: [Double] = []
+  for _ in 0..<(b.quick ? 1 : 3) {
+    for withOld in [true, false] {
+      remove(local)
+      if withOld {
+        try Spawn.check(["sh", "-c", "cat \"$0\" | \"$1\" --store \"$2\" put -", old, b.trove, local])
+      }
+      try Spawn.check([b.trove, "--store", local, "remote", "add", "peer", server.url, "--read-only"])
+      sync()
+      let output = b.work + "/pull.json"
+      let timed = try Spawn.check(
+        [b.trove, "--store", local, "remote", "pull", "--json", digest], output: output)
+      if withOld {
+        chunked.append(timed.seconds)
+        let data = (try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data()
+        let records = (try? JSONSerialization.jsonObject(with: data)) as? [[String: Any]]
+        let bytes = records?.first?["transferredBytes"] as? Int ?? 0
+        sent.append(Double(bytes) / Double(1 << 20))
+      } else {
+        whole.append(timed.seconds)
+      }
+      remove(output)
+    }
+  }
+  b.add(
+    Result(
+      suite: "chunks", name: "\(name): bytes pulled", parameters: params, unit: .mebibytes,
+      trove: Series(samples: sent), referenceName: "the changed bytes + manifest",
+      reference: Series(samples: [Double(changed + manifestBytes) / Double(1 << 20)]),
+      note: "from a trove serve peer into a store holding the old version"))
+  b.add(
+    Result(
+      suite: "chunks", name: "\(name): pull", parameters: params, unit: .seconds,
+      trove: Series(samples: chunked), referenceName: "the same pull, whole",
+      reference: Series(samples: whole),
+      note: "the whole pull goes into a store without the old version"))
+  guard FileManager.default.isExecutableFile(atPath: "/usr/bin/zsync") else {
+    return b.skip("chunks: zsync", "zsync is not installed (scripts/deps.sh test)")
+  }
+  try withNginx(b, suite: "chunks: zsync") { www, base in
+    try Spawn.check(["cp", "--reflink=never", new, www + "/new.bin"])
+    try Spawn.check([
+      "zsyncmake", "-u", base + "/new.bin", "-o", www + "/new.bin.zsync", www + "/new.bin",
+    ])
+    var fetched: [Double] = []
+    var seconds: [Double] = []
+    // The server's log says what zsync was sent (its .zsync file included).
+    let log = b.work + "/fetch-nginx/access.log"
+    for _ in 0..<(b.quick ? 1 : 3) {
+      remove(out)
+      _ = FileManager.default.createFile(atPath: log, contents: nil)
+      sync()
+      seconds.append(
+        try Spawn.check(["zsync", "-q", "-i", old, "-o", out, base + "/new.bin.zsync"]).seconds)
+      let lines = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n")
+      let bytes = lines.compactMap { $0.split(separator: " ").dropFirst(3).first.flatMap { Int($0) } }
+      fetched.append(Double(bytes.reduce(0, +)) / Double(1 << 20))
+    }
+    b.add(
+      Result(
+        suite: "chunks", name: "\(name): bytes pulled", parameters: params, unit: .mebibytes,
+        trove: Series(samples: sent), referenceName: "zsync, the same pair",
+        reference: Series(samples: fetched),
+        note: "zsync -i OLD from nginx: its .zsync file and the blocks it lacks"))
+    b.add(
+      Result(
+        suite: "chunks", name: "\(name): pull", parameters: params, unit: .seconds,
+        trove: Series(samples: chunked), referenceName: "zsync, the same pair",
+        reference: Series(samples: seconds)))
+  }
 }
 
 /// Bytes of `path` in extents the kernel marks shared (`filefrag -v -s`).

@@ -20,7 +20,7 @@ func fetchManySuite(_ b: Bench) throws {
 
 /// Runs `body` with nginx serving a fresh folder on 127.0.0.1: the folder
 /// and the server's base URL.
-private func withNginx(_ b: Bench, suite: String, _ body: (String, String) throws -> Void) throws {
+func withNginx(_ b: Bench, suite: String, _ body: (String, String) throws -> Void) throws {
   let script = FileManager.default.currentDirectoryPath + "/scripts/nginx.sh"
   guard FileManager.default.isExecutableFile(atPath: script) else {
     b.skip(suite, "run from the repository's root: scripts/nginx.sh starts the server")
