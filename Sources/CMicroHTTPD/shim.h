@@ -137,6 +137,13 @@ static inline uint16_t trove_mhd_port(struct MHD_Daemon *daemon) {
   return info ? info->port : 0;
 }
 
+// The listening socket of a daemon (-1 when unknown).
+static inline int trove_mhd_listen_socket(struct MHD_Daemon *daemon) {
+  TROVE_MHD_FUNCTION(MHD_get_daemon_info)
+  const union MHD_DaemonInfo *info = function(daemon, MHD_DAEMON_INFO_LISTEN_FD);
+  return info ? info->listen_fd : -1;
+}
+
 // The content reader's answers for the end of a body and a failure.
 static inline ssize_t trove_mhd_end_of_stream(void) { return MHD_CONTENT_READER_END_OF_STREAM; }
 static inline ssize_t trove_mhd_end_with_error(void) { return MHD_CONTENT_READER_END_WITH_ERROR; }

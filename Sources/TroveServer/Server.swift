@@ -233,6 +233,7 @@ public final class Server: @unchecked Sendable {
       let cause = code == 0 ? "libmicrohttpd could not start" : String(cString: strerror(code))
       throw ServerError(.cannotListen, "cannot listen on \(address): \(cause)")
     }
+    if address.isLoopback { LoopbackTransport.apply(to: started) }
     return started
   }
 

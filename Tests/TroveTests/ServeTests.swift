@@ -321,6 +321,10 @@ let ipv6LoopbackWorks: Bool = {
   }
 }()
 
+/// `ss`, which shows a connection's congestion control, when installed.
+let socketStatistics: String? = ["/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"]
+  .first { FileManager.default.isExecutableFile(atPath: $0) }
+
 /// Servers of their own: exposure, tokens, the JSON log, a graceful stop.
 @Suite
 struct ServeLifecycleTests {
@@ -371,6 +375,36 @@ struct ServeLifecycleTests {
       let got = try curl(["-g", "http://\(url)cas/\(digest.hex)"])
       #expect(got.status == 200 && got.body == body)
     }
+  }
+
+  @Test(
+    "a loopback listener's connections use Reno, whatever the host's congestion control",
+    .enabled(if: socketStatistics != nil, "ss (iproute2) is not installed"))
+  func loopbackReno() throws {
+    let scratch = try Scratch()
+    try trove(scratch["store"], ["config", "set", "budget", "1G"])
+    let server = try TroveServe(store: scratch["store"])
+    let port = try #require(server.url.split(separator: ":").last.flatMap { Int($0.dropLast()) })
+    let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(client) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
+    }
+    #expect(connected == 0)
+    // The server's end of the connection, as the kernel reports it.
+    let io = try Scratch()
+    let shown = try Spawned(
+      executable: try #require(socketStatistics),
+      ["-tniH", "state", "established", "( sport = :\(port) )"], io: io["ss"]
+    ).wait()
+    let text = String(decoding: shown.stdout, as: UTF8.self)
+    #expect(text.contains(" reno "), "\(text)")
   }
 
   @Test("an address another process listens on exits 69 naming it")
