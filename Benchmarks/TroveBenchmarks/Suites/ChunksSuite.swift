@@ -297,9 +297,13 @@ private func transferRows(
     for withOld in [true, false] {
       remove(local)
       if withOld {
-        try Spawn.check(["sh", "-c", "cat \"$0\" | \"$1\" --store \"$2\" put -", old, b.trove, local])
+        try Spawn.check([
+          "sh", "-c", "cat \"$0\" | \"$1\" --store \"$2\" put -", old, b.trove, local,
+        ])
       }
-      try Spawn.check([b.trove, "--store", local, "remote", "add", "peer", server.url, "--read-only"])
+      try Spawn.check([
+        b.trove, "--store", local, "remote", "add", "peer", server.url, "--read-only",
+      ])
       sync()
       let output = b.work + "/pull.json"
       let timed = try Spawn.check(
@@ -342,12 +346,21 @@ private func transferRows(
     let log = b.work + "/fetch-nginx/access.log"
     for _ in 0..<(b.quick ? 1 : 3) {
       remove(out)
-      _ = FileManager.default.createFile(atPath: log, contents: nil)
+      // Emptied in place: nginx keeps writing to the file it opened.
+      try Spawn.check(["truncate", "-s", "0", log])
       sync()
       seconds.append(
-        try Spawn.check(["zsync", "-q", "-i", old, "-o", out, base + "/new.bin.zsync"]).seconds)
+        // Run where it writes: zsync renames its temp file (in the
+        // current folder) onto -o.
+        try Spawn.check([
+          "sh", "-c", "cd \"$(dirname \"$1\")\" && exec zsync -q -i \"$0\" -o \"$1\" \"$2\"", old,
+          out,
+          base + "/new.bin.zsync",
+        ]).seconds)
       let lines = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n")
-      let bytes = lines.compactMap { $0.split(separator: " ").dropFirst(3).first.flatMap { Int($0) } }
+      let bytes = lines.compactMap {
+        $0.split(separator: " ").dropFirst(3).first.flatMap { Int($0) }
+      }
       fetched.append(Double(bytes.reduce(0, +)) / Double(1 << 20))
     }
     b.add(

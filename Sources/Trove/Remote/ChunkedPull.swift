@@ -118,7 +118,8 @@ extension Store {
       // cloning the local chunks into place would have given.
       _ = try? shareBlocks(of: [digest])
       return RemotePull(
-        digest: digest, size: result.size, downloaded: true, transferredBytes: plan.remoteBytes)
+        digest: digest, size: result.size, downloaded: true,
+        transferredBytes: plan.remoteBytes + Int64(manifest.encoded.count))
     } catch {
       writer.cancel()
       throw error

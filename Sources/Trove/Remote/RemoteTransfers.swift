@@ -9,9 +9,9 @@ public struct RemotePull: Sendable, Hashable, Codable {
   public var size: Int64
   /// False when the store held it already (nothing was asked of the remote).
   public var downloaded: Bool
-  /// Bytes the remote sent: the object's length for a whole download, the
-  /// missing chunks' when the store held the rest in earlier versions
-  /// (``ChunkManifest``), 0 when nothing was downloaded.
+  /// Bytes of the object the remote sent: its length for a whole download;
+  /// the missing chunks and the manifest when the store held the rest in
+  /// earlier versions (``ChunkManifest``); 0 when nothing was downloaded.
   public var transferredBytes: Int64
 
   public init(digest: BlobDigest, size: Int64, downloaded: Bool, transferredBytes: Int64? = nil) {
