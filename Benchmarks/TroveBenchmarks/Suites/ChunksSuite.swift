@@ -262,6 +262,9 @@ private func pairRows(
       trove: Series(samples: troveSeconds), referenceName: "duperemove -d (partial), the same pair",
       reference: Series(samples: duperemoveSeconds),
       note: "trove dedupe reads the manifests the puts recorded; the kernel compares the bytes"))
+  // Room on the XFS for the transfer's two stores.
+  remove(store)
+  remove(plain)
   try transferRows(b, name, old: old, new: new, changed: changed, folder: folder, params: params)
 }
 
