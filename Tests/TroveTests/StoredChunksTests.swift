@@ -158,6 +158,31 @@ struct StoredChunksTests {
     #expect(try store.extents(of: liar.digest)?.sharedBytes == 0)
   }
 
+  @Test(
+    "a sweep to the budget counts what evicting a version frees: its shared blocks stay, so it evicts on"
+  )
+  func sweepsCountSharedBlocksOnce() throws {
+    let root = try #require(TestFilesystems.xfs, TestFilesystems.xfsMissing)
+    let scratch = try Scratch(under: root)
+    let store = try scratch.store()
+    _ = try store.put(bytes: Self.old)
+    _ = try store.put(bytes: Self.new)
+    for i in 0..<3 { _ = try store.put(bytes: Bytes.random(4 << 20, seed: 3510 + UInt64(i))) }
+    #expect(try store.shareBlocks().sharedBytes >= Int64(Self.old.count) - (1 << 20))
+    // Evicting the old version alone looks like enough, and frees almost
+    // nothing: the new one keeps its blocks.
+    let budget = try store.statistics().allocatedBytes - (6 << 20)
+    try store.updatePolicy {
+      $0.budget = budget
+      $0.lowWater = 1
+    }
+    let report = try store.sweep()
+    #expect(report.evictedEntries >= 2, "\(report)")
+    #expect(!report.isOverBudget, "\(report)")
+    #expect(try store.statistics().allocatedBytes <= budget)
+    #expect(try store.verify().isClean)
+  }
+
   @Test("trove dedupe --dry-run changes nothing; a sweep shares the blocks of new versions")
   func dedupeAndSweepThroughTheCLI() throws {
     let root = try #require(TestFilesystems.xfs, TestFilesystems.xfsMissing)

@@ -136,20 +136,6 @@ extension IndexSession {
 
 /// The `shared_blocks` table and the `examined` mark of manifests.
 extension IndexSession {
-  /// Objects with a manifest whose blocks were not yet shared with the
-  /// versions they have chunks in common with, in digest order, at most
-  /// `limit`.
-  func unexaminedManifests(limit: Int) throws(TroveError) -> [BlobDigest] {
-    try run { db throws(SQLiteConnection.Failure) in
-      var found: [BlobDigest] = []
-      try db.query(
-        "SELECT digest FROM manifests WHERE examined = 0 ORDER BY digest LIMIT ?",
-        [.integer(Int64(limit))]
-      ) { row in if let d = BlobDigest(hex: Substring(row.text(0))) { found.append(d) } }
-      return found
-    }
-  }
-
   /// Marks `digest`'s manifest examined.
   func markExamined(_ digest: BlobDigest) throws(TroveError) {
     try run { db throws(SQLiteConnection.Failure) in
@@ -170,6 +156,30 @@ extension IndexSession {
       try db.query(
         "INSERT INTO shared_blocks(digest, source, bytes) VALUES (?, ?, ?)",
         [.text(digest.hex), .text(source.hex), .integer(bytes)])
+    }
+  }
+
+  /// Forgets the blocks `digest`'s file shared, either way, when the file
+  /// was replaced (converted); and its manifest unless `keepingManifest`
+  /// (then it is to be examined again).
+  func forgetChunks(of digest: BlobDigest, keepingManifest: Bool) throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      let value = [SQLiteValue.text(digest.hex)]
+      try db.query("DELETE FROM shared_blocks WHERE digest = ? OR source = ?", value + value)
+      if keepingManifest {
+        try db.query("UPDATE manifests SET examined = 0 WHERE digest = ?", value)
+      } else {
+        try db.query("DELETE FROM manifests WHERE digest = ?", value)
+        try db.query("DELETE FROM chunk_hooks WHERE digest = ?", value)
+      }
+    }
+  }
+
+  /// Marks every manifest examined: on a filesystem that cannot share
+  /// blocks there is nothing to try for any of them.
+  func markAllExamined() throws(TroveError) {
+    try run { db throws(SQLiteConnection.Failure) in
+      try db.execute("UPDATE manifests SET examined = 1 WHERE examined = 0")
     }
   }
 

@@ -359,7 +359,9 @@ extension IndexSession {
         if empty { continue }
         try Self.inChunks(digests) { (marks, values) throws(SQLiteConnection.Failure) in
           try db.query("DELETE FROM \(table) WHERE digest IN (\(marks))", values)
-          // Blocks another object shared from one removed are its alone now.
+          // Blocks another object shared from one removed count as its
+          // own now (more than the disk holds, if they are still shared
+          // with an older one: never less).
           if table == "shared_blocks" {
             try db.query("DELETE FROM shared_blocks WHERE source IN (\(marks))", values)
           }

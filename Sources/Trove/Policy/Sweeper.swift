@@ -309,15 +309,25 @@ extension Store {
       let target = kept > budget ? kept.addingSaturated(lowWater) : lowWater
       let over = total
       let goal = swept + max(0, over - target)
+      // An object sharing blocks with another frees less than its allocated
+      // bytes: after each batch, the index's total says how much more is
+      // left than the evicted bytes suggest.
+      var evicted: Int64 = 0
+      var shortfall: Int64 = 0
       let removal = try removeLeastRecentlyUsed(
         before: nil, now: now, dryRun: options.dryRun, protected: options.protected,
         planned: &planned,
         because: Self.overBudget(over, budget: budget, target: target, reason: reason),
         afterBatch: { (batch) throws(TroveError) in
           swept += batch.bytes
+          evicted += batch.bytes
           onProgress?(ProgressReport(unit: .bytes, completed: swept, total: goal))
+          let left = try index.read("read totals") { (tx) throws(TroveError) in
+            try tx.totals().allocatedBytes
+          }
+          shortfall = max(0, left - (over - evicted))
           return true
-        }, until: { removed in over - removed <= target })
+        }, until: { removed in over - removed + shortfall <= target })
       report.evictedEntries = tally(removal)
     }
     if !options.dryRun {
@@ -326,9 +336,12 @@ extension Store {
       do throws(TroveError) {
         let sharing = try shareBlocks(limit: Self.sharingPerSweep)
         report.sharedBytes = sharing.sharedBytes
-        total -= sharing.sharedBytes
       } catch {
         report.housekeepingErrors.append(line(error))
+      }
+      // What is left, as the index counts it: blocks shared count once.
+      total = try index.read("read totals") { (tx) throws(TroveError) in
+        try tx.totals().allocatedBytes
       }
     }
     report.bytesAfter = total

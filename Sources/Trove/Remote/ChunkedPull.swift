@@ -83,12 +83,18 @@ extension Store {
       .remote,
       "pulling \(digest) from remote '\(spec.name)' in chunks: \(CachePolicy.Quantities.formatSize(plan.remoteBytes)) in \(plan.requests) ranges, \(CachePolicy.Quantities.formatSize(plan.localBytes)) from stored versions",
       why: "the remote keeps its manifest and this store holds chunks of it")
+    // The versions read from are opened before the writer's admission,
+    // which may evict them: an open file reads on after its unlink.
+    var sources: [BlobDigest: FileDescriptor] = [:]
+    defer { for file in sources.values { file.close() } }
+    for case .local(let source, _, _) in plan.pieces where sources[source] == nil {
+      guard let file = try objects.open(source, compressed: false) else { return nil }
+      sources[source] = file
+    }
     let writer = try makeWriter(
       expectedSize: size, priority: .important, source: "remote '\(spec.name)'", exact: true)
     let sha = facts.map { _ in SHA2Hasher(.sha256) }
     writer.companion = sha
-    var sources: [BlobDigest: FileDescriptor] = [:]
-    defer { for file in sources.values { file.close() } }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
     defer { buffer.deallocate() }
     do throws(TroveError) {
@@ -97,13 +103,8 @@ extension Store {
         case .remote(let range):
           try backend.download(digest, range: range, into: writer)
         case .local(let source, let offset, let length):
-          if sources[source] == nil {
-            guard let file = try objects.open(source, compressed: false) else {
-              throw notFound(source)
-            }
-            sources[source] = file
-          }
-          try copy(length, at: offset, of: sources[source]!, source: source, into: writer, buffer)
+          guard let file = sources[source] else { throw notFound(source) }
+          try copy(length, at: offset, of: file, source: source, into: writer, buffer)
         }
       }
       if let facts, let computed = sha?.finalize(), computed != facts.sha256 {

@@ -56,12 +56,11 @@ extension Store {
     var done = 0
     while done < limit {
       if digests == nil, pending.isEmpty {
-        // A dry run marks nothing: it pages through every unexamined one.
+        // Paged by digest: one examined and left unmarked (a dry run marks
+        // nothing) is not met again.
         let page = try index().read("list objects to share blocks of") {
           (tx) throws(TroveError) in
-          dryRun
-            ? try tx.manifestDigests(after: cursor, limit: 256, unexaminedOnly: true)
-            : try tx.unexaminedManifests(limit: 256)
+          try tx.manifestDigests(after: cursor, limit: 256, unexaminedOnly: true)
         }
         if page.isEmpty { break }
         cursor = page.last?.hex ?? cursor
@@ -70,14 +69,29 @@ extension Store {
       guard !pending.isEmpty else { break }
       let digest = pending.removeFirst()
       done += 1
-      guard let manifest = try chunkManifest(of: digest) else { continue }
+      let found: ChunkManifest?
+      do throws(TroveError) {
+        found = try chunkManifest(of: digest)
+      } catch  where error.code == .notFound {
+        found = nil  // removed meanwhile
+      }
+      guard let manifest = found else {
+        // Nothing to share (a manifest that no longer decodes over bytes
+        // that no longer hash, chunking since turned off): not tried again.
+        if !dryRun { try objects.markExamined([digest]) }
+        continue
+      }
       report.examined += 1
       do throws(TroveError) {
         try share(digest, manifest, blockSize: blockSize, dryRun: dryRun, into: &report)
       } catch  where report.unsupported != nil {
+      }
+      if report.unsupported != nil {
+        // Nothing can share blocks here: no manifest is tried again (a
+        // sweep would otherwise try one each time).
+        if !dryRun { try objects.markExamined(nil) }
         return report
       }
-      if report.unsupported != nil { return report }
     }
     return report
   }

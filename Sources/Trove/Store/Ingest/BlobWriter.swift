@@ -376,6 +376,11 @@ public final class BlobWriter {
       throw fail(error)
     }
     let digest = hasher.finalize()
+    if chunking != nil {
+      // The disk starts on the data while the last chunks are cut: the
+      // commit's sync then has less left to wait for.
+      file.startWriteback(at: 0, length: 0)
+    }
     let chunks = chunking?.finish() ?? nil
     chunking = nil
     if let expected, digest != expected {

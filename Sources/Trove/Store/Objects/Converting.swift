@@ -46,6 +46,8 @@ extension ObjectTable {
         created: row.created, lastAccess: row.lastAccess,
         isCompressed: staged.isCompressed, storedBytes: published.size)
       try tx.upsert(entry)
+      // A new file shares no blocks; a frame has no chunks to share.
+      try tx.forgetChunks(of: digest, keepingManifest: !staged.isCompressed)
       do throws(SystemCallError) {
         try folder.removeFile(StoreLayout.objectName(digest, compressed: old.isCompressed))
       } catch  where error.errno == .noSuchFileOrDirectory {

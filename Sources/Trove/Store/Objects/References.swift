@@ -240,6 +240,15 @@ extension ObjectTable {
 }
 
 extension ObjectTable {
+  /// Marks the manifests of `digests` (nil: every one) examined, with no
+  /// block shared.
+  func markExamined(_ digests: [BlobDigest]?) throws(TroveError) {
+    try index().write("mark manifests examined") { (tx) throws(TroveError) in
+      guard let digests else { return try tx.markAllExamined() }
+      for digest in digests { try tx.markExamined(digest) }
+    }
+  }
+
   /// Records what sharing `digest`'s blocks with its earlier versions did:
   /// `bytes` of its file now share blocks with each source's (in place of
   /// what an earlier sharing recorded), and its manifest is examined. A source removed meanwhile is left out (its
