@@ -107,14 +107,7 @@ extension Store {
           try copy(length, at: offset, of: file, source: source, into: writer, buffer)
         }
       }
-      if let facts, let computed = sha?.finalize(), computed != facts.sha256 {
-        throw TroveError(
-          .checksumMismatch,
-          "their SHA-256 is \(computed), not the \(facts.sha256) a trusted key signed",
-          value: digest.description)
-      }
-      let result = try writer.commit(method: .stream, expecting: digest, size: size)
-      noteHolding(spec.name, digest, .verified)
+      let result = try commitPulled(writer, digest, size: size, sha: sha, facts: facts, spec: spec)
       // Its blocks shared with the versions it came from, now: what
       // cloning the local chunks into place would have given.
       _ = try? shareBlocks(of: [digest])

@@ -185,15 +185,7 @@ extension Store {
         throw TroveError(
           .notFound, "remote '\(spec.name)' does not hold \(digest)", value: digest.description)
       }
-      if let facts, let computed = sha?.finalize(), computed != facts.sha256 {
-        throw TroveError(
-          .checksumMismatch,
-          "their SHA-256 is \(computed), not the \(facts.sha256) a trusted key signed",
-          value: digest.description)
-      }
-      let result = try writer.commit(method: .stream, expecting: digest, size: size)
-      // Its bytes hashed to the digest as they came: a copy known good.
-      noteHolding(spec.name, digest, .verified)
+      let result = try commitPulled(writer, digest, size: size, sha: sha, facts: facts, spec: spec)
       return RemotePull(digest: digest, size: result.size, downloaded: true)
     } catch  where error.code == .checksumMismatch {
       writer.cancel()
@@ -205,6 +197,24 @@ extension Store {
       writer.cancel()
       throw error
     }
+  }
+
+  /// Publishes a pulled blob's bytes, all written to `writer`: only with the
+  /// SHA-256 a trusted key signed (`facts`, computed as `sha`), and only as
+  /// `digest`. Its bytes hashed to the digest as they came: a copy known good.
+  func commitPulled(
+    _ writer: BlobWriter, _ digest: BlobDigest, size: Int64, sha: SHA2Hasher?,
+    facts: SignedFacts?, spec: RemoteSpec
+  ) throws(TroveError) -> PutResult {
+    if let facts, let computed = sha?.finalize(), computed != facts.sha256 {
+      throw TroveError(
+        .checksumMismatch,
+        "their SHA-256 is \(computed), not the \(facts.sha256) a trusted key signed",
+        value: digest.description)
+    }
+    let result = try writer.commit(method: .stream, expecting: digest, size: size)
+    noteHolding(spec.name, digest, .verified)
+    return result
   }
 
   /// The smallest blob a pull hashes and writes on a ``WriterThread``.
