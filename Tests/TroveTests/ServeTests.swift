@@ -629,10 +629,15 @@ struct ServeSweepTests {
       (try? RemoteTests.digests(store))?.contains(digest) == false ? true : nil
     }
     #expect(gone == true, "the object was not expired by the server's sweeps")
-    let metrics = try curl([server.url("metrics")])
-    let text = String(decoding: metrics.body, as: UTF8.self)
-    let swept = text.split(separator: "\n").first { $0.hasPrefix("trove_swept_entries_total ") }
-    #expect(swept.flatMap { Int($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true, "\(text)")
+    // The sweep removes the object before the server adds its report to the counters.
+    var text = ""
+    let counted = poll(times: 100) { () -> Bool? in
+      guard let metrics = try? curl([server.url("metrics")]) else { return nil }
+      text = String(decoding: metrics.body, as: UTF8.self)
+      let swept = text.split(separator: "\n").first { $0.hasPrefix("trove_swept_entries_total ") }
+      return swept.flatMap { Int($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true ? true : nil
+    }
+    #expect(counted == true, "\(text)")
     #expect(try server.stop().exitedCleanly)
     let off = try CLI.run(["--store", store, "serve", "--sweep-interval", "0s"])
     #expect(off.status == 64 && off.stderr.contains("--sweep-interval"), "\(off.stderr)")
