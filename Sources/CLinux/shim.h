@@ -34,6 +34,19 @@ static inline int trove_ficlone(int dst, int src) {
   return ioctl(dst, FICLONE, src);
 }
 
+/// FICLONERANGE: make `len` bytes of `dst` at `dst_off` share `src`'s
+/// extents at `src_off` (copy-on-write). Offsets and length must be
+/// block-aligned (the length may end at `src`'s end of file).
+static inline int trove_clone_range(int dst, int src, uint64_t src_off,
+                                    uint64_t len, uint64_t dst_off) {
+  struct file_clone_range arg;
+  arg.src_fd = src;
+  arg.src_offset = src_off;
+  arg.src_length = len;
+  arg.dest_offset = dst_off;
+  return ioctl(dst, FICLONERANGE, &arg);
+}
+
 /// FIDEDUPERANGE with one destination: asks the kernel to make `len`
 /// bytes of `dst` at `dst_off` share `src`'s blocks at `src_off`, if (it
 /// compares them itself, under lock) they hold the same bytes. Sets

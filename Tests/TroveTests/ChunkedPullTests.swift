@@ -53,11 +53,43 @@ struct ChunkedPullTests {
     let ranges = server.accessLog().filter { $0.contains("/cas/") && $0.contains(" 206 ") }
     #expect(!ranges.isEmpty, "\(server.accessLog())")
     if TestFilesystems.xfs != nil {
+      // The unchanged chunks lie at the same offsets: cloned, not written.
+      let cloned = pulled["clonedBytes"] as? Int ?? -1
+      #expect(cloned >= Self.new.count - (1 << 20), "\(pulled)")
       #expect(
         try Int(extents(objectFilePath(local, digest)).sharedBytes) >= Self.new.count - (1 << 20))
     }
     let verify = try trove(local, ["verify"])
     #expect(verify.status == 0)
+  }
+
+  @Test(
+    "on XFS an earlier version changed on disk passes its changed blocks into the clone: the whole-object check refuses it and the blob is pulled whole",
+    .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing))
+  func aTamperedVersionIsNotCloned() throws {
+    let scratch = try Scratch(under: TestFilesystems.xfs)
+    let peer = scratch["peer"]
+    let local = scratch["local"]
+    try Self.put(peer, Self.new)
+    try Self.put(local, Self.old)
+    // Someone changes a block of the stored old version, inside a chunk
+    // the new one shares, keeping its length and its place in the index.
+    let oldPath = objectFilePath(local, XXH3Hasher.digest(Self.old))
+    let handle = try #require(FileHandle(forUpdatingAtPath: oldPath), "\(oldPath)")
+    try handle.seek(toOffset: 4_000_000)
+    try handle.write(contentsOf: Data(repeating: 0x5A, count: 8192))
+    try handle.close()
+    let server = try TroveServe(store: peer)
+    try trove(local, ["remote", "add", "peer", server.url, "--read-only"])
+    let digest = XXH3Hasher.digest(Self.new)
+    let pulled = try Self.pull(local, digest)
+    #expect(pulled["outcome"] as? String == "pulled", "\(pulled)")
+    // The chunked attempt asked for ranges, failed the check, and the
+    // whole blob came after it.
+    #expect(pulled["transferredBytes"] as? Int == Self.new.count, "\(pulled)")
+    #expect(server.accessLog().contains { $0.contains("/cas/") && $0.contains(" 206 ") })
+    #expect(try contents(objectFilePath(local, digest)) == Self.new)
+    #expect(scratch.temporaries("local").isEmpty, "\(scratch.temporaries("local"))")
   }
 
   @Test("a remote without manifests, or a store with no earlier version, pulls the blob whole")
@@ -169,6 +201,10 @@ struct ChunkedPullTests {
       ?? [:]
     let transferred = record["transferredBytes"] as? Int ?? Int.max
     #expect(transferred > 0 && transferred <= 1 << 20, "\(record) \(pulled.stderr)")
+    if !TestFilesystems.tempCanClone {
+      // Here the local chunks could not be cloned: they were copied.
+      #expect(record["clonedBytes"] as? Int == 0, "\(record)")
+    }
     #expect(try contents(objectFilePath(local, digest)) == Self.new)
   }
 }

@@ -85,11 +85,11 @@ struct StoredChunksTests {
   }
 
   @Test(
-    "on XFS a new version shares the blocks of its unchanged chunks with the old: FIEMAP shows them, no byte changes, totals count them once"
+    "on XFS a new version shares the blocks of its unchanged chunks with the old: FIEMAP shows them, no byte changes, totals count them once",
+    .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing)
   )
   func versionsShareBlocksOnXFS() throws {
-    let root = try #require(TestFilesystems.xfs, TestFilesystems.xfsMissing)
-    let scratch = try Scratch(under: root)
+    let scratch = try Scratch(under: TestFilesystems.xfs)
     let store = try scratch.store()
     let old = try store.put(bytes: Self.old)
     let new = try store.put(bytes: Self.new)
@@ -127,10 +127,11 @@ struct StoredChunksTests {
   }
 
   @Test(
-    "an object removed before the sharing is never shared with; a lying manifest shares nothing")
+    "an object removed before the sharing is never shared with; a lying manifest shares nothing",
+    .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing)
+  )
   func removedOrLyingSourcesShareNothing() throws {
-    let root = try #require(TestFilesystems.xfs, TestFilesystems.xfsMissing)
-    let scratch = try Scratch(under: root)
+    let scratch = try Scratch(under: TestFilesystems.xfs)
     let store = try scratch.store()
     let old = try store.put(bytes: Self.old)
     let new = try store.put(bytes: Self.new)
@@ -159,11 +160,11 @@ struct StoredChunksTests {
   }
 
   @Test(
-    "a sweep to the budget counts what evicting a version frees: its shared blocks stay, so it evicts on"
+    "a sweep to the budget counts what evicting a version frees: its shared blocks stay, so it evicts on",
+    .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing)
   )
   func sweepsCountSharedBlocksOnce() throws {
-    let root = try #require(TestFilesystems.xfs, TestFilesystems.xfsMissing)
-    let scratch = try Scratch(under: root)
+    let scratch = try Scratch(under: TestFilesystems.xfs)
     let store = try scratch.store()
     _ = try store.put(bytes: Self.old)
     _ = try store.put(bytes: Self.new)
@@ -183,10 +184,11 @@ struct StoredChunksTests {
     #expect(try store.verify().isClean)
   }
 
-  @Test("trove dedupe --dry-run changes nothing; a sweep shares the blocks of new versions")
+  @Test(
+    "trove dedupe --dry-run changes nothing; a sweep shares the blocks of new versions",
+    .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing))
   func dedupeAndSweepThroughTheCLI() throws {
-    let root = try #require(TestFilesystems.xfs, TestFilesystems.xfsMissing)
-    let scratch = try Scratch(under: root)
+    let scratch = try Scratch(under: TestFilesystems.xfs)
     let store = scratch["store"]
     for bytes in [Self.old, Self.new] {
       let run = try CLI.run(["--store", store, "put", "-"], stdin: bytes)
@@ -229,13 +231,13 @@ struct StoredChunksTests {
 
   @Test(
     "SIGKILL among puts of versions and dedupes: every object whole, every recorded manifest the chunks of its bytes, shared totals within what FIEMAP shows",
-    .timeLimit(.minutes(2)))
+    .timeLimit(.minutes(2)),
+    .enabled(if: TestFilesystems.xfs != nil, TestFilesystems.xfsMissing))
   func killsAmongPutsAndDedupes() throws {
-    let root = try #require(TestFilesystems.xfs, TestFilesystems.xfsMissing)
     let seed = StressSeed.value(default: 0xC4C5)
     let context = "seed \(seed): replay with TROVE_STRESS_SEED=\(seed)"
     var rng = SeededGenerator(seed: seed)
-    let scratch = try Scratch(under: root)
+    let scratch = try Scratch(under: TestFilesystems.xfs)
     let store = scratch["store"]
     let base = Bytes.random(9 << 20, seed: rng.next())
     var files: [String] = []

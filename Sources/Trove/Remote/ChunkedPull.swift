@@ -97,6 +97,7 @@ extension Store {
     writer.companion = sha
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
     defer { buffer.deallocate() }
+    var cloned: Int64 = 0
     do throws(TroveError) {
       for piece in plan.pieces {
         switch piece {
@@ -104,16 +105,19 @@ extension Store {
           try backend.download(digest, range: range, into: writer)
         case .local(let source, let offset, let length):
           guard let file = sources[source] else { throw notFound(source) }
-          try copy(length, at: offset, of: file, source: source, into: writer, buffer)
+          cloned += try writer.append(
+            length, at: offset, of: file, path: objects.path(source, compressed: false),
+            buffer: buffer)
         }
       }
       let result = try commitPulled(writer, digest, size: size, sha: sha, facts: facts, spec: spec)
-      // Its blocks shared with the versions it came from, now: what
-      // cloning the local chunks into place would have given.
+      // Its blocks shared with the versions it came from where the
+      // chunks were not cloned (not congruent to the block size, a
+      // filesystem that cannot clone), and recorded either way.
       _ = try? shareBlocks(of: [digest])
       return RemotePull(
         digest: digest, size: result.size, downloaded: true,
-        transferredBytes: plan.remoteBytes + Int64(manifest.encoded.count))
+        transferredBytes: plan.remoteBytes + Int64(manifest.encoded.count), clonedBytes: cloned)
     } catch {
       writer.cancel()
       throw error
@@ -137,28 +141,5 @@ extension Store {
       }
     }
     return held
-  }
-
-  /// Writes `length` bytes at `offset` of a stored object's `file` into
-  /// `writer`.
-  private func copy(
-    _ length: Int64, at offset: Int64, of file: FileDescriptor, source: BlobDigest,
-    into writer: BlobWriter, _ buffer: UnsafeMutableRawBufferPointer
-  ) throws(TroveError) {
-    var done: Int64 = 0
-    while done < length {
-      let want = Int(min(Int64(buffer.count), length - done))
-      let n = try attempt("read", objects.path(source, compressed: false)) {
-        () throws(SystemCallError) in
-        try file.read(
-          into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]), at: offset + done)
-      }
-      guard n > 0 else {
-        throw TroveError(
-          .corruptObject, "\(source) is shorter than its manifest says", value: source.description)
-      }
-      try writer.write(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
-      done += Int64(n)
-    }
   }
 }

@@ -13,12 +13,20 @@ public struct RemotePull: Sendable, Hashable, Codable {
   /// the missing chunks and the manifest when the store held the rest in
   /// earlier versions (``ChunkManifest``); 0 when nothing was downloaded.
   public var transferredBytes: Int64
+  /// Bytes of the object cloned from those earlier versions: blocks
+  /// shared with them, not written again (0 where the filesystem cannot
+  /// clone, or chunks lie at offsets that differ within a block).
+  public var clonedBytes: Int64
 
-  public init(digest: BlobDigest, size: Int64, downloaded: Bool, transferredBytes: Int64? = nil) {
+  public init(
+    digest: BlobDigest, size: Int64, downloaded: Bool, transferredBytes: Int64? = nil,
+    clonedBytes: Int64 = 0
+  ) {
     self.digest = digest
     self.size = size
     self.downloaded = downloaded
     self.transferredBytes = transferredBytes ?? (downloaded ? size : 0)
+    self.clonedBytes = clonedBytes
   }
 }
 

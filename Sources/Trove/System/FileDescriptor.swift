@@ -154,6 +154,21 @@ struct FileDescriptor: Sendable, Hashable {
     _ = try Sys.call("ioctl(FICLONE)") { trove_ficlone(rawValue, source.rawValue) }
   }
 
+  /// Makes `length` bytes of this file at `offset` share `source`'s
+  /// extents at `sourceOffset`, copy-on-write; the file grows to take them
+  /// where they end past its end. Offsets and length must be multiples of
+  /// the filesystem's block size. `ioctl(FICLONERANGE)`; EOPNOTSUPP, EXDEV
+  /// or EINVAL where the filesystem cannot clone (or the range is not
+  /// aligned).
+  func cloneRange(
+    _ length: Int64, at offset: Int64, from source: FileDescriptor, at sourceOffset: Int64
+  ) throws(SystemCallError) {
+    _ = try Sys.call("ioctl(FICLONERANGE)") {
+      trove_clone_range(
+        rawValue, source.rawValue, UInt64(sourceOffset), UInt64(length), UInt64(offset))
+    }
+  }
+
   /// Makes `length` bytes of `destination` at `destinationOffset` share
   /// this file's blocks at `offset`, when they hold the same bytes: the
   /// kernel compares them itself, under both files' locks, so no belief of

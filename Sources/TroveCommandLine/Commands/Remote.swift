@@ -490,6 +490,9 @@ private struct PullRecord: Encodable {
   /// Bytes the remote sent: less than `size` when the store held chunks
   /// of it in earlier versions; nil when nothing was pulled.
   @Nullable var transferredBytes: Int64? = nil
+  /// Bytes cloned from those earlier versions (their blocks shared); nil
+  /// when nothing was pulled.
+  @Nullable var clonedBytes: Int64? = nil
   /// `pulled`, `bound` (the key was bound to a blob the store held),
   /// `local` or `failed`.
   var outcome: String
@@ -525,6 +528,7 @@ private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> I
         record.remote = pulled.downloaded ? source : nil
         record.size = pulled.size
         record.transferredBytes = pulled.downloaded ? pulled.transferredBytes : nil
+        record.clonedBytes = pulled.downloaded ? pulled.clonedBytes : nil
         record.outcome = pulled.downloaded ? "pulled" : "local"
       case .failure(let error):
         failure = error
@@ -557,6 +561,7 @@ private func pull(_ targets: [PullTarget], _ invocation: Invocation) throws -> I
           record.remote = pulled.downloaded ? source.name : nil
           record.size = pulled.size
           record.transferredBytes = pulled.downloaded ? pulled.transferredBytes : nil
+          record.clonedBytes = pulled.downloaded ? pulled.clonedBytes : nil
           record.outcome = pulled.downloaded ? "pulled" : "local"
         }
         failure = nil

@@ -61,6 +61,9 @@ public final class BlobWriter {
   /// The chunks of raw bytes being cut beside the writes, once the object
   /// is large enough for a manifest (``CachePolicy/chunkMinimumSize``).
   private var chunking: ChunkingPass?
+  /// The block size ranges are cloned in: 0 until asked, nil once the
+  /// filesystem refused a clone (the rest is copied).
+  private var cloneBlockSize: Int64? = 0
 
   private enum State {
     case open
@@ -199,7 +202,7 @@ public final class BlobWriter {
     } else if !bytes.isEmpty {
       do throws(SystemCallError) {
         try writes.writeAll(bytes, to: file, remaining: remaining)
-        chunk(bytes)
+        chunk(upTo: passedOn + Int64(bytes.count))
       } catch {
         throw TroveError.system(error, "write", path: path)
       }
@@ -207,11 +210,10 @@ public final class BlobWriter {
     passedOn += Int64(bytes.count)
   }
 
-  /// Tells the chunking pass how far the raw temp file is written,
-  /// starting it when the object becomes large enough for a manifest (or
-  /// is known to be): it reads the bytes back from the page cache itself.
-  private func chunk(_ bytes: UnsafeRawBufferPointer) {
-    let total = passedOn + Int64(bytes.count)
+  /// Tells the chunking pass that the raw temp file is written up to
+  /// `total`, starting it when the object becomes large enough for a
+  /// manifest (or is known to be): it reads the bytes back itself.
+  private func chunk(upTo total: Int64) {
     if chunking == nil {
       let policy = admission.policy
       guard policy.chunking, max(total, expectedSize ?? 0) >= policy.chunkMinimumSize else {
@@ -261,6 +263,116 @@ public final class BlobWriter {
       try write(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
       progress?.add(n)
       if n < buffer.count { return }
+    }
+  }
+
+  /// Appends `length` bytes of `source` (a stored object, at `path`) at
+  /// `offset`. The whole blocks that lie at the same offset modulo the
+  /// block size in both files are cloned in (FICLONERANGE: no data
+  /// written, the blocks shared) and hashed from the temp file, so the
+  /// digest is of the bytes it holds; the rest is copied through `buffer`,
+  /// and so is everything when the bytes are not stored raw or the
+  /// filesystem will not clone. Returns the bytes cloned.
+  @discardableResult
+  func append(
+    _ length: Int64, at offset: Int64, of source: FileDescriptor, path: String,
+    buffer: UnsafeMutableRawBufferPointer
+  ) throws(TroveError) -> Int64 {
+    try requireOpen("write")
+    var done: Int64 = 0
+    var cloned: Int64 = 0
+    if sample == nil, compressor == nil, let block = try blockSizeForClones(),
+      (offset - passedOn) % block == 0
+    {
+      let head = (block - passedOn % block) % block
+      let whole = max(0, length - head) / block * block
+      if whole > 0 {
+        try copy(head, at: offset, of: source, path: path, buffer: buffer)
+        done = head
+        if try cloneIn(whole, at: offset + head, of: source, path: path, buffer: buffer) {
+          done += whole
+          cloned = whole
+        }
+      }
+    }
+    try copy(length - done, at: offset + done, of: source, path: path, buffer: buffer)
+    return cloned
+  }
+
+  /// The temp file's block size, when ranges may still be cloned into it.
+  private func blockSizeForClones() throws(TroveError) -> Int64? {
+    if cloneBlockSize == 0 {
+      cloneBlockSize = try? file.filesystemBlockSize()
+    }
+    return cloneBlockSize
+  }
+
+  /// Clones `length` bytes (whole blocks) of `source` at `offset` onto the
+  /// end of the temp file and hashes them from there. False, with nothing
+  /// changed that the next write does not overwrite, when the filesystem
+  /// refuses: no clone is tried again.
+  private func cloneIn(
+    _ length: Int64, at offset: Int64, of source: FileDescriptor, path: String,
+    buffer: UnsafeMutableRawBufferPointer
+  ) throws(TroveError) -> Bool {
+    let start = passedOn
+    do throws(TroveError) {
+      try limit.checkReceived(size + length)
+    } catch {
+      throw fail(error)
+    }
+    do throws(SystemCallError) {
+      try file.cloneRange(length, at: start, from: source, at: offset)
+    } catch {
+      // Not this filesystem, another one, a full volume: copied instead,
+      // over whatever part the kernel took (the file offset stayed put).
+      cloneBlockSize = nil
+      return false
+    }
+    do throws(SystemCallError) {
+      var read: Int64 = 0
+      while read < length {
+        let want = Int(min(Int64(buffer.count), length - read))
+        let n = try file.read(
+          into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]), at: start + read)
+        guard n == want else { throw SystemCallError("pread", Errno(rawValue: EIO)) }
+        let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<n])
+        hasher.update(bytes)
+        companion?.update(bytes)
+        read += Int64(n)
+      }
+      try file.seek(to: start + length)
+    } catch {
+      throw fail(TroveError.system(error, "read", path: self.path))
+    }
+    size += length
+    passedOn += length
+    chunk(upTo: passedOn)
+    return true
+  }
+
+  /// Copies `length` bytes of `source` at `offset` in, as written bytes.
+  private func copy(
+    _ length: Int64, at offset: Int64, of source: FileDescriptor, path: String,
+    buffer: UnsafeMutableRawBufferPointer
+  ) throws(TroveError) {
+    var done: Int64 = 0
+    while done < length {
+      let want = Int(min(Int64(buffer.count), length - done))
+      let n: Int
+      do throws(SystemCallError) {
+        n = try source.read(
+          into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]), at: offset + done)
+      } catch {
+        throw fail(TroveError.system(error, "read", path: path))
+      }
+      guard n > 0 else {
+        throw fail(
+          TroveError(
+            .corruptObject, "'\(path)' ends before byte \(offset + length)", path: path))
+      }
+      try write(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+      done += Int64(n)
     }
   }
 
