@@ -28,6 +28,18 @@ if [ -w "$reporting" ]; then
   trap trove_bench_cleanup EXIT
   echo 300000 >"$reporting" 2>/dev/null || true
 fi
+# The chunks suite's real pair of releases, fetched once (.build/bench-data),
+# for a run that includes that suite.
+if [ -z "${TROVE_BENCH_CHUNKS_PAIR:-}" ] && [[ " $* " != *" --quick "* ]] \
+  && { [[ " $* " != *" --suite "* ]] || [[ " $* " == *" --suite chunks "* ]]; }; then
+  pair_errors=$(mktemp)
+  if pair=$(scripts/real-pair.sh 2>"$pair_errors"); then
+    export TROVE_BENCH_CHUNKS_PAIR=$pair
+  else
+    export TROVE_BENCH_CHUNKS_PAIR_UNAVAILABLE="scripts/real-pair.sh failed: $(tail -n 1 "$pair_errors")"
+  fi
+  rm -f "$pair_errors"
+fi
 static=$(scripts/static-libs.sh)
 PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove >&2
 PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove-bench >&2

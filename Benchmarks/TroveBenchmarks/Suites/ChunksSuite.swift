@@ -42,15 +42,65 @@ func chunksSuite(_ b: Bench) throws {
   } else {
     try tarRows(b, folder: folder)
   }
-  if let pair = ProcessInfo.processInfo.environment["TROVE_BENCH_CHUNKS_PAIR"] {
-    // Two releases of a real artifact, given by hand: OLD:NEW.
-    let parts = pair.split(separator: ":").map(String.init)
-    guard parts.count == 2 else { return b.skip("chunks: real pair", "expected OLD:NEW") }
-    let changed = try differingBytes(parts[0], parts[1])
-    try pairRows(
-      b, "real pair \((parts[1] as NSString).lastPathComponent)", old: parts[0], new: parts[1],
-      changed: changed, aligned: false, folder: folder)
+  try realPairRows(b, folder: folder)
+}
+
+/// Two consecutive releases of a real artifact: `TROVE_BENCH_CHUNKS_PAIR`
+/// (OLD:NEW), which scripts/bench.sh sets to numpy's source releases
+/// (scripts/real-pair.sh), or names by hand.
+private func realPairRows(_ b: Bench, folder: String) throws {
+  let environment = ProcessInfo.processInfo.environment
+  guard let pair = environment["TROVE_BENCH_CHUNKS_PAIR"] else {
+    return b.skip(
+      "chunks: real pair",
+      environment["TROVE_BENCH_CHUNKS_PAIR_UNAVAILABLE"]
+        ?? "TROVE_BENCH_CHUNKS_PAIR is not set (scripts/bench.sh sets it with scripts/real-pair.sh)"
+    )
   }
+  let parts = pair.split(separator: ":").map(String.init)
+  guard parts.count == 2 else { return b.skip("chunks: real pair", "expected OLD:NEW") }
+  let (old, new) = (parts[0], parts[1])
+  let isTar = old.hasSuffix(".tar") && new.hasSuffix(".tar")
+  let changed = isTar ? try changedTarBytes(old, new) : try differingBytes(old, new)
+  try pairRows(
+    b, "real pair \((old as NSString).lastPathComponent) → \((new as NSString).lastPathComponent)",
+    old: old, new: new, changed: changed, aligned: false, folder: folder)
+}
+
+/// The bytes of a new tar that its old version does not hold as they are,
+/// member by member (matched by path below the top folder): each header
+/// (with its long-name or pax records) that differs, and the data of each
+/// member that is new or changed, to its 512-byte padding. Nothing is assumed about where the two differ inside
+/// a member, so this is the changed bytes at the granularity of files.
+private func changedTarBytes(_ old: String, _ new: String) throws -> Int64 {
+  let script = """
+    import hashlib, sys, tarfile
+    def members(path):
+        out = {}
+        with open(path, "rb") as raw, tarfile.open(path) as tar:
+            for m in tar:
+                raw.seek(m.offset)
+                header = raw.read(m.offset_data - m.offset)
+                data = hashlib.sha256(tar.extractfile(m).read()).digest() if m.isfile() else b""
+                padded = (m.size + 511) // 512 * 512 if m.isfile() else 0
+                # Matched without the top folder, which names the release.
+                out[m.name.partition("/")[2] or m.name] = (header, data, len(header), padded)
+        return out
+    old, new = members(sys.argv[1]), members(sys.argv[2])
+    total = 0
+    for name, (header, data, head, padded) in new.items():
+        before = old.get(name)
+        if before is None or before[0] != header:
+            total += head
+        if before is None or before[1] != data:
+            total += padded
+    print(total)
+    """
+  let out = try Spawn.capture(["python3", "-c", script, old, new])
+  guard let bytes = Int64(out.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+    throw Spawn.Failure(command: ["python3", "-c", "…", old, new], detail: "printed \(out)")
+  }
+  return bytes
 }
 
 /// A put of the same bytes with chunking on and off, by the copy path and

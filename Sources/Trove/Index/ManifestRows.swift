@@ -77,22 +77,21 @@ extension IndexSession {
       guard let created = try entry(for: digest)?.createdNanoseconds else { return [] }
       bound = (created, digest.hex)
     }
+    // One statement, the hooks as a JSON array: a statement per hook
+    // would be a read transaction each.
+    let list = "[" + hooks.map { String(Int64(bitPattern: $0)) }.joined(separator: ",") + "]"
     var counts: [BlobDigest: Int] = [:]
     try run { db throws(SQLiteConnection.Failure) in
-      try db.prepared(
+      try db.query(
         """
-        SELECT h.digest FROM chunk_hooks h JOIN objects o ON o.digest = h.digest
-        WHERE h.chunk = ? AND o.compressed = 0 AND (o.created, o.digest) < (?, ?)
-        """
-      ) { (statement) throws(SQLiteConnection.Failure) in
-        for hook in hooks {
-          try statement.run([
-            .integer(Int64(bitPattern: hook)), .integer(bound?.0 ?? .max), .text(bound?.1 ?? ""),
-          ]) { row in
-            if let other = BlobDigest(hex: Substring(row.text(0))) {
-              counts[other, default: 0] += 1
-            }
-          }
+        SELECT h.digest, count(*) FROM chunk_hooks h JOIN objects o ON o.digest = h.digest
+        WHERE h.chunk IN (SELECT value FROM json_each(?)) AND o.compressed = 0
+          AND (o.created, o.digest) < (?, ?)
+        GROUP BY h.digest
+        """, [.text(list), .integer(bound?.0 ?? .max), .text(bound?.1 ?? "")]
+      ) { row in
+        if let other = BlobDigest(hex: Substring(row.text(0))) {
+          counts[other] = Int(row.integer(1))
         }
       }
     }
