@@ -29,7 +29,7 @@ func mirrorRows(
     try Spawn.check([b.trove, "--store", store, "sweep"])
     return (
       try ServeProcess(
-        trove: b.trove, store: store, arguments: ["--threads", "4", "--mirror", "o=" + origin],
+        trove: b.trove, store: store, arguments: ["--mirror", "o=" + origin],
         log: log), store
     )
   }

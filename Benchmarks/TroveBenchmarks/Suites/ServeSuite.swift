@@ -53,7 +53,7 @@ func serveSuite(_ b: Bench) throws {
   let server: ServeProcess
   do {
     server = try ServeProcess(
-      trove: b.trove, store: store, arguments: ["--threads", "4", "--access-log", log + ".access"],
+      trove: b.trove, store: store, arguments: ["--access-log", log + ".access"],
       log: log)
   } catch {
     b.skip("serve", "\(error)")
