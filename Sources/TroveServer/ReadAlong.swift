@@ -15,10 +15,11 @@ import Synchronization
 ///
 /// A read-along response never presents a body it has not verified: it
 /// sends the bytes as they arrive but the last one, and sends that only
-/// when the fetch has succeeded with the length announced and the bytes it
-/// read hash to the fetch's digest. Any other end (the origin failing, a
-/// restarted transfer, a mismatch) closes the connection short of the
-/// announced `Content-Length`.
+/// when the fetch has verified the body (the length announced, every
+/// expected checksum; before the store's commit, which may take a sync of
+/// the whole body) and the bytes it read hash to the fetch's digest. Any
+/// other end (the origin failing, a restarted transfer, a mismatch)
+/// closes the connection short of the announced `Content-Length`.
 final class MirrorTransfer: @unchecked Sendable {
   let url: String
   /// How the fetch ended.
@@ -97,6 +98,12 @@ final class MirrorTransfer: @unchecked Sendable {
           $0.waiters.removeAll { $0.readsAlong }
         }
       }
+      if $0.end == nil, let digest = report.verified, let source = $0.source,
+        report.received == source.total
+      {
+        // The readers' verdict; the waiters wait on for the stored outcome.
+        $0.end = .succeeded(digest, size: source.total)
+      }
       $0.generation += 1
       for sleeper in $0.sleepers { trove_mhd_resume_connection(sleeper.connection) }
       $0.sleepers.removeAll()
@@ -109,7 +116,8 @@ final class MirrorTransfer: @unchecked Sendable {
   func finish(_ outcome: MirrorOutcome, stored: (BlobDigest, Int64)?) {
     let end: End = stored.map { .succeeded($0.0, size: $0.1) } ?? .failed
     let waiters = state.withLock { state in
-      state.end = end
+      // Bytes verified stay verified if the store then fails to keep them.
+      if case .succeeded? = state.end {} else { state.end = end }
       state.generation += 1
       for sleeper in state.sleepers { trove_mhd_resume_connection(sleeper.connection) }
       state.sleepers.removeAll()

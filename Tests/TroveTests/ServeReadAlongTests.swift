@@ -120,6 +120,39 @@ extension ServeReadAlongTests {
 }
 
 extension ServeReadAlongTests {
+  @Test(
+    "a read-along client gets its last byte once the body is verified, before the store's commit: the server held at its publishing step, curl ends with the whole body"
+  )
+  func endsBeforeTheCommit() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    let nginx = try Nginx(webDAV: true)
+    // Past the size fetch keeps in a private temp file: a part file.
+    let bytes = Bytes.random(6 << 20, seed: 92)
+    try nginx.files.write("big.bin", bytes)
+    let pause = scratch["pause"]
+    try FileManager.default.createDirectory(atPath: pause, withIntermediateDirectories: true)
+    let server = try TroveServe(
+      store: scratch["store"], ["--mirror", "up=" + nginx.url("")],
+      environment: ["TROVE_TEST_PAUSE": pause])
+    let client = try Download(server.url("m/up/big.bin"))
+    let held = poll(times: 1000) {
+      FileManager.default.fileExists(atPath: pause + "/publish") ? true : nil
+    }
+    #expect(held == true, "the fetch never reached its commit")
+    // Held inside the commit: the client ends, with every byte.
+    let ended = poll(times: 1000) { client.process.process.isRunning ? nil : true }
+    #expect(ended == true, "curl waited for the commit")
+    let object = objectFilePath(scratch["store"], XXH3Hasher.digest(bytes))
+    #expect(!FileManager.default.fileExists(atPath: object), "stored before the pause ended")
+    _ = FileManager.default.createFile(atPath: pause + "/publish.go", contents: nil)
+    _ = FileManager.default.createFile(atPath: pause + "/rename.go", contents: nil)
+    let early = try client.finish()
+    #expect(early.status == 0 && early.body == bytes)
+    let stored = poll(times: 500) { FileManager.default.fileExists(atPath: object) ? true : nil }
+    #expect(stored == true, "the body was not stored after the commit went on")
+  }
+
   @Test("a client that disconnects mid-download leaves the fetch running: the store holds the body")
   func clientLeaves() throws {
     let scratch = try Scratch()

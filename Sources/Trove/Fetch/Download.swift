@@ -261,6 +261,16 @@ final class Download: HTTPBodySink {
     return true
   }
 
+  /// Tells a progress handler that reads the part file along that its
+  /// bytes are `body`'s, verified: the last report of the transfer.
+  func reportVerified(_ body: Body) {
+    guard let progressHandler, reportedPart, let part else { return }
+    var report = FetchProgress(url: request.url, received: body.size, total: total)
+    report.partFile = part.path
+    report.verified = body.digest
+    progressHandler(report)
+  }
+
   /// The finished body: every byte hashed and handed on, its length
   /// checked against what the server announced.
   struct Body {

@@ -487,6 +487,8 @@ struct Fetcher {
         download.abandon(discardingPart: true)
         throw error
       }
+      // Readers of the part file may end before the commit's sync.
+      download.reportVerified(body)
       var origin = Freshness.origin(
         outcome.head, size: body.size, finalURL: outcome.effectiveURL,
         now: currentTimeNanoseconds())

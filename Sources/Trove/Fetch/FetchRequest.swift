@@ -158,4 +158,10 @@ public struct FetchProgress: Sendable {
   /// file. Unverified until the fetch returns: a reader checks what it
   /// read against the result's digest.
   @_spi(Serving) public var partFile: String? = nil
+  /// Set in one last report when the body is whole and verified — its
+  /// length as announced, every checksum expected of it matched — before
+  /// the store makes it durable: the digest of the part file's bytes. A
+  /// server reading along may end its responses then; the fetch may still
+  /// fail to store them.
+  @_spi(Serving) public var verified: BlobDigest? = nil
 }

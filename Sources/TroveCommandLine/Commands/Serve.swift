@@ -54,7 +54,8 @@ let serveCommand = CommandSpec(
       names: ["--max-header-size"], valueName: "size",
       help: "Memory per connection, which bounds a request's head (default 32K; 8K to 1M)."),
     OptionSpec(
-      names: ["--threads"], valueName: "n", help: "Threads answering, per address (default: one a CPU, at least 2)."),
+      names: ["--threads"], valueName: "n",
+      help: "Threads answering, per address (default: one a CPU, at least 2)."),
     OptionSpec(
       names: ["--sweep-interval"], valueName: "duration",
       help:
