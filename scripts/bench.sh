@@ -41,7 +41,9 @@ if [ -z "${TROVE_BENCH_CHUNKS_PAIR:-}" ] && [[ " $* " != *" --quick "* ]] \
   rm -f "$pair_errors"
 fi
 static=$(scripts/static-libs.sh)
-PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove >&2
+# The binary scripts/install.sh makes (see there).
+PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove \
+  -Xlinker -no-pie >&2
 PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove-bench >&2
 bin=$(swift build -c release --show-bin-path)
 xfs_args=()

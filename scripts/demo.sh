@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/deps.sh demo
-PKG_CONFIG_PATH=$(scripts/static-libs.sh) swift build -c release --static-swift-stdlib --product trove >&2
+PKG_CONFIG_PATH=$(scripts/static-libs.sh) swift build -c release --static-swift-stdlib --product trove \
+  -Xlinker -no-pie >&2
 trove=$(swift build -c release --show-bin-path)/trove
 
 work=$(mktemp -d /tmp/trove-demo.XXXXXX)
