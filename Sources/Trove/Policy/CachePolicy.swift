@@ -186,7 +186,9 @@ extension CachePolicy {
     /// The environment variable that overrides the setting for one process:
     /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
     public var environmentVariable: String {
-      "TROVE_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
+      // Not Foundation's replacingOccurrences: its first use (bridging to
+      // NSString) is a visible part of every command's start.
+      "TROVE_" + String(rawValue.uppercased().map { $0 == "-" ? "_" : $0 })
     }
 
     /// The forms the setting accepts, for error messages.
