@@ -33,8 +33,10 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
                without ?to=, to itself
   lengths      two Content-Length headers: the body's length, and 5
   tree         /tree/PATH serves the file LOG.tree/PATH (404 when there is
-               none); beside it, PATH.fail makes it answer 503 at once and
-               PATH.late makes a GET wait 1.5 s before answering; HEAD too
+               none), a Range of it as 206; beside it, PATH.fail makes it
+               answer 503 at once, PATH.late makes a GET wait 1.5 s before
+               answering, and PATH.shifted answers a Range with as many bytes
+               from 4096 further on, and a Content-Range that says so; HEAD too
 
 Every request, whatever its method, also appends one line to LOG.headers:
 METHOD PATH, a tab, and its header lines joined by " | ". A method other
@@ -225,6 +227,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not os.path.exists(file + ".fail") and os.path.isfile(file):
             with open(file, "rb") as f:
                 data = f.read()
+        rng = self.headers.get("Range")
+        if data is not None and rng and rng.startswith("bytes=") and not head:
+            first, _, last = rng[6:].partition("-")
+            start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
+            if os.path.exists(file + ".shifted"):
+                start, end = start + 4096, min(end + 4096, len(data) - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.send_header("Content-Length", str(end - start + 1))
+            self.end_headers()
+            self.wfile.write(data[start:end + 1])
+            return
         self.send_response(503 if os.path.exists(file + ".fail") else 200 if data is not None else 404)
         self.send_header("Content-Length", str(len(data or b"")))
         self.end_headers()

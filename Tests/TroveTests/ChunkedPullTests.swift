@@ -150,6 +150,36 @@ struct ChunkedPullTests {
       gets.contains { $0.contains(" 206 ") } && gets.contains { $0.contains(" 200 ") }, "\(gets)")
   }
 
+  @Test(
+    "a remote that answers a range with other bytes, saying so in its Content-Range, is refused at that range and the blob pulled whole"
+  )
+  func aShiftedRangeIsRefused() throws {
+    let nginx = try Nginx(webDAV: true)
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let writer = scratch["writer"]
+    let local = scratch["local"]
+    try trove(writer, ["remote", "add", "team", nginx.url("/team"), "--write", "off"])
+    try Self.put(writer, Self.new)
+    let digest = XXH3Hasher.digest(Self.new)
+    try trove(writer, ["remote", "push", digest.description])
+    // The same layout from the fault server, whose ranges of the blob are
+    // the bytes 4 KiB further on (its Content-Range says which).
+    try FileManager.default.copyItem(atPath: nginx.files["team"], toPath: server.tree)
+    let blob = server.tree + "/" + remoteBlobPath(digest)
+    FileManager.default.createFile(atPath: blob + ".shifted", contents: nil)
+    try Self.put(local, Self.old)
+    try trove(local, ["remote", "add", "team", server.url("/tree"), "--read-only"])
+    let pulled = try Self.pull(local, digest)
+    #expect(pulled["outcome"] as? String == "pulled", "\(pulled)")
+    #expect(pulled["transferredBytes"] as? Int == Self.new.count, "\(pulled)")
+    #expect(try contents(objectFilePath(local, digest)) == Self.new)
+    // Refused at the first range (the new version has two), then whole.
+    let ranges = server.requests().filter { $0.contains("/cas/") && $0.contains("\"bytes=") }
+    #expect(ranges.count == 1, "\(server.requests())")
+    #expect(scratch.temporaries("local").isEmpty)
+  }
+
   @Test("a hostile manifest on the remote is refused and the blob pulled whole")
   func aHostileManifestIsRefused() throws {
     let nginx = try Nginx(webDAV: true)

@@ -335,8 +335,8 @@ struct JSONSchemaTests {
       try Self.json(["--store", scratch["b"], "remote", "pull", "--json", digest]),
       [
         "digest": .nullable(.string), "key": .nullable(.string), "remote": .nullable(.string),
-        "size": .nullable(.integer), "transferredBytes": .nullable(.integer), "outcome": .string,
-        "error": .nullable(.string),
+        "size": .nullable(.integer), "transferredBytes": .nullable(.integer),
+        "clonedBytes": .nullable(.integer), "outcome": .string, "error": .nullable(.string),
       ], "remote pull")
   }
 

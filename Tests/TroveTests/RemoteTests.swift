@@ -252,7 +252,7 @@ struct RemoteTests {
     #expect(records?.first?["remote"] is NSNull && records?.first?["size"] is NSNull)
     #expect(
       records?.first?.keys.sorted() == [
-        "digest", "error", "key", "outcome", "remote", "size", "transferredBytes",
+        "clonedBytes", "digest", "error", "key", "outcome", "remote", "size", "transferredBytes",
       ])
     #expect(try Self.digests(b) == [])
     #expect(Self.leftovers(b) == [])

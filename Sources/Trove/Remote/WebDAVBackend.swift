@@ -235,27 +235,11 @@ final class WebDAVBackend: RemoteBackend {
     throws(TroveError)
   {
     let url = blobURL(digest)
-    let (name, wanted) = (spec.name, Int64(range.count))
-    var received: Int64 = 0
     // 206 only: a server that ignores the Range and sends the whole blob
     // is refused before its first byte is taken.
-    try request(
-      "GET", url, accepting: [206],
-      headers: ["Range: bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
-    ) { (bytes) throws(TroveError) in
-      guard received + Int64(bytes.count) <= wanted else {
-        throw TroveError(
-          .transferFailed, "remote '\(name)': GET \(url) sent more than the \(wanted) bytes asked",
-          value: url)
-      }
-      try writer.write(bytes)
-      received += Int64(bytes.count)
-    }
-    guard received == wanted else {
-      throw TroveError(
-        .transferFailed,
-        "remote '\(name)': GET \(url) ended after \(received) of the \(wanted) bytes asked",
-        value: url)
+    try RangeRequest.receive(range, into: writer, remote: spec.name, shown: url) {
+      (headers, sink) throws(TroveError) in
+      try request("GET", url, accepting: [206], headers: headers, sink: sink)
     }
   }
 }

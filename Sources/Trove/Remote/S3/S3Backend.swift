@@ -444,26 +444,9 @@ final class S3Backend: RemoteBackend {
     throws(TroveError)
   {
     let name = RemoteNames.blobPath(digest)
-    let (remote, shownName, wanted) = (spec.name, shown(name), Int64(range.count))
-    var received: Int64 = 0
-    try request(
-      "GET", name, accepting: [206],
-      headers: ["Range: bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
-    ) { (bytes) throws(TroveError) in
-      guard received + Int64(bytes.count) <= wanted else {
-        throw TroveError(
-          .transferFailed,
-          "remote '\(remote)': GET \(shownName) sent more than the \(wanted) bytes asked",
-          value: shownName)
-      }
-      try writer.write(bytes)
-      received += Int64(bytes.count)
-    }
-    guard received == wanted else {
-      throw TroveError(
-        .transferFailed,
-        "remote '\(remote)': GET \(shownName) ended after \(received) of the \(wanted) bytes asked",
-        value: shownName)
+    try RangeRequest.receive(range, into: writer, remote: spec.name, shown: shown(name)) {
+      (headers, sink) throws(TroveError) in
+      try request("GET", name, accepting: [206], headers: headers, sink: sink)
     }
   }
 }

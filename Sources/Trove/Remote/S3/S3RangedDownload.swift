@@ -41,7 +41,7 @@ extension S3Backend {
     default:
       break
     }
-    guard let (start, end, total) = Self.contentRange(outcome.contentRange), start == 0,
+    guard let (start, end, total) = RangeRequest.contentRange(outcome.contentRange), start == 0,
       end + 1 == received, total >= received
     else {
       throw TroveError(
@@ -79,19 +79,6 @@ extension S3Backend {
         "remote '\(spec.name)': GET \(shown(name)) ended after \(received) of \(length) bytes",
         value: shown(name))
     }
-  }
-
-  /// `bytes START-END/TOTAL`, or nil when it is not that.
-  static func contentRange(_ text: String?) -> (Int64, Int64, Int64)? {
-    guard let text, text.hasPrefix("bytes ") else { return nil }
-    let fields = text.dropFirst(6).split(
-      separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-    guard fields.count == 2 else { return nil }
-    let bounds = fields[0].split(separator: "-", omittingEmptySubsequences: false)
-    guard bounds.count == 2, let start = Int64(bounds[0]), let end = Int64(bounds[1]),
-      let total = Int64(fields[1]), start >= 0, start <= end, end < total
-    else { return nil }
-    return (start, end, total)
   }
 
   /// Fetches bytes `start..<total` of `name` in ranges of ``rangeSize``,
@@ -163,7 +150,7 @@ extension S3Backend {
       filled += piece.count
     }
     guard filled == count,
-      let (start, _, _) = Self.contentRange(outcome.contentRange), start == offset
+      let (start, _, _) = RangeRequest.contentRange(outcome.contentRange), start == offset
     else {
       throw TroveError(
         .transferFailed,
