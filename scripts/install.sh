@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs trove: builds the fast binary (release, Swift runtime linked
-# statically: it starts in about half the time of a dynamically linked one;
-# not position-independent, which takes about 30% more off a short command)
+# statically, and not position-independent: each takes a share of a short
+# command's start-up off; Docs/Benchmarks.md has the figures)
 # and copies it with a bash completion into PREFIX.
 #   scripts/install.sh [PREFIX]          PREFIX defaults to /usr/local
 #   scripts/install.sh --bin PATH [PREFIX]  installs a trove already built at PATH
@@ -43,10 +43,11 @@ cd "$(dirname "$0")/.."
 if [ -z "$bin" ]; then
   scripts/deps.sh build
   static=$(scripts/static-libs.sh)
-  # Not position-independent: the dynamic loader then has about a thousand
-  # pointers to relocate at start instead of about a hundred thousand (each
-  # page it writes is a fault), which is a third of a short command's time.
-  # The shared libraries are still placed at random, as a Go binary's are.
+  # Not position-independent: the dynamic loader then has almost no pointers
+  # of the executable to relocate at start (each page it writes is a fault).
+  # The price: the executable's code and data, the Swift runtime and the C
+  # libraries linked into it sit at fixed addresses (as a Go binary's do);
+  # the shared libraries, heap and stacks are still placed at random.
   PKG_CONFIG_PATH=$static swift build -c release --static-swift-stdlib --product trove \
     -Xlinker -no-pie >&2
   bin="$(swift build -c release --show-bin-path)/trove"

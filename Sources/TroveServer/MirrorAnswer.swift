@@ -43,7 +43,8 @@ extension RequestHandler {
           url, proxied: proxied, progress: transfer.progress)
         handler.transfers.remove(transfer)
         if case .storeFailed(let error) = outcome, transfer.source != nil {
-          // Its readers were cut short: the log says why.
+          // Its readers were cut short, or got the verified body the store
+          // then failed to keep: the log says why.
           handler.configuration.onError("GET \(Route.shown(Substring(url))): \(error)")
         }
         transfer.finish(outcome, stored: stored)

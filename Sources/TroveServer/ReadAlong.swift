@@ -42,6 +42,9 @@ final class MirrorTransfer: @unchecked Sendable {
     /// Requests suspended until there is a body to read along or an outcome.
     var waiters: [PendingFetch] = []
     var source: Source?
+    /// Whether the fetch has returned (``finish(_:stored:)``); `end` may
+    /// be set before, when the body was verified ahead of the commit.
+    var finished = false
     /// Bumped each time the file may have grown or the fetch ended.
     var generation = 0
     /// Read-along connections suspended until the next bump.
@@ -70,7 +73,8 @@ final class MirrorTransfer: @unchecked Sendable {
   /// Adds a request (suspended) to the transfer.
   func wait(_ fetch: PendingFetch) -> Joined {
     state.withLock {
-      if $0.end != nil { return .ended }
+      if $0.finished { return .ended }
+      // Also after the verdict, while the commit runs: the body is whole.
       if $0.source != nil, fetch.readsAlong { return .readAlong }
       $0.waiters.append(fetch)
       return .waiting
@@ -83,8 +87,10 @@ final class MirrorTransfer: @unchecked Sendable {
   func progress(_ report: FetchProgress) {
     var ready: [PendingFetch] = []
     state.withLock {
-      if $0.source == nil, let path = report.partFile, let total = report.total, total > 0,
-        PackageIndex.format(of: report.contentType) == nil
+      // A body first seen at its verdict (it came within one report) is
+      // answered with the fetch's outcome, as a package index page is.
+      if $0.source == nil, report.verified == nil, let path = report.partFile,
+        let total = report.total, total > 0, PackageIndex.format(of: report.contentType) == nil
       {
         let file = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         if file >= 0 {
@@ -118,6 +124,7 @@ final class MirrorTransfer: @unchecked Sendable {
     let waiters = state.withLock { state in
       // Bytes verified stay verified if the store then fails to keep them.
       if case .succeeded? = state.end {} else { state.end = end }
+      state.finished = true
       state.generation += 1
       for sleeper in state.sleepers { trove_mhd_resume_connection(sleeper.connection) }
       state.sleepers.removeAll()

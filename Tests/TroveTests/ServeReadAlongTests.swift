@@ -153,6 +153,35 @@ extension ServeReadAlongTests {
     #expect(stored == true, "the body was not stored after the commit went on")
   }
 
+  @Test(
+    "a package index page too long for a private temp file is still answered rewritten, as text/html: never read along as it arrives"
+  )
+  func aLongIndexPageIsRewritten() throws {
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    let index = try Nginx(webDAV: true)
+    let files = try Nginx(webDAV: true)
+    // Over 4 MiB: the fetch writes it to a part file as it arrives.
+    var page = "<html><body>\n"
+    for i in 0..<60_000 {
+      page += "<a href=\"\(files.url("/packages/p\(i).whl"))\">p\(i).whl</a><br>\n"
+    }
+    page += "</body></html>\n"
+    #expect(page.utf8.count > 4 << 20)
+    try FileManager.default.createDirectory(
+      atPath: index.files["simple/p"], withIntermediateDirectories: true)
+    try index.files.write("simple/p/index.html", Array(page.utf8))
+    let server = try TroveServe(
+      store: scratch["store"],
+      ["--mirror", "pypi=" + index.url(""), "--mirror", "files=" + files.url("")])
+    let answer = try curl([server.url("m/pypi/simple/p/")])
+    #expect(answer.status == 200)
+    #expect(answer.headers["content-type"]?.hasPrefix("text/html") == true, "\(answer.headers)")
+    let text = String(decoding: answer.body, as: UTF8.self)
+    #expect(text.contains("href=\"/m/files/packages/p59999.whl\""))
+    #expect(!text.contains(files.url("")))
+  }
+
   @Test("a client that disconnects mid-download leaves the fetch running: the store holds the body")
   func clientLeaves() throws {
     let scratch = try Scratch()

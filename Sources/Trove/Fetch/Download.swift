@@ -250,11 +250,7 @@ final class Download: HTTPBodySink {
     reportedPart = reportedPart || growsPart
     var report = FetchProgress(url: request.url, received: offset + received, total: total)
     if case .body? = answer {
-      report.contentType = head.field("content-type").flatMap(Freshness.contentType)
-      report.etag = head.field("etag").flatMap { ConditionalRequest.isSafe($0) ? $0 : nil }
-      report.lastModified = head.field("last-modified").flatMap {
-        ConditionalRequest.isDate($0) ? $0 : nil
-      }
+      report = described(report)
       report.partFile = growsPart ? part?.path : nil
     }
     progressHandler(report)
@@ -265,10 +261,22 @@ final class Download: HTTPBodySink {
   /// bytes are `body`'s, verified: the last report of the transfer.
   func reportVerified(_ body: Body) {
     guard let progressHandler, reportedPart, let part else { return }
-    var report = FetchProgress(url: request.url, received: body.size, total: total)
+    var report = described(FetchProgress(url: request.url, received: body.size, total: total))
     report.partFile = part.path
     report.verified = body.digest
     progressHandler(report)
+  }
+
+  /// `report` with the response's type and validators, checked as a fetch
+  /// records them.
+  private func described(_ report: FetchProgress) -> FetchProgress {
+    var report = report
+    report.contentType = head.field("content-type").flatMap(Freshness.contentType)
+    report.etag = head.field("etag").flatMap { ConditionalRequest.isSafe($0) ? $0 : nil }
+    report.lastModified = head.field("last-modified").flatMap {
+      ConditionalRequest.isDate($0) ? $0 : nil
+    }
+    return report
   }
 
   /// The finished body: every byte hashed and handed on, its length

@@ -281,7 +281,7 @@ public final class BlobWriter {
     try requireOpen("write")
     var done: Int64 = 0
     var cloned: Int64 = 0
-    if sample == nil, compressor == nil, let block = try blockSizeForClones(),
+    if sample == nil, compressor == nil, let block = blockSizeForClones(),
       (offset - passedOn) % block == 0
     {
       let head = (block - passedOn % block) % block
@@ -300,7 +300,7 @@ public final class BlobWriter {
   }
 
   /// The temp file's block size, when ranges may still be cloned into it.
-  private func blockSizeForClones() throws(TroveError) -> Int64? {
+  private func blockSizeForClones() -> Int64? {
     if cloneBlockSize == 0 {
       cloneBlockSize = try? file.filesystemBlockSize()
     }
@@ -329,21 +329,32 @@ public final class BlobWriter {
       cloneBlockSize = nil
       return false
     }
-    do throws(SystemCallError) {
-      var read: Int64 = 0
-      while read < length {
-        let want = Int(min(Int64(buffer.count), length - read))
-        let n = try file.read(
+    var read: Int64 = 0
+    while read < length {
+      let want = Int(min(Int64(buffer.count), length - read))
+      let n: Int
+      do throws(SystemCallError) {
+        n = try file.read(
           into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]), at: start + read)
-        guard n == want else { throw SystemCallError("pread", Errno(rawValue: EIO)) }
-        let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<n])
-        hasher.update(bytes)
-        companion?.update(bytes)
-        read += Int64(n)
+      } catch {
+        throw fail(TroveError.system(error, "read", path: self.path))
       }
+      guard n == want else {
+        throw fail(
+          TroveError(
+            .ioError,
+            "'\(self.path)' holds \(start + read + Int64(n)) bytes after a clone that should have made it \(start + length)",
+            path: self.path))
+      }
+      let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<n])
+      hasher.update(bytes)
+      companion?.update(bytes)
+      read += Int64(n)
+    }
+    do throws(SystemCallError) {
       try file.seek(to: start + length)
     } catch {
-      throw fail(TroveError.system(error, "read", path: self.path))
+      throw fail(TroveError.system(error, "write", path: self.path))
     }
     size += length
     passedOn += length
