@@ -35,7 +35,8 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
   tree         /tree/PATH serves the file LOG.tree/PATH (404 when there is
                none), a Range of it as 206; beside it, PATH.fail makes it
                answer 503 at once, PATH.late makes a GET wait 1.5 s before
-               answering, and PATH.shifted answers a Range with as many bytes
+               answering, PATH.soon makes any request wait 0.5 s (a 503
+               too), and PATH.shifted answers a Range with as many bytes
                from 4096 further on, and a Content-Range that says so; HEAD too
 
 Every request, whatever its method, also appends one line to LOG.headers:
@@ -223,6 +224,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         file = os.path.join(LOG + ".tree", os.path.normpath(name).lstrip("/"))
         if os.path.exists(file + ".late") and not head:
             time.sleep(1.5)
+        if os.path.exists(file + ".soon"):
+            time.sleep(0.5)
         data = None
         if not os.path.exists(file + ".fail") and os.path.isfile(file):
             with open(file, "rb") as f:

@@ -140,11 +140,14 @@ struct RemoteReadThroughTests {
     for bytes in blobs { digests.append(try RemoteTests.put(a, bytes, in: scratch)) }
     #expect(try RemoteTests.remote(a, ["push"] + digests.map(\.description)).status == 0)
     // The same layout served by the fault server: the first blob answers
-    // 1.5 s late, the second at once with 503 (the remote failing whole).
+    // 1.5 s late, the second 0.5 s late with 503 (the remote failing
+    // whole), the third at once — before the failure, whatever the order
+    // the pulls go out in.
     try FileManager.default.copyItem(atPath: nginx.files["late"], toPath: server.tree)
     let blob = { (d: BlobDigest) in server.tree + "/cas/\(d.hex.prefix(2))/\(d.hex)" }
     FileManager.default.createFile(atPath: blob(digests[0]) + ".late", contents: nil)
     FileManager.default.createFile(atPath: blob(digests[1]) + ".fail", contents: nil)
+    FileManager.default.createFile(atPath: blob(digests[1]) + ".soon", contents: nil)
 
     for (name, command) in [
       ("b", ["get", "-C", scratch["out"]]), ("c", ["remote", "pull"]),
