@@ -329,28 +329,18 @@ public final class BlobWriter {
       cloneBlockSize = nil
       return false
     }
-    var read: Int64 = 0
-    while read < length {
-      let want = Int(min(Int64(buffer.count), length - read))
-      let n: Int
-      do throws(SystemCallError) {
-        n = try file.read(
-          into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]), at: start + read)
-      } catch {
-        throw fail(TroveError.system(error, "read", path: self.path))
-      }
-      guard n == want else {
-        throw fail(
-          TroveError(
-            .ioError,
-            "'\(self.path)' holds \(start + read + Int64(n)) bytes after a clone that should have made it \(start + length)",
-            path: self.path))
-      }
-      let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<n])
-      hasher.update(bytes)
-      companion?.update(bytes)
-      read += Int64(n)
-    }
+    try readPieces(
+      length, at: start, of: file, path: self.path, buffer: buffer,
+      short: { held in
+        TroveError(
+          .ioError,
+          "'\(self.path)' holds \(held) bytes after a clone that should have made it \(start + length)",
+          path: self.path)
+      },
+      each: { (bytes) throws(TroveError) in
+        hasher.update(bytes)
+        companion?.update(bytes)
+      })
     do throws(SystemCallError) {
       try file.seek(to: start + length)
     } catch {
@@ -367,22 +357,35 @@ public final class BlobWriter {
     _ length: Int64, at offset: Int64, of source: FileDescriptor, path: String,
     buffer: UnsafeMutableRawBufferPointer
   ) throws(TroveError) {
+    try readPieces(
+      length, at: offset, of: source, path: path, buffer: buffer,
+      short: { _ in
+        TroveError(.corruptObject, "'\(path)' ends before byte \(offset + length)", path: path)
+      },
+      each: { (bytes) throws(TroveError) in try write(bytes) })
+  }
+
+  /// Reads `length` bytes of `file` (at `path`) at `offset` through
+  /// `buffer` and hands them to `body` a buffer at a time; a file that
+  /// ends first fails the writer with `short` of the offset it ended at.
+  private func readPieces(
+    _ length: Int64, at offset: Int64, of file: FileDescriptor, path: String,
+    buffer: UnsafeMutableRawBufferPointer, short: (Int64) -> TroveError,
+    each body: (UnsafeRawBufferPointer) throws(TroveError) -> Void
+  ) throws(TroveError) {
     var done: Int64 = 0
     while done < length {
       let want = Int(min(Int64(buffer.count), length - done))
       let n: Int
       do throws(SystemCallError) {
-        n = try source.read(
+        n = try file.read(
           into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]), at: offset + done)
       } catch {
         throw fail(TroveError.system(error, "read", path: path))
       }
-      guard n > 0 else {
-        throw fail(
-          TroveError(
-            .corruptObject, "'\(path)' ends before byte \(offset + length)", path: path))
-      }
-      try write(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+      // A positioned read fills the buffer unless the file ends.
+      guard n == want else { throw fail(short(offset + done + Int64(n))) }
+      try body(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
       done += Int64(n)
     }
   }
