@@ -265,11 +265,9 @@ struct HostileStoreTests {
     let pinned = XXH3Hasher.digest(Array("file 7\n".utf8))
     #expect(try trove(store, ["pin", pinned.description]).status == 0)
     for command in [["reindex"], ["verify", "--repair"]] {
-      // Damage pages past the header and the schema (the WAL, checkpointed
-      // when the last command closed it, would otherwise still hold them).
-      for suffix in ["-wal", "-shm"] {
-        try? FileManager.default.removeItem(atPath: store + "/index.sqlite" + suffix)
-      }
+      // Damage pages past the header and the schema, once in the database
+      // file (the WAL would otherwise still hold them).
+      try checkpointIndex(store)
       let handle = try #require(FileHandle(forUpdatingAtPath: store + "/index.sqlite"))
       try handle.seek(toOffset: 4096 * 3)
       try handle.write(contentsOf: Data(Bytes.random(8192, seed: 9)))

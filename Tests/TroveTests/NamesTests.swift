@@ -263,8 +263,12 @@ struct NamesTests {
     let data = Bytes.random(1 << 20, seed: 1202)
     let digest = XXH3Hasher.digest(data)
     #expect(try CLI.run(["--store", store, "put", try scratch.write("in", data)]).status == 0)
-    // put cloned its input here: with the input gone, nothing shares the object's extents.
+    // put cloned its input here: with the input gone, nothing shares the object's extents
+    // (once XFS has finished with the unlinked inode, which a sync of the filesystem waits for).
     try FileManager.default.removeItem(atPath: scratch["in"])
+    let folder = try FileDescriptor.open(scratch["store"], [.readOnly, .directory])
+    defer { folder.close() }
+    try folder.syncFilesystem()
     let before = try #require(
       try Self.json(try CLI.run(["--store", store, "show", "--json", digest.description]))
         as? [String: Any])

@@ -355,6 +355,8 @@ extension SigningTests {
         "python3", "-c",
         """
         import os, sqlite3, sys, time
+        # The index's rows in its file, where the copy below reads them.
+        sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         fd = os.open(sys.argv[1], os.O_RDWR)
         open(sys.argv[3] + ".ready", "w").close()
         while not os.path.exists(sys.argv[3]): time.sleep(0.05)

@@ -137,6 +137,16 @@ final class SQLiteConnection: @unchecked Sendable {
     _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
   }
 
+  /// Whether closing checkpoints the WAL when this is the last connection
+  /// (SQLite's default). Off, the frames stay in the WAL for a later
+  /// writer's checkpoint, and the close syncs nothing.
+  var checkpointsOnClose = true {
+    didSet {
+      guard checkpointsOnClose != oldValue else { return }
+      _ = trove_sqlite_checkpoint_on_close(handle, checkpointsOnClose ? 1 : 0)
+    }
+  }
+
   /// Whether the database file this connection has open is no longer the
   /// one at its path: renamed over or unlinked since the open
   /// (`SQLITE_FCNTL_HAS_MOVED`, one `stat`).

@@ -196,7 +196,7 @@ extension Store {
         check(
           "index-journal", false,
           "the index is read as an immutable file: SQLite cannot use its WAL or journal files on this read-only store",
-          "open the store once where it is writable so that its WAL is checkpointed and its shared memory made"
+          "open the store once where it is writable so that its shared memory is made"
         )
       } else {
         check(

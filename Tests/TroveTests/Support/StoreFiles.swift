@@ -48,3 +48,13 @@ func age(_ digest: BlobDigest, by seconds: Int64, in store: Store) throws {
 func remoteBlobPath(_ digest: BlobDigest) -> String {
   "cas/\(digest.hex.prefix(2))/\(digest.hex)"
 }
+
+/// Moves every frame of the WAL of the index of the store at `store` into
+/// its database file and empties the WAL (`wal_checkpoint(TRUNCATE)`), as
+/// the close of a large WAL does: for tests that damage, copy or read the
+/// database file alone.
+func checkpointIndex(_ store: String) throws {
+  let db = try SQLiteConnection(path: store + "/index.sqlite", busyTimeoutMilliseconds: 10_000)
+  db.persistWAL()  // as Trove's connections leave them: the files stay
+  try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+}
