@@ -9,11 +9,15 @@ struct CommandSpec: Sendable {
   /// Usage after `trove NAME`, e.g. `<digest> <destination>`.
   let usage: String
   /// Positional arguments: name and help.
-  let arguments: [(String, String)]
+  var arguments: [(String, String)] { argumentsText() }
   /// Options besides the global ones.
   let options: [OptionSpec]
   /// More text for `--help`, after OVERVIEW.
-  let discussion: String
+  var discussion: String { discussionText() }
+  /// The help texts, made when `--help` asks: some are built from the
+  /// settings' names, which every process would otherwise pay for.
+  private let argumentsText: @Sendable () -> [(String, String)]
+  private let discussionText: @Sendable () -> String
   /// What it does with the store: whether a missing one is made, whether
   /// an invocation writes it (refused on a read-only store before anything
   /// is done).
@@ -26,6 +30,26 @@ struct CommandSpec: Sendable {
   var keyLookup: @Sendable (Invocation) -> KeyLookup = { _ in [] }
   /// Runs the command; returns the exit status.
   let run: @Sendable (Invocation) throws -> Int32
+
+  init(
+    name: String, abstract: String, usage: String,
+    arguments: @autoclosure @escaping @Sendable () -> [(String, String)],
+    options: [OptionSpec], discussion: @autoclosure @escaping @Sendable () -> String,
+    store: StoreUse = .reads, closedPipeIsSuccess: Bool = false,
+    keyLookup: @escaping @Sendable (Invocation) -> KeyLookup = { _ in [] },
+    run: @escaping @Sendable (Invocation) throws -> Int32
+  ) {
+    self.name = name
+    self.abstract = abstract
+    self.usage = usage
+    argumentsText = arguments
+    self.options = options
+    discussionText = discussion
+    self.store = store
+    self.closedPipeIsSuccess = closedPipeIsSuccess
+    self.keyLookup = keyLookup
+    self.run = run
+  }
 }
 
 /// What a command does with the store.

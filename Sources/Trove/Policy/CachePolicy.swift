@@ -351,7 +351,7 @@ extension CachePolicy {
       var found = Set<ChecksumAlgorithm>()
       for name in text.lowercased().split(separator: ",") {
         guard
-          let algorithm = ChecksumAlgorithm(rawValue: name.trimmingCharacters(in: .whitespaces)),
+          let algorithm = ChecksumAlgorithm(rawValue: String(Quantities.trimmed(name))),
           algorithm != .xxh128
         else { return nil }
         found.insert(algorithm)

@@ -117,8 +117,19 @@ extension CachePolicy {
       return "\(seconds)s"
     }
 
+    /// `text` without the spaces and tabs around it (what
+    /// `CharacterSet.whitespaces` holds), in the standard library: through
+    /// Foundation the first trim of a process costs more than its parse.
+    static func trimmed(_ text: Substring) -> Substring {
+      func isSpace(_ c: Character) -> Bool { c.isWhitespace && !c.isNewline }
+      guard let first = text.firstIndex(where: { !isSpace($0) }),
+        let last = text.lastIndex(where: { !isSpace($0) })
+      else { return text[text.endIndex...] }
+      return text[first...last]
+    }
+
     private static func split(_ text: String) -> (Substring, Substring) {
-      let trimmed = Substring(text.trimmingCharacters(in: .whitespaces))
+      let trimmed = Self.trimmed(Substring(text))
       let end =
         trimmed.firstIndex { !($0.isNumber || $0 == ".") } ?? trimmed.endIndex
       return (trimmed[..<end], trimmed[end...].drop { $0 == " " })

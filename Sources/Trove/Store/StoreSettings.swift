@@ -59,7 +59,7 @@ struct StoreSettings: Sendable, Equatable {
       settings.problems = [PolicyProblem(key: nil, found: why)]
       return settings
     }
-    guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else {
+    guard let value = JSONValue(parsing: bytes) else {
       return unreadable("it is not valid JSON")
     }
     guard case .object(let file) = value else { return unreadable("it is not a JSON object") }
@@ -223,79 +223,6 @@ extension CachePolicy.Key {
     case .mirror: return MirrorRule.json(policy.mirrors)
     case .chunking: return .bool(policy.chunking)
     case .chunkMinimumSize: return .integer(policy.chunkMinimumSize)
-    }
-  }
-}
-
-/// A JSON value as a file holds it, to be written back unchanged.
-enum JSONValue: Codable, Sendable, Hashable {
-  case null
-  case bool(Bool)
-  case integer(Int64)
-  case number(Double)
-  case string(String)
-  case array([JSONValue])
-  case object([String: JSONValue])
-
-  init(from decoder: any Decoder) throws {
-    let c = try decoder.singleValueContainer()
-    if c.decodeNil() {
-      self = .null
-    } else if let bool = try? c.decode(Bool.self) {
-      self = .bool(bool)
-    } else if let integer = try? c.decode(Int64.self) {
-      self = .integer(integer)
-    } else if let number = try? c.decode(Double.self) {
-      self = .number(number)
-    } else if let string = try? c.decode(String.self) {
-      self = .string(string)
-    } else if let array = try? c.decode([JSONValue].self) {
-      self = .array(array)
-    } else {
-      self = .object(try c.decode([String: JSONValue].self))
-    }
-  }
-
-  func encode(to encoder: any Encoder) throws {
-    var c = encoder.singleValueContainer()
-    switch self {
-    case .null: try c.encodeNil()
-    case .bool(let b): try c.encode(b)
-    case .integer(let n): try c.encode(n)
-    case .number(let d): try c.encode(d)
-    case .string(let s): try c.encode(s)
-    case .array(let a): try c.encode(a)
-    case .object(let o): try c.encode(o)
-    }
-  }
-
-  /// A whole number, if this is one.
-  var integer: Int64? {
-    switch self {
-    case .integer(let n): return n
-    case .number(let d) where d == d.rounded() && abs(d) < 9e18: return Int64(d)
-    default: return nil
-    }
-  }
-
-  /// The value as compact JSON text, for messages: `-5`, `"lots"`.
-  var text: String {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
-  }
-
-  /// The value as `trove config set` would take it: text as it is, `null`
-  /// as `none`, a number in the setting's exact unit (`seconds`: a
-  /// duration). Anything else is its JSON text, which no setting accepts.
-  func settingText(seconds: Bool) -> String {
-    let unit = seconds ? "s" : ""
-    switch self {
-    case .null: return "none"
-    case .string(let s): return s
-    case .integer(let n): return "\(n)\(unit)"
-    case .number(let d): return integer.map { "\($0)\(unit)" } ?? "\(d)\(unit)"
-    case .bool, .array, .object: return text
     }
   }
 }
