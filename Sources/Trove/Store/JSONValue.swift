@@ -68,7 +68,9 @@ enum JSONValue: Codable, Sendable, Hashable {
     case .string(let s): return s
     case .integer(let n): return "\(n)\(unit)"
     case .number(let d): return integer.map { "\($0)\(unit)" } ?? "\(d)\(unit)"
-    case .bool, .array, .object: return text
+    // Its JSON text, without an encoder: every store has boolean settings.
+    case .bool(let b): return b ? "true" : "false"
+    case .array, .object: return text
     }
   }
 }
