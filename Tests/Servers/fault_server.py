@@ -37,7 +37,8 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
                answer 503 at once, PATH.late makes a GET wait 1.5 s before
                answering, PATH.soon makes any request wait 0.5 s (a 503
                too), and PATH.shifted answers a Range with as many bytes
-               from 4096 further on, and a Content-Range that says so; HEAD too
+               from 4096 further on, and a Content-Range that says so; HEAD too;
+               the most tree requests answered at once is in LOG.busiest
 
 Every request, whatever its method, also appends one line to LOG.headers:
 METHOD PATH, a tab, and its header lines joined by " | ". A method other
@@ -56,6 +57,8 @@ import urllib.parse
 LOG = sys.argv[1]
 LOCK = threading.Lock()
 SEEN = {}  # path -> requests so far
+IN_FLIGHT = 0  # tree requests being answered
+BUSIEST = 0  # the most at once, written to LOG.busiest
 LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
 
 
@@ -221,6 +224,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     def serve_tree(self, name, head=False):
+        global IN_FLIGHT, BUSIEST
+        with LOCK:
+            IN_FLIGHT += 1
+            if IN_FLIGHT > BUSIEST:
+                BUSIEST = IN_FLIGHT
+                with open(LOG + ".busiest", "w") as busiest:
+                    busiest.write(f"{BUSIEST}\n")
+        try:
+            self.answer_tree(name, head)
+        finally:
+            with LOCK:
+                IN_FLIGHT -= 1
+
+    def answer_tree(self, name, head):
         file = os.path.join(LOG + ".tree", os.path.normpath(name).lstrip("/"))
         if os.path.exists(file + ".late") and not head:
             time.sleep(1.5)

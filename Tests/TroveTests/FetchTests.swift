@@ -284,6 +284,29 @@ struct FetchTests {
   }
 
   @Test(
+    "--jobs N: at most N transfers at once, though jobs waiting for their commit leave their place to the next"
+  )
+  func jobsBoundTransfers() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    var urls: [String] = []
+    for i in 0..<12 {
+      // Each answer waits 0.5 s: the transfers overlap as far as the bound lets them.
+      let name = "f\(i).bin"
+      try FileManager.default.createDirectory(
+        atPath: server.tree, withIntermediateDirectories: true)
+      _ = FileManager.default.createFile(
+        atPath: server.tree + "/" + name, contents: Data(Bytes.random(8192, seed: UInt64(i))))
+      _ = FileManager.default.createFile(atPath: server.tree + "/" + name + ".soon", contents: nil)
+      urls.append(server.url("/tree/" + name))
+    }
+    let result = try Self.fetch(scratch["store"], ["--jobs", "3"] + urls)
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(result.out.split(separator: "\n").count == 12)
+    #expect((2...3).contains(server.busiest()), "\(server.busiest()) transfers at once")
+  }
+
+  @Test(
     "--jobs with large bodies: each transfer paused and resumed as its job catches up, every digest right"
   )
   func manyLarge() throws {

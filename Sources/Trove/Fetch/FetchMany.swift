@@ -1,8 +1,10 @@
 import Synchronization
 
 extension Store {
-  /// Fetches every request, up to `jobs` at a time. Each job runs on a
-  /// thread of its own and hashes and writes its own bodies; the transfers
+  /// Fetches every request, up to `jobs` transfers at a time. Each request
+  /// runs on one of twice as many threads, which hashes and writes its
+  /// body and waits for its commit there, while the next URL's transfer
+  /// takes its place; the transfers
   /// all run through one libcurl multi handle, which shares
   /// connections between them (and, with libcurl 8 or later, multiplexes
   /// requests to an HTTP/2 server over one). Returns each request's outcome, in order; one failing does
@@ -17,8 +19,10 @@ extension Store {
     let multi: HTTPMulti
     do throws(TroveError) {
       // One kept connection per job: libcurl's own bound would close
-      // them between one file and the next.
-      multi = try HTTPMulti(keeping: max(1, jobs))
+      // them between one file and the next. At most `jobs` transfers run
+      // at once, on twice as many threads: a thread whose body waits for
+      // its group commit leaves its place to the next URL's transfer.
+      multi = try HTTPMulti(keeping: max(1, jobs), transfers: max(1, jobs))
     } catch {
       return requests.map { _ in .failure(error) }
     }
@@ -34,7 +38,7 @@ extension Store {
       }
       results.withLock { $0[i] = outcome }
     }
-    Parallel.forEach(requests.count, width: max(1, jobs), context: makeClient, run)
+    Parallel.forEach(requests.count, width: 2 * max(1, jobs), context: makeClient, run)
     if requests.contains(where: { $0.mode != .offline }) { writeBack.run(self) }
     return results.withLock { $0.map { $0! } }
   }

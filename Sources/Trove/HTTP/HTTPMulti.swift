@@ -35,11 +35,17 @@ final class HTTPMulti: Sendable {
   private let finished = DispatchSemaphore(value: 0)
   /// Whether requests wait to be multiplexed over a connection being set up.
   let multiplexes: Bool
+  /// Free places for transfers, when their number is bounded: a job takes
+  /// one to start a transfer and it is given back when the transfer ends.
+  private let places: DispatchSemaphore?
 
   /// With `connections`, that many idle connections are kept at least
   /// (libcurl's own bound follows the transfers running at the moment, and
-  /// closes connections a moment later transfers would reuse).
-  init(keeping connections: Int? = nil) throws(TroveError) {
+  /// closes connections a moment later transfers would reuse). With
+  /// `transfers`, at most that many run at once, whatever the number of
+  /// jobs: ``start(_:relay:)`` waits for a place.
+  init(keeping connections: Int? = nil, transfers: Int? = nil) throws(TroveError) {
+    places = transfers.map { DispatchSemaphore(value: max(1, $0)) }
     curl = try LibCurl.loaded()
     guard let multi = curl.multiInit() else {
       throw TroveError(.ioError, "cannot start libcurl: curl_multi_init failed")
@@ -59,19 +65,26 @@ final class HTTPMulti: Sendable {
     thread.start()
   }
 
-  /// Starts the transfer set up on `handle`; its body and its end reach
-  /// `relay`.
+  /// Starts the transfer set up on `handle` (once there is a place for
+  /// it); its body and its end reach `relay`.
   func start(_ handle: UnsafeMutableRawPointer, relay: HTTPRelay) {
+    places?.wait()
     let accepted = queue.withLock { q in
       guard !q.stopping else { return false }
       q.pending.append((Handle(raw: handle), relay))
       return true
     }
     guard accepted else {
-      relay.finish(CURLE_FAILED_INIT)
+      end(relay, CURLE_FAILED_INIT)
       return
     }
     _ = curl.multiWakeup(multi.raw)
+  }
+
+  /// Ends a started transfer with `code`, giving back its place.
+  private func end(_ relay: HTTPRelay, _ code: CURLcode) {
+    relay.finish(code)
+    places?.signal()
   }
 
   /// Lets a transfer paused by a full relay go on (called by its job).
@@ -106,7 +119,7 @@ final class HTTPMulti: Sendable {
         if curl.multiAddHandle(multi, handle.raw) == CURLM_OK {
           running[handle.raw] = relay
         } else {
-          relay.finish(CURLE_FAILED_INIT)
+          end(relay, CURLE_FAILED_INIT)
         }
       }
       for handle in unpause where running[handle.raw] != nil {
@@ -122,7 +135,7 @@ final class HTTPMulti: Sendable {
         }
         let code = message.pointee.data.result
         _ = curl.multiRemoveHandle(multi, easy)
-        running.removeValue(forKey: easy)?.finish(code)
+        if let relay = running.removeValue(forKey: easy) { end(relay, code) }
       }
       let polled = curl.multiPoll(multi, nil, 0, 1000, nil)
       if performed != CURLM_OK || polled != CURLM_OK {
@@ -132,7 +145,7 @@ final class HTTPMulti: Sendable {
         if failures >= 3 {
           for (easy, relay) in running {
             _ = curl.multiRemoveHandle(multi, easy)
-            relay.finish(CURLE_OUT_OF_MEMORY)
+            end(relay, CURLE_OUT_OF_MEMORY)
           }
           running.removeAll()
         }

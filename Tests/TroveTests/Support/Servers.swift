@@ -125,6 +125,12 @@ final class FaultServer {
     return text.split(separator: "\n").map(String.init)
   }
 
+  /// The most `/tree/` requests the server answered at once.
+  func busiest() -> Int {
+    let text = (try? String(contentsOfFile: state["requests.log.busiest"], encoding: .utf8)) ?? ""
+    return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+  }
+
   /// Every request's `METHOD PATH`, a tab, and its header lines joined
   /// by ` | `, in order.
   func headerLog() -> [String] {
