@@ -248,6 +248,25 @@ struct ReadOnlyStoreTests {
     #expect(try volume.snapshot() == before)
   }
 
+  @Test(
+    "a WAL a clean close left with frames, its shared memory lost: reads say so (77) until the store is opened once with write access"
+  )
+  func walLeftByCloseWithoutSharedMemory() throws {
+    let volume = try ReadOnlyVolume(blockSize: 4096)
+    let (store, digest, _) = try filledStore(on: volume) { store in
+      #expect(try fileStatus(store + "/index.sqlite-wal").size > 0, "the commands left frames")
+      try FileManager.default.removeItem(atPath: store + "/index.sqlite-shm")
+    }
+    let refused = try CLI.run(["--store", store, "ls"])
+    #expect(refused.status == 77 && refused.errorLines.count == 1, "\(refused.stderr)")
+    #expect(refused.stderr.contains("open the store once with write access"), "\(refused.stderr)")
+    try volume.makeWritable()
+    #expect(try CLI.run(["--store", store, "stats"]).status == 0)
+    try volume.makeReadOnly()
+    let ls = try CLI.run(["--store", store, "ls"])
+    #expect(ls.status == 0 && ls.out.contains(digest.description), "\(ls.stderr)")
+  }
+
   @Test("an index read without locks that someone changes fails the read, never returns its rows")
   func immutableIndexChanged() throws {
     let volume = try ReadOnlyVolume(blockSize: 4096)

@@ -35,6 +35,10 @@ final class Index: Sendable {
   /// small-block filesystems; in a read-only store, what SQLite reports:
   /// the mode it was written in, or `delete` when opened immutable).
   let journalMode: String
+  /// WAL bytes from which the last connection to close checkpoints the
+  /// WAL; below, its frames stay for a later close
+  /// (``SQLiteConnection/checkpointsOnCloseFrom``).
+  static let walCloseLimit: Int64 = 256 << 10
   /// Whether the index was opened read-only (a read-only store): a write
   /// transaction only reads, and a statement that would write fails with
   /// `.readOnlyStore`.
@@ -141,7 +145,7 @@ final class Index: Sendable {
   /// fails (`SQLITE_CANTOPEN`: the `-shm` file missing) it is opened
   /// `immutable=1`: no locks, no journal, the database file alone — when
   /// the WAL is empty, as a checkpoint at close leaves it (a close
-  /// checkpoints once the WAL is large, ``noteCommit(on:)``). Not when the WAL holds frames or a
+  /// checkpoints once the WAL is large, ``walCloseLimit``). Not when the WAL holds frames or a
   /// hot journal is present: the file alone would miss committed changes
   /// or show a half-done transaction, and recovery takes writing, so that
   /// is `.readOnlyStore`. Each read of an immutable index checks its files
@@ -215,8 +219,7 @@ final class Index: Sendable {
           // closes (cut to zero bytes when it checkpoints): they exist for
           // a full volume.
           db.persistWAL()
-          // Until a write finds the WAL large (``noteCommit(on:)``).
-          db.checkpointsOnClose = false
+          db.checkpointsOnCloseFrom = Self.walCloseLimit
           try db.execute("PRAGMA journal_size_limit=0;")
         }
         // Statement journals in memory: each execution of a statement that
@@ -420,64 +423,25 @@ final class Index: Sendable {
   func write<T>(
     _ action: String, durable: Bool = false, _ body: (IndexSession) throws(TroveError) -> T
   ) throws(TroveError) -> T {
-    try write(action, durable ? .durable : .normal, body)
-  }
-
-  /// Runs `body` in one write transaction whose loss costs nothing but
-  /// statistics (counts of hits and misses): committed without a sync
-  /// (`synchronous=OFF`) and without an automatic checkpoint, which would
-  /// copy other processes' frames into the database file unsynced. The
-  /// next sync of the WAL, anyone's, makes it durable.
-  func writeUnsynced<T>(_ action: String, _ body: (IndexSession) throws(TroveError) -> T)
-    throws(TroveError) -> T
-  {
-    try write(action, .unsynced, body)
-  }
-
-  /// WAL bytes from which closing a connection that wrote checkpoints:
-  /// below, the frames stay for a later close (``noteCommit(on:)``).
-  static let walCloseLimit: Int64 = 256 << 10
-
-  /// How a write transaction is committed.
-  private enum Commit {
-    case normal, durable, unsynced
-
-    /// Pragmas before the transaction, and after it.
-    var pragmas: (set: String, reset: String)? {
-      switch self {
-      case .normal: nil
-      case .durable: ("PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL")
-      case .unsynced:
-        (
-          "PRAGMA synchronous=OFF; PRAGMA wal_autocheckpoint=0",
-          "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=1000"
-        )
-      }
-    }
-  }
-
-  private func write<T>(
-    _ action: String, _ commit: Commit, _ body: (IndexSession) throws(TroveError) -> T
-  ) throws(TroveError) -> T {
     let result: Result<T, TroveError> = connection.withLock { db in
       // The file is checked once its write lock is held: whoever moves the
       // index holds the old file's while it copies and renames.
       var moves = 0
       while true {
         do throws(SQLiteConnection.Failure) {
-          if let pragmas = commit.pragmas { try db.execute(pragmas.set) }
+          if durable { try db.execute("PRAGMA synchronous=FULL") }
           // A read-only index takes no write lock: its body only reads, and
           // a statement that would write fails (SQLITE_READONLY).
           try db.execute(isReadOnly ? "BEGIN" : "BEGIN IMMEDIATE")
         } catch {
-          if let pragmas = commit.pragmas { try? db.execute(pragmas.reset) }
+          if durable { try? db.execute("PRAGMA synchronous=NORMAL") }
           return .failure(Self.error(error, action, path))
         }
         guard reopen != nil, db.fileHasMoved else { break }
         try? db.execute("ROLLBACK")
         moves += 1
         guard moves <= 3 else {
-          if let pragmas = commit.pragmas { try? db.execute(pragmas.reset) }
+          if durable { try? db.execute("PRAGMA synchronous=NORMAL") }
           return .failure(
             TroveError(
               .busy, "cannot \(action): index '\(path)' was replaced again and again; try again",
@@ -489,15 +453,11 @@ final class Index: Sendable {
           return .failure(error)
         }
       }
-      defer {
-        if let pragmas = commit.pragmas { try? db.execute(pragmas.reset) }
-        noteCommit(on: db)
-      }
+      defer { if durable { try? db.execute("PRAGMA synchronous=NORMAL") } }
       do throws(TroveError) {
         let value = try body(
           IndexSession(
-            db: db, path: path, action: action, isDurable: commit == .durable,
-            inTransaction: true))
+            db: db, path: path, action: action, isDurable: durable, inTransaction: true))
         do throws(SQLiteConnection.Failure) {
           try db.execute("COMMIT")
         } catch
@@ -521,27 +481,12 @@ final class Index: Sendable {
         return .failure(error)
       }
     }
-    if case .failure(let error) = result, error.code == .retryDurably, commit != .durable {
-      return try write(action, .durable, body)
+    if case .failure(let error) = result, error.code == .retryDurably, !durable {
+      return try write(action, durable: true, body)
     }
 
     if case .failure(let error) = result { throw noticing(error) }
     return try checked(result).get()
-  }
-
-  /// After a write transaction on `db`: whether closing it checkpoints.
-  /// A checkpoint at close costs two syncs (the WAL, then the database
-  /// file), and the next writer two more (a new WAL's header and its
-  /// folder); skipping it loses nothing (a durable commit's frames are
-  /// synced in the WAL, a normal one's may roll back after a power loss
-  /// either way). It is made once the WAL passes ``walCloseLimit``, so
-  /// that the next process to open the index reads little of it back.
-  private func noteCommit(on db: SQLiteConnection) {
-    guard !isReadOnly, journalMode == "wal" else { return }
-    let wal =
-      (try? FileDescriptor(rawValue: AT_FDCWD).status(of: resolvedPath + "-wal"))?.size
-      ?? Self.walCloseLimit
-    db.checkpointsOnClose = wal >= Self.walCloseLimit
   }
 }
 

@@ -95,6 +95,11 @@ final class SQLiteConnection: @unchecked Sendable {
 
   deinit {
     for statement in statements.values { sqlite3_finalize(statement) }
+    if let limit = checkpointsOnCloseFrom {
+      // Decided now, whoever grew the WAL: only the last close checkpoints.
+      let wal = try? FileDescriptor(rawValue: AT_FDCWD).status(of: path + "-wal").size
+      _ = trove_sqlite_checkpoint_on_close(handle, (wal ?? limit) >= limit ? 1 : 0)
+    }
     sqlite3_close_v2(handle)
   }
 
@@ -137,15 +142,13 @@ final class SQLiteConnection: @unchecked Sendable {
     _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
   }
 
-  /// Whether closing checkpoints the WAL when this is the last connection
-  /// (SQLite's default). Off, the frames stay in the WAL for a later
-  /// writer's checkpoint, and the close syncs nothing.
-  var checkpointsOnClose = true {
-    didSet {
-      guard checkpointsOnClose != oldValue else { return }
-      _ = trove_sqlite_checkpoint_on_close(handle, checkpointsOnClose ? 1 : 0)
-    }
-  }
+  /// With a size, closing this connection checkpoints the WAL (when it is
+  /// the last one) only if the `-wal` file holds at least that many bytes
+  /// then; below, the frames stay for a later close. A checkpoint costs two
+  /// syncs and the next writer's new WAL two more; skipping it loses
+  /// nothing, as a durable commit's frames are synced in the WAL already.
+  /// Nil: SQLite's default, a checkpoint at every last close.
+  var checkpointsOnCloseFrom: Int64?
 
   /// Whether the database file this connection has open is no longer the
   /// one at its path: renamed over or unlinked since the open

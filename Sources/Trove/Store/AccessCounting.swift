@@ -11,9 +11,7 @@ import Synchronization
 /// together — with the first count a second or more after the oldest
 /// pending one, when statistics are read, and when the store is closed —
 /// costs one small write per batch, not one per read: a process of the
-/// `trove` command writes its counts once, as it ends. The write syncs
-/// nothing (``Index/writeUnsynced(_:_:)``): a power loss may take counts,
-/// never anything else. A
+/// `trove` command writes its counts once, as it ends. A
 /// process killed (or one that ends with `exit` before its store is
 /// closed, as a `get -` into a closed pipe does) loses its pending counts;
 /// a read-only store counts nothing. What reading through each remote did
@@ -108,7 +106,7 @@ extension Store {
       return (pending.hits, pending.remoteHits, pending.misses, pending.remotes)
     }
     guard taken.0 > 0 || taken.1 > 0 || taken.2 > 0 || !taken.3.isEmpty else { return }
-    _ = try? index().writeUnsynced("count hits and misses") { (tx) throws(TroveError) in
+    _ = try? index().write("count hits and misses") { (tx) throws(TroveError) in
       if taken.0 > 0 || taken.1 > 0 || taken.2 > 0 {
         try tx.addAccessCounts(hits: taken.0, remoteHits: taken.1, misses: taken.2)
       }
