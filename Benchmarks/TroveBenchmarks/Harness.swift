@@ -251,10 +251,10 @@ func remove(_ path: String) {
 }
 
 /// Moves `path` (if there) into the folder `graveyard` under a new name,
-/// to be removed once the series is over: on an ext4 without a journal
-/// (this VM's root) the inode allocator skips every inode freed in the
-/// last 30 seconds (`recently_deleted`), so files made right after
-/// thousands were removed cost several times what they cost otherwise.
+/// removed with the work folder at the end: on an ext4 without a journal
+/// the inode allocator skips inodes freed moments ago (`recently_deleted`),
+/// so files made right after thousands were removed cost more, whoever
+/// makes them.
 func setAside(_ path: String, in graveyard: String) {
   guard FileManager.default.fileExists(atPath: path) else { return }
   try? FileManager.default.createDirectory(atPath: graveyard, withIntermediateDirectories: true)

@@ -38,7 +38,8 @@ and honours Range (206) and If-None-Match (304). The MODE changes that:
                answering, PATH.soon makes any request wait 0.5 s (a 503
                too), and PATH.shifted answers a Range with as many bytes
                from 4096 further on, and a Content-Range that says so; HEAD too;
-               the most tree requests answered at once is in LOG.busiest
+               the most tree requests waiting (.late, .soon) at once is in
+               LOG.busiest
 
 Every request, whatever its method, also appends one line to LOG.headers:
 METHOD PATH, a tab, and its header lines joined by " | ". A method other
@@ -57,7 +58,7 @@ import urllib.parse
 LOG = sys.argv[1]
 LOCK = threading.Lock()
 SEEN = {}  # path -> requests so far
-IN_FLIGHT = 0  # tree requests being answered
+IN_FLIGHT = 0  # tree requests waiting (.late, .soon)
 BUSIEST = 0  # the most at once, written to LOG.busiest
 LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
 
@@ -223,7 +224,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.wfile.write(payload)
 
-    def serve_tree(self, name, head=False):
+    def wait(self, seconds):
+        """Sleeps, counted among the requests waiting at once (LOG.busiest):
+        the wait lies inside the client's request, whatever it does after."""
         global IN_FLIGHT, BUSIEST
         with LOCK:
             IN_FLIGHT += 1
@@ -232,17 +235,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 with open(LOG + ".busiest", "w") as busiest:
                     busiest.write(f"{BUSIEST}\n")
         try:
-            self.answer_tree(name, head)
+            time.sleep(seconds)
         finally:
             with LOCK:
                 IN_FLIGHT -= 1
 
-    def answer_tree(self, name, head):
+    def serve_tree(self, name, head=False):
         file = os.path.join(LOG + ".tree", os.path.normpath(name).lstrip("/"))
         if os.path.exists(file + ".late") and not head:
-            time.sleep(1.5)
+            self.wait(1.5)
         if os.path.exists(file + ".soon"):
-            time.sleep(0.5)
+            self.wait(0.5)
         data = None
         if not os.path.exists(file + ".fail") and os.path.isfile(file):
             with open(file, "rb") as f:

@@ -152,13 +152,12 @@ private func fetchManySmall(_ b: Bench, base: String, www: String, store: String
   let folder = b.work + "/fetch-curl-out"
   try urls.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
   try config.write(toFile: curlConfig, atomically: true, encoding: .utf8)
-  // Each run's files stay until the series is over (``setAside(_:in:)``).
+  // Each run's files stay until the work folder goes (``setAside(_:in:)``).
   let graveyard = b.work + "/fetch-set-aside"
   defer {
     remove(list)
     remove(curlConfig)
-    remove(folder)
-    remove(graveyard)
+    setAside(folder, in: graveyard)
   }
   let many = try b.timeCommands([
     [b.trove, "--store", store, "fetch", "-q", "-i", list, "--jobs", "8"],

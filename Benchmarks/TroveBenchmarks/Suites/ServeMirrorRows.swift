@@ -84,10 +84,9 @@ func mirrorRows(
       }
       let curl = ["curl", "-sSf", "-D", headers, "-o", output, "-w", format, url]
       sync()
-      // Backed free memory for this run's new page cache, whoever runs:
-      // a miss writes the body twice (the store's copy and the client's).
-      // Warmed once per series, the runs after the first GiBs wrote into
-      // pages the host had to back again, at a fifth of the speed.
+      // Backed free memory for this run's new page cache, whoever runs
+      // (a miss writes the body twice: the store's copy and the client's);
+      // the series writes far more than one warming backs.
       HostMemory.warm(b.warmBytes > 0 ? b.warmBytes + size : 0)
       let outcome = try Spawn.check(
         i == 2 ? ["sh", "-c", "\"$@\" && sync \"$0\"", output] + curl : curl, output: timings)

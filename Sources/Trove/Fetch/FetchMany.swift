@@ -38,7 +38,8 @@ extension Store {
       }
       results.withLock { $0[i] = outcome }
     }
-    Parallel.forEach(requests.count, width: 2 * max(1, jobs), context: makeClient, run)
+    let threads = min(requests.count, 2 * min(max(1, jobs), 1 << 16))
+    Parallel.forEach(requests.count, width: max(1, threads), context: makeClient, run)
     if requests.contains(where: { $0.mode != .offline }) { writeBack.run(self) }
     return results.withLock { $0.map { $0! } }
   }

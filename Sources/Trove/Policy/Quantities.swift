@@ -118,8 +118,8 @@ extension CachePolicy {
     }
 
     /// `text` without the spaces and tabs around it (what
-    /// `CharacterSet.whitespaces` holds), in the standard library: through
-    /// Foundation the first trim of a process costs more than its parse.
+    /// `CharacterSet.whitespaces` holds), in the standard library: Foundation's
+    /// trim bridges through `NSString`.
     static func trimmed(_ text: Substring) -> Substring {
       func isSpace(_ c: Character) -> Bool { c.isWhitespace && !c.isNewline }
       guard let first = text.firstIndex(where: { !isSpace($0) }),

@@ -82,9 +82,9 @@ extension JSONValue {
   /// they are not one. A number without a fraction or an exponent that
   /// fits is an ``integer``, any other a ``number``. Nests at most 512 deep.
   ///
-  /// Read without `JSONDecoder`: its generic decoding, and the error each
-  /// failed guess of a value's type builds, cost a `trove` process more
-  /// than the rest of opening its store.
+  /// Read without `JSONDecoder`, whose generic decoding builds an error
+  /// for every failed guess of a value's type; a text in another encoding
+  /// than UTF-8 is nil here and left to it.
   init?(parsing bytes: [UInt8]) {
     var reader = JSONReader(bytes)
     if reader.bytes.starts(with: [0xEF, 0xBB, 0xBF]) { reader.at = 3 }

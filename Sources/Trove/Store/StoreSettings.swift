@@ -59,7 +59,11 @@ struct StoreSettings: Sendable, Equatable {
       settings.problems = [PolicyProblem(key: nil, found: why)]
       return settings
     }
-    guard let value = JSONValue(parsing: bytes) else {
+    // JSONDecoder reads what the fast reader does not (UTF-16 or UTF-32 text).
+    guard
+      let value = JSONValue(parsing: bytes)
+        ?? (try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)))
+    else {
       return unreadable("it is not valid JSON")
     }
     guard case .object(let file) = value else { return unreadable("it is not a JSON object") }

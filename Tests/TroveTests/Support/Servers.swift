@@ -125,7 +125,7 @@ final class FaultServer {
     return text.split(separator: "\n").map(String.init)
   }
 
-  /// The most `/tree/` requests the server answered at once.
+  /// The most `/tree/` requests waiting (`.late`, `.soon`) at once.
   func busiest() -> Int {
     let text = (try? String(contentsOfFile: state["requests.log.busiest"], encoding: .utf8)) ?? ""
     return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
