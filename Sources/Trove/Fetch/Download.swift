@@ -47,9 +47,10 @@ final class Download: HTTPBodySink {
   private var admission: Admission?
   private var writes: PressuredWrites
   /// Received bytes are gathered here and hashed and written 1 MiB at a
-  /// time: libcurl hands out 16–512 KiB pieces.
-  private let buffer = UnsafeMutableRawBufferPointer.allocate(
-    byteCount: Transfer.bufferSize, alignment: 4096)
+  /// time: libcurl hands out 16–512 KiB pieces. Made at the first bytes,
+  /// no larger than the body announced: a megabyte per small file would
+  /// come from `mmap` and go back by `munmap`, faulted in page by page.
+  private var buffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
   private var buffered = 0
   private var lastProgress: UInt64 = 0
   private var reportedPart = false
@@ -79,7 +80,7 @@ final class Download: HTTPBodySink {
   }
 
   deinit {
-    buffer.deallocate()
+    if buffer.baseAddress != nil { buffer.deallocate() }
     writer?.cancel()
   }
 
@@ -194,6 +195,11 @@ final class Download: HTTPBodySink {
     } catch {
       _ = stop(error)
       return .stop
+    }
+    if buffer.baseAddress == nil {
+      let announced = total.map { max(1, $0 - offset) } ?? Int64(Transfer.bufferSize)
+      let size = (min(Int64(Transfer.bufferSize), announced) + 4095) & ~4095
+      buffer = .allocate(byteCount: Int(size), alignment: 4096)
     }
     var rest = bytes
     while !rest.isEmpty {

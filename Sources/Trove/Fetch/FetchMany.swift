@@ -2,9 +2,9 @@ import Synchronization
 
 extension Store {
   /// Fetches every request, up to `jobs` transfers at a time. Each request
-  /// runs on one of twice as many threads, which hashes and writes its
-  /// body and waits for its commit there, while the next URL's transfer
-  /// takes its place; the transfers
+  /// runs on one of more threads than that (``fetchThreads(requests:jobs:)``),
+  /// which hashes and writes its body and waits for its commit there,
+  /// while the next URL's transfer takes its place; the transfers
   /// all run through one libcurl multi handle, which shares
   /// connections between them (and, with libcurl 8 or later, multiplexes
   /// requests to an HTTP/2 server over one). Returns each request's outcome, in order; one failing does
@@ -20,8 +20,8 @@ extension Store {
     do throws(TroveError) {
       // One kept connection per job: libcurl's own bound would close
       // them between one file and the next. At most `jobs` transfers run
-      // at once, on twice as many threads: a thread whose body waits for
-      // its group commit leaves its place to the next URL's transfer.
+      // at once: a thread whose body waits for its group commit leaves its
+      // place to the next URL's transfer.
       multi = try HTTPMulti(keeping: max(1, jobs), transfers: max(1, jobs))
     } catch {
       return requests.map { _ in .failure(error) }
@@ -38,9 +38,18 @@ extension Store {
       }
       results.withLock { $0[i] = outcome }
     }
-    let threads = min(requests.count, 2 * min(max(1, jobs), 1 << 16))
-    Parallel.forEach(requests.count, width: max(1, threads), context: makeClient, run)
+    let threads = Self.fetchThreads(requests: requests.count, jobs: jobs)
+    Parallel.forEach(requests.count, width: threads, context: makeClient, run)
     if requests.contains(where: { $0.mode != .offline }) { writeBack.run(self) }
     return results.withLock { $0.map { $0! } }
+  }
+
+  /// Threads for `requests` fetches of `jobs` transfers at a time: bodies
+  /// waiting for their commit hold a thread each, and the more wait, the
+  /// larger a group commit and the fewer its syncs per file — eight per
+  /// transfer, at least two, at most 64 unless two a transfer need more.
+  static func fetchThreads(requests: Int, jobs: Int) -> Int {
+    let jobs = min(max(1, jobs), 1 << 16)
+    return max(1, min(requests, max(2 * jobs, min(8 * jobs, 64))))
   }
 }

@@ -25,6 +25,15 @@ import Synchronization
 /// (see ``journalMode(on:)``).
 final class Index: Sendable {
   private let connection: Mutex<SQLiteConnection>
+  /// Idle connections for reads made while another thread holds
+  /// `connection` (a group commit through its renames and syncs): in WAL
+  /// mode a reader needs no lock a writer holds, so a lookup need not
+  /// wait for the commit. Opened when first needed; a single-threaded
+  /// command never opens one.
+  private let readers = Mutex<[SQLiteConnection]>([])
+  /// At most this many idle reader connections are kept: as many as
+  /// threads read at once, up to this, so that none is opened per read.
+  private static let idleReaders = 64
   /// The database file.
   let path: String
   /// Whether the index is new and not yet filled from the objects and
@@ -396,17 +405,39 @@ final class Index: Sendable {
   private func readOnce<T>(_ action: String, _ body: (IndexSession) throws(TroveError) -> T)
     -> Result<T, TroveError>
   {
-    let result: Result<T, TroveError> = connection.withLock { db in
-      do throws(TroveError) {
-        try following(&db)
-        return .success(
-          try body(
-            IndexSession(db: db, path: path, action: action)))
-      } catch {
-        return .failure(error)
-      }
+    if let result = connection.withLockIfAvailable({ db in session(&db, action, body) }) {
+      return result
+    }
+    guard var db = reader() else {
+      return connection.withLock { db in session(&db, action, body) }
+    }
+    let result = session(&db, action, body)
+    readers.withLock { idle in
+      if idle.count < Self.idleReaders { idle.append(db) }
     }
     return result
+  }
+
+  /// `body` run with `db`, outside any transaction.
+  private func session<T>(
+    _ db: inout SQLiteConnection, _ action: String,
+    _ body: (IndexSession) throws(TroveError) -> T
+  ) -> sending Result<T, TroveError> {
+    do throws(TroveError) {
+      try following(&db)
+      return .success(try body(IndexSession(db: db, path: path, action: action)))
+    } catch {
+      return .failure(error)
+    }
+  }
+
+  /// An idle reader connection, or a new one; nil where reads share the
+  /// one connection: a read-only index, a rollback journal (where a
+  /// reader waits for the writer anyway), or when none can be opened.
+  private func reader() -> SQLiteConnection? {
+    guard let reopen, journalMode == "wal" else { return nil }
+    if let idle = readers.withLock({ $0.popLast() }) { return idle }
+    return try? reopen()
   }
 
   /// Runs `body` in one `BEGIN IMMEDIATE` transaction: committed if it

@@ -50,6 +50,10 @@ extension FileDescriptor {
     throws(SystemCallError) -> (FileDescriptor, created: Bool)
   {
     let mode = staging ? access.stagingFolderMode : access.folderMode
+    // Opened first: the folder is there but once, and this runs per fetch.
+    if let folder = try? FileDescriptor.open(name, in: self, [.directory, .noFollow]) {
+      return (folder, false)
+    }
     var created = false
     do throws(SystemCallError) {
       try makeDirectory(name, permissions: mode)
