@@ -9,8 +9,13 @@
 # folder, which would find the .so first.) libxxhash stays shared: Debian's
 # archive lacks the x86 dispatch (XXH3_128bits_dispatch) that picks AVX2 or
 # AVX-512 at run time; its .pc names a link to the .so in the same folder.
-# libcurl and libmicrohttpd stay shared objects loaded with dlopen. Used by
-# scripts/install.sh and scripts/bench.sh:
+# libcurl and libmicrohttpd stay shared objects loaded with dlopen.
+# The Swift runtime's C++ needs libstdc++ and the unwinder: the folder also
+# holds links to GCC's libstdc++.a and, as libgcc_s.a, libgcc_eh.a (the
+# unwinder -static-libgcc would use), so the driver's -lstdc++ and -lgcc_s
+# find archives there first: loading those two shared objects took about a
+# quarter of `trove --version`. Used by scripts/install.sh and
+# scripts/bench.sh:
 #   PKG_CONFIG_PATH=$(scripts/static-libs.sh) swift build -c release ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +35,9 @@ libzstd zstd a
 libxxhash xxhash so
 libcrypto crypto a
 LIST
+for pair in libstdc++.a:libstdc++.a libgcc_eh.a:libgcc_s.a; do
+  archive=$(gcc -print-file-name="${pair%%:*}")
+  [ -f "$archive" ] || { echo "trove static-libs: ${pair%%:*} is missing (scripts/deps.sh build)" >&2; exit 69; }
+  ln -sfn "$archive" "$folder/${pair##*:}"
+done
 echo "$folder"
