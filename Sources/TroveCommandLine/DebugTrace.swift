@@ -6,7 +6,7 @@ import Trove
 /// variable is not set or empty. A file that cannot be opened is a warning
 /// and the command goes on untraced. Opened once per process.
 let debugTrace: (@Sendable (TraceEvent) -> Void)? = {
-  guard let path = ProcessInfo.processInfo.environment["TROVE_DEBUG"], !path.isEmpty else {
+  guard let path = EnvironmentVariables.lookUp("TROVE_DEBUG"), !path.isEmpty else {
     return nil
   }
   do throws(TroveError) {

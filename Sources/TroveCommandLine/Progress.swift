@@ -60,7 +60,7 @@ final class ProgressLine: Sendable {
 
   /// `TROVE_PROGRESS_INTERVAL_MS` (tests only), else 100 ms.
   private static var drawInterval: Duration {
-    let text = ProcessInfo.processInfo.environment["TROVE_PROGRESS_INTERVAL_MS"] ?? ""
+    let text = EnvironmentVariables.lookUp("TROVE_PROGRESS_INTERVAL_MS") ?? ""
     guard let ms = Int(text), ms >= 0 else { return .milliseconds(100) }
     return .milliseconds(ms)
   }

@@ -51,7 +51,7 @@ public enum TroveCommand {
         if invocation.command.closedPipeIsSuccess { Output.closedPipeStatus = ExitStatus.success }
         // Every command refuses an invalid TROVE_RECORD, also those that
         // open no store (`dir`, `hash`): a typo is said at once, anywhere.
-        if let record = ProcessInfo.processInfo.environment["TROVE_RECORD"], !record.isEmpty,
+        if let record = EnvironmentVariables.lookUp("TROVE_RECORD"), !record.isEmpty,
           !Store.isValidRecordName(record)
         {
           throw TroveError(

@@ -39,9 +39,11 @@ public final class Store: Sendable {
   /// The settings last read from `config.json`, with the file's identity:
   /// re-read when another process replaced it.
   private let cachedSettings: Mutex<SettingsRead>
-  /// Reads this process recorded lately: digest → when (nanoseconds), so a
-  /// hot object is not looked up in the index on every read.
-  let recentReads = Mutex<[BlobDigest: Int64]>([:])
+  /// Reads this process recorded lately: digest (hex) → when (nanoseconds),
+  /// so a hot object is not looked up in the index on every read. Keyed by
+  /// text: a dictionary keyed by a type of Trove's costs a short command,
+  /// at its first use, a scan of every protocol conformance in the binary.
+  let recentReads = Mutex<[String: Int64]>([:])
   /// Hits and misses counted and not yet written to the index.
   let pendingCounts = Mutex(PendingAccessCounts())
   /// Remotes this process saw fail (``CircuitBreaker``).
@@ -104,14 +106,16 @@ public final class Store: Sendable {
     if let name = configuration.recordName, !RecordKeeper.isValidName(name) {
       throw RecordKeeper.invalidName(name, source: "record name (TROVE_RECORD)")
     }
-    if configuration.createIfMissing {
+    // Most opens find the folder there: it is made only when it cannot be opened.
+    let found = configuration.createIfMissing ? try? FileDescriptor.open(root, .directory) : nil
+    if configuration.createIfMissing, found == nil {
       try attempt("create store", root, code: .storeUnavailable) { () throws(SystemCallError) in
         try Self.makeDirectories(root)
       }
     }
     let rootFD: FileDescriptor
     do throws(SystemCallError) {
-      rootFD = try FileDescriptor.open(root, .directory)
+      if let found { rootFD = found } else { rootFD = try FileDescriptor.open(root, .directory) }
     } catch  where error.errno == .noSuchFileOrDirectory && !configuration.createIfMissing {
       throw Self.missing(root)
     } catch {
@@ -243,7 +247,8 @@ public final class Store: Sendable {
   private static func makeDirectories(_ path: String) throws(SystemCallError) {
     var prefix = path.hasPrefix("/") ? "" : "."
     for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-      prefix += "/" + component
+      prefix.append("/")
+      prefix.append(contentsOf: component)
       do throws(SystemCallError) {
         _ = try Sys.call("mkdir") { mkdir(prefix, 0o700) }
       } catch  where error.errno == .fileExists {
@@ -438,7 +443,7 @@ public final class Store: Sendable {
     guard let policy = try? loadedSettings().policy else { return .kept }
     let resolution = Int64.nanoseconds(fromSeconds: policy.accessResolution)
     if resolution > 0,
-      let last = recentReads.withLock({ $0[digest] }), now.subtractingSaturated(last) < resolution
+      let last = recentReads.withLock({ $0[digest.hex] }), now.subtractingSaturated(last) < resolution
     {
       return .kept
     }
@@ -481,7 +486,7 @@ public final class Store: Sendable {
   private func rememberRead(_ digest: BlobDigest, at time: Int64) {
     recentReads.withLock { reads in
       if reads.count > 4096 { reads.removeAll(keepingCapacity: true) }
-      reads[digest] = time
+      reads[digest.hex] = time
     }
   }
 

@@ -69,7 +69,7 @@ public struct StoreConfiguration: Sendable, Hashable {
     root: String? = nil, createIfMissing: Bool = true,
     onWarning: (@Sendable (String) -> Void)? = nil,
     policyOverrides: [CachePolicy.Key: String] = [:],
-    recordName: String? = ProcessInfo.processInfo.environment["TROVE_RECORD"],
+    recordName: String? = EnvironmentVariables.value("TROVE_RECORD"),
     writesBack: Bool = true,
     startsBackgroundUpload: (@Sendable (_ root: String) -> String?)? = nil,
     trace: (@Sendable (TraceEvent) -> Void)? = nil,
@@ -103,7 +103,8 @@ public struct StoreConfiguration: Sendable, Hashable {
   /// is set and not empty, with its text (checked when the store reads its
   /// settings).
   public static func environmentOverrides(
-    _ environment: [String: String] = ProcessInfo.processInfo.environment
+    _ environment: [String: String] = EnvironmentVariables.named(
+      CachePolicy.Key.allCases.map(\.environmentVariable))
   ) -> [CachePolicy.Key: String] {
     var overrides: [CachePolicy.Key: String] = [:]
     for key in CachePolicy.Key.allCases {
@@ -124,7 +125,8 @@ public struct StoreConfiguration: Sendable, Hashable {
   ///   service account may be): `no store location: …; give --store DIR or
   ///   set TROVE_STORE`.
   public static func defaultRoot(
-    environment: [String: String] = ProcessInfo.processInfo.environment
+    environment: [String: String] = EnvironmentVariables.named(
+      ["TROVE_STORE", "XDG_CACHE_HOME", "HOME"])
   ) throws(TroveError) -> String {
     if let explicit = environment["TROVE_STORE"], !explicit.isEmpty { return explicit }
     if let caches = environment["XDG_CACHE_HOME"], caches.hasPrefix("/") {

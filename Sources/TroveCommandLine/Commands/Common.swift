@@ -111,8 +111,14 @@ extension Invocation {
   /// trailing slash removed (`..` is kept: through a link it is not the
   /// parent).
   static func normalized(_ path: String) -> String {
-    let parts = path.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
-    return "/" + parts.joined(separator: "/")
+    // Concatenated by hand: `joined(separator:)` looks up a conformance at
+    // run time, a scan of all of them on a command's first use.
+    var normal = ""
+    for part in path.split(separator: "/", omittingEmptySubsequences: true) where part != "." {
+      normal.append("/")
+      normal.append(contentsOf: part)
+    }
+    return normal.isEmpty ? "/" : normal
   }
 
   /// `~` → `$HOME`, `~user` → that user's home, as shells expand them.
@@ -123,7 +129,7 @@ extension Invocation {
     let home: String?
     if user.isEmpty {
       home =
-        ProcessInfo.processInfo.environment["HOME"]
+        EnvironmentVariables.lookUp("HOME")
         ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_dir) }
     } else {
       home = getpwnam(user).map { String(cString: $0.pointee.pw_dir) }

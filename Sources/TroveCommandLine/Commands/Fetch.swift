@@ -135,7 +135,7 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
       throw invocation.usageError(
         "invalid --auth-env '\(variable)': expected an environment variable's name")
     }
-    guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
+    guard let value = EnvironmentVariables.lookUp(variable), !value.isEmpty else {
       throw TroveError(
         .invalidConfig,
         "--auth-env names the environment variable \(variable), which is not set",
