@@ -443,7 +443,8 @@ public final class Store: Sendable {
     guard let policy = try? loadedSettings().policy else { return .kept }
     let resolution = Int64.nanoseconds(fromSeconds: policy.accessResolution)
     if resolution > 0,
-      let last = recentReads.withLock({ $0[digest.hex] }), now.subtractingSaturated(last) < resolution
+      let last = recentReads.withLock({ $0[digest.hex] }),
+      now.subtractingSaturated(last) < resolution
     {
       return .kept
     }
