@@ -8,9 +8,9 @@
 # DESTDIR is honoured, as packagers expect. What it installs:
 #   PREFIX/bin/trove
 #   PREFIX/share/bash-completion/completions/trove   (subcommands and each one's options)
-# The Debian C libraries (libxxhash, libzstd, libsqlite3, libcrypto) are linked
-# in from their static archives (scripts/static-libs.sh; scripts/deps.sh build
-# installs them). libcurl (libcurl.so.4) and libmicrohttpd (libmicrohttpd.so.12)
+# The Debian C libraries (libzstd, libsqlite3, libcrypto; libxxhash stays
+# shared), libstdc++ and GCC's unwinder are linked in from their static
+# archives (scripts/static-libs.sh; scripts/deps.sh build installs them). libcurl (libcurl.so.4) and libmicrohttpd (libmicrohttpd.so.12)
 # are loaded with dlopen by the commands that need HTTP or a server.
 set -euo pipefail
 

@@ -13,8 +13,8 @@
 # The Swift runtime's C++ needs libstdc++ and the unwinder: the folder also
 # holds links to GCC's libstdc++.a and, as libgcc_s.a, libgcc_eh.a (the
 # unwinder -static-libgcc would use), so the driver's -lstdc++ and -lgcc_s
-# find archives there first: loading those two shared objects took about a
-# quarter of `trove --version`. Used by scripts/install.sh and
+# find archives there first: loading those two shared objects was a large
+# share of `trove --version`. Used by scripts/install.sh and
 # scripts/bench.sh:
 #   PKG_CONFIG_PATH=$(scripts/static-libs.sh) swift build -c release ...
 set -euo pipefail
@@ -36,8 +36,10 @@ libxxhash xxhash so
 libcrypto crypto a
 LIST
 for pair in libstdc++.a:libstdc++.a libgcc_eh.a:libgcc_s.a; do
-  archive=$(gcc -print-file-name="${pair%%:*}")
-  [ -f "$archive" ] || { echo "trove static-libs: ${pair%%:*} is missing (scripts/deps.sh build)" >&2; exit 69; }
+  # The archives of the GCC the toolchain's clang links against (swift's
+  # link driver); either compiler prints the bare name when it has no such file.
+  archive=$({ clang -print-file-name="${pair%%:*}" || gcc -print-file-name="${pair%%:*}"; } 2>/dev/null || true)
+  [ -f "$archive" ] || { echo "trove static-libs: GCC's ${pair%%:*} is missing (Debian: libstdc++-12-dev and libgcc-12-dev, which the Swift toolchain needs too)" >&2; exit 69; }
   ln -sfn "$archive" "$folder/${pair##*:}"
 done
 echo "$folder"

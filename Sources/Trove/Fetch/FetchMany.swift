@@ -2,8 +2,9 @@ import Synchronization
 
 extension Store {
   /// Fetches every request, up to `jobs` transfers at a time. Each request
-  /// runs on one of more threads than that (``fetchThreads(requests:jobs:)``),
-  /// which hashes and writes its body and waits for its commit there,
+  /// runs on one of more threads than that (eight a transfer, at most 64
+  /// unless two a transfer need more), which hashes and writes its body and
+  /// waits for its commit there,
   /// while the next URL's transfer takes its place; the transfers
   /// all run through one libcurl multi handle, which shares
   /// connections between them (and, with libcurl 8 or later, multiplexes

@@ -437,7 +437,11 @@ final class Index: Sendable {
   private func reader() -> SQLiteConnection? {
     guard let reopen, journalMode == "wal" else { return nil }
     if let idle = readers.withLock({ $0.popLast() }) { return idle }
-    return try? reopen()
+    guard let db = try? reopen() else { return nil }
+    // A lookup reads a few pages, which the kernel's page cache holds: a
+    // reader's own cache stays small however many are kept idle.
+    try? db.execute("PRAGMA cache_size=-512;")
+    return db
   }
 
   /// Runs `body` in one `BEGIN IMMEDIATE` transaction: committed if it

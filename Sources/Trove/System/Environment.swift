@@ -1,16 +1,18 @@
 #if canImport(Glibc)
   import Glibc
+#elseif canImport(Darwin)
+  import Darwin
 #endif
 
 /// Environment variables read by name with `getenv(3)`. `ProcessInfo`'s
-/// `environment` builds a dictionary of every variable on each call, which
-/// in a short command (`has`, a fresh-hit `fetch`) cost as much as the
-/// command's own look at the store.
+/// `environment` builds a dictionary of every variable on each call, a
+/// large share of a short command (`has`, a fresh-hit `fetch`).
 public enum EnvironmentVariables {
-  /// The value of `name`, or nil when it is not set.
+  /// The value of `name`, or nil when it is not set or not UTF-8 (as
+  /// `ProcessInfo`, which leaves such variables out).
   @usableFromInline
   static func value(_ name: String) -> String? {
-    getenv(name).map { String(cString: $0) }
+    getenv(name).flatMap { String(validatingCString: $0) }
   }
 
   /// The variables of `names` that are set, with their values: what a
