@@ -48,6 +48,7 @@ enum Goals {
     Goal("fetch", "curl -z FILE (304)", 1.0, name: "revalidate"),
     Goal("fetch", "curl --parallel --parallel-max 8", 0.8),
     Goal("process", "git cat-file -e", 1.0),
+    Goal("process", "git --version", 0.5),
     Goal("process", "git hash-object -w, core.fsync=loose-object", 0.8, name: "new"),
     Goal("small", "python create+write+rename", 0.5),
     Goal("small", "git hash-object -w --stdin-paths", 1.5),

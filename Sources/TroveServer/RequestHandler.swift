@@ -93,6 +93,28 @@ struct RequestHandler: Sendable {
           return request.text(404, "no chunk manifest of \(digest)")
         }
         return request.bytes(200, manifest.encoded, type: "application/octet-stream")
+      case .blockSums(let digest):
+        guard let list = request.argument("blocks") else {
+          return request.text(400, "blocks=FIRST-LAST,… is required")
+        }
+        guard let sums = try store.servedBlockSums(of: digest, blocks: list) else {
+          return request.text(
+            404,
+            "no block sums of \(digest) for blocks=\(Route.shown(Substring(list))): not stored uncompressed, or not whole blocks of it, ascending, at most \(BlockSums.maximumBlocks)"
+          )
+        }
+        return request.bytes(200, sums, type: "application/octet-stream")
+      case .blobRanges(let digest):
+        guard let list = request.argument("ranges") else {
+          return request.text(400, "ranges=FIRST-LAST,… is required")
+        }
+        guard let bytes = try store.servedRanges(of: digest, ranges: list) else {
+          return request.text(
+            404,
+            "no ranges of \(digest) for ranges=\(Route.shown(Substring(list))): not stored uncompressed, or not within it, ascending, at most \(BlockSums.maximumRangeBytes) bytes"
+          )
+        }
+        return request.bytes(200, bytes, type: "application/octet-stream")
       case .upload:
         return request.text(404, "uploads are not read back")
       case .cas(let digest), .remoteBlob(let digest):
@@ -273,6 +295,13 @@ struct Request {
   /// Whether a body follows the head.
   var hasBody: Bool {
     header("Transfer-Encoding") != nil || (header("Content-Length").map { $0 != "0" } ?? false)
+  }
+
+  /// A query argument's value (decoded), if it was sent.
+  func argument(_ name: String) -> String? {
+    trove_mhd_lookup_connection_value(connection, .GET_ARGUMENT_KIND, name).map {
+      String(cString: $0)
+    }
   }
 
   /// A request header's value, if it was sent.

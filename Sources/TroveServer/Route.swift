@@ -14,6 +14,8 @@
 /// /keys/<32 hex>.json      .keyRecord      reads through from this one
 /// /sigs/<aa>/<32 hex>.json .signedEntry    (signed by the store's signing-key)
 /// /chunks/<aa>/<32 hex>    .manifest       a large object's chunk manifest
+/// /chunks/<aa>/<32 hex>.sums  .blockSums  signatures of its blocks (?blocks=a-b,…)
+/// /chunks/<aa>/<32 hex>.bytes .blobRanges many ranges of it at once (?ranges=a-b,…)
 /// /tmp/<name>              .upload       a blob on its way in (--writable)
 /// /m/<name>/<path>         .mirror       a fetch of the mirror's upstream/<path>
 /// ```
@@ -30,6 +32,8 @@ public enum Route: Equatable, Sendable {
   case keyRecord(String)
   case signedEntry(BlobDigest)
   case manifest(BlobDigest)
+  case blockSums(BlobDigest)
+  case blobRanges(BlobDigest)
   case upload(String)
   case mirror(name: String, path: MirrorPath)
   /// An absolute-form request (`GET http://HOST/PATH`): a fetch of `url`.
@@ -74,6 +78,12 @@ public enum Route: Equatable, Sendable {
     case ("sigs", 3):
       return fannedOut(segments[1], segments[2], suffix: ".json").map { .signedEntry($0) }
     case ("chunks", 3):
+      if segments[2].hasSuffix(".sums") {
+        return fannedOut(segments[1], segments[2], suffix: ".sums").map { .blockSums($0) }
+      }
+      if segments[2].hasSuffix(".bytes") {
+        return fannedOut(segments[1], segments[2], suffix: ".bytes").map { .blobRanges($0) }
+      }
       return fannedOut(segments[1], segments[2], suffix: "").map { .manifest($0) }
     case ("keys", 2):
       let name = segments[1]
@@ -140,7 +150,8 @@ public enum Route: Equatable, Sendable {
     case .metrics: "metrics"
     case .cas: "cas"
     case .checksum: "checksum"
-    case .remoteLayout, .remoteBlob, .keyRecord, .signedEntry, .manifest: "remote"
+    case .remoteLayout, .remoteBlob, .keyRecord, .signedEntry, .manifest, .blockSums, .blobRanges:
+      "remote"
     case .upload: "upload"
     case .mirror: "mirror"
     case .proxy: "proxy"

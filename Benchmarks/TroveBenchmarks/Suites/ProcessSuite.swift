@@ -42,12 +42,17 @@ func processSuite(_ b: Bench) throws {
     return try b.time(bodies).map { Series(samples: $0.samples.map { $0 / Double(calls) }) }
   }
 
-  let starts = try perCall([[b.trove, "--version"], ["true"]])
+  let starts = try perCall([[b.trove, "--version"], ["true"], ["git", "--version"]])
   b.add(
     Result(
       suite: "process", name: "start: trove --version", parameters: params, unit: .seconds,
       trove: starts[0], referenceName: "true", reference: starts[1],
       note: "the floor: exec, the dynamic loader, the Swift runtime"))
+  b.add(
+    Result(
+      suite: "process", name: "start: trove --version", parameters: params, unit: .seconds,
+      trove: starts[0], referenceName: "git --version", reference: starts[2],
+      note: "another tool's start: a C program with its own libraries"))
   let lookups = try perCall([
     [b.trove, "--store", store, "has", digest],
     ["git", "-C", repository, "cat-file", "-e", oid],

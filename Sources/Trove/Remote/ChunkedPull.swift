@@ -42,6 +42,88 @@ struct ChunkedPullPlan {
       }
     }
   }
+
+  /// The bytes of an earlier version that the missing chunks of piece
+  /// `index` most likely replaced: those between the local pieces around
+  /// it, when both come from one object in order and the gap is not much
+  /// longer than the piece; else as many as it has after the piece
+  /// before it, or before the piece after it. Nil when no local piece is
+  /// beside it.
+  func replaced(at index: Int) -> (source: BlobDigest, range: Range<Int64>)? {
+    guard case .remote(let missing) = pieces[index] else { return nil }
+    let slack: Int64 = 64 << 10
+    var before: (source: BlobDigest, end: Int64)?
+    var after: (source: BlobDigest, start: Int64)?
+    if index > 0, case .local(let source, let offset, let length) = pieces[index - 1] {
+      before = (source, offset + length)
+    }
+    if index + 1 < pieces.count, case .local(let source, let offset, _) = pieces[index + 1] {
+      after = (source, offset)
+    }
+    if let before, let after, before.source == after.source, after.start >= before.end,
+      after.start - before.end <= 4 * Int64(missing.count) + slack
+    {
+      return (before.source, before.end..<after.start)
+    }
+    if let before {
+      return (before.source, before.end..<(before.end + Int64(missing.count) + slack))
+    }
+    if let after {
+      return (after.source, max(0, after.start - Int64(missing.count) - slack)..<after.start)
+    }
+    return nil
+  }
+
+  /// Piece `index`, a missing range, replaced by `pieces` (its bytes, in
+  /// order); the totals follow.
+  mutating func replace(_ index: Int, with replacement: [Piece]) {
+    pieces.replaceSubrange(index...index, with: replacement)
+    localBytes = 0
+    remoteBytes = 0
+    requests = 0
+    for piece in pieces {
+      switch piece {
+      case .local(_, _, let length): localBytes += length
+      case .remote(let range):
+        remoteBytes += Int64(range.count)
+        requests += 1
+      }
+    }
+  }
+
+  /// The pieces that make `missing` from its whole blocks found in an
+  /// earlier version (`found[k]`: where block `firstBlock + k` is in the
+  /// bytes at `region` of `source`) and the rest from the remote; adjacent
+  /// pieces joined.
+  static func pieces(
+    of missing: Range<Int64>, firstBlock: Int64, found: [Int?], source: BlobDigest,
+    region: Range<Int64>
+  ) -> [Piece] {
+    let block = Int64(BlockSums.blockSize)
+    var out: [Piece] = []
+    func add(_ piece: Piece) {
+      switch (out.last, piece) {
+      case (.remote(let last), .remote(let range)) where last.upperBound == range.lowerBound:
+        out[out.count - 1] = .remote(last.lowerBound..<range.upperBound)
+      case (.local(let s, let o, let l), .local(let t, let p, let m)) where s == t && o + l == p:
+        out[out.count - 1] = .local(source: s, offset: o, length: l + m)
+      default:
+        if case .remote(let range) = piece, range.isEmpty { return }
+        out.append(piece)
+      }
+    }
+    add(.remote(missing.lowerBound..<(firstBlock * block)))
+    for (k, at) in found.enumerated() {
+      let start = (firstBlock + Int64(k)) * block
+      if let at {
+        add(.local(source: source, offset: region.lowerBound + Int64(at), length: block))
+      } else {
+        add(.remote(start..<(start + block)))
+      }
+    }
+    add(.remote(((firstBlock + Int64(found.count)) * block)..<missing.upperBound))
+    return out
+  }
 }
 
 /// Pulls that move only the chunks a store lacks: when a remote keeps the
@@ -77,7 +159,7 @@ extension Store {
     guard policy.chunking, size >= policy.chunkMinimumSize,
       let manifest = try backend.readManifest(digest, size: size)
     else { return nil }
-    let plan = ChunkedPullPlan(manifest.chunks, held: try chunksHeld(for: manifest))
+    var plan = ChunkedPullPlan(manifest.chunks, held: try chunksHeld(for: manifest))
     guard plan.localBytes > 0, plan.requests <= Self.chunkedPullRequests else { return nil }
     trace(
       .remote,
@@ -91,6 +173,8 @@ extension Store {
       guard let file = try objects.open(source, compressed: false) else { return nil }
       sources[source] = file
     }
+    // Within the missing chunks, the blocks an earlier version holds too.
+    let sumsBytes = refineInBlocks(&plan, digest, from: backend, sources: sources)
     let writer = try makeWriter(
       expectedSize: size, priority: .important, source: "remote '\(spec.name)'", exact: true)
     let sha = facts.map { _ in SHA2Hasher(.sha256) }
@@ -99,16 +183,44 @@ extension Store {
     defer { buffer.deallocate() }
     var cloned: Int64 = 0
     do throws(TroveError) {
-      for piece in plan.pieces {
-        switch piece {
-        case .remote(let range):
-          try backend.download(digest, range: range, into: writer)
-        case .local(let source, let offset, let length):
-          guard let file = sources[source] else { throw notFound(source) }
-          cloned += try writer.append(
-            length, at: offset, of: file, path: objects.path(source, compressed: false),
-            buffer: buffer)
+      var next = 0
+      while next < plan.pieces.count {
+        // Small missing ranges, many at once where the remote can send
+        // them so; a large one streams alone.
+        var end = next
+        var wanted: [Range<Int64>] = []
+        var wantedBytes: Int64 = 0
+        while sumsBytes > 0, end < plan.pieces.count {
+          if case .remote(let range) = plan.pieces[end] {
+            guard Int64(range.count) <= Self.batchedRangeBytes,
+              wantedBytes + Int64(range.count) <= BlockSums.maximumRangeBytes / 4,
+              wanted.count < BlockSums.maximumRanges
+            else { break }
+            wanted.append(range)
+            wantedBytes += Int64(range.count)
+          }
+          end += 1
         }
+        let batch = wanted.isEmpty ? nil : try backend.readRanges(digest, wanted)
+        if batch == nil { end = next + 1 }
+        var taken = 0
+        for piece in plan.pieces[next..<end] {
+          switch piece {
+          case .remote(let range):
+            guard let batch else {
+              try backend.download(digest, range: range, into: writer)
+              continue
+            }
+            try writer.write(batch[taken..<(taken + range.count)])
+            taken += range.count
+          case .local(let source, let offset, let length):
+            guard let file = sources[source] else { throw notFound(source) }
+            cloned += try writer.append(
+              length, at: offset, of: file, path: objects.path(source, compressed: false),
+              buffer: buffer)
+          }
+        }
+        next = end
       }
       let result = try commitPulled(writer, digest, size: size, sha: sha, facts: facts, spec: spec)
       // Its blocks shared with the versions it came from where the
@@ -117,11 +229,73 @@ extension Store {
       _ = try? shareBlocks(of: [digest])
       return RemotePull(
         digest: digest, size: result.size, downloaded: true,
-        transferredBytes: plan.remoteBytes + Int64(manifest.encoded.count), clonedBytes: cloned)
+        transferredBytes: plan.remoteBytes + Int64(manifest.encoded.count) + sumsBytes,
+        clonedBytes: cloned)
     } catch {
       writer.cancel()
       throw error
     }
+  }
+
+  /// Missing ranges up to this long are asked for many at once.
+  static let batchedRangeBytes: Int64 = 1 << 20
+  /// Bytes of an earlier version searched for the blocks of one missing
+  /// range, at most.
+  static let replacedBytesSearched: Int64 = 16 << 20
+
+  /// Finds, for each missing range of `plan` beside a local piece, the
+  /// blocks of it the earlier version holds around there (``BlockSums``:
+  /// their signatures asked of the remote, the old bytes searched with
+  /// rsync's rolling checksum), and takes them from there instead. Returns
+  /// the bytes of signatures received; 0 when the remote has none to give
+  /// (all but a `trove serve` peer), or anything fails: the plan stays.
+  private func refineInBlocks(
+    _ plan: inout ChunkedPullPlan, _ digest: BlobDigest, from backend: any RemoteBackend,
+    sources: [BlobDigest: FileDescriptor]
+  ) -> Int64 {
+    let block = Int64(BlockSums.blockSize)
+    var targets: [(index: Int, blocks: Range<Int64>, source: BlobDigest, region: Range<Int64>)] =
+      []
+    for index in plan.pieces.indices {
+      guard case .remote(let missing) = plan.pieces[index],
+        let (source, region) = plan.replaced(at: index),
+        Int64(region.count) <= Self.replacedBytesSearched
+      else { continue }
+      let blocks = ((missing.lowerBound + block - 1) / block)..<(missing.upperBound / block)
+      if !blocks.isEmpty { targets.append((index, blocks, source, region)) }
+    }
+    guard !targets.isEmpty,
+      let sums = try? backend.readBlockSums(digest, blocks: targets.map(\.blocks)),
+      sums.count == targets.reduce(0, { $0 + Int($1.blocks.count) })
+    else { return 0 }
+    let buffer = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: Int(Self.replacedBytesSearched), alignment: 4096)
+    defer { buffer.deallocate() }
+    var first = 0
+    var replacements: [(Int, [ChunkedPullPlan.Piece])] = []
+    for target in targets {
+      let these = sums[first..<(first + Int(target.blocks.count))]
+      first += Int(target.blocks.count)
+      guard let file = sources[target.source],
+        let read = try? file.read(
+          into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(target.region.count)]),
+          at: target.region.lowerBound)
+      else { continue }
+      let found = BlockSums.locate(these, in: UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
+      guard found.contains(where: { $0 != nil }),
+        case .remote(let missing) = plan.pieces[target.index]
+      else { continue }
+      replacements.append(
+        (
+          target.index,
+          ChunkedPullPlan.pieces(
+            of: missing, firstBlock: target.blocks.lowerBound, found: found,
+            source: target.source, region: target.region)
+        ))
+    }
+    // From the end, so that the indices before stay right.
+    for (index, pieces) in replacements.reversed() { plan.replace(index, with: pieces) }
+    return Int64(sums.count * BlockSums.entrySize)
   }
 
   /// Where the store holds chunks of `manifest`: in the raw objects with

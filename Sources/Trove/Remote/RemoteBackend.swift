@@ -79,6 +79,15 @@ protocol RemoteBackend: AnyObject {
   /// remote that cannot send a range).
   func download(_ digest: BlobDigest, range: Range<Int64>, into writer: any RemoteSink)
     throws(TroveError)
+  /// The signatures of whole blocks `blocks` (block numbers, ascending) of
+  /// `digest`'s blob, in order; nil when the remote cannot compute them
+  /// (only a `trove serve` peer can). Exactly as many as asked, or it throws.
+  func readBlockSums(_ digest: BlobDigest, blocks: [Range<Int64>]) throws(TroveError)
+    -> [BlockSums.Entry]?
+  /// The bytes of `ranges` (ascending, disjoint) of `digest`'s blob, one
+  /// after the other, in a few requests; nil when the remote cannot send
+  /// many at once. Exactly those bytes' count, or it throws.
+  func readRanges(_ digest: BlobDigest, _ ranges: [Range<Int64>]) throws(TroveError) -> [UInt8]?
 }
 
 /// A blob to upload: `size` bytes of `file` from offset 0; with `verify`,
@@ -106,6 +115,13 @@ extension RemoteBackend {
 
   /// Whether the remote keeps chunk manifests beside its blobs.
   var keepsManifests: Bool { false }
+
+  func readBlockSums(_ digest: BlobDigest, blocks: [Range<Int64>]) throws(TroveError)
+    -> [BlockSums.Entry]?
+  { nil }
+  func readRanges(_ digest: BlobDigest, _ ranges: [Range<Int64>]) throws(TroveError) -> [UInt8]? {
+    nil
+  }
 
   /// A remote that keeps no manifests (Redis) has none to give.
   func readManifest(_ digest: BlobDigest, size: Int64) throws(TroveError) -> ChunkManifest? { nil }

@@ -231,6 +231,77 @@ final class WebDAVBackend: RemoteBackend {
       upload: RemoteHTTPTransfer.Upload(bytes: manifest.encoded))
   }
 
+  func readBlockSums(_ digest: BlobDigest, blocks: [Range<Int64>]) throws(TroveError)
+    -> [BlockSums.Entry]?
+  {
+    guard
+      let bytes = try readLists(
+        base + "/" + RemoteNames.manifestPath(digest) + ".sums?blocks=", blocks,
+        bytesEach: Int64(BlockSums.entrySize))
+    else { return nil }
+    return BlockSums.decode(bytes, count: bytes.count / BlockSums.entrySize)
+  }
+
+  func readRanges(_ digest: BlobDigest, _ ranges: [Range<Int64>]) throws(TroveError) -> [UInt8]? {
+    try readLists(
+      base + "/" + RemoteNames.manifestPath(digest) + ".bytes?ranges=", ranges, bytesEach: 1)
+  }
+
+  /// The answers to `prefix` followed by each of a few range lists that
+  /// together name `ranges`, concatenated: `bytesEach` bytes for each unit
+  /// of a range, exactly, or it throws. Nil when the remote answers the
+  /// first with anything but 200 (a WebDAV server, a Trove before them).
+  private func readLists(_ prefix: String, _ ranges: [Range<Int64>], bytesEach: Int64)
+    throws(TroveError) -> [UInt8]?
+  {
+    var out: [UInt8] = []
+    var start = 0
+    while start < ranges.count {
+      // Lists short enough for any server's request line, and within the
+      // peer's bounds on one answer.
+      var end = start
+      var length = 0
+      var units: Int64 = 0
+      let unitLimit = bytesEach == 1 ? BlockSums.maximumRangeBytes : BlockSums.maximumBlocks
+      while end < ranges.count, end - start < BlockSums.maximumRanges, length < 6000,
+        units + Int64(ranges[end].count) <= unitLimit || end == start
+      {
+        length += RangeList.encode([ranges[end]]).utf8.count + 1
+        units += Int64(ranges[end].count)
+        end += 1
+      }
+      let url = prefix + RangeList.encode(Array(ranges[start..<end]))
+      let expected = units * bytesEach
+      var bytes: [UInt8] = []
+      bytes.reserveCapacity(Int(min(expected, 16 << 20)))
+      let name = spec.name
+      let outcome = try request("GET", url, accepting: [200, 400, 404, 405]) {
+        (piece) throws(TroveError) in
+        guard Int64(bytes.count + piece.count) <= expected else {
+          throw TroveError(
+            .unsupportedFormat,
+            "remote '\(name)': \(url) sent more than the \(expected) bytes asked",
+            value: url)
+        }
+        bytes += piece
+      }
+      guard outcome.status == 200 else {
+        if start == 0 { return nil }
+        throw TroveError(
+          .transferFailed, "remote '\(name)': \(url) answered \(outcome.status)", value: url)
+      }
+      guard Int64(bytes.count) == expected else {
+        throw TroveError(
+          .unsupportedFormat,
+          "remote '\(name)': \(url) sent \(bytes.count) bytes, not the \(expected) asked",
+          value: url)
+      }
+      out += bytes
+      start = end
+    }
+    return out
+  }
+
   func download(_ digest: BlobDigest, range: Range<Int64>, into writer: any RemoteSink)
     throws(TroveError)
   {
