@@ -106,30 +106,40 @@ public enum BlockSums {
     guard local.count >= blockSize, !sums.isEmpty else { return found }
     var byWeak: [UInt32: [Int]] = [:]
     for (k, entry) in zip(0..., sums) { byWeak[entry.weak, default: []].append(k) }
+    // A bit per hashed weak sum, about 64 bits an entry: nearly every
+    // window that matches nothing is turned away by one load, not a
+    // dictionary lookup.
+    let bits = min(22, max(12, Int.bitWidth - (sums.count * 64).leadingZeroBitCount))
+    var tags = [UInt64](repeating: 0, count: 1 << (bits - 6))
+    func tag(_ weak: UInt32) -> Int { Int((weak &* 0x9E37_79B1) >> UInt32(32 - bits)) }
+    for entry in sums { tags[tag(entry.weak) >> 6] |= 1 << UInt64(tag(entry.weak) & 63) }
     var left = sums.count
     var position = 0
     var sum = RollingSum(UnsafeRawBufferPointer(rebasing: local[0..<blockSize]))
-    while left > 0 {
-      if let candidates = byWeak[sum.value] {
-        let window = UnsafeRawBufferPointer(rebasing: local[position..<(position + blockSize)])
-        let strong = XXH3Hasher.digest(window).low
-        var matched = false
-        for k in candidates where sums[sums.startIndex + k].strong == strong && found[k] == nil {
-          found[k] = position
-          left -= 1
-          matched = true
+    tags.withUnsafeBufferPointer { tags in
+      while left > 0 {
+        let t = tag(sum.value)
+        if tags[t >> 6] & (1 << UInt64(t & 63)) != 0, let candidates = byWeak[sum.value] {
+          let window = UnsafeRawBufferPointer(rebasing: local[position..<(position + blockSize)])
+          let strong = XXH3Hasher.digest(window).low
+          var matched = false
+          for k in candidates where sums[sums.startIndex + k].strong == strong && found[k] == nil {
+            found[k] = position
+            left -= 1
+            matched = true
+          }
+          if matched {
+            position += blockSize
+            guard position + blockSize <= local.count else { break }
+            sum = RollingSum(
+              UnsafeRawBufferPointer(rebasing: local[position..<(position + blockSize)]))
+            continue
+          }
         }
-        if matched {
-          position += blockSize
-          guard position + blockSize <= local.count else { break }
-          sum = RollingSum(
-            UnsafeRawBufferPointer(rebasing: local[position..<(position + blockSize)]))
-          continue
-        }
+        guard position + blockSize < local.count else { break }
+        sum.roll(out: local[position], in: local[position + blockSize])
+        position += 1
       }
-      guard position + blockSize < local.count else { break }
-      sum.roll(out: local[position], in: local[position + blockSize])
-      position += 1
     }
     return found
   }

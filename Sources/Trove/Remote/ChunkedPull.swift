@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Where each part of a blob to pull comes from: chunks the store holds in
 /// earlier versions, read from their files, and the rest, asked of the
@@ -254,48 +255,60 @@ extension Store {
     sources: [BlobDigest: FileDescriptor]
   ) -> Int64 {
     let block = Int64(BlockSums.blockSize)
-    var targets: [(index: Int, blocks: Range<Int64>, source: BlobDigest, region: Range<Int64>)] =
-      []
+    var candidates:
+      [(index: Int, blocks: Range<Int64>, source: BlobDigest, region: Range<Int64>)] = []
     for index in plan.pieces.indices {
       guard case .remote(let missing) = plan.pieces[index],
         let (source, region) = plan.replaced(at: index),
         Int64(region.count) <= Self.replacedBytesSearched
       else { continue }
       let blocks = ((missing.lowerBound + block - 1) / block)..<(missing.upperBound / block)
-      if !blocks.isEmpty { targets.append((index, blocks, source, region)) }
+      if !blocks.isEmpty { candidates.append((index, blocks, source, region)) }
     }
+    let targets = candidates
     guard !targets.isEmpty,
       let sums = try? backend.readBlockSums(digest, blocks: targets.map(\.blocks)),
       sums.count == targets.reduce(0, { $0 + Int($1.blocks.count) })
     else { return 0 }
-    let buffer = UnsafeMutableRawBufferPointer.allocate(
-      byteCount: Int(Self.replacedBytesSearched), alignment: 4096)
-    defer { buffer.deallocate() }
-    var first = 0
-    var replacements: [(Int, [ChunkedPullPlan.Piece])] = []
-    for target in targets {
-      let these = sums[first..<(first + Int(target.blocks.count))]
-      first += Int(target.blocks.count)
+    // Where each target's signatures start in `sums`.
+    let firsts = targets.reduce(into: [0]) { $0.append($0.last! + Int($1.blocks.count)) }
+    // The searches are independent and bound by the CPU: one a core.
+    let largest = targets.map(\.region.count).max() ?? 0
+    let found = Mutex<[(Int, [ChunkedPullPlan.Piece])]>([])
+    let pieces = plan.pieces
+    Parallel.forEach(
+      targets.count, width: min(ProcessInfo.processInfo.activeProcessorCount, 4),
+      context: { SearchBuffer(byteCount: largest) }
+    ) { (buffer, i) throws(Never) in
+      let target = targets[i]
+      let these = sums[firsts[i]..<(firsts[i] + Int(target.blocks.count))]
       guard let file = sources[target.source],
         let read = try? file.read(
-          into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(target.region.count)]),
-          at: target.region.lowerBound)
-      else { continue }
-      let found = BlockSums.locate(these, in: UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
-      guard found.contains(where: { $0 != nil }),
-        case .remote(let missing) = plan.pieces[target.index]
-      else { continue }
-      replacements.append(
-        (
-          target.index,
-          ChunkedPullPlan.pieces(
-            of: missing, firstBlock: target.blocks.lowerBound, found: found,
-            source: target.source, region: target.region)
-        ))
+          into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<target.region.count]),
+          at: target.region.lowerBound),
+        case .remote(let missing) = pieces[target.index]
+      else { return }
+      let located = BlockSums.locate(
+        these, in: UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<read]))
+      guard located.contains(where: { $0 != nil }) else { return }
+      let replacement = ChunkedPullPlan.pieces(
+        of: missing, firstBlock: target.blocks.lowerBound, found: located,
+        source: target.source, region: target.region)
+      found.withLock { $0.append((target.index, replacement)) }
     }
     // From the end, so that the indices before stay right.
-    for (index, pieces) in replacements.reversed() { plan.replace(index, with: pieces) }
+    let replacements = found.withLock { $0 }.sorted { $0.0 > $1.0 }
+    for (index, pieces) in replacements { plan.replace(index, with: pieces) }
     return Int64(sums.count * BlockSums.entrySize)
+  }
+
+  /// A thread's buffer for the bytes it searches.
+  private final class SearchBuffer {
+    let bytes: UnsafeMutableRawBufferPointer
+    init(byteCount: Int) {
+      bytes = .allocate(byteCount: max(byteCount, 1), alignment: 4096)
+    }
+    deinit { bytes.deallocate() }
   }
 
   /// Where the store holds chunks of `manifest`: in the raw objects with
