@@ -14,12 +14,13 @@ struct BlockSumsTests {
   @Test("the rolling sum rolled a byte at a time equals the sum of each window")
   func rollingSumRolls() {
     let bytes = Bytes.random(3000, seed: 3701)
+    let size = BlockSums.blockSize
     bytes.withUnsafeBytes { raw in
-      var rolled = BlockSums.RollingSum(UnsafeRawBufferPointer(rebasing: raw[0..<1024]))
-      for start in 1...(bytes.count - 1024) {
-        rolled.roll(out: bytes[start - 1], in: bytes[start + 1023])
+      var rolled = BlockSums.RollingSum(UnsafeRawBufferPointer(rebasing: raw[0..<size]))
+      for start in 1...(bytes.count - size) {
+        rolled.roll(out: bytes[start - 1], in: bytes[start + size - 1])
         let fresh = BlockSums.RollingSum(
-          UnsafeRawBufferPointer(rebasing: raw[start..<(start + 1024)]))
+          UnsafeRawBufferPointer(rebasing: raw[start..<(start + size)]))
         if rolled.value != fresh.value {
           Issue.record("window at \(start): rolled \(rolled.value), computed \(fresh.value)")
           return
@@ -36,8 +37,9 @@ struct BlockSumsTests {
     new[40_000] ^= 0xFF
     let wanted = Self.sums(Array(new.prefix(63 << 10)))
     let found = old.withUnsafeBytes { BlockSums.locate(wanted[...], in: $0) }
+    let size = BlockSums.blockSize
     for (k, at) in found.enumerated() {
-      let block = k * 1024..<(k + 1) * 1024
+      let block = k * size..<(k + 1) * size
       let changed =
         block.contains(10_000) || block.contains(10_099) || block.contains(40_000)
         || block.overlaps(10_000..<10_100)
@@ -55,7 +57,7 @@ struct BlockSumsTests {
 
   @Test("signatures encode and decode; a wrong length is refused")
   func encodeDecode() {
-    let entries = Self.sums(Bytes.random(5 * 1024, seed: 3705))
+    let entries = Self.sums(Bytes.random(5 * BlockSums.blockSize, seed: 3705))
     let encoded = BlockSums.encode(entries)
     #expect(encoded.count == 5 * BlockSums.entrySize)
     #expect(BlockSums.decode(encoded, count: 5) == entries)

@@ -100,10 +100,12 @@ struct ChunkedPullTests {
     let digest = XXH3Hasher.digest(Self.old)
     let base = server.url(RemoteNames.manifestPath(digest))
     let sums = try curl([base + ".sums?blocks=0-1,5-5"])
+    let block = BlockSums.blockSize
     let expected = Self.old.withUnsafeBytes {
       BlockSums.encode(
-        BlockSums.entries(ofBlocksIn: UnsafeRawBufferPointer(rebasing: $0[0..<2048]))
-          + BlockSums.entries(ofBlocksIn: UnsafeRawBufferPointer(rebasing: $0[5120..<6144])))
+        BlockSums.entries(ofBlocksIn: UnsafeRawBufferPointer(rebasing: $0[0..<(2 * block)]))
+          + BlockSums.entries(
+            ofBlocksIn: UnsafeRawBufferPointer(rebasing: $0[(5 * block)..<(6 * block)])))
     }
     #expect(
       sums.status == 200 && sums.body == expected,
@@ -111,8 +113,9 @@ struct ChunkedPullTests {
     let bytes = try curl([base + ".bytes?ranges=10-19,100-104"])
     #expect(bytes.status == 200 && bytes.body == Array(Self.old[10..<20] + Self.old[100..<105]))
     for query in [
-      ".sums?blocks=5-3", ".sums?blocks=0-1,1-2", ".sums?blocks=12288-12288", ".sums?blocks=x-1",
-      ".bytes?ranges=0-\(Self.old.count)", ".bytes?ranges=0-16777216", ".bytes?ranges=-5",
+      ".sums?blocks=5-3", ".sums?blocks=0-1,1-2", ".sums?blocks=\(Self.old.count / block)-\(Self.old.count / block)",
+      ".sums?blocks=x-1", ".bytes?ranges=\(Self.old.count - 10)-\(Self.old.count)",
+      ".bytes?ranges=0-\(BlockSums.maximumRangeBytes)", ".bytes?ranges=-5",
       ".bytes",
     ] {
       let run = try curl([base + query])

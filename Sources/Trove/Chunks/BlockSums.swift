@@ -8,14 +8,16 @@
 /// pulled object is checked whole.
 public enum BlockSums {
   /// Bytes a block: blocks start at multiples of it in the new version.
-  public static let blockSize = 1024
+  /// A tar's record: each changed header then costs its own block, not
+  /// the file bytes beside it.
+  public static let blockSize = 512
   /// Bytes of an encoded signature: the weak sum (UInt32) and the strong
   /// one (UInt64), little-endian.
   public static let entrySize = 12
   /// Blocks one request may ask the signatures of.
   public static let maximumBlocks: Int64 = 1 << 16
   /// Bytes one request for ranges of an object may ask for.
-  public static let maximumRangeBytes: Int64 = 16 << 20
+  public static let maximumRangeBytes: Int64 = 4 << 20
   /// Ranges one request may name.
   public static let maximumRanges = 1024
 

@@ -183,6 +183,9 @@ extension Store {
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
     defer { buffer.deallocate() }
     var cloned: Int64 = 0
+    // Only a peer that gave signatures can send many ranges at once; one
+    // that refuses a batch is not asked again.
+    var batching = sumsBytes > 0
     do throws(TroveError) {
       var next = 0
       while next < plan.pieces.count {
@@ -191,10 +194,10 @@ extension Store {
         var end = next
         var wanted: [Range<Int64>] = []
         var wantedBytes: Int64 = 0
-        while sumsBytes > 0, end < plan.pieces.count {
+        while batching, end < plan.pieces.count {
           if case .remote(let range) = plan.pieces[end] {
             guard Int64(range.count) <= Self.batchedRangeBytes,
-              wantedBytes + Int64(range.count) <= BlockSums.maximumRangeBytes / 4,
+              wantedBytes + Int64(range.count) <= BlockSums.maximumRangeBytes,
               wanted.count < BlockSums.maximumRanges
             else { break }
             wanted.append(range)
@@ -203,7 +206,10 @@ extension Store {
           end += 1
         }
         let batch = wanted.isEmpty ? nil : try backend.readRanges(digest, wanted)
-        if batch == nil { end = next + 1 }
+        if batch == nil {
+          end = next + 1
+          if !wanted.isEmpty { batching = false }
+        }
         var taken = 0
         for piece in plan.pieces[next..<end] {
           switch piece {
