@@ -113,7 +113,8 @@ struct ChunkedPullTests {
     let bytes = try curl([base + ".bytes?ranges=10-19,100-104"])
     #expect(bytes.status == 200 && bytes.body == Array(Self.old[10..<20] + Self.old[100..<105]))
     for query in [
-      ".sums?blocks=5-3", ".sums?blocks=0-1,1-2", ".sums?blocks=\(Self.old.count / block)-\(Self.old.count / block)",
+      ".sums?blocks=5-3", ".sums?blocks=0-1,1-2",
+      ".sums?blocks=\(Self.old.count / block)-\(Self.old.count / block)",
       ".sums?blocks=x-1", ".bytes?ranges=\(Self.old.count - 10)-\(Self.old.count)",
       ".bytes?ranges=0-\(BlockSums.maximumRangeBytes)", ".bytes?ranges=-5",
       ".bytes",

@@ -261,8 +261,8 @@ extension Store {
     sources: [BlobDigest: FileDescriptor]
   ) -> Int64 {
     let block = Int64(BlockSums.blockSize)
-    var candidates:
-      [(index: Int, blocks: Range<Int64>, source: BlobDigest, region: Range<Int64>)] = []
+    var candidates: [(index: Int, blocks: Range<Int64>, source: BlobDigest, region: Range<Int64>)] =
+      []
     for index in plan.pieces.indices {
       guard case .remote(let missing) = plan.pieces[index],
         let (source, region) = plan.replaced(at: index),
@@ -284,24 +284,24 @@ extension Store {
     let pieces = plan.pieces
     Parallel.forEach(
       targets.count, width: min(ProcessInfo.processInfo.activeProcessorCount, 4),
-      context: { SearchBuffer(byteCount: largest) }
-    ) { (buffer, i) throws(Never) in
-      let target = targets[i]
-      let these = sums[firsts[i]..<(firsts[i] + Int(target.blocks.count))]
-      guard let file = sources[target.source],
-        let read = try? file.read(
-          into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<target.region.count]),
-          at: target.region.lowerBound),
-        case .remote(let missing) = pieces[target.index]
-      else { return }
-      let located = BlockSums.locate(
-        these, in: UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<read]))
-      guard located.contains(where: { $0 != nil }) else { return }
-      let replacement = ChunkedPullPlan.pieces(
-        of: missing, firstBlock: target.blocks.lowerBound, found: located,
-        source: target.source, region: target.region)
-      found.withLock { $0.append((target.index, replacement)) }
-    }
+      context: { SearchBuffer(byteCount: largest) },
+      { (buffer, i) throws(Never) in
+        let target = targets[i]
+        let these = sums[firsts[i]..<(firsts[i] + Int(target.blocks.count))]
+        guard let file = sources[target.source],
+          let read = try? file.read(
+            into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<target.region.count]),
+            at: target.region.lowerBound),
+          case .remote(let missing) = pieces[target.index]
+        else { return }
+        let located = BlockSums.locate(
+          these, in: UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<read]))
+        guard located.contains(where: { $0 != nil }) else { return }
+        let replacement = ChunkedPullPlan.pieces(
+          of: missing, firstBlock: target.blocks.lowerBound, found: located,
+          source: target.source, region: target.region)
+        found.withLock { $0.append((target.index, replacement)) }
+      })
     // From the end, so that the indices before stay right.
     let replacements = found.withLock { $0 }.sorted { $0.0 > $1.0 }
     for (index, pieces) in replacements { plan.replace(index, with: pieces) }
