@@ -121,7 +121,7 @@ extension RequestHandler {
       switch result.source {
       case .cache: cache = "hit"
       case .revalidated: cache = "revalidated"
-      case .network, .resumed: cache = "miss"
+      case .network, .resumed, .delta: cache = "miss"
       }
       metrics.recordMirror(cache: cache, bytes: result.bytesTransferred, originFailed: false)
       return (

@@ -430,7 +430,76 @@ private func transferRows(
         suite: "chunks", name: "\(name): pull", parameters: params, unit: .seconds,
         trove: Series(samples: chunked), referenceName: "zsync, the same pair",
         reference: Series(samples: seconds)))
+    try zsyncFetchRows(
+      b, name, old: old, new: new, www: www, base: base, zsyncBytes: fetched,
+      zsyncSeconds: seconds, folder: folder, params: params)
   }
+}
+
+/// `trove fetch --zsync` of the new version from nginx into a store that
+/// fetched the old one from the same URL: the bytes and time beside zsync's
+/// and beside the same fetch without `--zsync`.
+private func zsyncFetchRows(
+  _ b: Bench, _ name: String, old: String, new: String, www: String, base: String,
+  zsyncBytes: [Double], zsyncSeconds: [Double], folder: String, params: [String: String]
+) throws {
+  let store = folder + "/fetch-store"
+  defer { remove(store) }
+  let url = base + "/versioned.bin"
+  var sent: [Double] = []
+  var rebuilt: [Double] = []
+  var whole: [Double] = []
+  for _ in 0..<(b.quick ? 1 : 3) {
+    for zsync in [true, false] {
+      // The old version fetched, then the new one and its control file published.
+      remove(store)
+      remove(www + "/versioned.bin.zsync")
+      try Spawn.check(["cp", "--reflink=never", old, www + "/versioned.bin"])
+      try Spawn.check([b.trove, "--store", store, "fetch", "-q", url])
+      try Spawn.check(["cp", "--reflink=never", new, www + "/versioned.bin"])
+      try Spawn.check([
+        "cp", "--reflink=never", www + "/new.bin.zsync", www + "/versioned.bin.zsync",
+      ])
+      sync()
+      let output = b.work + "/fetch.json"
+      let timed = try Spawn.check(
+        [b.trove, "--store", store, "fetch", "--json"]
+          + (zsync ? ["--zsync-url", base + "/new.bin.zsync"] : []) + [url],
+        output: output)
+      guard zsync else {
+        whole.append(timed.seconds)
+        continue
+      }
+      rebuilt.append(timed.seconds)
+      let data = (try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data()
+      let records = (try? JSONSerialization.jsonObject(with: data)) as? [[String: Any]]
+      guard records?.first?["source"] as? String == "delta" else {
+        throw Spawn.Failure(
+          command: ["trove", "fetch", "--zsync-url", url],
+          detail: "did not rebuild: \(records ?? [])")
+      }
+      let bytes = records?.first?["bytesTransferred"] as? Int ?? 0
+      sent.append(Double(bytes) / Double(1 << 20))
+      remove(output)
+    }
+  }
+  b.add(
+    Result(
+      suite: "chunks", name: "\(name): fetch --zsync, bytes", parameters: params,
+      unit: .mebibytes, trove: Series(samples: sent), referenceName: "zsync, the same pair",
+      reference: Series(samples: zsyncBytes),
+      note: "trove fetch --zsync-url from nginx into a store holding the old version of the URL"))
+  b.add(
+    Result(
+      suite: "chunks", name: "\(name): fetch --zsync", parameters: params, unit: .seconds,
+      trove: Series(samples: rebuilt), referenceName: "zsync, the same pair",
+      reference: Series(samples: zsyncSeconds)))
+  b.add(
+    Result(
+      suite: "chunks", name: "\(name): fetch --zsync", parameters: params, unit: .seconds,
+      trove: Series(samples: rebuilt), referenceName: "the same fetch, whole",
+      reference: Series(samples: whole),
+      note: "without --zsync, into the same store holding the old version"))
 }
 
 /// Bytes of `path` in extents the kernel marks shared (`filefrag -v -s`).

@@ -304,6 +304,11 @@ struct Fetcher {
   mutating func download(cached: KeyBinding?, lock: FetchLock) throws(TroveError) -> FetchResult {
     let part = lock.isHonoured ? try PartialDownload(store: store, key: url) : nil
     let cause = store.trace.isEnabled ? downloadCause(cached) : ""
+    if let first = candidates.first,
+      let rebuilt = try deltaDownload(cached: cached, from: first, part: part, cause: cause)
+    {
+      return rebuilt
+    }
     var failures: [TroveError] = []
     for (index, candidate) in candidates.enumerated() {
       let after =

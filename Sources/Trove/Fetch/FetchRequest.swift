@@ -56,6 +56,16 @@ public struct FetchRequest: Sendable, Hashable {
   /// ``credential`` go to a mirror only when it has the URL's origin.
   /// The store's rewrite rules (``URLRewrite``) apply to each.
   public var mirrors: [String]
+  /// A zsync control file describing the URL's body (`zsyncmake`'s
+  /// `FILE.zsync`; empty: the URL with `.zsync` added). When the store
+  /// holds an earlier body of the URL and the server has a new one, the
+  /// blocks the earlier body has are taken from it and only the rest is
+  /// downloaded, with `Range` requests; the rebuilt body is checked
+  /// against the control file's SHA-1 or SHA-256 and the expectations
+  /// before it is stored (``FetchSource/delta``). A control file that
+  /// cannot be used, a server that does not answer ranges, or a mismatch,
+  /// and the body is downloaded whole, with a warning saying why.
+  public var zsyncURL: String?
 
   public init(
     url: String, expected: [Checksum] = [], expectedSize: Int64? = nil, mode: Mode = .normal,
@@ -112,6 +122,9 @@ public enum FetchSource: String, Sendable, Codable {
   case revalidated
   /// Served from the store without asking the server.
   case cache
+  /// Rebuilt from the URL's earlier body and the ranges it lacked, found
+  /// with a zsync control file (``FetchRequest/zsyncURL``).
+  case delta
 }
 
 /// What a fetch did.

@@ -10,6 +10,7 @@ extension Fetcher {
     case .revalidated: return "revalidated"
     case .network: return "downloaded"
     case .resumed: return "resumed"
+    case .delta: return "rebuilt"
     }
   }
 

@@ -10,7 +10,7 @@ let fetchCommand = CommandSpec(
   name: "fetch",
   abstract: "Download URLs into the store once; revalidate, resume, verify, and print each digest.",
   usage:
-    "[-o <dest>] [-f] [--expect <algo:hex>]... [--expect-size <n>] [--mirror <url>]... [--refresh | --offline] [--max-age <d>] [-H <line>]... [--auth-env <var>] [--retries <n>] [--connect-timeout <seconds>] [--stall-timeout <seconds>] [-i <file>] [-j <n>] [--json] [-v] [-q] <url>...",
+    "[-o <dest>] [-f] [--expect <algo:hex>]... [--expect-size <n>] [--mirror <url>]... [--zsync | --zsync-url <url>] [--refresh | --offline] [--max-age <d>] [-H <line>]... [--auth-env <var>] [--retries <n>] [--connect-timeout <seconds>] [--stall-timeout <seconds>] [-i <file>] [-j <n>] [--json] [-v] [-q] <url>...",
   arguments: [("url", "An http:// or https:// URL; several are fetched in parallel.")],
   options: [
     OptionSpec(
@@ -25,6 +25,14 @@ let fetchCommand = CommandSpec(
       help:
         "Another URL serving the same bytes, asked in order when the URL fails (repeatable; one <url>)."
     ),
+    OptionSpec(
+      names: ["--zsync"], valueName: nil,
+      help:
+        "When an earlier body is cached, download only the blocks it lacks, as <url>.zsync describes."
+    ),
+    OptionSpec(
+      names: ["--zsync-url"], valueName: "url",
+      help: "As --zsync, with the zsync control file at <url> (one <url>)."),
     OptionSpec(
       names: ["--refresh"], valueName: nil, help: "Revalidate with the server even if fresh."),
     OptionSpec(
@@ -89,6 +97,16 @@ let fetchCommand = CommandSpec(
     replace each URL first. When every URL fails, the error names each: 75
     when one failure may pass, else 65 for a refused body, else 1 when every
     URL answered 404, else 69.
+
+    Versions: with --zsync (or --zsync-url CONTROL), a URL whose earlier body
+    is cached and whose server has a new one is rebuilt from that body and
+    the ranges it lacks, as the zsync control file the publisher made with
+    zsyncmake (URL.zsync) describes: its block checksums are searched for in
+    the earlier body, the blocks found are copied (cloned where they line
+    up), the rest come by Range requests, and the whole is checked against
+    the control file's SHA-1 or SHA-256 and --expect before it is stored. A
+    control file that cannot be used, a server that does not answer ranges
+    or a mismatch is a warning, and the body is downloaded whole.
     """,
   store: .creates,
   run: { invocation in try runFetch(invocation) })
@@ -142,6 +160,23 @@ private func runFetch(_ invocation: Invocation) throws -> Int32 {
         value: variable)
     }
     template.credential = value
+  }
+  if invocation.flag("--zsync") && invocation.value("--zsync-url") != nil {
+    throw invocation.usageError("--zsync and --zsync-url name the control file twice: give one")
+  }
+  if invocation.flag("--zsync") { template.zsyncURL = "" }
+  if let control = invocation.value("--zsync-url") {
+    guard invocation.positionals.count == 1, invocation.value("--input") == nil else {
+      throw invocation.usageError(
+        "--zsync-url names the control file of one URL: give exactly one <url> with it")
+    }
+    let scheme = control.prefix { $0 != ":" }.lowercased()
+    guard (scheme == "http" || scheme == "https") && control.contains("://") else {
+      throw invocation.usageError(
+        "invalid --zsync-url '\(FetchRequest(url: control).key)': expected an http:// or https:// URL"
+      )
+    }
+    template.zsyncURL = control
   }
   let mirrors = invocation.allValues("--mirror")
   if !mirrors.isEmpty && invocation.positionals.count != 1 {
@@ -235,6 +270,7 @@ private func describe(_ source: FetchSource) -> String {
   switch source {
   case .network: "the network"
   case .resumed: "the network, resumed"
+  case .delta: "the network in part, rebuilt from its earlier body (zsync)"
   case .revalidated: "the store, revalidated (304)"
   case .cache: "the store"
   }

@@ -37,7 +37,7 @@ public final class BlobWriter {
   private var hasher = XXH3Hasher()
   /// A second hash of the bytes written, fed in the same pass (a signed
   /// remote's SHA-256); read by its owner once the writes are done.
-  var companion: SHA2Hasher?
+  var companion: (any ByteHashing)?
   /// Bytes written by the caller.
   private var size: Int64 = 0
   /// Of those, how many went on to the temp file (raw or into the frame).
