@@ -109,6 +109,34 @@ struct ZsyncFetchTests {
   }
 
   @Test(
+    "a stale control file that rebuilds the cached body is not bound to the server's new validators: a warning, and the new body downloaded whole",
+    .enabled(
+      if: zsyncmake != nil, "zsyncmake is not installed: scripts/deps.sh test installs zsync")
+  )
+  func staleControlFileIsNotBound() throws {
+    let nginx = try Nginx()
+    let old = Bytes.random(2 << 20, seed: 3904)
+    // The control file describes the version the store holds.
+    try Self.publish(nginx, "same.bin", old)
+    let scratch = try Scratch()
+    let store = scratch["store"]
+    #expect(try FetchTests.fetch(store, [nginx.url("/same.bin")]).status == 0)
+    // A new version of the same length; its control file was not remade.
+    var new = old
+    new.replaceSubrange(1_000_000..<1_004_000, with: Bytes.random(4000, seed: 3905))
+    Thread.sleep(forTimeInterval: 1.1)  // a new mtime, so a new ETag
+    _ = try nginx.files.write("same.bin", new)
+    let run = try FetchTests.fetch(store, ["--zsync", "--json", nginx.url("/same.bin")])
+    let record = try FetchTests.record(run)
+    #expect(record["source"] as? String == "network", "\(record)")
+    #expect(record["digest"] as? String == XXH3Hasher.digest(new).description)
+    #expect(run.errorLines.count == 1, "\(run.stderr)")
+    #expect(
+      run.stderr.contains("not the control file's")
+        || run.stderr.contains("describes the cached body"), "\(run.stderr)")
+  }
+
+  @Test(
     "a missing, oversized or malformed control file is one warning line naming it, and the body is downloaded whole"
   )
   func unusableControlFileFallsBack() throws {
@@ -128,6 +156,8 @@ struct ZsyncFetchTests {
             .utf8), "bytes of block checksums"
       ),
       (Array("not a control file\n\n".utf8), "does not start with 'zsync:'"),
+      // Well formed, for a file of another length than the server's.
+      (ZsyncControlTests.control(Bytes.random(3 << 20, seed: 3906)), "gives a length of 3145728"),
     ] as [([UInt8]?, String)] {
       version += 1
       let new = Self.edited(
@@ -239,6 +269,25 @@ struct ZsyncControlTests {
     }
   }
 
+  @Test("a file of identical blocks is found in one pass, each block once")
+  func identicalBlocksAreFoundOnce() throws {
+    let zeros = [UInt8](repeating: 0, count: 4 << 20)
+    let control = try ZsyncControl(Self.control(zeros, blockSize: 512))
+    let scratch = try Scratch()
+    let path = try scratch.write("zeros", zeros + [1, 2, 3])
+    let file = try FileDescriptor.open(path)
+    defer { file.close() }
+    let found = try ZsyncSearch.locate(control, in: file, size: Int64(zeros.count + 3))
+    #expect(found.allSatisfy { $0 != nil })
+  }
+
+  @Test("the default control file is the URL's path with .zsync, before a query or fragment")
+  func controlURLBesideFile() {
+    #expect(Fetcher.controlURL(beside: "http://h/a/f.iso") == "http://h/a/f.iso.zsync")
+    #expect(Fetcher.controlURL(beside: "http://h/f.iso?sig=x") == "http://h/f.iso.zsync?sig=x")
+    #expect(Fetcher.controlURL(beside: "http://h/f.iso#top") == "http://h/f.iso.zsync#top")
+  }
+
   @Test("malformed control files are refused with the reason")
   func malformedControlFilesAreRefused() {
     let good = Self.control(Bytes.random(10_000, seed: 3912))
@@ -248,6 +297,14 @@ struct ZsyncControlTests {
       (good + [0], "bytes of block checksums"),
       (Array("zsync: 1\nBlocksize: 1024\nLength: -5\n\n".utf8), "Length '-5'"),
       (Array("zsync: 1\nBlocksize: 1024\nLength: 5\nHash-Lengths: 3,2,4\n\n".utf8), "Hash-Lengths"),
+      (Array("zsync: 1\nBlocksize: 1024\nLength: 5\nHash-Lengths: 2,1,4\n\n".utf8), "Hash-Lengths"),
+      (
+        Array(
+          "zsync: 1\nBlocksize: 64\nLength: 1099511627776\nSHA-1: \(String(repeating: "0", count: 40))\n\n"
+            .utf8),
+        "blocks, over"
+      ),
+      (Array("zsync: 1\nX-\u{1B}[31m: 1\nX-\u{1B}[31m: 2\n\n".utf8), "\\x1b"),
       (Array("zsync: 1\nBlocksize: 1024\nLength: 5\nZ-Map2: 3\n\n".utf8), "compressed"),
       (Array("zsync: 1\nBlocksize: 1024\nLength: 0\n\n".utf8), "no SHA-1"),
       (Array("zsync: 1\nBlocksize: 1024\nBlocksize: 1024\n\n".utf8), "repeated"),

@@ -8,6 +8,10 @@ extension Fetcher {
   /// costs a round trip, a few blocks of bytes cost less.
   static let deltaRangeGap: Int64 = 16 << 10
 
+  /// Ranges a rebuild may ask for, one request each: past this, a whole
+  /// download costs fewer round trips.
+  static let deltaMaximumRanges = 4096
+
   /// Fetches the URL's new body in part when the request names a control
   /// file and the store holds an earlier body: the blocks that body has
   /// are copied (cloned where they line up), the others are downloaded
@@ -17,51 +21,57 @@ extension Fetcher {
   /// nothing kept and a warning saying why, when anything does not hold:
   /// the caller downloads the body whole.
   ///
-  /// - Throws: the store's own failures (`.noSpace`, `.ioError`…).
+  /// - Throws: the store's own failures (`.ioError`…), and `.cancelled`.
   mutating func deltaDownload(
     cached: KeyBinding?, from candidate: Candidate, part: PartialDownload?, cause: String
   ) throws(TroveError) -> FetchResult? {
     guard let asked = request.zsyncURL, let cached,
       part?.resumePoint(from: candidate.url) == nil,
-      let entry = try store.entry(for: cached.digest), entry.size > 0,
-      let seed = try store.objects.open(cached.digest, compressed: false)
+      let entry = try store.entry(for: cached.digest), entry.size > 0
     else { return nil }
-    defer { seed.close() }
-    // A login in the control file's URL goes with that request only.
-    let (controlURL, controlLogin) =
-      asked.isEmpty ? (candidate.url + ".zsync", nil) : URLUserinfo.split(asked)
     let (store, key) = (self.store, url)
     let skip = { (why: String) -> FetchResult? in
       store.warn("fetch '\(key)': \(why); downloading it whole")
       return nil
     }
-    var ranges = RangeAnswers(url: candidate.url)
-    // A body the server still has needs no rebuilding: a conditional
-    // request for its first byte answers 304 then, and the caller
-    // revalidates as usual.
-    if let origin = cached.origin, ConditionalRequest.canRevalidate(origin),
-      (origin.servedBy ?? url) == candidate.url
-    {
-      guard
-        let probed = try fetchRange(
-          0..<1, from: candidate, into: nil, &ranges,
-          conditions: ConditionalRequest.revalidation(origin))
-      else {
-        return ranges.notModified ? nil : skip(ranges.failure ?? "a range request failed")
-      }
-      transferred += probed
+    guard let seed = try store.objects.open(cached.digest, compressed: false) else {
+      return skip("its cached body is stored compressed, and is not searched for blocks")
     }
+    defer { seed.close() }
+    // A login in the control file's URL goes with that request only.
+    let (controlURL, controlLogin) =
+      asked.isEmpty ? (Self.controlURL(beside: candidate.url), nil) : URLUserinfo.split(asked)
+    if candidate.url.lowercased().hasPrefix("https:"), controlURL.lowercased().hasPrefix("http:") {
+      return skip(
+        "its zsync control file '\(controlURL)' would come over plain http://, where anyone on the way could rewrite what the https:// body is rebuilt from"
+      )
+    }
+    // What the server has now: its length, and validators for the other
+    // ranges. Conditional on the cached copy's validators, a 304 says
+    // nothing changed, and the caller revalidates as usual.
+    var ranges = RangeAnswers(url: candidate.url)
+    let conditions =
+      cached.origin.flatMap {
+        ConditionalRequest.canRevalidate($0) && ($0.servedBy ?? url) == candidate.url
+          ? ConditionalRequest.revalidation($0) : nil
+      } ?? []
+    guard
+      let probed = try fetchRange(
+        0..<1, from: candidate, into: nil, &ranges, conditions: conditions)
+    else {
+      return ranges.notModified ? nil : skip(ranges.failure ?? "a range request failed")
+    }
+    transferred += probed
     let control: ZsyncControl
     switch fetchControl(controlURL, login: controlLogin, candidate: candidate) {
     case .failure(let failure): return skip(failure.why)
     case .success(let parsed): control = parsed
     }
-    if let total = ranges.length, total != control.length {
+    guard ranges.length == control.length else {
       return skip(
-        "its zsync control file '\(controlURL)' gives a length of \(control.length), the server \(total)"
+        "its zsync control file '\(controlURL)' gives a length of \(control.length), the server \(ranges.length ?? 0)"
       )
     }
-    ranges.length = control.length
     if let expected = request.expectedSize, expected != control.length {
       return skip(
         "its zsync control file '\(controlURL)' gives a length of \(control.length), not the \(expected) expected"
@@ -74,24 +84,35 @@ extension Fetcher {
       throw TroveError.system(
         error, "read", path: store.objects.path(cached.digest, compressed: false))
     }
-    var plan = DeltaPlan(control: control, found: found, gap: Self.deltaRangeGap)
+    if let cancellation, cancellation.isCancelled {
+      throw cancellation.error("fetch '\(url)'")
+    }
+    let plan = DeltaPlan(control: control, found: found, gap: Self.deltaRangeGap)
     guard plan.localBytes > 0 else { return nil }
+    guard plan.remoteCount <= Self.deltaMaximumRanges else {
+      return skip(
+        "the blocks its cached body lacks make \(plan.remoteCount) ranges, over \(Self.deltaMaximumRanges)"
+      )
+    }
     let policy = self.policy
     let algorithms = Set(request.expected.map(\.algorithm)).union(policy.checksums)
       .subtracting([.xxh128]).sorted { $0.rawValue < $1.rawValue }
     guard let hashes = DeltaHashes(control: control, checksums: algorithms) else {
       return skip("libcrypto has no \(control.fileHash.algorithm) for its zsync control file")
     }
-    let writer = try store.makeWriter(
-      expectedSize: control.length, priority: request.priority, source: candidate.url,
-      exact: true)
+    let writer: BlobWriter
+    do throws(TroveError) {
+      writer = try store.makeWriter(
+        expectedSize: control.length, priority: request.priority, source: candidate.url,
+        exact: true)
+    } catch  where [.tooLarge, .noSpace, .lowOnSpace].contains(error.code) {
+      // The whole download meets the same limit, with its own message.
+      return nil
+    }
     writer.companion = hashes
     let seedPath = store.objects.path(cached.digest, compressed: false)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
     defer { buffer.deallocate() }
-    // Validators and freshness come from the ranges' answers: at least
-    // one range is asked for, however much the earlier body holds.
-    if ranges.head == nil { plan.askAtLeastOne() }
     do throws(TroveError) {
       for piece in plan.pieces {
         switch piece {
@@ -101,6 +122,9 @@ extension Fetcher {
           guard let received = try fetchRange(range, from: candidate, into: writer, &ranges)
           else {
             writer.cancel()
+            if let cancellation, cancellation.isCancelled {
+              throw cancellation.error("fetch '\(url)'")
+            }
             return skip(ranges.failure ?? "a range request failed")
           }
           transferred += received
@@ -118,6 +142,14 @@ extension Fetcher {
       )
     }
     let digest = hashes.digest()
+    // The server said its body changed (or has no validators to say it):
+    // a control file that rebuilds the cached body describes an older one.
+    guard digest != cached.digest else {
+      writer.cancel()
+      return skip(
+        "its zsync control file '\(controlURL)' describes the cached body, not the server's"
+      )
+    }
     let checksums = hashes.checksums()
     let verified: [Checksum]
     do throws(TroveError) {
@@ -132,9 +164,7 @@ extension Fetcher {
       ranges.head ?? HTTPResponseHead(), size: control.length, finalURL: ranges.finalURL,
       now: currentTimeNanoseconds())
     origin.servedBy = candidate.url
-    put.staged.binding = KeyRequest(
-      key: url, origin: origin,
-      checksums: checksums)
+    put.staged.binding = KeyRequest(key: url, origin: origin, checksums: checksums)
     let published = try put.publish()
     store.countFetch(published.digest, served: false)
     status = ranges.head?.status
@@ -147,6 +177,12 @@ extension Fetcher {
     )
   }
 
+  /// `url` with `.zsync` added to its path (before a query or fragment).
+  static func controlURL(beside url: String) -> String {
+    guard let end = url.firstIndex(where: { $0 == "?" || $0 == "#" }) else { return url + ".zsync" }
+    return url[..<end] + ".zsync" + url[end...]
+  }
+
   /// The control file at `controlURL` (without its `login`), parsed; or
   /// why not. The user's credential goes with it only to the URL's own
   /// origin.
@@ -155,7 +191,7 @@ extension Fetcher {
   ) -> Result<ZsyncControl, ControlFailure> {
     let ownOrigin =
       HTTPOrigin(controlURL) != nil && HTTPOrigin(controlURL) == HTTPOrigin(candidate.url)
-    let sink = MemorySink(limit: ZsyncControl.maximumSize)
+    let sink = MemorySink(limit: ZsyncControl.maximumSize, cancellation: cancellation)
     let client: HTTPClient
     do throws(TroveError) { client = try self.client.get() } catch {
       return .failure(ControlFailure(error.message))
@@ -199,7 +235,8 @@ extension Fetcher {
     _ range: Range<Int64>, from candidate: Candidate, into writer: BlobWriter?,
     _ answers: inout RangeAnswers, conditions: [String] = []
   ) throws(TroveError) -> Int64? {
-    let sink = RangeSink(range: range, answers: answers, writer: writer)
+    let sink = RangeSink(
+      range: range, answers: answers, writer: writer, cancellation: cancellation)
     var headers = ["Range: bytes=\(range.lowerBound)-\(range.upperBound - 1)"] + conditions
     if let condition = answers.condition { headers.append("If-Range: " + condition) }
     let outcome = try client.get().perform(
@@ -283,18 +320,6 @@ struct DeltaPlan {
     pieces = joined
     for case .local(_, let length) in pieces { localBytes += length }
   }
-
-  /// Makes the first piece a download when none is, so that the server
-  /// answers for the body at least once.
-  mutating func askAtLeastOne() {
-    guard remoteCount == 0, case .local(let offset, let length)? = pieces.first else { return }
-    let first = min(length, 4096)
-    pieces[0] = .remote(0..<first)
-    if length > first {
-      pieces.insert(.local(offset: offset + first, length: length - first), at: 1)
-    }
-    localBytes -= first
-  }
 }
 
 /// The answers to a rebuild's range requests so far: the first one's head
@@ -323,13 +348,17 @@ private final class RangeSink: HTTPBodySink {
   let range: Range<Int64>
   var answers: RangeAnswers
   let writer: BlobWriter?
+  let cancellation: Cancellation?
   var received: Int64 = 0
   var storeFailure: TroveError?
 
-  init(range: Range<Int64>, answers: RangeAnswers, writer: BlobWriter?) {
+  init(
+    range: Range<Int64>, answers: RangeAnswers, writer: BlobWriter?, cancellation: Cancellation?
+  ) {
     self.range = range
     self.answers = answers
     self.writer = writer
+    self.cancellation = cancellation
   }
 
   func begin(_ head: HTTPResponseHead) -> Bool {
@@ -380,16 +409,20 @@ private final class RangeSink: HTTPBodySink {
     return .accepted
   }
 
-  func progress(received: Int64, expected: Int64?) -> Bool { true }
+  func progress(received: Int64, expected: Int64?) -> Bool { cancellation?.isCancelled != true }
 }
 
 /// A small body kept in memory, up to `limit` bytes.
 private final class MemorySink: HTTPBodySink {
   let limit: Int
+  let cancellation: Cancellation?
   var bytes: [UInt8] = []
   var tooLarge = false
 
-  init(limit: Int) { self.limit = limit }
+  init(limit: Int, cancellation: Cancellation?) {
+    self.limit = limit
+    self.cancellation = cancellation
+  }
 
   func begin(_ head: HTTPResponseHead) -> Bool { head.status == 200 }
 
@@ -402,7 +435,7 @@ private final class MemorySink: HTTPBodySink {
     return .accepted
   }
 
-  func progress(received: Int64, expected: Int64?) -> Bool { true }
+  func progress(received: Int64, expected: Int64?) -> Bool { cancellation?.isCancelled != true }
 }
 
 /// The digests a rebuilt body is checked by, fed as it is written: the

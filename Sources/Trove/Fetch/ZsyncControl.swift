@@ -12,7 +12,7 @@ struct ZsyncControl {
   /// Consecutive blocks that must match together (1 or 2): with short
   /// checksums, one block's match is too likely by chance.
   let sequenceMatches: Int
-  /// Bytes of each block's rolling checksum kept (1–4): the low bytes of
+  /// Bytes of each block's rolling checksum kept (2–4): the low bytes of
   /// `A << 16 | B`.
   let rollingBytes: Int
   /// Bytes of each block's strong hash kept (1–16 for MD4 and MD5).
@@ -30,6 +30,11 @@ struct ZsyncControl {
   /// Control files larger than this are refused: at 4 to 20 bytes a block,
   /// it describes files of terabytes.
   static let maximumSize = 64 << 20
+  /// Blocks a control file may describe (16 GiB in zsyncmake's 4 KiB
+  /// blocks): the search indexes each.
+  static let maximumBlocks = 1 << 22
+  /// Bytes of the header section, at most.
+  static let maximumHeaderBytes = 64 << 10
 
   var blockCount: Int { rolling.count }
   var rollingMask: UInt32 { rollingBytes == 4 ? .max : (1 << UInt32(8 * rollingBytes)) - 1 }
@@ -48,8 +53,10 @@ struct ZsyncControl {
     var fields: [String: String] = [:]
     var at = 0
     while true {
-      guard let end = bytes[at...].firstIndex(of: 0x0A), end - at <= 4096 else {
-        throw Refusal(reason: "its headers do not end in a blank line")
+      guard let end = bytes[at..<min(bytes.count, Self.maximumHeaderBytes)].firstIndex(of: 0x0A)
+      else {
+        throw Refusal(
+          reason: "its headers do not end in a blank line within \(Self.maximumHeaderBytes) bytes")
       }
       var line = bytes[at..<end]
       if line.last == 0x0D { line = line.dropLast() }
@@ -71,7 +78,7 @@ struct ZsyncControl {
       }
       // URL may repeat; the file's own URL is used, so its values are not kept.
       if fields[name] != nil, name != "URL" {
-        throw Refusal(reason: "its header '\(name)' is repeated")
+        throw Refusal(reason: "its header '\(ServerText.excerpt(name))' is repeated")
       }
       fields[name] = value
     }
@@ -80,10 +87,12 @@ struct ZsyncControl {
     else {
       throw Refusal(
         reason:
-          "its Blocksize '\(fields["Blocksize"] ?? "")' is not a power of two from 64 to 1 MiB")
+          "its Blocksize '\(ServerText.excerpt(fields["Blocksize"] ?? ""))' is not a power of two from 64 to 1 MiB"
+      )
     }
     guard let lengthText = fields["Length"], let length = Int64(lengthText), length >= 0 else {
-      throw Refusal(reason: "its Length '\(fields["Length"] ?? "")' is not a byte count")
+      throw Refusal(
+        reason: "its Length '\(ServerText.excerpt(fields["Length"] ?? ""))' is not a byte count")
     }
     var sequence = 1
     var rollingBytes = 4
@@ -91,9 +100,10 @@ struct ZsyncControl {
     if let lengths = fields["Hash-Lengths"] {
       let parts = lengths.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
       guard parts.count == 3, let s = parts[0], let r = parts[1], let h = parts[2],
-        (1...2).contains(s), (1...4).contains(r), (1...16).contains(h)
+        (1...2).contains(s), (2...4).contains(r), (1...16).contains(h)
       else {
-        throw Refusal(reason: "its Hash-Lengths '\(lengths)' is not 1-2,1-4,1-16")
+        throw Refusal(
+          reason: "its Hash-Lengths '\(ServerText.excerpt(lengths))' is not 1-2,2-4,1-16")
       }
       (sequence, rollingBytes, strongBytes) = (s, r, h)
     }
@@ -102,12 +112,16 @@ struct ZsyncControl {
     case nil, "MD4": strongAlgorithm = "MD4"
     case "MD5": strongAlgorithm = "MD5"
     case let other?:
-      throw Refusal(reason: "its Strong-Hash-Algorithm '\(other)' is not MD4 or MD5")
+      throw Refusal(
+        reason: "its Strong-Hash-Algorithm '\(ServerText.excerpt(other))' is not MD4 or MD5")
     }
     guard let fileHash = Self.fileHash(fields) else {
       throw Refusal(reason: "it has no SHA-1 or File-Hash of SHA-1 or SHA-256 in hex")
     }
     let count = length == 0 ? 0 : Int((length - 1) / Int64(blockSize)) + 1
+    guard count <= Self.maximumBlocks else {
+      throw Refusal(reason: "it describes \(count) blocks, over \(Self.maximumBlocks)")
+    }
     let record = rollingBytes + strongBytes
     guard bytes.count - at == count * record else {
       throw Refusal(
