@@ -147,7 +147,9 @@ extension Fetcher {
     guard digest != cached.digest else {
       writer.cancel()
       return skip(
-        "its zsync control file '\(controlURL)' describes the cached body, not the server's"
+        conditions.isEmpty
+          ? "its zsync control file '\(controlURL)' describes the cached body, and the server gives no validators to say it is still current"
+          : "its zsync control file '\(controlURL)' describes the cached body, not the server's new one"
       )
     }
     let checksums = hashes.checksums()
