@@ -6,22 +6,31 @@ protocol ByteHashing: AnyObject {
   func update(_ bytes: UnsafeRawBufferPointer)
 }
 
-extension SHA2Hasher: ByteHashing {}
-
 /// A streaming hasher over one of libcrypto's digests by its name (`SHA1`,
 /// `SHA256`, `MD5`, `SHA224`): the digests other formats name, such as a
 /// zsync control file's, not the checksums Trove records.
 final class EVPHasher: ByteHashing {
   private let context: OpaquePointer
 
-  /// A hasher for `name`, or nil when libcrypto offers no digest of it.
-  init?(name: String) {
-    guard let md = EVP_get_digestbyname(name), let context = EVP_MD_CTX_new() else { return nil }
+  /// A hasher for `md`, or nil when libcrypto cannot start it (a digest
+  /// of a provider not loaded).
+  private init?(md: OpaquePointer?) {
+    guard let md, let context = EVP_MD_CTX_new() else { return nil }
     guard EVP_DigestInit_ex(context, md, nil) == 1 else {
       EVP_MD_CTX_free(context)
       return nil
     }
     self.context = context
+  }
+
+  /// A hasher for `name`, or nil when libcrypto offers no digest of it.
+  convenience init?(name: String) {
+    self.init(md: EVP_get_digestbyname(name))
+  }
+
+  /// A hasher for one of libcrypto's built-in digests (`EVP_sha256()`).
+  convenience init(digest md: OpaquePointer?) {
+    self.init(md: md)!
   }
 
   deinit { EVP_MD_CTX_free(context) }
