@@ -44,7 +44,7 @@ python_tools() {
 packages=(libxxhash-dev libzstd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   packages+=(xxhash zstd curl xfsprogs util-linux e2fsprogs time nginx-light python3 python3-venv
-    python3-pip redis-server ceph-mon ceph-osd radosgw ceph-common faketime duperemove zsync)
+    python3-pip redis-server ceph-mon ceph-osd radosgw ceph-common faketime duperemove zsync openssl)
 elif [ "${1:-build}" = "demo" ]; then
   packages+=(nginx-light python3 redis-server)
 fi

@@ -3,7 +3,9 @@
 # benchmarks of S3 remotes. Every file lives under DIR; every socket is on loopback.
 #   scripts/s3-ceph.sh start DIR   starts mon, osd (memstore) and radosgw; writes DIR/s3.env
 #                                  (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
-#                                  S3_ENDPOINT, AWS_ENDPOINT_URL) and prints the endpoint
+#                                  S3_ENDPOINT, AWS_ENDPOINT_URL, and for HTTPS on a second
+#                                  port with a certificate made for 127.0.0.1, S3_ENDPOINT_TLS
+#                                  and S3_CA_BUNDLE) and prints the endpoint
 #   scripts/s3-ceph.sh stop DIR    stops them (radosgw, then the osd, then the mon)
 # Daemons are found by their pid, checked against a command line naming DIR/ceph.conf, or
 # by that command line alone when the pid files are gone: never by name.
@@ -193,14 +195,24 @@ EOF
     --access-key="$access" --secret-key="$secret" >>"$dir/log/setup.out" 2>&1 ||
     fail "radosgw-admin user create failed (see $dir/log/setup.out)"
 
-  local try port="" up=""
+  # HTTPS beside HTTP, with a throwaway certificate for 127.0.0.1 that only
+  # this cluster's clients trust (given S3_CA_BUNDLE).
+  mkdir -p "$dir/tls"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+    -keyout "$dir/tls/key.pem" -out "$dir/tls/cert.pem" >>"$dir/log/setup.out" 2>&1 ||
+    fail "openssl could not make a certificate (see $dir/log/setup.out)"
+
+  local try port="" tls_port="" up=""
   for try in 1 2 3; do
     port=${S3_CEPH_RGW_PORT:-$(free_port)}
+    tls_port=${S3_CEPH_RGW_TLS_PORT:-$(free_port)}
     daemon rgw radosgw -c "$conf" -f -n client.rgw.a \
-      --rgw-frontends "beast endpoint=127.0.0.1:$port tcp_nodelay=1"
+      --rgw-frontends "beast endpoint=127.0.0.1:$port ssl_endpoint=127.0.0.1:$tls_port ssl_certificate=$dir/tls/cert.pem ssl_private_key=$dir/tls/key.pem tcp_nodelay=1"
     local waited=0
     while [ $waited -lt 300 ]; do
-      if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then
+      if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/" &&
+        curl -s -o /dev/null --max-time 1 --cacert "$dir/tls/cert.pem" "https://127.0.0.1:$tls_port/"; then
         up=1
         break
       fi
@@ -220,6 +232,8 @@ AWS_SECRET_ACCESS_KEY=$secret
 AWS_REGION=us-east-1
 S3_ENDPOINT=http://127.0.0.1:$port
 AWS_ENDPOINT_URL=http://127.0.0.1:$port
+S3_ENDPOINT_TLS=https://127.0.0.1:$tls_port
+S3_CA_BUNDLE=$dir/tls/cert.pem
 EOF
   chmod 600 "$dir/s3.env"
   echo "http://127.0.0.1:$port"

@@ -189,6 +189,52 @@ struct S3RemoteTests {
   }
 
   @Test(
+    "over HTTPS, with the endpoint's certificate named by AWS_CA_BUNDLE or a profile's ca_bundle, a blob sent in one PUT and one sent in parts go up and come back to another store and hash to their names; without it the certificate is refused in one line (exit 69), and a bundle that is not a file is one line naming it (exit 78)"
+  )
+  func httpsWithCABundle() throws {
+    let s3 = try CephS3.get()
+    let bucket = try s3.makeBucket()
+    let scratch = try Scratch()
+    let (a, b) = (scratch["a"], scratch["b"])
+    let trusted = ["AWS_CA_BUNDLE": s3.caBundle]
+    for store in [a, b] {
+      let added = try Self.remote(
+        s3, store, ["add", "s3", "s3://\(bucket)/team", "--endpoint", s3.tlsEndpoint])
+      #expect(added.status == 0, "\(added.stderr)")
+    }
+    let blobs = [Bytes.random(5000, seed: 3011), Bytes.random(9_000_001, seed: 3012)]
+    let digests = try blobs.map { try RemoteTests.put(a, $0, in: scratch) }
+
+    // The system's certificates (this variable may name them already).
+    let untrusted = try Self.remote(s3, a, ["push"], environment: ["AWS_CA_BUNDLE": ""])
+    #expect(untrusted.status == 69 && untrusted.errorLines.count == 1, "\(untrusted.stderr)")
+    #expect(untrusted.stderr.contains("certificate"), "\(untrusted.stderr)")
+    let missing = try Self.remote(
+      s3, a, ["push"], environment: ["AWS_CA_BUNDLE": scratch["no-such-bundle"]])
+    #expect(missing.status == 78 && missing.errorLines.count == 1, "\(missing.stderr)")
+    #expect(missing.stderr.contains("AWS_CA_BUNDLE names '\(scratch["no-such-bundle"])'"))
+
+    let push = try Self.remote(s3, a, ["push"], environment: trusted)
+    #expect(push.status == 0, "\(push.stderr)")
+    for digest in digests {
+      let stored = try s3.object(bucket, "team/cas/\(digest.hex.prefix(2))/\(digest.hex)")
+      #expect(stored.map { XXH3Hasher.digest($0) } == digest)
+    }
+    // The reader names the certificate in its profile instead.
+    let config = try scratch.write(
+      "config", Array("[default]\nca_bundle = \(s3.caBundle)\n".utf8))
+    let pull = try Self.remote(
+      s3, b, ["pull"] + digests.map(\.description),
+      environment: ["AWS_CONFIG_FILE": config, "AWS_CA_BUNDLE": ""])
+    #expect(pull.status == 0, "\(pull.stderr)")
+    for (digest, bytes) in zip(digests, blobs) {
+      let got = try Self.trove(s3, b, ["get", digest.description, "-"])
+      let same = got.stdout == bytes
+      #expect(got.status == 0 && same, "\(got.stderr)")
+    }
+  }
+
+  @Test(
     "credentials come from an AWS profile file when the environment has none; an AWS_PROFILE no file holds is one line, exit 78"
   )
   func profileCredentials() throws {

@@ -51,6 +51,9 @@ final class HTTPHandle {
     /// AWS Signature Version 4 by libcurl (`aws:amz:REGION:SERVICE`), with
     /// ``login`` as `ACCESS_KEY_ID:SECRET_ACCESS_KEY`; nil signs nothing.
     var awsSigV4: String?
+    /// A file of PEM certificates to verify the server's with, instead of
+    /// the system's (`AWS_CA_BUNDLE`); nil uses the system's.
+    var caBundle: String?
     /// Whether the request waits for a connection being set up, to be
     /// multiplexed over it, rather than opening another.
     var waitsToMultiplex = false
@@ -138,6 +141,9 @@ final class HTTPHandle {
     }
     if let scope = request.awsSigV4 {
       trove_curl_set_string(setopt, handle, CURLOPT_AWS_SIGV4, scope)
+    }
+    if let caBundle = request.caBundle {
+      trove_curl_set_string(setopt, handle, CURLOPT_CAINFO, caBundle)
     }
     if request.waitsToMultiplex {
       trove_curl_set_long(setopt, handle, CURLOPT_PIPEWAIT, 1)

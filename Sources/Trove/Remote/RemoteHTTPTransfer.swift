@@ -44,6 +44,10 @@ final class RemoteHTTPTransfer {
     var region: String
   }
 
+  /// The certificates the server's is verified with, when not the
+  /// system's (`AWS_CA_BUNDLE`); for signed and anonymous requests alike.
+  var caBundle: String?
+
   /// A request's body: `size` bytes of `file` from offset 0, or `bytes`,
   /// or the bytes of `buffer` (which the caller keeps until the request
   /// returns).
@@ -253,6 +257,7 @@ final class RemoteHTTPTransfer {
       method: method, url: url, headers: headers, connectTimeout: limits.connectTimeout,
       stallSpeed: limits.stallSpeed, stallTimeout: limits.stallTimeout, bodySize: upload?.size,
       usesNetrc: usesNetrc && HTTPOrigin.mayUseNetrc(url))
+    request.caBundle = caBundle
     if let signing {
       request.login = signing.accessKeyID + ":" + signing.secretAccessKey
       request.awsSigV4 = "aws:amz:\(signing.region):s3"

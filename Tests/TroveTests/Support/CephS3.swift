@@ -22,9 +22,12 @@ final class CephS3: Sendable {
 
   /// The variables that let a client reach and sign for it:
   /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
-  /// `S3_ENDPOINT`, `AWS_ENDPOINT_URL`.
+  /// `S3_ENDPOINT`, `AWS_ENDPOINT_URL`; and its HTTPS endpoint
+  /// (`S3_ENDPOINT_TLS`) with the certificate it uses (`S3_CA_BUNDLE`).
   let environment: [String: String]
   var endpoint: String { environment["S3_ENDPOINT"] ?? "" }
+  var tlsEndpoint: String { environment["S3_ENDPOINT_TLS"] ?? "" }
+  var caBundle: String { environment["S3_CA_BUNDLE"] ?? "" }
 
   private init(environment: [String: String]) {
     self.environment = environment

@@ -10,6 +10,10 @@ struct AWSConfiguration {
   var region: String
   var service: S3Service
   var pathStyle: Bool
+  /// Certificates to verify the endpoint's with instead of the system's
+  /// (`AWS_CA_BUNDLE`, else the profile's `ca_bundle`), as the AWS tools
+  /// take them: for a private endpoint with a certificate of its own.
+  var caBundle: String?
 
   struct Credentials {
     var accessKeyID: String
@@ -112,9 +116,26 @@ struct AWSConfiguration {
     } else {
       service = .aws(region: region)
     }
+    var caBundle: String?
+    if let path = env("AWS_CA_BUNDLE") ?? fromConfig?["ca_bundle"] {
+      let source = env("AWS_CA_BUNDLE") != nil ? "AWS_CA_BUNDLE" : "ca_bundle in '\(configFile)'"
+      // libcurl's own error for it would name neither the setting nor the file.
+      let readable = { () throws(SystemCallError) -> Bool in
+        let fd = try FileDescriptor.open(path, [.readOnly, .nonBlocking])
+        defer { fd.close() }
+        return try fd.status().isRegular
+      }
+      guard (try? readable()) == true else {
+        throw TroveError(
+          .invalidConfig,
+          "\(source) names '\(ServerText.excerpt(path))', which is not a readable file of certificates",
+          path: path)
+      }
+      caBundle = path
+    }
     return AWSConfiguration(
       credentials: credentials, region: region, service: service,
-      pathStyle: spec.pathStyle ?? service.prefersPathStyle)
+      pathStyle: spec.pathStyle ?? service.prefersPathStyle, caBundle: caBundle)
   }
 }
 

@@ -61,8 +61,18 @@ final class S3Backend: RemoteBackend {
         sessionToken: $0.sessionToken, region: configuration.region)
     }
     multi = nil
-    transfer = try RemoteHTTPTransfer(
-      limits: limits, credential: nil, usesNetrc: false, signing: signing)
+    transfer = try Self.transfer(limits, signing, configuration, multi: nil)
+  }
+
+  /// A connection to the service, signing with `signing`.
+  private static func transfer(
+    _ limits: RemoteLimits, _ signing: RemoteHTTPTransfer.AWSSigning?,
+    _ configuration: AWSConfiguration, multi: HTTPMulti?
+  ) throws(TroveError) -> RemoteHTTPTransfer {
+    let transfer = try RemoteHTTPTransfer(
+      limits: limits, credential: nil, usesNetrc: false, signing: signing, multi: multi)
+    transfer.caBundle = configuration.caBundle
+    return transfer
   }
 
   /// A session of `backend`: the same remote and credentials, its
@@ -76,8 +86,7 @@ final class S3Backend: RemoteBackend {
     limits = backend.limits
     signing = backend.signing
     self.multi = multi
-    transfer = try RemoteHTTPTransfer(
-      limits: limits, credential: nil, usesNetrc: false, signing: signing, multi: multi)
+    transfer = try Self.transfer(limits, signing, configuration, multi: multi)
   }
 
   func session(through multi: HTTPMulti) throws(TroveError) -> (any RemoteBackend)? {
@@ -87,8 +96,7 @@ final class S3Backend: RemoteBackend {
   /// Another connection to the service, for a part or range sent beside
   /// others.
   func makeTransfer() throws(TroveError) -> RemoteHTTPTransfer {
-    try RemoteHTTPTransfer(
-      limits: limits, credential: nil, usesNetrc: false, signing: signing, multi: multi)
+    try Self.transfer(limits, signing, configuration, multi: multi)
   }
 
   /// `name`'s key in the bucket: under the prefix.
@@ -272,8 +280,12 @@ final class S3Backend: RemoteBackend {
     return put.status == 412 ? .present : .uploaded
   }
 
-  /// The headers of a body's upload: its SHA-256, which signs it and
-  /// which the server checks, and the storage class of a blob.
+  /// The headers of a body's upload: what signs it, and the storage class
+  /// of a blob. Over plain HTTP, its SHA-256, which the server checks:
+  /// nothing else would notice a changed byte. Over HTTPS, TLS does
+  /// (each record is authenticated), and the body goes as
+  /// `UNSIGNED-PAYLOAD`, as the AWS SDKs send it there: hashing it twice
+  /// more, here and on the server, would check nothing more.
   func payloadHeaders(_ bytes: [UInt8], blob: Bool = true) throws(TroveError) -> [String] {
     var headers: Result<[String], TroveError> = .success([])
     bytes.withUnsafeBytes { buffer in
@@ -285,9 +297,14 @@ final class S3Backend: RemoteBackend {
   func payloadHeaders(_ bytes: UnsafeRawBufferPointer, blob: Bool = true) throws(TroveError)
     -> [String]
   {
-    let hasher = SHA2Hasher(.sha256)
-    hasher.update(bytes)
-    var headers = ["x-amz-content-sha256: \(hasher.finalize().hex)"]
+    var headers: [String]
+    if configuration.service.scheme == "https" {
+      headers = ["x-amz-content-sha256: UNSIGNED-PAYLOAD"]
+    } else {
+      let hasher = SHA2Hasher(.sha256)
+      hasher.update(bytes)
+      headers = ["x-amz-content-sha256: \(hasher.finalize().hex)"]
+    }
     if blob, let storageClass = spec.storageClass {
       headers.append("x-amz-storage-class: \(storageClass)")
     }
