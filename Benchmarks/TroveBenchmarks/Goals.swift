@@ -57,6 +57,11 @@ enum Goals {
     Goal("remote", "curl -T FILE", 0.9),
     Goal("remote", "xargs -P8 curl", 0.9),
     Goal("remote", "redis-cli --pipe of the SETs", 0.8),
+    // S3: a large push or pull at least 0.9× curl's one request (of the same
+    // durability, for a pull); many small objects 1.5× awscli's.
+    Goal("remote", "curl --aws-sigv4 -T FILE (one PUT)", 0.9, name: " over "),
+    Goal("remote", "curl --aws-sigv4 -o FILE && sync FILE (one GET)", 0.9),
+    Goal("remote", "aws s3 cp --recursive", 1.5),
     // Signing may cost a pull at most 1.3× the unsigned one.
     Goal("remote", "the same pull, unsigned remote", 1 / 1.3),
     Goal("remote", "the same fetch, unsigned remote", 0.9),

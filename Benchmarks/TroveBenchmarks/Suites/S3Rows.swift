@@ -27,7 +27,14 @@ func s3Rows(_ b: Bench, files: String) throws {
   ]).trimmingCharacters(in: .whitespacesAndNewlines)
   let access = "TROVEBENCH" + String(UInt64.random(in: 0..<1 << 40), radix: 16).uppercased()
   let secret = UUID().uuidString.replacingOccurrences(of: "-", with: "")
+  let tlsPort = try Spawn.capture([
+    "python3", "-c",
+    "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])",
+  ]).trimmingCharacters(in: .whitespacesAndNewlines)
   let endpoint = "http://127.0.0.1:\(port)"
+  let tlsEndpoint = "https://127.0.0.1:\(tlsPort)"
+  // Made again at each start of the cluster, at the same path.
+  let caBundle = cluster + "/tls/cert.pem"
   let bucket = "bench"
   let sign = [
     "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", access + ":" + secret, "-H",
@@ -41,14 +48,14 @@ func s3Rows(_ b: Bench, files: String) throws {
     // Room in memstore for the largest object and its neighbours (a cap,
     // not an allocation).
     try Spawn.check([
-      "env", "S3_CEPH_RGW_PORT=\(port)", "S3_ACCESS_KEY=\(access)", "S3_SECRET_KEY=\(secret)",
+      "env", "S3_CEPH_RGW_PORT=\(port)", "S3_CEPH_RGW_TLS_PORT=\(tlsPort)", "S3_ACCESS_KEY=\(access)", "S3_SECRET_KEY=\(secret)",
       "S3_CEPH_MEM_BYTES=\(max(4 << 30, 2 * hugeSize + (1 << 30)))", script, "start", cluster,
     ])
     try Spawn.check(["curl", "-sSf", "-X", "PUT"] + sign + [endpoint + "/" + bucket])
   }
   let variables = [
     "AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1",
-    "AWS_ENDPOINT_URL": endpoint,
+    "AWS_ENDPOINT_URL": endpoint, "AWS_CA_BUNDLE": caBundle,
   ]
   for (name, value) in variables { setenv(name, value, 1) }
   defer {
@@ -59,10 +66,11 @@ func s3Rows(_ b: Bench, files: String) throws {
   try restart()
   let url = "s3://\(bucket)/team"
   func add(_ store: String) throws {
-    try Spawn.check([
-      b.trove, "--store", store, "remote", "add", "s3", url, "--endpoint", endpoint, "--write",
-      "off",
-    ])
+    for (name, base) in [("s3", endpoint), ("s3tls", tlsEndpoint)] {
+      try Spawn.check([
+        b.trove, "--store", store, "remote", "add", name, url, "--endpoint", base, "--write", "off",
+      ])
+    }
   }
   func resetReader() throws {
     remove(reader)
@@ -74,70 +82,90 @@ func s3Rows(_ b: Bench, files: String) throws {
     return "team/cas/\(hex.prefix(2))/\(hex)"
   }
 
-  // One large object.
+  // One large object, over HTTP and over HTTPS (the same bucket and
+  // prefix through a second remote on the TLS port).
   let size = b.size(1 << 30, quick: 32 << 20)
   let big = files + "/s3-big.bin"
   try makeRandomFile(big, bytes: size)
   let digest = String(try Spawn.capture([b.trove, "--store", a, "put", big]).prefix(39))
-  let params = ["size": "\(size)", "server": "Ceph radosgw 16 (memstore) on 127.0.0.1"]
-  var pushCommands = [
-    [b.trove, "--store", a, "-q", "remote", "push", digest],
-    ["curl", "-sSf", "-o", "/dev/null"] + sign + ["-T", big, endpoint + "/\(bucket)/curl-put"],
-  ]
-  if hasAWS {
-    pushCommands.append([aws, "s3", "cp", "--only-show-errors", big, "s3://\(bucket)/aws-put"])
-  }
-  let pushed = try b.timeCommands(pushCommands) { try restart() }
-  b.add(
-    Result(
-      suite: "remote", name: "push \(sizeName(size)) to S3", parameters: params, unit: .seconds,
-      trove: pushed[0], referenceName: "curl --aws-sigv4 -T FILE (one PUT)", reference: pushed[1],
-      note:
-        "trove HEADs, then a multipart upload: 8 MiB parts read and hashed in order, 3 sent at once, each with its SHA-256; completed only if the whole hashed to its name"
-    ))
-  if hasAWS {
-    b.add(
-      Result(
-        suite: "remote", name: "push \(sizeName(size)) to S3", parameters: params,
-        unit: .seconds, trove: pushed[0], referenceName: "aws s3 cp FILE", reference: pushed[2],
-        note: "awscli: 8 MiB parts, 10 threads"))
-  }
-  try restart()
-  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", digest])
   let out = files + "/s3-out.bin"
-  var pullCommands = [
-    [b.trove, "--store", reader, "-q", "remote", "pull", digest],
-    ["curl", "-sSf", "-o", out] + sign + [endpoint + "/\(bucket)/" + key(digest)],
-  ]
-  if hasAWS {
-    pullCommands.append([
-      aws, "s3", "cp", "--only-show-errors", "s3://\(bucket)/" + key(digest), out,
-    ])
-  }
-  let pulled = try b.timeCommands(pullCommands) {
-    try resetReader()
-    remove(out)
-  }
-  b.add(
-    Result(
-      suite: "remote", name: "pull \(sizeName(size)) from S3", parameters: params,
-      unit: .seconds, trove: pulled[0], referenceName: "curl --aws-sigv4 -o FILE (one GET)",
-      reference: pulled[1],
-      note:
-        "trove: 4 MiB ranges, 4 at once, written in order, hashed in one pass, fsynced before it is published"
-    ))
-  if hasAWS {
+  for (scheme, remote, base) in [("HTTP", "s3", endpoint), ("HTTPS", "s3tls", tlsEndpoint)] {
+    let over = " over \(scheme)"
+    let tls = scheme == "HTTPS" ? ["--cacert", caBundle] : []
+    let awsTLS = scheme == "HTTPS" ? ["--endpoint-url", tlsEndpoint] : []
+    let params = [
+      "size": "\(size)", "server": "Ceph radosgw 16 (memstore) on 127.0.0.1", "scheme": scheme,
+    ]
+    var pushCommands = [
+      [b.trove, "--store", a, "-q", "remote", "push", "--remote", remote, digest],
+      ["curl", "-sSf", "-o", "/dev/null"] + tls + sign + ["-T", big, base + "/\(bucket)/curl-put"],
+    ]
+    if hasAWS {
+      pushCommands.append(
+        [aws] + awsTLS + ["s3", "cp", "--only-show-errors", big, "s3://\(bucket)/aws-put"])
+    }
+    let pushed = try b.timeCommands(pushCommands) { try restart() }
     b.add(
       Result(
-        suite: "remote", name: "pull \(sizeName(size)) from S3", parameters: params,
-        unit: .seconds, trove: pulled[0], referenceName: "aws s3 cp s3://… FILE",
-        reference: pulled[2], note: "awscli: ranged GETs on 10 threads, no fsync"))
+        suite: "remote", name: "push \(sizeName(size)) to S3" + over, parameters: params,
+        unit: .seconds, trove: pushed[0], referenceName: "curl --aws-sigv4 -T FILE (one PUT)",
+        reference: pushed[1],
+        note: scheme == "HTTP"
+          ? "trove HEADs, then a multipart upload: 8 MiB parts read and hashed in order, 3 sent at once, each with its SHA-256 (signed; the server checks it); completed only if the whole hashed to its name. curl sends UNSIGNED-PAYLOAD"
+          : "as over HTTP, but the parts go as UNSIGNED-PAYLOAD (TLS authenticates them), as curl's one PUT"
+      ))
+    if hasAWS {
+      b.add(
+        Result(
+          suite: "remote", name: "push \(sizeName(size)) to S3" + over, parameters: params,
+          unit: .seconds, trove: pushed[0], referenceName: "aws s3 cp FILE", reference: pushed[2],
+          note: "awscli: 8 MiB parts, 10 threads"))
+    }
+    try restart()
+    try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", "--remote", remote, digest])
+    let objectURL = base + "/\(bucket)/" + key(digest)
+    var pullCommands = [
+      [b.trove, "--store", reader, "-q", "remote", "pull", "--remote", remote, digest],
+      ["curl", "-sSf", "-o", out] + tls + sign + [objectURL],
+      ["sh", "-c", "curl \"$@\" && sync \"$0\"", out, "-sSf", "-o", out] + tls + sign + [objectURL],
+    ]
+    if hasAWS {
+      pullCommands.append(
+        [aws] + awsTLS + [
+          "s3", "cp", "--only-show-errors", "s3://\(bucket)/" + key(digest), out,
+        ])
+    }
+    let pulled = try b.timeCommands(pullCommands) {
+      try resetReader()
+      remove(out)
+    }
+    b.add(
+      Result(
+        suite: "remote", name: "pull \(sizeName(size)) from S3" + over, parameters: params,
+        unit: .seconds, trove: pulled[0], referenceName: "curl --aws-sigv4 -o FILE (one GET)",
+        reference: pulled[1],
+        note:
+          "trove: 4 MiB ranges, 4 at once, written in order, hashed in one pass, fsynced before it is published"
+      ))
+    b.add(
+      Result(
+        suite: "remote", name: "pull \(sizeName(size)) from S3" + over, parameters: params,
+        unit: .seconds, trove: pulled[0],
+        referenceName: "curl --aws-sigv4 -o FILE && sync FILE (one GET)", reference: pulled[2],
+        note: "the same durability as trove, without the hash"))
+    if hasAWS {
+      b.add(
+        Result(
+          suite: "remote", name: "pull \(sizeName(size)) from S3" + over, parameters: params,
+          unit: .seconds, trove: pulled[0], referenceName: "aws s3 cp s3://… FILE",
+          reference: pulled[3], note: "awscli: ranged GETs on 10 threads, no fsync"))
+    }
   }
   try resetReader()
   remove(out)
   let mib = { (bytes: Int64) in Series(samples: [Double(bytes) / 1_048_576]) }
   let trovePeak = try Spawn.peakResidentBytes([
-    b.trove, "--store", reader, "-q", "remote", "pull", digest,
+    b.trove, "--store", reader, "-q", "remote", "pull", "--remote", "s3", digest,
   ])
   let curlPeak = try Spawn.peakResidentBytes(
     ["curl", "-sSf", "-o", out] + sign + [endpoint + "/\(bucket)/" + key(digest)])
@@ -149,7 +177,7 @@ func s3Rows(_ b: Bench, files: String) throws {
       note: "trove holds at most 5 ranges of 4 MiB and its writer's 4 × 2 MiB buffers"))
   try restart()
   let trovePushPeak = try Spawn.peakResidentBytes([
-    b.trove, "--store", a, "-q", "remote", "push", digest,
+    b.trove, "--store", a, "-q", "remote", "push", "--remote", "s3", digest,
   ])
   let curlPushPeak = try Spawn.peakResidentBytes(
     ["curl", "-sSf", "-o", "/dev/null"] + sign + ["-T", big, endpoint + "/\(bucket)/curl-put"])
@@ -172,16 +200,16 @@ func s3Rows(_ b: Bench, files: String) throws {
   let hugeParams = ["size": "\(hugeSize)", "server": "Ceph radosgw 16 (memstore) on 127.0.0.1"]
   try restart()
   let trovePush = try Spawn.timedPeakResidentBytes([
-    b.trove, "--store", a, "-q", "remote", "push", hugeDigest,
+    b.trove, "--store", a, "-q", "remote", "push", "--remote", "s3", hugeDigest,
   ])
   try restart()
   let curlPush = try Spawn.timedPeakResidentBytes(
     ["curl", "-sSf", "-o", "/dev/null"] + sign + ["-T", huge, endpoint + "/\(bucket)/curl-put"])
   try restart()
-  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", hugeDigest])
+  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", "--remote", "s3", hugeDigest])
   try resetReader()
   let trovePull = try Spawn.timedPeakResidentBytes([
-    b.trove, "--store", reader, "-q", "remote", "pull", hugeDigest,
+    b.trove, "--store", reader, "-q", "remote", "pull", "--remote", "s3", hugeDigest,
   ])
   let curlPull = try Spawn.timedPeakResidentBytes(
     ["curl", "-sSf", "-o", out] + sign + [endpoint + "/\(bucket)/" + key(hugeDigest)])
@@ -230,7 +258,7 @@ func s3Rows(_ b: Bench, files: String) throws {
     "objects": "\(count)", "size": "16 KiB", "server": "Ceph radosgw 16 (memstore) on 127.0.0.1",
   ]
   var manyPushes = [
-    [b.trove, "--store", a, "-q", "remote", "push", "--all"],
+    [b.trove, "--store", a, "-q", "remote", "push", "--remote", "s3", "--all"],
     ["sh", "-c", xargs + " < \"$0\"", putList],
   ]
   if hasAWS {
@@ -262,13 +290,13 @@ func s3Rows(_ b: Bench, files: String) throws {
   try restart()
   try Spawn.check([b.trove, "--store", a, "remote", "rm", "s3"])
   try add(a)
-  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", "--all"])
+  try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", "--remote", "s3", "--all"])
   let getDir = files + "/s3-got"
   let getList = files + "/s3-gets.txt"
   try digests.enumerated().map { "-o \(getDir)/g\($0.0) \(endpoint)/\(bucket)/\(key($0.1))" }
     .joined(separator: "\n").write(toFile: getList, atomically: true, encoding: .utf8)
   var manyPulls = [
-    [b.trove, "--store", reader, "-q", "remote", "pull"] + digests,
+    [b.trove, "--store", reader, "-q", "remote", "pull", "--remote", "s3"] + digests,
     ["sh", "-c", xargs.replacingOccurrences(of: "-o /dev/null ", with: "") + " < \"$0\"", getList],
   ]
   if hasAWS {

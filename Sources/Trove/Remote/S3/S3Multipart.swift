@@ -3,8 +3,8 @@ import Foundation
 /// A multipart upload, its parts sent several at once: this thread reads
 /// the blob once, in order, into one of a few part buffers and hashes it
 /// as it goes; ``S3Backend/parallelParts`` threads, each on its own
-/// connection, send the parts, each with its SHA-256 (signed, and checked
-/// by the server). The upload is completed only when every part was taken
+/// connection, send the parts, each checked on the way as
+/// ``S3Backend/payloadHeaders(_:blob:)`` says. The upload is completed only when every part was taken
 /// and the whole hashed to its digest; on any failure it is aborted on the
 /// server (a process killed meanwhile leaves it for `remote check --clean`).
 /// Memory: one part buffer per sender, allocated once (a part is read into
