@@ -48,7 +48,8 @@ func s3Rows(_ b: Bench, files: String) throws {
     // Room in memstore for the largest object and its neighbours (a cap,
     // not an allocation).
     try Spawn.check([
-      "env", "S3_CEPH_RGW_PORT=\(port)", "S3_CEPH_RGW_TLS_PORT=\(tlsPort)", "S3_ACCESS_KEY=\(access)", "S3_SECRET_KEY=\(secret)",
+      "env", "S3_CEPH_RGW_PORT=\(port)", "S3_CEPH_RGW_TLS_PORT=\(tlsPort)",
+      "S3_ACCESS_KEY=\(access)", "S3_SECRET_KEY=\(secret)",
       "S3_CEPH_MEM_BYTES=\(max(4 << 30, 2 * hugeSize + (1 << 30)))", script, "start", cluster,
     ])
     try Spawn.check(["curl", "-sSf", "-X", "PUT"] + sign + [endpoint + "/" + bucket])
@@ -72,6 +73,12 @@ func s3Rows(_ b: Bench, files: String) throws {
       ])
     }
   }
+  func readd(_ store: String) throws {
+    for name in ["s3", "s3tls"] {
+      try Spawn.check([b.trove, "--store", store, "remote", "rm", name])
+    }
+    try add(store)
+  }
   func resetReader() throws {
     remove(reader)
     try add(reader)
@@ -92,7 +99,14 @@ func s3Rows(_ b: Bench, files: String) throws {
   for (scheme, remote, base) in [("HTTP", "s3", endpoint), ("HTTPS", "s3tls", tlsEndpoint)] {
     let over = " over \(scheme)"
     let tls = scheme == "HTTPS" ? ["--cacert", caBundle] : []
-    let awsTLS = scheme == "HTTPS" ? ["--endpoint-url", tlsEndpoint] : []
+    // radosgw 16 refuses the aws-chunked bodies with a checksum trailer
+    // that awscli sends over HTTPS by default (MissingContentLength).
+    let awsCommand =
+      scheme == "HTTPS"
+      ? [
+        "env", "AWS_REQUEST_CHECKSUM_CALCULATION=when_required", aws, "--endpoint-url", tlsEndpoint,
+      ]
+      : [aws]
     let params = [
       "size": "\(size)", "server": "Ceph radosgw 16 (memstore) on 127.0.0.1", "scheme": scheme,
     ]
@@ -102,7 +116,7 @@ func s3Rows(_ b: Bench, files: String) throws {
     ]
     if hasAWS {
       pushCommands.append(
-        [aws] + awsTLS + ["s3", "cp", "--only-show-errors", big, "s3://\(bucket)/aws-put"])
+        awsCommand + ["s3", "cp", "--only-show-errors", big, "s3://\(bucket)/aws-put"])
     }
     let pushed = try b.timeCommands(pushCommands) { try restart() }
     b.add(
@@ -119,7 +133,9 @@ func s3Rows(_ b: Bench, files: String) throws {
         Result(
           suite: "remote", name: "push \(sizeName(size)) to S3" + over, parameters: params,
           unit: .seconds, trove: pushed[0], referenceName: "aws s3 cp FILE", reference: pushed[2],
-          note: "awscli: 8 MiB parts, 10 threads"))
+          note: scheme == "HTTP"
+            ? "awscli: 8 MiB parts, 10 threads, each part's SHA-256 signed"
+            : "awscli: 8 MiB parts, 10 threads, UNSIGNED-PAYLOAD, no checksum trailer"))
     }
     try restart()
     try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", "--remote", remote, digest])
@@ -131,7 +147,7 @@ func s3Rows(_ b: Bench, files: String) throws {
     ]
     if hasAWS {
       pullCommands.append(
-        [aws] + awsTLS + [
+        awsCommand + [
           "s3", "cp", "--only-show-errors", "s3://\(bucket)/" + key(digest), out,
         ])
     }
@@ -269,8 +285,7 @@ func s3Rows(_ b: Bench, files: String) throws {
   let pushMany = try b.timeCommands(manyPushes) {
     try restart()
     // Forget what the remote held: removing and adding it again does.
-    try Spawn.check([b.trove, "--store", a, "remote", "rm", "s3"])
-    try add(a)
+    try readd(a)
   }
   b.add(
     Result(
@@ -288,8 +303,7 @@ func s3Rows(_ b: Bench, files: String) throws {
         reference: pushMany[2], note: "awscli: 10 threads"))
   }
   try restart()
-  try Spawn.check([b.trove, "--store", a, "remote", "rm", "s3"])
-  try add(a)
+  try readd(a)
   try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", "--remote", "s3", "--all"])
   let getDir = files + "/s3-got"
   let getList = files + "/s3-gets.txt"

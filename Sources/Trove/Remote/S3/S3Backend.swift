@@ -15,8 +15,9 @@ import Foundation
 /// An upload asks HEAD first and sends nothing when the blob is there. A
 /// blob of up to ``partSize`` is read into memory, checked against its
 /// digest, and sent in one PUT (its bytes checked on the way as
-/// ``payloadHeaders(_:blob:)`` says) and `If-None-Match: *`, so that an existing blob is never replaced (a
-/// 412 means another writer got there first). A larger one goes as a
+/// ``payloadHeaders(_:blob:)`` says) with `If-None-Match: *`, so that an
+/// existing blob is never replaced (a 412 means another writer got there
+/// first). A larger one goes as a
 /// multipart upload (``uploadInParts(_:)``), and a large pull in ranges
 /// (``downloadInRanges(_:into:)``), several at once.
 final class S3Backend: RemoteBackend {
