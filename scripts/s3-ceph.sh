@@ -198,7 +198,7 @@ EOF
   # HTTPS beside HTTP, with a throwaway certificate for 127.0.0.1 that only
   # this cluster's clients trust (given S3_CA_BUNDLE).
   mkdir -p "$dir/tls"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 365 \
     -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
     -keyout "$dir/tls/key.pem" -out "$dir/tls/cert.pem" >>"$dir/log/setup.out" 2>&1 ||
     fail "openssl could not make a certificate (see $dir/log/setup.out)"
@@ -222,9 +222,10 @@ EOF
     done
     [ -n "$up" ] && break
     stop_daemon rgw 20
-    [ -n "${S3_CEPH_RGW_PORT:-}" ] && break
+    [ -n "${S3_CEPH_RGW_PORT:-}${S3_CEPH_RGW_TLS_PORT:-}" ] && break
   done
-  [ -n "$up" ] || fail "radosgw did not answer on 127.0.0.1:$port (see $dir/log/)"
+  [ -n "$up" ] ||
+    fail "radosgw did not answer on 127.0.0.1:$port (HTTP) and 127.0.0.1:$tls_port (HTTPS) (see $dir/log/)"
 
   cat >"$dir/s3.env" <<EOF
 AWS_ACCESS_KEY_ID=$access

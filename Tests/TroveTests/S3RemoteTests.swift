@@ -196,7 +196,9 @@ struct S3RemoteTests {
     let bucket = try s3.makeBucket()
     let scratch = try Scratch()
     let (a, b) = (scratch["a"], scratch["b"])
-    let trusted = ["AWS_CA_BUNDLE": s3.caBundle]
+    // No profile of this machine's may name a bundle.
+    let noProfile = ["AWS_CONFIG_FILE": scratch["no-config"]]
+    let trusted = noProfile.merging(["AWS_CA_BUNDLE": s3.caBundle]) { $1 }
     for store in [a, b] {
       let added = try Self.remote(
         s3, store, ["add", "s3", "s3://\(bucket)/team", "--endpoint", s3.tlsEndpoint])
@@ -206,11 +208,16 @@ struct S3RemoteTests {
     let digests = try blobs.map { try RemoteTests.put(a, $0, in: scratch) }
 
     // The system's certificates (this variable may name them already).
-    let untrusted = try Self.remote(s3, a, ["push"], environment: ["AWS_CA_BUNDLE": ""])
+    let untrusted = try Self.remote(
+      s3, a, ["push"], environment: noProfile.merging(["AWS_CA_BUNDLE": ""]) { $1 })
     #expect(untrusted.status == 69 && untrusted.errorLines.count == 1, "\(untrusted.stderr)")
-    #expect(untrusted.stderr.contains("certificate"), "\(untrusted.stderr)")
+    #expect(
+      untrusted.stderr.contains("certificate")
+        && untrusted.stderr.contains("AWS_CA_BUNDLE or the profile's ca_bundle"),
+      "\(untrusted.stderr)")
     let missing = try Self.remote(
-      s3, a, ["push"], environment: ["AWS_CA_BUNDLE": scratch["no-such-bundle"]])
+      s3, a, ["push"],
+      environment: noProfile.merging(["AWS_CA_BUNDLE": scratch["no-such-bundle"]]) { $1 })
     #expect(missing.status == 78 && missing.errorLines.count == 1, "\(missing.stderr)")
     #expect(missing.stderr.contains("AWS_CA_BUNDLE names '\(scratch["no-such-bundle"])'"))
 

@@ -134,8 +134,9 @@ func s3Rows(_ b: Bench, files: String) throws {
           suite: "remote", name: "push \(sizeName(size)) to S3" + over, parameters: params,
           unit: .seconds, trove: pushed[0], referenceName: "aws s3 cp FILE", reference: pushed[2],
           note: scheme == "HTTP"
-            ? "awscli: 8 MiB parts, 10 threads, each part's SHA-256 signed"
-            : "awscli: 8 MiB parts, 10 threads, UNSIGNED-PAYLOAD, no checksum trailer"))
+            ? "awscli: 8 MiB parts, 10 threads, each part's SHA-256 signed and a CRC32"
+            : "awscli: 8 MiB parts, 10 threads, no checksum trailer, so each part's SHA-256 signed")
+      )
     }
     try restart()
     try Spawn.check([b.trove, "--store", a, "-q", "remote", "push", "--remote", remote, digest])

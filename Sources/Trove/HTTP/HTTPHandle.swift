@@ -52,7 +52,8 @@ final class HTTPHandle {
     /// ``login`` as `ACCESS_KEY_ID:SECRET_ACCESS_KEY`; nil signs nothing.
     var awsSigV4: String?
     /// A file of PEM certificates to verify the server's with, instead of
-    /// the system's (`AWS_CA_BUNDLE`); nil uses the system's.
+    /// the system's (`AWS_CA_BUNDLE`): only these are trusted. Nil trusts
+    /// the system's.
     var caBundle: String?
     /// Whether the request waits for a connection being set up, to be
     /// multiplexed over it, rather than opening another.
@@ -143,7 +144,10 @@ final class HTTPHandle {
       trove_curl_set_string(setopt, handle, CURLOPT_AWS_SIGV4, scope)
     }
     if let caBundle = request.caBundle {
+      // Only these: libcurl's default folder of the system's certificates
+      // would be trusted beside them.
       trove_curl_set_string(setopt, handle, CURLOPT_CAINFO, caBundle)
+      trove_curl_set_pointer(setopt, handle, CURLOPT_CAPATH, nil)
     }
     if request.waitsToMultiplex {
       trove_curl_set_long(setopt, handle, CURLOPT_PIPEWAIT, 1)

@@ -116,20 +116,23 @@ struct AWSConfiguration {
     } else {
       service = .aws(region: region)
     }
+    // Only HTTPS uses it, as with the AWS CLI. An empty AWS_CA_BUNDLE is
+    // taken as unset (botocore would stop there and use no file).
     var caBundle: String?
-    if let path = env("AWS_CA_BUNDLE") ?? fromConfig?["ca_bundle"] {
-      let source = env("AWS_CA_BUNDLE") != nil ? "AWS_CA_BUNDLE" : "ca_bundle in '\(configFile)'"
+    if service.scheme == "https", let path = env("AWS_CA_BUNDLE") ?? fromConfig?["ca_bundle"] {
+      let source =
+        env("AWS_CA_BUNDLE") != nil
+        ? "AWS_CA_BUNDLE" : "ca_bundle of profile '\(profile)' in '\(configFile)'"
       // libcurl's own error for it would name neither the setting nor the file.
-      let readable = { () throws(SystemCallError) -> Bool in
+      do throws(SystemCallError) {
         let fd = try FileDescriptor.open(path, [.readOnly, .nonBlocking])
         defer { fd.close() }
-        return try fd.status().isRegular
-      }
-      guard (try? readable()) == true else {
+        guard try fd.status().isRegular else { throw SystemCallError("open", .notARegularFile) }
+      } catch {
         throw TroveError(
           .invalidConfig,
           "\(source) names '\(ServerText.excerpt(path))', which is not a readable file of certificates",
-          path: path)
+          path: path, cause: error)
       }
       caBundle = path
     }

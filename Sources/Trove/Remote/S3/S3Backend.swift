@@ -179,7 +179,11 @@ final class S3Backend: RemoteBackend {
     if let error = RemoteHTTPTransfer.failure(
       outcome, remote: spec.name, method: method, shown: shown(name))
     {
-      throw error
+      guard outcome.code == CURLE_PEER_FAILED_VERIFICATION else { throw error }
+      let hint =
+        configuration.caBundle.map { "the certificates trusted are those in '\($0)'" }
+        ?? "AWS_CA_BUNDLE or the profile's ca_bundle names the certificates to trust"
+      throw TroveError(error.code, error.message + " (\(hint))", value: error.value)
     }
     let code = S3Response.errorCode(outcome.unreadBody)
     if outcome.status == 404, let code, code != "NoSuchKey", code != "NoSuchUpload" {
@@ -283,10 +287,11 @@ final class S3Backend: RemoteBackend {
 
   /// The headers of a body's upload: what signs it, and the storage class
   /// of a blob. Over plain HTTP, its SHA-256, which the server checks:
-  /// nothing else would notice a changed byte. Over HTTPS, TLS does
-  /// (each record is authenticated), and the body goes as
-  /// `UNSIGNED-PAYLOAD`, as the AWS SDKs send it there: hashing it twice
-  /// more, here and on the server, would check nothing more.
+  /// nothing else would notice a changed byte. Over HTTPS, TLS does (each
+  /// record is authenticated up to the server's end of it), and the body
+  /// goes as `UNSIGNED-PAYLOAD`: a SHA-256 hashed here and again by the
+  /// server would cost a pass over every byte on each side. Readers hash
+  /// every blob they pull either way.
   func payloadHeaders(_ bytes: [UInt8], blob: Bool = true) throws(TroveError) -> [String] {
     var headers: Result<[String], TroveError> = .success([])
     bytes.withUnsafeBytes { buffer in
