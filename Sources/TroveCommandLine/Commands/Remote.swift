@@ -95,7 +95,9 @@ let remoteCommand = CommandSpec(
     AWS_SECRET_ACCESS_KEY, with AWS_SESSION_TOKEN; else AWS_PROFILE's, or the
     default profile's, in ~/.aws/credentials or ~/.aws/config). A remote you lend
     nothing is asked without credentials (a public bucket is read unsigned), so no
-    one who can write remotes.json chooses where your secrets go.
+    one who can write remotes.json chooses where your secrets go. An https:// S3
+    endpoint's certificate is checked against the system's, or only against those
+    in the file AWS_CA_BUNDLE or the profile's ca_bundle names.
 
     'remote check' reads the remote's layout record (trove-remote.json), timing the
     round trip; unless the remote is read-only it writes the record when missing and

@@ -4,9 +4,10 @@ import Foundation
 /// the blob once, in order, into one of a few part buffers and hashes it
 /// as it goes; ``S3Backend/parallelParts`` threads, each on its own
 /// connection, send the parts, each checked on the way as
-/// ``S3Backend/payloadHeaders(_:blob:)`` says. The upload is completed only when every part was taken
-/// and the whole hashed to its digest; on any failure it is aborted on the
-/// server (a process killed meanwhile leaves it for `remote check --clean`).
+/// ``S3Backend/payloadHeaders(_:blob:)`` says. The upload is completed only
+/// when every part was taken and the whole hashed to its digest; on any
+/// failure it is aborted on the server (a process killed meanwhile leaves
+/// it for `remote check --clean`).
 /// Memory: one part buffer per sender, allocated once (a part is read into
 /// the buffer its sender just freed).
 extension S3Backend {
