@@ -171,6 +171,18 @@ struct CommitQueueTests {
     let queue = store.objects.commits.statistics
     #expect(queue.commits < count && queue.groups > 0, "\(queue)")
     #expect(try store.keys().count == count)
+    // Each key is journalled once (a group's lines in one append), and comes
+    // back from the journal when the index is lost.
+    let journal = try String(contentsOfFile: scratch["store/references.log"], encoding: .utf8)
+    let binds = journal.split(separator: "\n").filter { $0.contains("\"op\":\"bind\"") }
+    #expect(binds.count == count)
+    for suffix in ["", "-wal", "-shm"] {
+      try? FileManager.default.removeItem(atPath: scratch["store/index.sqlite" + suffix])
+    }
+    let reopened = try Store(StoreConfiguration(root: scratch["store"]))
+    for request in requests {
+      #expect(try reopened.digest(forKey: request.url) == expected[request.url], "\(request.url)")
+    }
   }
 
   // MARK: Faults, in a child process (they are injected through its environment)

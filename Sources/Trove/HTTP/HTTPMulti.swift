@@ -137,6 +137,7 @@ final class HTTPMulti: Sendable {
         _ = curl.multiRemoveHandle(multi, easy)
         if let relay = running.removeValue(forKey: easy) { end(relay, code) }
       }
+      for relay in running.values { relay.wakeIfQueued() }
       let polled = curl.multiPoll(multi, nil, 0, 1000, nil)
       if performed != CURLM_OK || polled != CURLM_OK {
         // The multi handle itself failed (out of memory, a broken poll):
@@ -161,6 +162,11 @@ final class HTTPMulti: Sendable {
 /// A transfer's bounded queue between the multi's thread (libcurl's
 /// callbacks, which only copy) and the job thread that delivers the head,
 /// the body and the progress to the real sink, in order.
+///
+/// The callbacks queue without waking the job: the multi's thread wakes it
+/// once per round of transfers (``wakeIfQueued()``) or when the transfer
+/// ends, so a small body's head, bytes, progress and end cost the job one
+/// wake-up rather than one each.
 final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
   private enum Event {
     case begin(HTTPResponseHead)
@@ -177,6 +183,8 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
   private var progress: (Int64, Int64?)?
   private var stopRequested = false
   private var code: CURLcode?
+  /// Whether something was queued since the job was last woken.
+  private var queuedUnseen = false
 
   // MARK: The multi's thread
 
@@ -184,7 +192,7 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
     condition.lock()
     defer { condition.unlock() }
     events.append(.begin(head))
-    condition.signal()
+    queuedUnseen = true
     return !stopRequested
   }
 
@@ -198,7 +206,7 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
     }
     events.append(.data([UInt8](bytes)))
     queued += bytes.count
-    condition.signal()
+    queuedUnseen = true
     return .accepted
   }
 
@@ -206,8 +214,18 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
     condition.lock()
     defer { condition.unlock() }
     progress = (received, expected)
-    condition.signal()
+    queuedUnseen = true
     return !stopRequested
+  }
+
+  /// Wakes the job when something was queued since it was last woken.
+  func wakeIfQueued() {
+    condition.lock()
+    defer { condition.unlock() }
+    if queuedUnseen {
+      queuedUnseen = false
+      condition.signal()
+    }
   }
 
   func finish(_ code: CURLcode) {

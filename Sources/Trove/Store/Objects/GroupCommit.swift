@@ -23,7 +23,8 @@
 ///    touching several folders, else an `fsync(2)` of each folder a rename
 ///    touched (a folder whose sync fails takes its new objects back out:
 ///    they fail); then the rows, and each object's key binding, of the
-///    objects whose names are durable. So the name is durable before the
+///    objects whose names are durable, the keys' lines appended to
+///    `references.log` in one write. So the name is durable before the
 ///    row can be.
 /// 5. A failed commit takes every file renamed in it back out: they all
 ///    fail with the commit's error.
@@ -263,17 +264,20 @@ struct GroupCommit {
         (tx) throws(TroveError) in
         // The body may run again (durably): it starts afresh.
         inside = work
-        try recordHits(tx, now: now, &inside)
+        // The keys' journal lines, appended once for the group.
+        var lines: [JournalRecord] = []
+        try recordHits(tx, now: now, &inside, &lines)
         var touched = [String: [Int]]()
         for i in inside.indices {
           guard case .synced(let allocated) = inside[i] else { continue }
-          inside[i] = try rename(i, allocated: allocated, tx, now: now)
+          inside[i] = try rename(i, allocated: allocated, tx, now: now, &lines)
           if case .renamed = inside[i] {
             touched[StoreLayout.fanout(members[i].staged.digest), default: []].append(i)
           }
         }
         syncNames(touched, &inside)
-        try writeRows(tx, now: now, &inside)
+        try writeRows(tx, now: now, &inside, &lines)
+        table.journal(lines, tx)
       }
       for i in inside.indices { members[i].state = inside[i] }
     } catch {
@@ -285,7 +289,9 @@ struct GroupCommit {
   /// neither form, and nothing changes `objects/` while the transaction is
   /// open: of what another process published since, the other form is
   /// looked for here, and the rename, which never replaces, finds its own.
-  private func recordHits(_ tx: IndexSession, now: Int64, _ work: inout [State])
+  private func recordHits(
+    _ tx: IndexSession, now: Int64, _ work: inout [State], _ lines: inout [JournalRecord]
+  )
     throws(TroveError)
   {
     for i in work.indices {
@@ -294,7 +300,7 @@ struct GroupCommit {
       switch work[i] {
       case .known:
         if let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
-          try table.record(staged.binding, for: staged.digest, tx)
+          try table.record(staged.binding, for: staged.digest, tx, journalling: &lines)
           try recordManifest(of: staged, entry, tx)
           work[i] = .settled(.duplicate(entry))
         } else {
@@ -305,7 +311,7 @@ struct GroupCommit {
           try table.status(staged.digest, compressed: !staged.isCompressed, in: folder) != nil,
           let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder)
         else { continue }
-        try table.record(staged.binding, for: staged.digest, tx)
+        try table.record(staged.binding, for: staged.digest, tx, journalling: &lines)
         try recordManifest(of: staged, entry, tx)
         work[i] = .settled(.duplicate(entry))
       default: continue
@@ -319,7 +325,9 @@ struct GroupCommit {
   /// settles a group of one here (a hit; something that is not an object
   /// is set aside first) and a member of a larger group alone, after; so
   /// does a folder with no room for the name.
-  private func rename(_ i: Int, allocated: Int64, _ tx: IndexSession, now: Int64)
+  private func rename(
+    _ i: Int, allocated: Int64, _ tx: IndexSession, now: Int64, _ lines: inout [JournalRecord]
+  )
     throws(TroveError) -> State
   {
     let staged = members[i].staged
@@ -350,7 +358,7 @@ struct GroupCommit {
           table.notAFile(staged.digest, compressed: staged.isCompressed, what: "not a regular file")
         )
       }
-      try table.record(staged.binding, for: staged.digest, tx)
+      try table.record(staged.binding, for: staged.digest, tx, journalling: &lines)
       return .settled(.duplicate(entry))
     } catch {
       return .failed(storeError(error, i))
@@ -381,7 +389,9 @@ struct GroupCommit {
 
   /// The rows of the renamed objects and their bindings, then the hits of
   /// the followers on their leaders, now in place.
-  private func writeRows(_ tx: IndexSession, now: Int64, _ work: inout [State]) throws(TroveError) {
+  private func writeRows(
+    _ tx: IndexSession, now: Int64, _ work: inout [State], _ lines: inout [JournalRecord]
+  ) throws(TroveError) {
     for i in work.indices {
       guard case .renamed(let allocated) = work[i] else { continue }
       let staged = members[i].staged
@@ -390,7 +400,7 @@ struct GroupCommit {
         lastAccess: now, isCompressed: staged.isCompressed, storedBytes: staged.storedBytes)
       try tx.upsert(entry)
       if let skip = staged.skipped { try tx.countSkip(skip) }
-      try table.record(staged.binding, for: staged.digest, tx)
+      try table.record(staged.binding, for: staged.digest, tx, journalling: &lines)
       try recordManifest(of: staged, entry, tx)
       work[i] = .settled(.stored(entry))
     }
@@ -399,7 +409,7 @@ struct GroupCommit {
       let staged = members[i].staged
       let folder = folders[StoreLayout.fanout(staged.digest)]
       if let entry = try table.hit(tx, staged.digest, size: staged.size, now: now, in: folder) {
-        try table.record(staged.binding, for: staged.digest, tx)
+        try table.record(staged.binding, for: staged.digest, tx, journalling: &lines)
         work[i] = .settled(.duplicate(entry))
       }
     }

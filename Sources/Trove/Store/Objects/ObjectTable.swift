@@ -108,6 +108,11 @@ final class ObjectTable: Sendable {
   /// Which of the removal engine's optimisations it makes.
   let removalTuning: RemovalTuning
   private let state = Mutex<IndexState>(.closed)
+  /// Wakes the threads waiting for another's rebuild of the index: they
+  /// sleep until it ends rather than poll, which on two cores would slow
+  /// the rebuild they wait for.
+  private let rebuildEnded = NSCondition()
+  nonisolated(unsafe) private var rebuildsEnded = 0  // under rebuildEnded
   /// Whether a read has looked at the index without opening it
   /// (``peekLastAccess(_:)``): only the first does, as a process that reads
   /// more is better served by the index kept open.
@@ -165,6 +170,8 @@ final class ObjectTable: Sendable {
   func index() throws(TroveError) -> Index {
     let me = ObjectIdentifier(Thread.current)
     while true {
+      // Read before the state: a rebuild that ends after this changes it.
+      let ended = endedRebuilds()
       let step: Result<IndexStep, TroveError> = state.withLock { state in
         switch state {
         case .ready(let index): return .success(.use(index))
@@ -200,8 +207,9 @@ final class ObjectTable: Sendable {
         // afresh, so a long-lived process goes on with what is there now.
         forgetIndex(index)
       case .use(let index): return index
-      case .wait: Sys.sleep(microseconds: 2_000)
+      case .wait: waitForRebuild(after: ended)
       case .rebuild(let index, let logged):
+        defer { rebuildEnd() }
         do throws(TroveError) {
           try rebuild(journalLength: logged)
         } catch {
@@ -214,6 +222,30 @@ final class ObjectTable: Sendable {
         return index
       }
     }
+  }
+
+  /// How many rebuilds of this process have ended.
+  private func endedRebuilds() -> Int {
+    rebuildEnded.lock()
+    defer { rebuildEnded.unlock() }
+    return rebuildsEnded
+  }
+
+  /// Sleeps until a rebuild ends, unless one ended since `ended` was read;
+  /// at most 100 ms, to look again whatever happened.
+  private func waitForRebuild(after ended: Int) {
+    rebuildEnded.lock()
+    defer { rebuildEnded.unlock() }
+    if rebuildsEnded == ended {
+      _ = rebuildEnded.wait(until: Date(timeIntervalSinceNow: 0.1))
+    }
+  }
+
+  private func rebuildEnd() {
+    rebuildEnded.lock()
+    rebuildsEnded += 1
+    rebuildEnded.broadcast()
+    rebuildEnded.unlock()
   }
 
   /// Where this process stands with the index.

@@ -137,6 +137,17 @@ extension ObjectTable {
   /// between the object and its key.
   func record(_ request: KeyRequest?, for digest: BlobDigest, _ tx: IndexSession) throws(TroveError)
   {
+    var lines: [JournalRecord] = []
+    try record(request, for: digest, tx, journalling: &lines)
+    journal(lines, tx)
+  }
+
+  /// ``record(_:for:_:)`` leaving the journal's lines in `lines`, for the
+  /// caller to append in the same transaction: a group's in one write.
+  func record(
+    _ request: KeyRequest?, for digest: BlobDigest, _ tx: IndexSession,
+    journalling lines: inout [JournalRecord]
+  ) throws(TroveError) {
     guard let request else { return }
     let now = currentTimeNanoseconds()
     for key in request.keys {
@@ -152,13 +163,11 @@ extension ObjectTable {
       let origin = key == request.key ? request.origin : nil
       let pulled = key == request.key ? request.pulled : request.pulledKeys.contains(key)
       try tx.insertKey(key, digest: digest, origin: origin, pulled: pulled, at: now)
-      journal(
-        [
-          JournalRecord(
-            op: .bind, digest: digest, key: key, origin: origin,
-            checksums: key == request.key && !request.checksums.isEmpty ? request.checksums : nil,
-            pulled: pulled ? true : nil)
-        ], tx)
+      lines.append(
+        JournalRecord(
+          op: .bind, digest: digest, key: key, origin: origin,
+          checksums: key == request.key && !request.checksums.isEmpty ? request.checksums : nil,
+          pulled: pulled ? true : nil))
     }
     try tx.insertChecksums(request.checksums, for: digest)
   }
