@@ -54,9 +54,8 @@ final class HTTPMulti: Sendable {
     if let connections {
       trove_curl_multi_set_long(curl.multiSetopt, multi, CURLMOPT_MAXCONNECTS, connections)
     }
-    let env = ProcessInfo.processInfo.environment
     let proxied = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
-      .contains { !(env[$0] ?? "").isEmpty }
+      .contains { !(EnvironmentVariables.value($0) ?? "").isEmpty }
     let version = curl.versionInfo(CURLVERSION_FIRST)?.pointee.version_num ?? 0
     multiplexes = !proxied && version >= 0x08_00_00
     if !multiplexes { trove_curl_multi_set_long(curl.multiSetopt, multi, CURLMOPT_PIPELINING, 0) }

@@ -68,7 +68,7 @@ public struct CredentialBindings: Sendable, Hashable {
   /// The bindings of this user as `environment` places them; nil when
   /// neither `XDG_CONFIG_HOME` (absolute) nor `HOME` is set.
   public static func standard(
-    environment: [String: String] = ProcessInfo.processInfo.environment
+    environment: [String: String] = EnvironmentVariables.named(["XDG_CONFIG_HOME", "HOME"])
   ) -> CredentialBindings? {
     if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
       return CredentialBindings(folder: StoreConfiguration.joined(config, "trove"))
