@@ -284,6 +284,35 @@ struct FetchTests {
   }
 
   @Test(
+    "-i FILE listing one URL three times among others: one body transferred and published, every line answered"
+  )
+  func manyWithRepeats() throws {
+    let nginx = try Nginx()
+    let scratch = try Scratch()
+    let body = Bytes.random(20_000, seed: 77)
+    try nginx.files.write("same.dat", body)
+    var lines: [String] = []
+    for i in 0..<30 {
+      try nginx.files.write("o\(i).dat", Bytes.random(5000 + i, seed: UInt64(700 + i)))
+      lines.append(nginx.url("/o\(i).dat"))
+      if i % 10 == 0 { lines.append(nginx.url("/same.dat")) }
+    }
+    let list = try scratch.write("urls.txt", Array(lines.joined(separator: "\n").utf8))
+    let result = try Self.fetch(scratch["store"], ["-i", list, "--jobs", "8"])
+    #expect(result.status == 0, "\(result.stderr)")
+    let printed = result.out.split(separator: "\n")
+    #expect(printed.count == 33)
+    let digest = XXH3Hasher.digest(body).description
+    let same = printed.filter { $0.hasSuffix(" \(nginx.url("/same.dat"))") }
+    #expect(same.count == 3 && same.allSatisfy { $0.hasPrefix(digest) })
+    // One body; a request made once it was stored revalidates (no max-age).
+    let asked = nginx.requests("/same.dat")
+    #expect(asked.filter { $0.contains(" 200 ") }.count == 1, "\(asked)")
+    #expect(asked.allSatisfy { $0.contains(" 200 ") || $0.contains(" 304 ") }, "\(asked)")
+    #expect(try scratch.store().entries().count == 31)
+  }
+
+  @Test(
     "--jobs N: at most N transfers at once, though jobs waiting for their commit leave their place to the next"
   )
   func jobsBoundTransfers() throws {

@@ -333,6 +333,17 @@ final class Download: HTTPBodySink {
     return try put.publish()
   }
 
+  /// A finished body a private writer holds, staged with `binding` for
+  /// the caller to publish; nil when the body is in the part file (or
+  /// empty and of unknown length), which ``publish(_:binding:)`` publishes.
+  func stage(_ body: Body, binding: KeyRequest) throws(TroveError) -> StagedPut? {
+    guard let writer else { return nil }
+    self.writer = nil
+    var put = try writer.finish(method: .stream)
+    put.staged.binding = binding
+    return put
+  }
+
   /// Ends a transfer that failed: what arrived whole is written to the
   /// part file, to be resumed; or, when its bytes are known to be wrong
   /// (`discardingPart`), the part file goes. A private writer always goes.

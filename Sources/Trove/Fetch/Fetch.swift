@@ -96,6 +96,14 @@ struct Fetcher {
   let progress: (@Sendable (FetchProgress) -> Void)?
   /// Set when the task of an `async` fetch is cancelled.
   var cancellation: Cancellation?
+  /// Set by a fetch of many URLs: a small body is handed to these bodies
+  /// waiting to be published together, and its result goes to `reported`
+  /// once it is published (``DeferredPublishing``).
+  var deferred:
+    (
+      publishing: DeferredPublishing,
+      reported: @Sendable (Result<FetchResult, TroveError>) -> Void
+    )?
   /// The store's policy: what every body is checked against and hashed for.
   let policy: CachePolicy
   /// The user's header lines and credential, for the URL's origin only.
@@ -177,12 +185,29 @@ struct Fetcher {
     // library that cannot be fails the fetch before anything is locked.
     _ = try client.get()
     let waitStart = currentTimeNanoseconds()
-    let lock = try FetchLock(store: store, name: Store.downloadName(url))
+    let lock = try takeLock()
     // Another thread or process may have fetched it while this one waited.
     let current = try store.binding(forKey: url)
     if let current, let served = try serve(current, waitedSince: waitStart) { return served }
     if let hit = try expectedHit() { return hit }
     return try download(cached: current, lock: lock)
+  }
+
+  /// The URL's lock, waited for. With bodies waiting to be published
+  /// together, its holder may be one of them, which only their publishing
+  /// lets go: they are published while this waits, then it looks again.
+  private func takeLock() throws(TroveError) -> FetchLock {
+    let name = Store.downloadName(url)
+    guard let publishing = deferred?.publishing else {
+      return try FetchLock(store: store, name: name)
+    }
+    var pause: UInt32 = 1_000
+    while true {
+      if let lock = try FetchLock(store: store, name: name, wait: false) { return lock }
+      publishing.flush()
+      Sys.sleep(microseconds: pause)
+      pause = min(pause * 2, 50_000)
+    }
   }
 
   /// The result of a fetch of `digest`.
@@ -318,7 +343,7 @@ struct Fetcher {
       do throws(TroveError) {
         return try download(
           from: candidate, isLast: index == candidates.count - 1, cached: cached, part: part,
-          cause: cause + after)
+          lock: lock, cause: cause + after)
       } catch {
         guard Self.movesOn(error) else { throw error }
         failures.append(error)
@@ -333,7 +358,7 @@ struct Fetcher {
   /// begun sending a body: the next URL is asked at once otherwise).
   mutating func download(
     from candidate: Candidate, isLast: Bool, cached: KeyBinding?, part: PartialDownload?,
-    cause: String
+    lock: FetchLock, cause: String
   ) throws(TroveError) -> FetchResult {
     let source = candidate.url
     if candidate.login != nil || candidate.headers.contains(where: Self.isCredentialHeader),
@@ -501,15 +526,34 @@ struct Fetcher {
       // The key is bound in the transaction that publishes the object (or
       // counts its dedup hit): one commit per body, shared with whatever
       // other threads publish at the same time.
-      let put = try download.publish(
-        body, binding: KeyRequest(key: url, origin: origin, checksums: body.checksums))
+      let binding = KeyRequest(key: url, origin: origin, checksums: body.checksums)
+      let why =
+        cause + (conditional != nil ? "; the server sent a new body" : "")
+        + (offset > 0 ? "; resumed at byte \(offset) of an interrupted download" : "")
+        + restartCauses.map { "; started again: \($0)" }.joined()
+      let fetchSource: FetchSource = offset > 0 ? .resumed : .network
+      if let deferred, let staged = try download.stage(body, binding: binding) {
+        // Published with the bodies of other URLs; reported then.
+        let fetcher = self
+        deferred.publishing.add(
+          DeferredPublishing.Entry(put: staged, lock: lock) { published in
+            deferred.reported(
+              published.map { put in
+                fetcher.store.countFetch(put.digest, served: false)
+                return fetcher.result(
+                  put.digest, size: body.size, source: fetchSource, verified: verified,
+                  servedBy: candidate.url, why: why)
+              })
+          })
+        return FetchResult(
+          url: url, digest: body.digest, size: body.size, source: fetchSource, httpStatus: status,
+          bytesTransferred: transferred, seconds: 0, verified: verified, servedBy: candidate.url)
+      }
+      let put = try download.publish(body, binding: binding)
       store.countFetch(put.digest, served: false)
       return result(
-        put.digest, size: body.size, source: offset > 0 ? .resumed : .network, verified: verified,
-        servedBy: source,
-        why: cause + (conditional != nil ? "; the server sent a new body" : "")
-          + (offset > 0 ? "; resumed at byte \(offset) of an interrupted download" : "")
-          + restartCauses.map { "; started again: \($0)" }.joined())
+        put.digest, size: body.size, source: fetchSource, verified: verified,
+        servedBy: candidate.url, why: why)
     }
   }
 

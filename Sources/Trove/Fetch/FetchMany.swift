@@ -1,16 +1,17 @@
 import Synchronization
 
 extension Store {
-  /// Fetches every request, up to `jobs` transfers at a time. Each request
-  /// runs on one of more threads than that (eight a transfer, at most 64
-  /// unless two a transfer need more), which hashes and writes its body and
-  /// waits for its commit there,
-  /// while the next URL's transfer takes its place; the transfers
-  /// all run through one libcurl multi handle, which shares
-  /// connections between them (and, with libcurl 8 or later, multiplexes
-  /// requests to an HTTP/2 server over one). Returns each request's outcome, in order; one failing does
-  /// not stop the others. Requests for one URL make one transfer (see
-  /// `fetch(_:options:progress:)`).
+  /// Fetches every request, up to `jobs` transfers at a time, on twice as
+  /// many threads; the transfers all run through one libcurl multi handle,
+  /// which shares connections between them (and, with libcurl 8 or later,
+  /// multiplexes requests to an HTTP/2 server over one). Each request is
+  /// fetched as `fetch(_:options:progress:)` fetches it, but a small body
+  /// (up to 4 MiB, its length announced) is not published on its own: its
+  /// thread hands it over staged and goes on to the next URL, and the
+  /// bodies are published in groups of up to 256, each one group commit
+  /// (``DeferredPublishing``). Each result is made once its body is durable
+  /// and indexed. Returns each request's outcome, in order; one failing does
+  /// not stop the others. Requests for one URL make one transfer.
   public func fetch(
     _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
@@ -21,8 +22,8 @@ extension Store {
     do throws(TroveError) {
       // One kept connection per job: libcurl's own bound would close
       // them between one file and the next. At most `jobs` transfers run
-      // at once: a thread whose body waits for its group commit leaves its
-      // place to the next URL's transfer.
+      // at once: a thread whose transfer ended leaves its place to the
+      // next URL's while it hands its body over.
       multi = try HTTPMulti(keeping: max(1, jobs), transfers: max(1, jobs))
     } catch {
       return requests.map { _ in .failure(error) }
@@ -33,24 +34,33 @@ extension Store {
         return .failure(error)
       }
     }
+    // Small bodies are published together, and reported once they are.
+    let publishing = DeferredPublishing(store: self)
+    let published = Mutex<[Int: Result<FetchResult, TroveError>]>([:])
     let run: @Sendable (Result<HTTPClient, TroveError>, Int) -> Void = { client, i in
       let outcome = Result { () throws(TroveError) -> FetchResult in
-        try self.fetch(requests[i], options: options, client: client.get(), progress: progress)
+        var fetcher = try Fetcher(
+          store: self, request: requests[i], options: options,
+          client: LazyHTTPClient { () throws(TroveError) in try client.get() },
+          progress: progress)
+        fetcher.deferred = (publishing, { result in published.withLock { $0[i] = result } })
+        return try fetcher.run()
       }
       results.withLock { $0[i] = outcome }
     }
     let threads = Self.fetchThreads(requests: requests.count, jobs: jobs)
     Parallel.forEach(requests.count, width: threads, context: makeClient, run)
+    publishing.flush()
     if requests.contains(where: { $0.mode != .offline }) { writeBack.run(self) }
-    return results.withLock { $0.map { $0! } }
+    let reported = published.withLock { $0 }
+    return results.withLock { results in results.indices.map { reported[$0] ?? results[$0]! } }
   }
 
-  /// Threads for `requests` fetches of `jobs` transfers at a time: bodies
-  /// waiting for their commit hold a thread each, and the more wait, the
-  /// larger a group commit and the fewer its syncs per file — eight per
-  /// transfer, at least two, at most 64 unless two a transfer need more.
+  /// Threads for `requests` fetches of `jobs` transfers at a time: two a
+  /// transfer, so that a thread publishing a group or preparing the next
+  /// request leaves the transfers running.
   static func fetchThreads(requests: Int, jobs: Int) -> Int {
     let jobs = min(max(1, jobs), 1 << 16)
-    return max(1, min(requests, max(2 * jobs, min(8 * jobs, 64))))
+    return max(1, min(requests, 2 * jobs))
   }
 }
