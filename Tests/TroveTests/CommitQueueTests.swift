@@ -147,9 +147,10 @@ struct CommitQueueTests {
         root: scratch["store"], trace: { event in events.withLock { $0.append(event) } }))
     var requests: [FetchRequest] = []
     var expected: [String: BlobDigest] = [:]
-    let count = 96
+    // More than a group (256 at most) of bodies.
+    let count = 300
     for i in 0..<count {
-      let body = Bytes.random(4096 + i * 397, seed: UInt64(3100 + i))
+      let body = Bytes.random(4096 + i * 131, seed: UInt64(3100 + i))
       try nginx.files.write("s\(i).bin", body)
       requests.append(FetchRequest(url: nginx.url("/s\(i).bin")))
       expected[nginx.url("/s\(i).bin")] = XXH3Hasher.digest(body)
@@ -157,6 +158,8 @@ struct CommitQueueTests {
     let results = store.fetch(requests, jobs: 8)
     for (request, result) in zip(requests, results) {
       #expect(try result.get().digest == expected[request.url])
+      // The result made once the body was published, not the job's own.
+      #expect(try result.get().seconds > 0)
       #expect(try store.digest(forKey: request.url) == expected[request.url])
     }
     // One publish per body, the key bound in it: no transaction of its own.
@@ -168,11 +171,15 @@ struct CommitQueueTests {
         event.why.contains(", key '\(nginx.url("/s"))") && event.why.hasSuffix(".bin' bound"),
         "\(event)")
     }
-    // The bodies wait for each other: a few groups, not a commit each.
-    let groups = Set(published.map { $0.why.split(separator: ",")[1] })
-    #expect(
-      published.allSatisfy { $0.why.contains("published in a group of") } && groups.count < 4,
-      "\(groups)")
+    // The bodies wait for each other: groups, not a commit each. Each
+    // member of a group of N says N.
+    let sizes = published.compactMap { event in
+      event.why.split(separator: ",").first { $0.contains("published in a group of") }
+        .flatMap { Int($0.split(separator: " ").last ?? "") }
+    }
+    #expect(sizes.count == count, "\(published.map(\.why))")
+    let groups = sizes.reduce(0.0) { $0 + 1 / Double($1) }
+    #expect(groups >= 1 && groups <= Double(count) / 4, "\(groups) groups")
     #expect(try store.keys().count == count)
     // Each key is journalled once (a group's lines in one append), and comes
     // back from the journal when the index is lost.

@@ -284,7 +284,8 @@ struct FetchTests {
   }
 
   @Test(
-    "-i FILE listing one URL three times among others: one body transferred and published, every line answered"
+    "-i FILE listing one URL three times among others: one body transferred and published, every line answered",
+    .timeLimit(.minutes(1))
   )
   func manyWithRepeats() throws {
     let nginx = try Nginx()

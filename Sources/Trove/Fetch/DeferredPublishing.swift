@@ -1,17 +1,19 @@
 import Foundation
 
 /// The small bodies of a many-URL fetch, staged and waiting to be published
-/// together: a job hands its body over and goes on to the next URL, and the
-/// bodies are published in groups of up to ``groupSize`` — one group
-/// commit, with its syncs and its index transaction, for each, where each
-/// job waiting for its own commit made groups as small as the bodies that
-/// happened to finish together.
+/// together: a job hands its body over and goes on to the next URL, and a
+/// thread of this batch's own publishes the bodies in groups — one group
+/// commit, with its syncs and its index transaction, for each — where each
+/// job waiting for its own commit made groups only as large as the bodies
+/// that happened to finish together.
 ///
-/// A body is reported only once its group is published (the fetch's result
-/// is made then), and its URL's lock is held until then: another fetch of
-/// the URL waits for the published object rather than download it again.
-/// Every body left waiting is published by ``flush()``, which the fetch of
-/// many URLs calls before it returns.
+/// A group goes out when ``groupSize`` bodies wait, or when the first of
+/// them has waited ``longestWait``: a body is never held back for the rest
+/// of the list. Its result is made once it is published, and its URL's lock
+/// is held until then, so another fetch of the URL waits for the published
+/// object rather than download it again. ``finish()`` publishes what is
+/// left and stops the thread; the fetch of many URLs calls it before it
+/// returns.
 final class DeferredPublishing: @unchecked Sendable {
   /// A staged body, the lock of its URL, and what to do once it is
   /// published (or failed to be).
@@ -22,59 +24,83 @@ final class DeferredPublishing: @unchecked Sendable {
   }
 
   let store: Store
-  /// Bodies a group publishes at most (give or take the jobs that handed
-  /// theirs over at the same time). Each body holds two descriptors (its
-  /// staged file, its URL's lock), and a group may wait while another is
-  /// published: the two stay well within the process's limit.
+  /// Bodies a group publishes at most. Each holds two descriptors (its
+  /// staged file, its URL's lock), and as many may wait while a group is
+  /// published: with the jobs' own descriptors and a group commit's
+  /// folders, they stay within the process's limit.
   let groupSize: Int
+  /// How long a body waits for others at most before its group goes out.
+  static let longestWait: Duration = .milliseconds(50)
 
   private let condition = NSCondition()
   private var waiting: [Entry] = []
+  private var oldest: ContinuousClock.Instant?
   private var publishing = false
+  private var finishing = false
+  private var stopped = false
 
-  init(store: Store) {
+  /// For a fetch running `threads` job threads.
+  init(store: Store, threads: Int) {
     self.store = store
     let limit = Sys.openFileLimit.map { Int(clamping: $0) } ?? 1024
-    groupSize = max(8, min(256, (limit - 320) / 5))
+    groupSize = max(8, min(256, (limit - 512 - 8 * threads) / 4))
+    let thread = Thread { [self] in run() }
+    thread.name = "trove-publish"
+    thread.start()
   }
 
-  /// Adds `entry`. A full group is published on the calling thread; while
-  /// another thread publishes one, the next full group waits for it.
+  /// Adds `entry`; waits while a full group waits behind one being
+  /// published.
   func add(_ entry: Entry) {
     condition.lock()
+    defer { condition.unlock() }
+    if waiting.isEmpty { oldest = .now }
     waiting.append(entry)
+    condition.broadcast()
     while publishing && waiting.count >= groupSize { condition.wait() }
-    guard !publishing, waiting.count >= groupSize else {
-      condition.unlock()
-      return
-    }
-    publishLocked()
   }
 
-  /// Publishes every body waiting now, whatever their number, after a
-  /// group under way.
-  func flush() {
+  /// Publishes every body left and stops the thread; returns once they are
+  /// published.
+  func finish() {
     condition.lock()
-    while publishing { condition.wait() }
-    guard !waiting.isEmpty else {
-      condition.unlock()
-      return
-    }
-    publishLocked()
+    defer { condition.unlock() }
+    finishing = true
+    condition.broadcast()
+    while !stopped { condition.wait() }
   }
 
-  /// Takes the waiting bodies and publishes them; called holding the
-  /// condition's lock, which it gives up while publishing.
-  private func publishLocked() {
-    let group = waiting
-    waiting = []
-    publishing = true
-    condition.unlock()
-    let results = store.publish(group.map(\.put))
-    // Each URL's lock goes with its entry, once its result is known.
-    for (entry, result) in zip(group, results) { entry.published(result) }
+  private func run() {
     condition.lock()
-    publishing = false
+    while true {
+      let due = oldest.map { $0 + Self.longestWait }
+      let ready =
+        !publishing && !waiting.isEmpty
+        && (waiting.count >= groupSize || finishing || due.map { $0 <= .now } ?? false)
+      if ready {
+        let group = waiting
+        waiting = []
+        oldest = nil
+        publishing = true
+        condition.unlock()
+        let results = store.publish(group.map(\.put))
+        // Each URL's lock goes with its entry, once its result is known.
+        for (entry, result) in zip(group, results) { entry.published(result) }
+        condition.lock()
+        publishing = false
+        condition.broadcast()
+        continue
+      }
+      if finishing && waiting.isEmpty { break }
+      if let due {
+        let left = (due - .now).components
+        let seconds = Double(left.seconds) + Double(left.attoseconds) / 1e18
+        _ = condition.wait(until: Date(timeIntervalSinceNow: max(0.001, seconds)))
+      } else {
+        condition.wait()
+      }
+    }
+    stopped = true
     condition.broadcast()
     condition.unlock()
   }

@@ -333,11 +333,11 @@ final class Download: HTTPBodySink {
     return try put.publish()
   }
 
-  /// A finished body a private writer holds, staged with `binding` for
-  /// the caller to publish; nil when the body is in the part file (or
-  /// empty and of unknown length), which ``publish(_:binding:)`` publishes.
+  /// A small finished body (at most ``smallBody`` bytes, announced) that a
+  /// private writer holds, staged with `binding` for the caller to publish;
+  /// nil for any other, which ``publish(_:binding:)`` publishes.
   func stage(_ body: Body, binding: KeyRequest) throws(TroveError) -> StagedPut? {
-    guard let writer else { return nil }
+    guard let writer, let total, total <= Self.smallBody, offset == 0 else { return nil }
     self.writer = nil
     var put = try writer.finish(method: .stream)
     put.staged.binding = binding

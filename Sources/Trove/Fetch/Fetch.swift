@@ -194,17 +194,16 @@ struct Fetcher {
   }
 
   /// The URL's lock, waited for. With bodies waiting to be published
-  /// together, its holder may be one of them, which only their publishing
-  /// lets go: they are published while this waits, then it looks again.
+  /// together, its holder may be one of them, which lets go only once its
+  /// group is published (within ``DeferredPublishing/longestWait`` and the
+  /// commit): this thread must not block its own process, so it looks again
+  /// until the lock is free.
   private func takeLock() throws(TroveError) -> FetchLock {
     let name = Store.downloadName(url)
-    guard let publishing = deferred?.publishing else {
-      return try FetchLock(store: store, name: name)
-    }
+    guard deferred != nil else { return try FetchLock(store: store, name: name) }
     var pause: UInt32 = 1_000
     while true {
       if let lock = try FetchLock(store: store, name: name, wait: false) { return lock }
-      publishing.flush()
       Sys.sleep(microseconds: pause)
       pause = min(pause * 2, 50_000)
     }
@@ -274,9 +273,12 @@ struct Fetcher {
       // server while this one waited stands in for asking it.
       servable = waitedSince.map { fetched >= $0 } ?? false
     case .normal:
+      // Bound while this one waited: fetched by the holder of the lock,
+      // whose body may have arrived before this one began to wait.
+      let bound = max(fetched, cached.isPulled ? 0 : cached.updatedNanoseconds)
       servable =
         (cached.origin?.isFresh(at: now) ?? false) || young
-        || waitedSince.map { fetched >= $0 } ?? false
+        || waitedSince.map { bound >= $0 } ?? false
     }
     guard servable, let entry = try store.entry(for: cached.digest) else { return nil }
     let verified: [Checksum]

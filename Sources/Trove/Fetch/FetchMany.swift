@@ -34,8 +34,9 @@ extension Store {
         return .failure(error)
       }
     }
+    let threads = Self.fetchThreads(requests: requests.count, jobs: jobs)
     // Small bodies are published together, and reported once they are.
-    let publishing = DeferredPublishing(store: self)
+    let publishing = DeferredPublishing(store: self, threads: threads)
     let published = Mutex<[Int: Result<FetchResult, TroveError>]>([:])
     let run: @Sendable (Result<HTTPClient, TroveError>, Int) -> Void = { client, i in
       let outcome = Result { () throws(TroveError) -> FetchResult in
@@ -48,9 +49,8 @@ extension Store {
       }
       results.withLock { $0[i] = outcome }
     }
-    let threads = Self.fetchThreads(requests: requests.count, jobs: jobs)
     Parallel.forEach(requests.count, width: threads, context: makeClient, run)
-    publishing.flush()
+    publishing.finish()
     if requests.contains(where: { $0.mode != .offline }) { writeBack.run(self) }
     let reported = published.withLock { $0 }
     return results.withLock { results in results.indices.map { reported[$0] ?? results[$0]! } }
