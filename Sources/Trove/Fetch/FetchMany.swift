@@ -8,7 +8,8 @@ extension Store {
   /// fetched as `fetch(_:options:progress:)` fetches it, but a small body
   /// (up to 4 MiB, its length announced) is not published on its own: its
   /// thread hands it over staged and goes on to the next URL, and the
-  /// bodies are published in groups of up to 256, each one group commit
+  /// bodies are published in groups of up to 256, each one group commit,
+  /// when a group is full or its first body has waited 50 ms
   /// (``DeferredPublishing``). Each result is made once its body is durable
   /// and indexed. Returns each request's outcome, in order; one failing does
   /// not stop the others. Requests for one URL make one transfer.
