@@ -9,9 +9,8 @@ extension Store {
   /// (up to 4 MiB, its length announced) is not published on its own: its
   /// thread hands it over staged and goes on to the next URL, and the
   /// bodies are published in groups of up to 256, each one group commit,
-  /// when a group is full or its first body has waited 50 ms
-  /// (``DeferredPublishing``). Each result is made once its body is durable
-  /// and indexed. Returns each request's outcome, in order; one failing does
+  /// when a group is full or its first body has waited 50 ms. Each result
+  /// is made once its body is durable and indexed. Returns each request's outcome, in order; one failing does
   /// not stop the others. Requests for one URL make one transfer.
   public func fetch(
     _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
