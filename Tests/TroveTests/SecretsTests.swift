@@ -144,6 +144,9 @@ struct SecretsTests {
     let split = URLUserinfo.split("http://alice:p%40ss@h:8/x?y=@")
     #expect(split.url == "http://h:8/x?y=@" && split.login == "alice:p@ss")
     #expect(URLUserinfo.split("http://h/a@b").login == nil)
+    let wide = URLUserinfo.split("https://bøb:pé@hôst.example/ü@x")
+    #expect(wide.url == "https://hôst.example/ü@x" && wide.login == "bøb:pé")
+    #expect(URLUserinfo.redacted("https://bøb:pé@hôst.example/") == "https://***@hôst.example/")
     // Through the CLI: no part of the password in the error.
     let scratch = try Scratch()
     let added = try CLI.run([

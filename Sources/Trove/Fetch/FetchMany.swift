@@ -10,8 +10,9 @@ extension Store {
   /// thread hands it over staged and goes on to the next URL, and the
   /// bodies are published in groups of up to 256, each one group commit,
   /// when a group is full or its first body has waited 50 ms. Each result
-  /// is made once its body is durable and indexed. Returns each request's outcome, in order; one failing does
-  /// not stop the others. Requests for one URL make one transfer.
+  /// is made once its body is durable and indexed. Returns each request's
+  /// outcome, in order; one failing does not stop the others. Requests for
+  /// one URL make one transfer.
   public func fetch(
     _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
@@ -57,8 +58,8 @@ extension Store {
   }
 
   /// Threads for `requests` fetches of `jobs` transfers at a time: two a
-  /// transfer, so that a thread publishing a group or preparing the next
-  /// request leaves the transfers running.
+  /// transfer, so that a thread looking the next URL up or handing its body
+  /// over leaves the transfers running.
   static func fetchThreads(requests: Int, jobs: Int) -> Int {
     let jobs = min(max(1, jobs), 1 << 16)
     return max(1, min(requests, 2 * jobs))

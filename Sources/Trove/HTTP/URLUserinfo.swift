@@ -7,12 +7,19 @@ import Foundation
 /// whole rather than left half in place.
 enum URLUserinfo {
   /// Where `url`'s userinfo and the `@` ending it are, if it has any.
+  /// Looked for in the UTF-8 bytes: every delimiter is ASCII, and a fetch
+  /// asks this of each URL several times.
   static func range(in url: String) -> Range<String.Index>? {
-    guard let scheme = url.range(of: "://") else { return nil }
-    let rest = url[scheme.upperBound...]
-    let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
-    guard let at = rest[..<end].lastIndex(of: "@") else { return nil }
-    return scheme.upperBound..<url.index(after: at)
+    let bytes = url.utf8
+    guard let scheme = bytes.firstRange(of: "://".utf8) else { return nil }
+    let rest = bytes[scheme.upperBound...]
+    let end =
+      rest.firstIndex {
+        $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+      }
+      ?? rest.endIndex
+    guard let at = rest[..<end].lastIndex(of: UInt8(ascii: "@")) else { return nil }
+    return scheme.upperBound..<bytes.index(after: at)
   }
 
   /// `url` without its userinfo, and the userinfo as a login
