@@ -313,6 +313,46 @@ struct FetchTests {
   }
 
   @Test(
+    "-i FILE whose body fails to be published (a rename fails): that URL is an error, not printed or bound; the rest are stored"
+  )
+  func manyWithFailedPublish() throws {
+    let nginx = try Nginx()
+    let scratch = try Scratch()
+    var lines: [String] = []
+    var bodies: [String: [UInt8]] = [:]
+    for i in 0..<12 {
+      let body = Bytes.random(6000 + i, seed: UInt64(900 + i))
+      try nginx.files.write("p\(i).dat", body)
+      lines.append(nginx.url("/p\(i).dat"))
+      bodies[nginx.url("/p\(i).dat")] = body
+    }
+    let store = scratch["store"]
+    _ = try scratch.store()  // made first: the fault hits an object's rename
+    let list = try scratch.write("urls.txt", Array(lines.joined(separator: "\n").utf8))
+    let result = try CLI.run(
+      ["--store", store, "fetch", "-i", list, "--jobs", "4"],
+      environment: ["TROVE_INJECT_FAULT": "renameat2:5:4:1"])
+    #expect(result.status == 74, "\(result.stderr)")
+    #expect(result.errorLines.count == 1, "\(result.stderr)")
+    let printed = result.out.split(separator: "\n").map {
+      $0.split(separator: " ").map(String.init)
+    }
+    #expect(printed.count == 11, "\(result.stdout)")
+    let reopened = try Store(StoreConfiguration(root: store))
+    for (url, body) in bodies {
+      let digest = XXH3Hasher.digest(body)
+      if printed.contains(where: { $0.last == url }) {
+        #expect(try reopened.digest(forKey: url) == digest)
+        #expect(try reopened.bytes(for: digest) == body)
+      } else {
+        #expect(try reopened.digest(forKey: url) == nil, "\(url) bound, its line an error")
+        #expect(try !reopened.contains(digest), "\(url) stored, its line an error")
+      }
+    }
+    #expect(scratch.temporaries("store").isEmpty, "\(scratch.temporaries("store"))")
+  }
+
+  @Test(
     "--jobs N: at most N transfers at once, though jobs waiting for their commit leave their place to the next"
   )
   func jobsBoundTransfers() throws {
