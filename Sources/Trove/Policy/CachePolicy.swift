@@ -186,9 +186,14 @@ extension CachePolicy {
     /// The environment variable that overrides the setting for one process:
     /// `TROVE_` and its name in capitals, `-` as `_` (`TROVE_MAX_AGE`).
     public var environmentVariable: String {
-      // Not Foundation's replacingOccurrences: its first use (bridging to
-      // NSString) is a visible part of every command's start.
-      "TROVE_" + String(rawValue.uppercased().map { $0 == "-" ? "_" : $0 })
+      // In ASCII, as the names are: neither Foundation's
+      // replacingOccurrences (bridging to NSString) nor Unicode case
+      // mapping, each a visible part of every command's start.
+      let upper = rawValue.utf8.map { byte -> UInt8 in
+        if byte == UInt8(ascii: "-") { return UInt8(ascii: "_") }
+        return (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) ? byte - 32 : byte
+      }
+      return "TROVE_" + String(decoding: upper, as: UTF8.self)
     }
 
     /// The forms the setting accepts, for error messages.
