@@ -353,7 +353,7 @@ struct FetchTests {
   }
 
   @Test(
-    "--jobs N: at most N transfers at once, though jobs waiting for their commit leave their place to the next"
+    "--jobs N: at most N transfers at once, though there are more threads than transfers"
   )
   func jobsBoundTransfers() throws {
     let server = try FaultServer()
