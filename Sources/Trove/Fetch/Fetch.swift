@@ -158,8 +158,7 @@ struct Fetcher {
   }
 
   mutating func run() throws(TroveError) -> FetchResult {
-    let scheme = url.prefix { $0 != ":" }.lowercased()
-    guard scheme == "http" || scheme == "https", url.contains("://") else {
+    guard URLUserinfo.isHTTP(url) else {
       throw TroveError(
         .invalidArgument, "cannot fetch '\(url)': only http:// and https:// URLs are fetched",
         value: url)

@@ -35,9 +35,11 @@ extension Fetcher {
         let rewritten = rewrites.compactMap { $0.apply(to: given) }
         for url in rewritten.isEmpty ? [given] : rewritten
         where !listed.contains(where: { $0.url == url }) {
-          let origin = HTTPOrigin(url)
+          // Most lists are the key alone: its origin is parsed once.
+          let origin = url == key ? keyOrigin : HTTPOrigin(url)
           let isKeyOrigin = origin != nil && origin == keyOrigin
-          let own = origin != nil && origin == HTTPOrigin(given) ? login : nil
+          let givenOrigin = given == url ? origin : HTTPOrigin(given)
+          let own = origin != nil && origin == givenOrigin ? login : nil
           guard ownRewrites || url == given else {
             listed.append(Candidate(url: url, login: nil, headers: [], usesNetrc: false))
             continue

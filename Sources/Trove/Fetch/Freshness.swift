@@ -101,30 +101,34 @@ enum Freshness {
   /// RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT`, asctime `Sun Nov  6
   /// 08:49:37 1994` — and nothing else (no zone offsets); nil otherwise.
   static func httpDate(_ text: String) -> Int64? {
+    // In bytes: the grammar is ASCII, and every response's dates are read.
+    typealias Word = ArraySlice<UInt8>
     let months = [
       "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ]
-    func month(_ word: Substring) -> Int? {
-      months.firstIndex(of: word.lowercased()).map { $0 + 1 }
+    ].map { Array($0.utf8) }
+    func month(_ word: Word) -> Int? {
+      // `| 0x20` lowercases an ASCII letter and makes no other byte one.
+      let lower = word.map { $0 | 0x20 }
+      return months.firstIndex(of: lower).map { $0 + 1 }
     }
-    func number(_ word: Substring, digits: ClosedRange<Int>) -> Int? {
-      guard digits.contains(word.count), word.allSatisfy({ ("0"..."9").contains($0) }),
-        let n = Int(word)
-      else {
-        return nil
-      }
-      return n
+    func number(_ word: Word, digits: ClosedRange<Int>) -> Int? {
+      guard digits.contains(word.count),
+        word.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+      else { return nil }
+      return word.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
     }
-    let words = text.split(separator: " ")
-    var fields: (day: Int, month: Int, year: Int, time: Substring)?
-    if words.count == 6, words[0].hasSuffix(","), words[5] == "GMT" {
+    func isGMT(_ word: Word) -> Bool { word.elementsEqual("GMT".utf8) }
+    let comma = UInt8(ascii: ",")
+    let words = Array(text.utf8).split(separator: UInt8(ascii: " "))
+    var fields: (day: Int, month: Int, year: Int, time: Word)?
+    if words.count == 6, words[0].last == comma, isGMT(words[5]) {
       if let d = number(words[1], digits: 2...2), let m = month(words[2]),
         let y = number(words[3], digits: 4...4)
       {
         fields = (d, m, y, words[4])
       }
-    } else if words.count == 4, words[0].hasSuffix(","), words[3] == "GMT" {
-      let parts = words[1].split(separator: "-")
+    } else if words.count == 4, words[0].last == comma, isGMT(words[3]) {
+      let parts = words[1].split(separator: UInt8(ascii: "-"))
       if parts.count == 3, let d = number(parts[0], digits: 2...2), let m = month(parts[1]),
         let y = number(parts[2], digits: 2...2)
       {
@@ -136,7 +140,7 @@ enum Freshness {
       fields = (d, m, y, words[3])
     }
     guard let fields, (1...31).contains(fields.day) else { return nil }
-    let clock = fields.time.split(separator: ":")
+    let clock = fields.time.split(separator: UInt8(ascii: ":"))
     guard clock.count == 3, let h = number(clock[0], digits: 2...2),
       let mi = number(clock[1], digits: 2...2), let se = number(clock[2], digits: 2...2),
       h < 24, mi < 60, se <= 60

@@ -132,7 +132,7 @@ final class HTTPClient {
     var url = request.url
     var followed = 0
     while true {
-      let own = origin != nil && HTTPOrigin(url) == origin
+      let own = origin != nil && (url == request.url || HTTPOrigin(url) == origin)
       var outcome = perform(
         url: url, request, headers: request.headers + (own ? request.originHeaders : []),
         login: own ? request.login : nil, usesNetrc: own && request.usesNetrc, into: sink)

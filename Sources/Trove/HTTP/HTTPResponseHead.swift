@@ -39,24 +39,49 @@ struct HTTPResponseHead: Sendable {
   /// previous field's value (the obsolete line folding of RFC 9112). The
   /// empty line that ends the head, and anything else, is ignored.
   mutating func add(line bytes: UnsafeRawBufferPointer) {
-    var line = Substring(String(decoding: bytes, as: UTF8.self))
-    while let last = line.last, last == "\r" || last == "\n" || last == "\r\n" {
-      line = line.dropLast()
-    }
-    if line.hasPrefix("HTTP/") {
-      let parts = line.split(separator: " ", maxSplits: 2)
+    // Split in bytes: every delimiter is ASCII, and a field's name is a
+    // token, lowercased in ASCII.
+    var end = bytes.count
+    while end > 0, bytes[end - 1] == Self.cr || bytes[end - 1] == Self.lf { end -= 1 }
+    let line = UnsafeRawBufferPointer(rebasing: bytes[..<end])
+    guard let first = line.first else { return }
+    if line.starts(with: "HTTP/".utf8) {
+      let text = Substring(String(decoding: line, as: UTF8.self))
+      let parts = text.split(separator: " ", maxSplits: 2)
       self = HTTPResponseHead(
         status: parts.count > 1 ? Int(parts[1]) ?? 0 : 0,
         reason: parts.count > 2 ? String(Self.withoutWhitespace(parts[2])) : "")
-    } else if let first = line.first, first == " " || first == "\t" {
+    } else if first == Self.space || first == Self.tab {
       guard let previous = fields.indices.last else { return }
-      let more = Self.withoutWhitespace(line)
+      let more = Self.trimmed(line)
       guard !more.isEmpty else { return }
       fields[previous].value += (fields[previous].value.isEmpty ? "" : " ") + more
-    } else if let colon = line.firstIndex(of: ":") {
-      fields.append(
-        (line[..<colon].lowercased(), String(Self.withoutWhitespace(line[colon...].dropFirst()))))
+    } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
+      let name = String(
+        unsafeUninitializedCapacity: colon,
+        initializingUTF8With: { name in
+          for i in 0..<colon {
+            let byte = line[i]
+            name[i] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+          }
+          return colon
+        })
+      fields.append((name, Self.trimmed(UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]))))
     }
+  }
+
+  private static let cr = UInt8(ascii: "\r")
+  private static let lf = UInt8(ascii: "\n")
+  private static let space = UInt8(ascii: " ")
+  private static let tab = UInt8(ascii: "\t")
+
+  /// `bytes` without the spaces and tabs around them (HTTP's `OWS`), as text.
+  private static func trimmed(_ bytes: UnsafeRawBufferPointer) -> String {
+    var start = 0
+    var end = bytes.count
+    while start < end, bytes[start] == space || bytes[start] == tab { start += 1 }
+    while end > start, bytes[end - 1] == space || bytes[end - 1] == tab { end -= 1 }
+    return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
   }
 
   /// `text` without the spaces and tabs around it (HTTP's `OWS`).
