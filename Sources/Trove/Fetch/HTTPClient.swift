@@ -132,10 +132,15 @@ final class HTTPClient {
     var url = request.url
     var followed = 0
     while true {
-      let own = origin != nil && (url == request.url || HTTPOrigin(url) == origin)
+      let hop = url == request.url ? origin : HTTPOrigin(url)
+      let own = origin != nil && hop == origin
+      // ~/.netrc names a login per host: for a hop with no login of its
+      // own, and never one that would carry it in clear.
+      let login = own ? request.login : nil
+      let netrc = own && request.usesNetrc && login == nil && hop?.exposesCredentials == false
       var outcome = perform(
         url: url, request, headers: request.headers + (own ? request.originHeaders : []),
-        login: own ? request.login : nil, usesNetrc: own && request.usesNetrc, into: sink)
+        login: login, usesNetrc: netrc, into: sink)
       guard let next = outcome.redirect else { return outcome.result }
       switch HTTPOrigin.redirect(from: url, to: next) {
       case .refuse(let why):
@@ -176,9 +181,7 @@ final class HTTPClient {
       stallSpeed: o.stallSpeed, stallTimeout: o.stallTimeout, userAgent: o.userAgent,
       maxRedirects: nil, resumeFrom: request.resumeFrom, login: login,
       waitsToMultiplex: multi?.multiplexes ?? false)
-    // ~/.netrc names a login per host: for a hop with no login of its own,
-    // and never one that would carry it in clear.
-    setup.usesNetrc = usesNetrc && login == nil && HTTPOrigin.mayUseNetrc(url)
+    setup.usesNetrc = usesNetrc
     var stopped = false
     let ending = handle.perform(setup, exchange) { easy in
       var code: CURLcode
