@@ -98,6 +98,23 @@ static inline int trove_ofd_lock(int fd, int exclusive, int release) {
   return fcntl(fd, F_OFD_SETLK, &lock);
 }
 
+#ifndef F_OFD_SETLKW
+#define F_OFD_SETLKW 38
+#endif
+
+/// fcntl(F_OFD_SETLK or, with `wait`, F_OFD_SETLKW) on the one byte at
+/// `offset`: an exclusive open-file-description lock, or, with `release`,
+/// none.
+static inline int trove_ofd_lock_byte(int fd, int64_t offset, int wait, int release) {
+  struct flock lock;
+  memset(&lock, 0, sizeof lock);
+  lock.l_type = release ? F_UNLCK : F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = (off_t)offset;
+  lock.l_len = 1;
+  return fcntl(fd, wait && !release ? F_OFD_SETLKW : F_OFD_SETLK, &lock);
+}
+
 /// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: start writing back the
 /// dirty pages of a range, without waiting for them.
 static inline int trove_start_writeback(int fd, int64_t offset, int64_t length) {

@@ -63,16 +63,20 @@ struct FetchFaultTests {
     #expect(scratch.list("store/partial").isEmpty)
   }
 
-  @Test("sweep removes parts and URL locks older than tmp-max-age, not those of a running fetch")
+  @Test(
+    "sweep removes parts older than tmp-max-age, not those of a running fetch, and an earlier version's lock files unless flocked; locks/fetch.lock stays"
+  )
   func staleParts() throws {
     let server = try FaultServer()
     let scratch = try Scratch()
     let store = scratch["store"]
-    #expect(
-      try Self.fetch(store, ["--retries", "0", server.url("/drop/p?size=\(Self.size)")]).status
-        == 75)
+    let url = server.url("/drop/p?size=\(Self.size)")
+    #expect(try Self.fetch(store, ["--retries", "0", url]).status == 75)
     #expect(scratch.list("store/partial").count == 2)
-    #expect(scratch.list("store/locks").count == 1)
+    #expect(scratch.list("store/locks") == [FetchLocks.fileName])
+    // Lock files of an earlier version: one flocked by its fetch, one not.
+    try scratch.write("store/locks/0123.lock", [])
+    try scratch.write("store/locks/4567.lock", [])
     #expect(try CLI.run(["--store", store, "config", "set", "tmp-max-age", "1h"]).status == 0)
     #expect(try CLI.run(["--store", store, "sweep"]).status == 0)
     #expect(scratch.list("store/partial").count == 2, "young parts stay")
@@ -84,15 +88,23 @@ struct FetchFaultTests {
         #expect(utimensat(AT_FDCWD, scratch["store/\(folder)/\(name)"], &old, 0) == 0)
       }
     }
-    // A fetch of that URL holds its lock: its part and lock stay.
-    let lock = open(scratch["store/locks/" + scratch.list("store/locks")[0]], O_RDWR)
-    #expect(flock(lock, LOCK_EX) == 0)
+    // A fetch of that URL holds its lock: its part stays.
+    let holder = try FileDescriptor.open(scratch["store/" + FetchLocks.path], [.readWrite])
+    defer { holder.close() }
+    let offset = FetchLocks.offset(of: Store.downloadName(url))
+    #expect(try holder.lockByte(at: offset, wait: false))
+    let flocked = open(scratch["store/locks/0123.lock"], O_RDWR)
+    defer { close(flocked) }
+    #expect(flock(flocked, LOCK_EX) == 0)
     #expect(try CLI.run(["--store", store, "sweep"]).status == 0)
-    #expect(scratch.list("store/partial").count == 2 && scratch.list("store/locks").count == 1)
-    close(lock)
+    #expect(scratch.list("store/partial").count == 2)
+    #expect(scratch.list("store/locks").sorted() == ["0123.lock", FetchLocks.fileName])
+    holder.unlockByte(at: offset)
+    flock(flocked, LOCK_UN)
     let sweep = try CLI.run(["--store", store, "sweep", "--json"])
     #expect(sweep.status == 0)
-    #expect(scratch.list("store/partial").isEmpty && scratch.list("store/locks").isEmpty)
+    #expect(scratch.list("store/partial").isEmpty)
+    #expect(scratch.list("store/locks") == [FetchLocks.fileName])
   }
 
   @Test(

@@ -421,13 +421,27 @@ struct FetchTests {
 
 /// The per-URL lock and the checksums computed from stored objects, through the library.
 struct FetchLockTests {
+  /// Whether another open file description can take the byte of the
+  /// lock `name` in `store`'s `locks/fetch.lock` (taken, then let go).
+  static func byteIsFree(_ store: String, _ name: String) throws -> Bool {
+    let fd = try FileDescriptor.open(store + "/" + FetchLocks.path, [.readWrite])
+    defer { fd.close() }
+    let offset = FetchLocks.offset(of: name)
+    guard try fd.lockByte(at: offset, wait: false) else { return false }
+    fd.unlockByte(at: offset)
+    return true
+  }
+
   @Test(
-    "a lock file unlinked (by a sweep) while a fetch waited on it is taken again under its name")
+    "the lock file removed while a thread waited for a lock is made again and the lock taken on it, where other processes find it"
+  )
   func retakenAfterUnlink() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
     var first: FetchLock? = try FetchLock(store: store, name: "k")
     #expect(first?.isHonoured == !store.objects.filesystem.isShared)
+    #expect(try !Self.byteIsFree(scratch["store"], "k"))
+    #expect(try Self.byteIsFree(scratch["store"], "other"))
     let acquired = DispatchSemaphore(value: 0)
     let release = DispatchSemaphore(value: 0)
     let outcome = Mutex<Bool?>(nil)
@@ -438,17 +452,49 @@ struct FetchLockTests {
       release.wait()
       _ = second
     }.start()
-    usleep(200_000)  // the second waits in flock on the first file
-    #expect(unlink(scratch["store/locks/k.lock"]) == 0)
+    usleep(200_000)  // the second waits for the first
+    #expect(outcome.withLock { $0 } == nil)
+    #expect(unlink(scratch["store/locks/fetch.lock"]) == 0)
     first = nil
     #expect(acquired.wait(timeout: .now() + 10) == .success)
     #expect(outcome.withLock { $0 } == true)
-    // The second holds the file now under the name: another opener is refused.
-    let fd = open(scratch["store/locks/k.lock"], O_RDWR)
-    defer { close(fd) }
-    #expect(fd >= 0)
-    #expect(flock(fd, LOCK_EX | LOCK_NB) == -1)
+    // The second holds its byte of the file now under the name.
+    #expect(try !Self.byteIsFree(scratch["store"], "k"))
     release.signal()
+  }
+
+  @Test(
+    "a URL's lock held by another open file description keeps a fetch of it from asking the server until it is let go; every URL locks one file",
+    .enabled(if: FaultServer.python != nil, FaultServer.missing))
+  func lockKeepsFetchWaiting() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let url = server.url("/ok/locked?size=1000")
+    // Another process's holder, as far as the kernel is concerned.
+    _ = try FetchLock(store: store, name: "made")
+    let holder = try FileDescriptor.open(scratch["store/" + FetchLocks.path], [.readWrite])
+    defer { holder.close() }
+    let offset = FetchLocks.offset(of: Store.downloadName(url))
+    #expect(try holder.lockByte(at: offset, wait: false))
+    let done = DispatchSemaphore(value: 0)
+    let result = Mutex<Result<FetchResult, TroveError>?>(nil)
+    Thread {
+      let fetched = Result { () throws(TroveError) in try store.fetch(FetchRequest(url: url)) }
+      result.withLock { $0 = fetched }
+      done.signal()
+    }.start()
+    usleep(500_000)
+    #expect(server.requests().isEmpty, "\(server.requests())")
+    #expect(result.withLock { $0 } == nil)
+    holder.unlockByte(at: offset)
+    #expect(done.wait(timeout: .now() + 30) == .success)
+    #expect(try result.withLock { $0 }?.get().source == .network)
+    #expect(server.requests().count == 1)
+    for i in 0..<20 {
+      _ = try store.fetch(FetchRequest(url: server.url("/ok/many-\(i)?size=100")))
+    }
+    #expect(scratch.list("store/locks") == [FetchLocks.fileName])
   }
 
   @Test(

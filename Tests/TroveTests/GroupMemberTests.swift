@@ -220,7 +220,7 @@ struct GroupMemberTests {
     let url = server.url("/drop/shared?size=\(size)")
     let dropped = try trove(Self.alice, store, ["fetch", "--retries", "0", url])
     #expect(dropped.status == 75, "\(dropped.stderr)")
-    let part = store + "/partial/" + Store.downloadName(url) + ".60001.part"
+    let part = store + "/partial/" + Store.downloadName(url) + ".60001.ofd.part"
     let status = try fileStatus(part)
     #expect(
       status.owner == 60001 && status.mode & 0o777 == 0o600, "\(String(status.mode, radix: 8))")
@@ -264,9 +264,10 @@ struct PlantedFIFOTests {
     #expect(try run(store, ["sweep"]).status == 0)
     try FileManager.default.createDirectory(
       atPath: store + "/partial", withIntermediateDirectories: true)
-    let name = store + "/partial/" + Store.downloadName(url)
+    let name = store + "/partial/" + PartialDownload.name(of: url, access: .private)
     if which == "json" {
-      try scratch.write("store/partial/\(Store.downloadName(url)).part", [1, 2])
+      try scratch.write(
+        "store/partial/\(PartialDownload.name(of: url, access: .private)).part", [1, 2])
     }
     #expect(mkfifo(name + "." + which, 0o600) == 0)
     let fetched = try run(store, ["fetch", "--json", url])

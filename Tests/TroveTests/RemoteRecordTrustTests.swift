@@ -94,7 +94,7 @@ struct RemoteRecordTrustTests {
     _ = try scratch.store()
     let partial = scratch["store/partial"]
     try FileManager.default.createDirectory(atPath: partial, withIntermediateDirectories: true)
-    let name = Store.downloadName(url)
+    let name = PartialDownload.name(of: url, access: .private)
     try Data(body[..<40_000]).write(to: URL(fileURLWithPath: partial + "/" + name + ".part"))
     let sidecar: [String: Any] = [
       "url": url, "validator": "\"v1\"\r\nX-Injected: 1", "total": 100_000,

@@ -5,91 +5,194 @@ import Synchronization
   import Glibc
 #endif
 
-/// The lock a fetch holds while it talks to the server about one URL
-/// (`locks/<k>.lock`, `flock`): N threads or processes fetching that URL
-/// make one transfer; the others wait, then serve what it stored.
+/// The lock a fetch holds while it talks to the server about one URL: N
+/// threads or processes fetching that URL make one transfer; the others
+/// wait, then serve what it stored. It is one byte of `locks/fetch.lock`,
+/// at an offset the URL's name gives, locked with an open-file-description
+/// lock (`fcntl(F_OFD_SETLK)`): every URL shares the one file, so a fetch
+/// creates no file to lock and `locks/` does not grow with the URLs
+/// fetched. Threads of one process share the file's descriptor, and keep
+/// each other out through ``FetchLocks``.
 ///
-/// Nothing depends on the lock for correctness. Where `flock` does nothing
-/// (some NFS and Lustre mounts grant it to everyone), a probe finds out
-/// and the fetch writes a private temp file instead of the shared partial
-/// file: at worst two downloads, each published by a no-replace rename,
-/// never a mixed file.
+/// Nothing depends on the lock for correctness. Where the lock does
+/// nothing (some network filesystems grant it to everyone), a probe finds
+/// out and the fetch writes a private temp file instead of the shared
+/// partial file: at worst two downloads, each published by a no-replace
+/// rename, never a mixed file.
 final class FetchLock {
-  private let file: FileDescriptor
-  /// Whether the filesystem honours the lock: a second open of the file,
-  /// which is another holder as far as `flock` is concerned, was refused.
-  /// Only then may the shared partial file be used.
+  private let locks: FetchLocks
+  private let file: FetchLocks.File
+  private let offset: Int64
+  /// Whether the filesystem honours the lock: a second descriptor of the
+  /// file, which is another holder as far as the kernel is concerned, was
+  /// refused the byte. Only then may the shared partial file be used.
   let isHonoured: Bool
 
-  /// Waits for the lock named `name`. The lock is honoured only on a
-  /// local filesystem, where the kernel enforces `flock` for every process
-  /// on the host; on a network filesystem (``FilesystemKind/isShared``),
-  /// whose locks may reach this host alone, it is taken to save work but
-  /// reported not honoured.
-  /// Takes `locks/<name>.lock`, waiting for it.
+  /// Takes the lock named `name`, waiting for it. The lock is honoured
+  /// only on a local filesystem, where the kernel enforces it for every
+  /// process on the host; on a network filesystem
+  /// (``FilesystemKind/isShared``), whose locks may reach this host alone,
+  /// it is taken to save work but reported not honoured.
   convenience init(store: Store, name: String) throws(TroveError) {
     // Never nil when waiting.
     try self.init(store: store, name: name, wait: true)!
   }
 
-  /// Takes `locks/<name>.lock`; nil when another holder has it and
+  /// Takes the lock named `name`; nil when another holder has it and
   /// `wait` is false.
   init?(store: Store, name: String, wait: Bool) throws(TroveError) {
-    let folder = try store.ensureFolder(StoreLayout.locks)
-    defer { folder.close() }
-    let lockName = name + ".lock"
-    let path = store.root + "/" + StoreLayout.locks + "/" + lockName
-    var attempts = 0
-    while true {
-      attempts += 1
-      let file = try attempt("open", path) { () throws(SystemCallError) in
-        let file = try FileDescriptor.open(
-          lockName, in: folder, [.readWrite, .create, .noFollow],
-          permissions: store.access.sharedFileMode)
-        file.shareForStore(store.access)
-        return file
-      }
-      do throws(SystemCallError) {
-        guard try file.lock(exclusive: true, wait: wait) else {
-          file.close()
-          return nil
-        }
-        // A sweep may have unlinked the file while this one waited: a lock
-        // on a file no longer under the name excludes nobody. Start over.
-        let held = try file.status()
-        let named = try? folder.status(of: lockName, followSymlinks: false)
-        guard let named, named.device == held.device, named.inode == held.inode else {
-          // Closed by the catch below when giving up; here to try again.
-          if attempts >= 100 { throw SystemCallError("flock", .noSuchFileOrDirectory) }
-          file.close()
-          continue
-        }
-        self.file = file
-        isHonoured = try Self.honoured(store, lockName, in: folder)
-        return
-      } catch {
-        file.close()
-        throw TroveError.system(error, "lock", path: path)
-      }
+    let offset = FetchLocks.offset(of: name)
+    guard let file = try store.fetchLocks.take(offset, store: store, wait: wait) else {
+      return nil
+    }
+    locks = store.fetchLocks
+    self.file = file
+    self.offset = offset
+    do throws(SystemCallError) {
+      isHonoured = try Self.honoured(store, file, offset)
+    } catch {
+      store.fetchLocks.release(offset, on: file)
+      throw TroveError.system(error, "lock", path: store.root + "/" + FetchLocks.path)
     }
   }
 
-  deinit { file.close() }  // closing releases the lock
+  deinit { locks.release(offset, on: file) }
 
-  /// Whether `flock` excludes under `locks/`, where `name` is locked: a
-  /// second open of it is another holder, which must be refused. Asked
-  /// once per store (its answer is the filesystem's), and never honoured
-  /// on a network filesystem.
-  private static func honoured(_ store: Store, _ name: String, in folder: FileDescriptor)
+  /// Whether the byte held at `offset` excludes others: a second
+  /// descriptor of the file, another holder as far as the kernel is
+  /// concerned, must be refused it. Asked once per store (its answer is
+  /// the filesystem's), and never honoured on a network filesystem.
+  private static func honoured(_ store: Store, _ file: FetchLocks.File, _ offset: Int64)
     throws(SystemCallError) -> Bool
   {
     guard !store.objects.filesystem.isShared else { return false }
     if store.fetchLocksHonoured.load(ordering: .acquiring) { return true }
-    let probe = try FileDescriptor.open(name, in: folder, [.readWrite, .noFollow])
+    let probe = try FileDescriptor.open(
+      FetchLocks.path, in: store.rootDirectory, [.readWrite, .noFollow])
+    // Closing it drops only its own locks: they belong to its description.
     defer { probe.close() }
-    let refused = try !probe.lock(exclusive: true, wait: false)
+    let refused = try !probe.lockByte(at: offset, wait: false)
     if refused { store.fetchLocksHonoured.store(true, ordering: .releasing) }
     return refused
+  }
+}
+
+/// A store's fetch locks in this process: which bytes of
+/// `locks/fetch.lock` its threads hold, and the file's one descriptor. A
+/// byte is held by the descriptor's open file description, which all the
+/// process's threads share, so the kernel keeps out other processes and
+/// this table keeps out the other threads.
+final class FetchLocks: @unchecked Sendable {
+  /// `locks/fetch.lock`, relative to the store's root.
+  static let path = StoreLayout.locks + "/" + fileName
+  static let fileName = "fetch.lock"
+
+  /// The lock file open. Each lock retains the one it was taken on: a file
+  /// replaced under its name is closed once its last holder lets go.
+  final class File: @unchecked Sendable {
+    let descriptor: FileDescriptor
+    let device: UInt64
+    let inode: UInt64
+
+    init(_ descriptor: FileDescriptor, _ status: FileStatus) {
+      self.descriptor = descriptor
+      device = status.device
+      inode = status.inode
+    }
+
+    deinit { descriptor.close() }
+  }
+
+  private let condition = NSCondition()
+  /// Offsets held by this process's threads (guarded by `condition`).
+  private var held: Set<Int64> = []
+  /// The file as last opened (guarded by `condition`).
+  private var current: File?
+
+  /// The byte of the lock named `name`: 62 bits of its XXH3-128, so two
+  /// names share a byte once in 2^62 pairs (which only makes one wait).
+  static func offset(of name: String) -> Int64 {
+    Int64(truncatingIfNeeded: XXH3Hasher.digest(Array(name.utf8)).low & 0x3FFF_FFFF_FFFF_FFFF)
+  }
+
+  /// Takes the byte at `offset`: from this process's other threads, then
+  /// from other processes. Nil when another holds it and `wait` is false.
+  func take(_ offset: Int64, store: Store, wait: Bool) throws(TroveError) -> File? {
+    condition.lock()
+    while held.contains(offset) {
+      guard wait else {
+        condition.unlock()
+        return nil
+      }
+      condition.wait()
+    }
+    held.insert(offset)
+    condition.unlock()
+    do throws(SystemCallError) {
+      var attempts = 0
+      while true {
+        attempts += 1
+        let file = try opened(store)
+        guard try file.descriptor.lockByte(at: offset, wait: wait) else {
+          giveBack(offset)
+          return nil
+        }
+        // The file may have been removed (with `locks/`) and made again
+        // meanwhile: a byte of a file no longer under the name excludes
+        // nobody. Take it again on the file that is.
+        let named = try? store.rootDirectory.status(of: Self.path, followSymlinks: false)
+        if let named, named.device == file.device, named.inode == file.inode { return file }
+        file.descriptor.unlockByte(at: offset)
+        forget(file)
+        if attempts >= 100 { throw SystemCallError("fcntl(F_OFD_SETLK)", .noSuchFileOrDirectory) }
+      }
+    } catch {
+      giveBack(offset)
+      throw TroveError.system(error, "lock", path: store.root + "/" + Self.path)
+    }
+  }
+
+  /// Lets go of the byte at `offset` taken on `file`.
+  func release(_ offset: Int64, on file: File) {
+    file.descriptor.unlockByte(at: offset)
+    giveBack(offset)
+  }
+
+  private func giveBack(_ offset: Int64) {
+    condition.lock()
+    held.remove(offset)
+    condition.broadcast()
+    condition.unlock()
+  }
+
+  /// The lock file, opened (and made, with the store's shared-file mode)
+  /// on first use.
+  private func opened(_ store: Store) throws(SystemCallError) -> File {
+    condition.lock()
+    defer { condition.unlock() }
+    if let current { return current }
+    let folder = try store.rootDirectory.makeStoreFolder(StoreLayout.locks, access: store.access).0
+    defer { folder.close() }
+    let descriptor = try FileDescriptor.open(
+      Self.fileName, in: folder, [.readWrite, .create, .noFollow],
+      permissions: store.access.sharedFileMode)
+    descriptor.shareForStore(store.access)
+    let status: FileStatus
+    do throws(SystemCallError) {
+      status = try descriptor.status()
+    } catch {
+      descriptor.close()
+      throw error
+    }
+    let file = File(descriptor, status)
+    current = file
+    return file
+  }
+
+  private func forget(_ file: File) {
+    condition.lock()
+    if current === file { current = nil }
+    condition.unlock()
   }
 }
 

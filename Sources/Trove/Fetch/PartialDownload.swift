@@ -4,15 +4,16 @@ import Foundation
   import Glibc
 #endif
 
-/// An interrupted download kept for resuming: `partial/<k>.part` holds the
-/// body so far (raw bytes), `partial/<k>.json` says what it is part of.
+/// An interrupted download kept for resuming: `partial/<k>.ofd.part` holds
+/// the body so far (raw bytes), `partial/<k>.ofd.json` says what it is
+/// part of.
 /// Used only by the holder of the URL's ``FetchLock``, and only where that
 /// lock is honoured; never under `objects/`. A finished body is renamed
 /// into `tmp/` and published from there like any put.
 ///
 /// The part file becomes the object, so it is `0600` from its creation:
 /// no one else can hold it open to write into the object later. In a group
-/// store each member has its own (`<k>.<uid>.part`), and a part this user
+/// store each member has its own (`<k>.<uid>.ofd.part`), and a part this user
 /// does not own, or one others could ever write (a group-writable part),
 /// is never resumed or published: it is removed if it can be, else the
 /// body goes to a private temp file.
@@ -100,11 +101,14 @@ final class PartialDownload {
   }
 
   /// The name of `url`'s part and sidecar (without suffix): the URL's
-  /// XXH3-128 hex, and in a group store this user's id after a dot (the
-  /// lock's name is what precedes the first dot).
+  /// XXH3-128 hex, in a group store this user's id after a dot (the
+  /// lock's name is what precedes the first dot), then `.ofd`. The mark
+  /// keeps apart the parts of Trove versions that locked a URL with
+  /// `flock` on `locks/<k>.lock`, which would not keep out a holder of
+  /// its byte in `locks/fetch.lock`, nor it them.
   static func name(of url: String, access: StoreAccess) -> String {
     let k = Store.downloadName(url)
-    return access == .group ? k + "." + String(Sys.effectiveUserID) : k
+    return (access == .group ? k + "." + String(Sys.effectiveUserID) : k) + ".ofd"
   }
 
   /// Whether a part (or sidecar) of `status` is this user's, and no one

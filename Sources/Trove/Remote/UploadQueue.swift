@@ -31,9 +31,9 @@ extension Store {
   /// asked all the same, and its answer closes the breaker. Objects
   /// removed meanwhile are passed over.
   ///
-  /// One process drains a store's queue at a time (`locks/upload-queue.lock`;
-  /// the lock only saves work: an object uploaded twice is found present
-  /// the second time). With `ifIdle`, a drain under way elsewhere makes
+  /// One process drains a store's queue at a time (the byte of
+  /// `upload-queue` in `locks/fetch.lock`; the lock only saves work: an
+  /// object uploaded twice is found present the second time). With `ifIdle`, a drain under way elsewhere makes
   /// this one return at once — that one will see what was queued (a drain
   /// looks at the queue again after it lets go of the lock, and goes on
   /// when it finds more and can take the lock back). `ifIdle` without a

@@ -14,9 +14,9 @@ extension Store {
   /// however old: a put of many files stages its next group while the
   /// sweep after its last group runs. In a group store's sticky folders,
   /// only this user's entries are removed (root's sweep removes all).
-  /// Interrupted downloads in `partial/` and
-  /// URL locks in `locks/` that old go too (a lock only when no fetch
-  /// holds it). Whatever an entry is — a file, a symbolic link (removed as
+  /// Interrupted downloads in `partial/` that old go too, while no fetch
+  /// holds their URL's lock, and so do the lock files of earlier versions
+  /// in `locks/`. Whatever an entry is — a file, a symbolic link (removed as
   /// a link, never followed), a FIFO, a folder with everything in it (see
   /// ``FileDescriptor/removeTree(_:dryRun:depth:)``) — it goes; one that
   /// cannot be removed is reported in the result and the rest still go.
@@ -50,19 +50,35 @@ extension Store {
     let locks = try? FileDescriptor.open(
       StoreLayout.locks, in: rootDirectory, [.directory, .noFollow])
     defer { locks?.close() }
-    for name in [StoreLayout.partial, StoreLayout.locks] {
-      guard
-        let folder = try? FileDescriptor.open(name, in: rootDirectory, [.directory, .noFollow])
-      else { continue }
+    // A part goes only while no fetch holds its URL's lock: its byte of
+    // `locks/fetch.lock`, and the `locks/<k>.lock` that Trove versions
+    // before it flocked, if there is one.
+    let hasFetchLockFile =
+      (try? rootDirectory.status(of: FetchLocks.path, followSymlinks: false)) != nil
+    if let folder = try? FileDescriptor.open(
+      StoreLayout.partial, in: rootDirectory, [.directory, .noFollow])
+    {
       defer { folder.close() }
-      // A part or a lock goes only while no fetch holds its URL's lock.
       removed.add(
-        removeOld(in: folder, root + "/" + name, before: cutoff, dryRun: dryRun) { file in
-          let lockName = String(file.prefix { $0 != "." }) + ".lock"
-          return locks.flatMap {
-            try? FileDescriptor.open(lockName, in: $0, [.readWrite, .noFollow])
+        removeOld(in: folder, root + "/" + StoreLayout.partial, before: cutoff, dryRun: dryRun) {
+          file in
+          let k = String(file.prefix { $0 != "." })
+          // A dry run makes no lock file: without one, no fetch holds a byte.
+          guard dryRun, !hasFetchLockFile else {
+            guard let lock = try? FetchLock(store: self, name: k, wait: false) else { return nil }
+            return FolderLockClaim(lock, flocking: k + ".lock", in: locks)
           }
+          return FolderLockClaim(nil, flocking: k + ".lock", in: locks)
         })
+    }
+    // `fetch.lock` stays: a fetch may hold a byte of it at any time. A
+    // lock file of an earlier version goes while no one flocks it.
+    if let locks {
+      removed.add(
+        removeOld(
+          in: locks, root + "/" + StoreLayout.locks, before: cutoff, dryRun: dryRun,
+          lock: { FolderLockClaim(nil, flocking: $0, in: locks) },
+          keep: { $0 == FetchLocks.fileName }))
     }
     // Quarantined entries go 30 days after they were moved there (a
     // rename sets their change time).
@@ -109,13 +125,13 @@ extension Store {
   }
 
   /// Removes the entries in `folder` older than `cutoff`; with `lock`,
-  /// only those whose lock file (opened by `lock`; nil: none exists) it
-  /// can take. An entry that cannot be removed is counted and the walk
-  /// goes on.
+  /// only those whose fetch lock it takes (nil: a fetch holds it), held
+  /// while the entry goes. An entry that cannot be removed is counted and
+  /// the walk goes on.
   private func removeOld(
     in folder: FileDescriptor, _ path: String, before cutoff: Int64, dryRun: Bool,
     age: KeyPath<FileStatus, Int64> = \.modificationTime,
-    lock lockFile: ((String) -> FileDescriptor?)? = nil, keep: (String) -> Bool = { _ in false }
+    lock claim: ((String) -> FolderLockClaim?)? = nil, keep: (String) -> Bool = { _ in false }
   ) -> Leftovers {
     var result = Leftovers()
     let names: [String]
@@ -136,13 +152,9 @@ extension Store {
       guard let status = try? folder.status(of: name, followSymlinks: false),
         status[keyPath: age] < cutoff, guarded != true || status.owner == me
       else { continue }
-      // A lock file unlinked while held here: a fetch that opened it
-      // meanwhile holds a lock nobody else will find — one extra download
-      // at worst, never a wrong byte.
-      let lock = lockFile?(name)
-      defer { lock?.close() }
-      if let lock, (try? lock.lock(exclusive: true, wait: false)) != true { continue }
-      let removal = folder.removeTree(name, dryRun: dryRun)
+      let held = claim.map { $0(name) }
+      if case .some(nil) = held { continue }
+      let removal = withExtendedLifetime(held) { folder.removeTree(name, dryRun: dryRun) }
       result.bytes += removal.bytes
       if let failure = removal.failure {
         result.fail(TroveError.system(failure.error, "remove", path: path + "/" + failure.path))
@@ -263,4 +275,30 @@ extension Store {
 
   /// Gives the ballast back to the volume; whether there was any.
   func releaseReserve() -> Bool { objects.releaseReserve() }
+}
+
+/// What keeps fetches away from an entry of `partial/` or `locks/` while
+/// a sweep removes it: the URL's ``FetchLock``, and the `flock` of the
+/// `locks/<k>.lock` an earlier Trove version holds while it fetches. A
+/// lock file unlinked while flocked here: a fetch that opened it
+/// meanwhile holds a lock nobody else will find — one extra download at
+/// worst, never a wrong byte.
+final class FolderLockClaim {
+  private let lock: FetchLock?
+  private let legacy: FileDescriptor?
+
+  /// Nil when an earlier version's fetch holds `lockName` in `locks`.
+  init?(_ lock: FetchLock?, flocking lockName: String, in locks: FileDescriptor?) {
+    let legacy = locks.flatMap {
+      try? FileDescriptor.open(lockName, in: $0, [.readWrite, .noFollow])
+    }
+    if let legacy, (try? legacy.lock(exclusive: true, wait: false)) != true {
+      legacy.close()
+      return nil
+    }
+    self.lock = lock
+    self.legacy = legacy
+  }
+
+  deinit { legacy?.close() }
 }

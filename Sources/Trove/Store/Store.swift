@@ -49,7 +49,9 @@ public final class Store: Sendable {
   /// Remotes this process saw fail (``CircuitBreaker``).
   let processBreakers = Mutex(ProcessBreakers())
   let cloneProbe = CloneProbe()
-  /// Whether a fetch lock's probe found `flock` honoured under `locks/`:
+  /// The fetch locks this process's threads hold (``FetchLock``).
+  let fetchLocks = FetchLocks()
+  /// Whether a fetch lock's probe found its lock honoured under `locks/`:
   /// the filesystem's answer, which the next locks need not ask again.
   let fetchLocksHonoured = Atomic<Bool>(false)
   /// How clone-in puts got their digests in this process (``CachedHash``).

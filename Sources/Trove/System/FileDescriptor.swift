@@ -491,6 +491,29 @@ extension FileDescriptor {
   func unlockRange() {
     _ = trove_ofd_lock(rawValue, 0, 1)
   }
+
+  /// Takes an exclusive open-file-description lock on the byte at
+  /// `offset`: waiting for it (a signal's interruption is retried), or,
+  /// when `wait` is false, returning false at once if another holds it.
+  /// `fcntl(2)` with `F_OFD_SETLKW` or `F_OFD_SETLK`.
+  func lockByte(at offset: Int64, wait: Bool) throws(SystemCallError) -> Bool {
+    do {
+      _ = try Sys.call(wait ? "fcntl(F_OFD_SETLKW)" : "fcntl(F_OFD_SETLK)") {
+        trove_ofd_lock_byte(rawValue, offset, wait ? 1 : 0, 0)
+      }
+      return true
+    } catch
+      where !wait
+      && (error.errno == Errno(rawValue: EAGAIN) || error.errno == Errno(rawValue: EACCES))
+    {
+      return false
+    }
+  }
+
+  /// Releases a lock taken with `lockByte`. `fcntl(2)` with `F_UNLCK`.
+  func unlockByte(at offset: Int64) {
+    _ = trove_ofd_lock_byte(rawValue, offset, 0, 1)
+  }
 }
 
 extension FileDescriptor {
