@@ -98,6 +98,10 @@ static inline int trove_ofd_lock(int fd, int exclusive, int release) {
   return fcntl(fd, F_OFD_SETLK, &lock);
 }
 
+#ifndef F_OFD_GETLK
+#define F_OFD_GETLK 36
+#endif
+
 #ifndef F_OFD_SETLKW
 #define F_OFD_SETLKW 38
 #endif
@@ -113,6 +117,19 @@ static inline int trove_ofd_lock_byte(int fd, int64_t offset, int wait, int rele
   lock.l_start = (off_t)offset;
   lock.l_len = 1;
   return fcntl(fd, wait && !release ? F_OFD_SETLKW : F_OFD_SETLK, &lock);
+}
+
+/// fcntl(F_OFD_GETLK) for the byte at `offset`: 1 when another open file
+/// description holds a lock on it, 0 when none does, -1 on error.
+static inline int trove_ofd_byte_is_locked(int fd, int64_t offset) {
+  struct flock lock;
+  memset(&lock, 0, sizeof lock);
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = (off_t)offset;
+  lock.l_len = 1;
+  if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return -1;
+  return lock.l_type != F_UNLCK;
 }
 
 /// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: start writing back the

@@ -64,7 +64,7 @@ struct FetchFaultTests {
   }
 
   @Test(
-    "sweep removes parts older than tmp-max-age, not those of a running fetch, and an earlier version's lock files unless flocked; locks/fetch.lock stays"
+    "sweep removes parts older than tmp-max-age, not those of a running fetch (a dry run asks without taking), and an earlier version's lock files unless flocked"
   )
   func staleParts() throws {
     let server = try FaultServer()
@@ -73,8 +73,10 @@ struct FetchFaultTests {
     let url = server.url("/drop/p?size=\(Self.size)")
     #expect(try Self.fetch(store, ["--retries", "0", url]).status == 75)
     #expect(scratch.list("store/partial").count == 2)
-    #expect(scratch.list("store/locks") == [FetchLocks.fileName])
+    #expect(scratch.list("store/locks").isEmpty, "a fetch makes no lock file")
     // Lock files of an earlier version: one flocked by its fetch, one not.
+    try FileManager.default.createDirectory(
+      atPath: scratch["store/locks"], withIntermediateDirectories: true)
     try scratch.write("store/locks/0123.lock", [])
     try scratch.write("store/locks/4567.lock", [])
     #expect(try CLI.run(["--store", store, "config", "set", "tmp-max-age", "1h"]).status == 0)
@@ -98,13 +100,23 @@ struct FetchFaultTests {
     #expect(flock(flocked, LOCK_EX) == 0)
     #expect(try CLI.run(["--store", store, "sweep"]).status == 0)
     #expect(scratch.list("store/partial").count == 2)
-    #expect(scratch.list("store/locks").sorted() == ["0123.lock", FetchLocks.fileName])
+    #expect(scratch.list("store/locks") == ["0123.lock"])
+    #expect(try Self.leftovers(store, dryRun: true) == 0)
     holder.unlockByte(at: offset)
     flock(flocked, LOCK_UN)
-    let sweep = try CLI.run(["--store", store, "sweep", "--json"])
-    #expect(sweep.status == 0)
+    #expect(try Self.leftovers(store, dryRun: true) == 3)
+    #expect(scratch.list("store/partial").count == 2 && scratch.list("store/locks").count == 1)
+    #expect(try Self.leftovers(store, dryRun: false) == 3)
     #expect(scratch.list("store/partial").isEmpty)
-    #expect(scratch.list("store/locks") == [FetchLocks.fileName])
+    #expect(scratch.list("store/locks").isEmpty)
+  }
+
+  /// The leftovers a sweep of `store` removed (or, in a dry run, would).
+  static func leftovers(_ store: String, dryRun: Bool) throws -> Int? {
+    let sweep = try CLI.run(["--store", store, "sweep", "--json"] + (dryRun ? ["--dry-run"] : []))
+    #expect(sweep.status == 0, "\(sweep.stderr)")
+    let report = try JSONSerialization.jsonObject(with: Data(sweep.stdout)) as? [String: Any]
+    return report?["temporaryFiles"] as? Int
   }
 
   @Test(

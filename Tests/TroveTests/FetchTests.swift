@@ -422,7 +422,7 @@ struct FetchTests {
 /// The per-URL lock and the checksums computed from stored objects, through the library.
 struct FetchLockTests {
   /// Whether another open file description can take the byte of the
-  /// lock `name` in `store`'s `locks/fetch.lock` (taken, then let go).
+  /// lock `name` in `store`'s `fetch.lock` (taken, then let go).
   static func byteIsFree(_ store: String, _ name: String) throws -> Bool {
     let fd = try FileDescriptor.open(store + "/" + FetchLocks.path, [.readWrite])
     defer { fd.close() }
@@ -438,7 +438,7 @@ struct FetchLockTests {
   func retakenAfterUnlink() throws {
     let scratch = try Scratch()
     let store = try scratch.store()
-    var first: FetchLock? = try FetchLock(store: store, name: "k")
+    var first: FetchLock? = FetchLock(store: store, name: "k")
     #expect(first?.isHonoured == !store.objects.filesystem.isShared)
     #expect(try !Self.byteIsFree(scratch["store"], "k"))
     #expect(try Self.byteIsFree(scratch["store"], "other"))
@@ -446,7 +446,7 @@ struct FetchLockTests {
     let release = DispatchSemaphore(value: 0)
     let outcome = Mutex<Bool?>(nil)
     Thread {
-      let second = try? FetchLock(store: store, name: "k")
+      let second = FetchLock(store: store, name: "k")
       outcome.withLock { $0 = second != nil }
       acquired.signal()
       release.wait()
@@ -454,7 +454,7 @@ struct FetchLockTests {
     }.start()
     usleep(200_000)  // the second waits for the first
     #expect(outcome.withLock { $0 } == nil)
-    #expect(unlink(scratch["store/locks/fetch.lock"]) == 0)
+    #expect(unlink(scratch["store/fetch.lock"]) == 0)
     first = nil
     #expect(acquired.wait(timeout: .now() + 10) == .success)
     #expect(outcome.withLock { $0 } == true)
@@ -472,7 +472,7 @@ struct FetchLockTests {
     let store = try scratch.store()
     let url = server.url("/ok/locked?size=1000")
     // Another process's holder, as far as the kernel is concerned.
-    _ = try FetchLock(store: store, name: "made")
+    _ = FetchLock(store: store, name: "made")
     let holder = try FileDescriptor.open(scratch["store/" + FetchLocks.path], [.readWrite])
     defer { holder.close() }
     let offset = FetchLocks.offset(of: Store.downloadName(url))
@@ -494,7 +494,25 @@ struct FetchLockTests {
     for i in 0..<20 {
       _ = try store.fetch(FetchRequest(url: server.url("/ok/many-\(i)?size=100")))
     }
-    #expect(scratch.list("store/locks") == [FetchLocks.fileName])
+    #expect(scratch.list("store/locks").isEmpty)
+  }
+
+  @Test(
+    "a fetch.lock that cannot be opened (a folder in its place): fetches still store their bodies, one warning says why",
+    .enabled(if: FaultServer.python != nil, FaultServer.missing))
+  func unusableLockFile() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    _ = try scratch.store()
+    #expect(mkdir(scratch["store/" + FetchLocks.path], 0o700) == 0)
+    let urls = (0..<3).map { server.url("/ok/unlocked-\($0)?size=5000") }
+    let fetched = try CLI.run(["--store", scratch["store"], "fetch"] + urls)
+    #expect(fetched.status == 0, "\(fetched.stderr)")
+    #expect(fetched.out.split(separator: "\n").count == 3, "\(fetched.out)")
+    let warnings = fetched.stderr.split(separator: "\n").filter { $0.contains("cannot lock") }
+    #expect(warnings.count == 1, "\(fetched.stderr)")
+    #expect(warnings.first?.contains(scratch["store/fetch.lock"]) == true)
+    #expect(try CLI.run(["--store", scratch["store"], "verify"]).status == 0)
   }
 
   @Test(

@@ -1,7 +1,7 @@
 /// The headers that make a request conditional (`If-None-Match`,
 /// `If-Modified-Since`, `If-Range`), built from validators a store kept: a
 /// response's `ETag` and `Last-Modified`, a remote's key record, a
-/// `partial/<k>.json`. Those are text from elsewhere pasted into a request,
+/// `partial/<k>.ofd.json`. Those are text from elsewhere pasted into a request,
 /// so each is checked where it is read and again here, the one place a
 /// header is made from one: a value that could end the line or smuggle
 /// another header is never sent.

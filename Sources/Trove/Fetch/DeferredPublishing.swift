@@ -24,10 +24,10 @@ final class DeferredPublishing: @unchecked Sendable {
   }
 
   let store: Store
-  /// Bodies a group publishes at most. Each holds two descriptors (its
-  /// staged file, its URL's lock), and as many may wait while a group is
-  /// published: with the jobs' own descriptors and a group commit's
-  /// folders, they stay within the process's limit.
+  /// Bodies a group publishes at most. Each holds a descriptor (its
+  /// staged file), and as many may wait while a group is published: with
+  /// the jobs' own descriptors, a group commit's folders and a margin as
+  /// large again, they stay within the process's limit.
   let groupSize: Int
   /// How long a body waits for others at most before its group goes out.
   static let longestWait: Duration = .milliseconds(50)

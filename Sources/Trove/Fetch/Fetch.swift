@@ -184,7 +184,7 @@ struct Fetcher {
     // library that cannot be fails the fetch before anything is locked.
     _ = try client.get()
     let waitStart = currentTimeNanoseconds()
-    let lock = try takeLock()
+    let lock = takeLock()
     // Another thread or process may have fetched it while this one waited.
     let current = try store.binding(forKey: url)
     if let current, let served = try serve(current, waitedSince: waitStart) { return served }
@@ -197,12 +197,12 @@ struct Fetcher {
   /// group is published (within ``DeferredPublishing/longestWait`` and the
   /// commit): this thread must not block its own process, so it looks again
   /// until the lock is free.
-  private func takeLock() throws(TroveError) -> FetchLock {
+  private func takeLock() -> FetchLock {
     let name = Store.downloadName(url)
-    guard deferred != nil else { return try FetchLock(store: store, name: name) }
+    guard deferred != nil else { return FetchLock(store: store, name: name) }
     var pause: UInt32 = 1_000
     while true {
-      if let lock = try FetchLock(store: store, name: name, wait: false) { return lock }
+      if let lock = FetchLock(store: store, name: name, wait: false) { return lock }
       Sys.sleep(microseconds: pause)
       pause = min(pause * 2, 50_000)
     }

@@ -7,22 +7,24 @@ import Synchronization
 
 /// The lock a fetch holds while it talks to the server about one URL: N
 /// threads or processes fetching that URL make one transfer; the others
-/// wait, then serve what it stored. It is one byte of `locks/fetch.lock`,
-/// at an offset the URL's name gives, locked with an open-file-description
-/// lock (`fcntl(F_OFD_SETLK)`): every URL shares the one file, so a fetch
-/// creates no file to lock and `locks/` does not grow with the URLs
-/// fetched. Threads of one process share the file's descriptor, and keep
-/// each other out through ``FetchLocks``.
+/// wait, then serve what it stored. It is one byte of the store's
+/// `fetch.lock`, at an offset the URL's name gives, locked with an
+/// open-file-description lock (`fcntl(F_OFD_SETLK)`): every URL shares the
+/// one file, so a fetch creates no file to lock. Threads of one process
+/// share the file's descriptor, and keep each other out through
+/// ``FetchLocks``.
 ///
 /// Nothing depends on the lock for correctness. Where the lock does
-/// nothing (some network filesystems grant it to everyone), a probe finds
-/// out and the fetch writes a private temp file instead of the shared
-/// partial file: at worst two downloads, each published by a no-replace
-/// rename, never a mixed file.
+/// nothing (some network filesystems grant it to everyone) or cannot be
+/// taken at all (the file cannot be opened), the fetch writes a private
+/// temp file instead of the shared partial file: at worst two downloads,
+/// each published by a no-replace rename, never a mixed file.
 final class FetchLock {
   private let locks: FetchLocks
-  private let file: FetchLocks.File
   private let offset: Int64
+  /// The file whose byte is held; nil when only this process's threads
+  /// are kept out (the file could not be locked).
+  private let file: FetchLocks.File?
   /// Whether the filesystem honours the lock: a second descriptor of the
   /// file, which is another holder as far as the kernel is concerned, was
   /// refused the byte. Only then may the shared partial file be used.
@@ -33,27 +35,20 @@ final class FetchLock {
   /// process on the host; on a network filesystem
   /// (``FilesystemKind/isShared``), whose locks may reach this host alone,
   /// it is taken to save work but reported not honoured.
-  convenience init(store: Store, name: String) throws(TroveError) {
+  convenience init(store: Store, name: String) {
     // Never nil when waiting.
-    try self.init(store: store, name: name, wait: true)!
+    self.init(store: store, name: name, wait: true)!
   }
 
   /// Takes the lock named `name`; nil when another holder has it and
   /// `wait` is false.
-  init?(store: Store, name: String, wait: Bool) throws(TroveError) {
+  init?(store: Store, name: String, wait: Bool) {
     let offset = FetchLocks.offset(of: name)
-    guard let file = try store.fetchLocks.take(offset, store: store, wait: wait) else {
-      return nil
-    }
+    guard let taken = store.fetchLocks.take(offset, store: store, wait: wait) else { return nil }
     locks = store.fetchLocks
-    self.file = file
     self.offset = offset
-    do throws(SystemCallError) {
-      isHonoured = try Self.honoured(store, file, offset)
-    } catch {
-      store.fetchLocks.release(offset, on: file)
-      throw TroveError.system(error, "lock", path: store.root + "/" + FetchLocks.path)
-    }
+    file = taken.file
+    isHonoured = taken.file.map { Self.honoured(store, $0, offset) } ?? false
   }
 
   deinit { locks.release(offset, on: file) }
@@ -62,30 +57,29 @@ final class FetchLock {
   /// descriptor of the file, another holder as far as the kernel is
   /// concerned, must be refused it. Asked once per store (its answer is
   /// the filesystem's), and never honoured on a network filesystem.
-  private static func honoured(_ store: Store, _ file: FetchLocks.File, _ offset: Int64)
-    throws(SystemCallError) -> Bool
-  {
+  private static func honoured(_ store: Store, _ file: FetchLocks.File, _ offset: Int64) -> Bool {
     guard !store.objects.filesystem.isShared else { return false }
     if store.fetchLocksHonoured.load(ordering: .acquiring) { return true }
-    let probe = try FileDescriptor.open(
-      FetchLocks.path, in: store.rootDirectory, [.readWrite, .noFollow])
+    guard
+      let probe = try? FileDescriptor.open(
+        FetchLocks.path, in: store.rootDirectory, [.readWrite, .noFollow])
+    else { return false }
     // Closing it drops only its own locks: they belong to its description.
     defer { probe.close() }
-    let refused = try !probe.lockByte(at: offset, wait: false)
+    let refused = (try? probe.lockByte(at: offset, wait: false)) == false
     if refused { store.fetchLocksHonoured.store(true, ordering: .releasing) }
     return refused
   }
 }
 
-/// A store's fetch locks in this process: which bytes of
-/// `locks/fetch.lock` its threads hold, and the file's one descriptor. A
-/// byte is held by the descriptor's open file description, which all the
-/// process's threads share, so the kernel keeps out other processes and
-/// this table keeps out the other threads.
+/// A store's fetch locks in this process: which bytes of `fetch.lock` its
+/// threads hold, and the file's one descriptor. A byte is held by the
+/// descriptor's open file description, which all the process's threads
+/// share, so the kernel keeps out other processes and this table keeps out
+/// the other threads.
 final class FetchLocks: @unchecked Sendable {
-  /// `locks/fetch.lock`, relative to the store's root.
-  static let path = StoreLayout.locks + "/" + fileName
-  static let fileName = "fetch.lock"
+  /// `fetch.lock`, relative to the store's root.
+  static let path = StoreLayout.fetchLock
 
   /// The lock file open. Each lock retains the one it was taken on: a file
   /// replaced under its name is closed once its last holder lets go.
@@ -93,21 +87,35 @@ final class FetchLocks: @unchecked Sendable {
     let descriptor: FileDescriptor
     let device: UInt64
     let inode: UInt64
+    /// The process that opened it: a child forked since shares its open
+    /// file description, so it must open its own.
+    let process: pid_t
 
     init(_ descriptor: FileDescriptor, _ status: FileStatus) {
       self.descriptor = descriptor
       device = status.device
       inode = status.inode
+      process = getpid()
     }
 
     deinit { descriptor.close() }
   }
 
+  /// A lock taken: on `file`'s byte, or (nil) in this process alone.
+  struct Taken {
+    let file: File?
+  }
+
   private let condition = NSCondition()
   /// Offsets held by this process's threads (guarded by `condition`).
   private var held: Set<Int64> = []
+  /// The process `held` is this process's table for: a forked child
+  /// starts with none of its parent's locks.
+  private var owner = getpid()
   /// The file as last opened (guarded by `condition`).
   private var current: File?
+  /// Whether this process has said that the file cannot be locked.
+  private var warned = false
 
   /// The byte of the lock named `name`: 62 bits of its XXH3-128, so two
   /// names share a byte once in 2^62 pairs (which only makes one wait).
@@ -117,8 +125,16 @@ final class FetchLocks: @unchecked Sendable {
 
   /// Takes the byte at `offset`: from this process's other threads, then
   /// from other processes. Nil when another holds it and `wait` is false.
-  func take(_ offset: Int64, store: Store, wait: Bool) throws(TroveError) -> File? {
+  /// A file that cannot be opened or locked keeps out this process's
+  /// threads alone, said once in a warning: the lock only saves work.
+  func take(_ offset: Int64, store: Store, wait: Bool) -> Taken? {
     condition.lock()
+    let me = getpid()
+    if owner != me {
+      owner = me
+      held = []
+      current = nil
+    }
     while held.contains(offset) {
       guard wait else {
         condition.unlock()
@@ -137,25 +153,45 @@ final class FetchLocks: @unchecked Sendable {
           giveBack(offset)
           return nil
         }
-        // The file may have been removed (with `locks/`) and made again
-        // meanwhile: a byte of a file no longer under the name excludes
-        // nobody. Take it again on the file that is.
-        let named = try? store.rootDirectory.status(of: Self.path, followSymlinks: false)
-        if let named, named.device == file.device, named.inode == file.inode { return file }
+        // The file may have been removed and made again meanwhile: a byte
+        // of a file no longer under the name excludes nobody. Take it
+        // again on the file that is.
+        var named: FileStatus?
+        var failure = SystemCallError("fstatat", .noSuchFileOrDirectory)
+        do throws(SystemCallError) {
+          named = try store.rootDirectory.status(of: Self.path, followSymlinks: false)
+        } catch {
+          failure = error
+        }
+        if let named, named.device == file.device, named.inode == file.inode {
+          return Taken(file: file)
+        }
         file.descriptor.unlockByte(at: offset)
         forget(file)
-        if attempts >= 100 { throw SystemCallError("fcntl(F_OFD_SETLK)", .noSuchFileOrDirectory) }
+        if attempts >= 100 { throw failure }
       }
     } catch {
-      giveBack(offset)
-      throw TroveError.system(error, "lock", path: store.root + "/" + Self.path)
+      condition.lock()
+      let first = !warned
+      warned = true
+      condition.unlock()
+      if first {
+        store.warn(
+          "'\(store.root)/\(Self.path)': cannot lock (\(error)): fetches of one URL by several processes may each download it"
+        )
+      }
+      return Taken(file: nil)
     }
   }
 
-  /// Lets go of the byte at `offset` taken on `file`.
-  func release(_ offset: Int64, on file: File) {
-    file.descriptor.unlockByte(at: offset)
-    giveBack(offset)
+  /// Lets go of the byte at `offset` taken on `file` (nil: in this
+  /// process alone).
+  func release(_ offset: Int64, on file: File?) {
+    file?.descriptor.unlockByte(at: offset)
+    condition.lock()
+    if owner == getpid() { held.remove(offset) }
+    condition.broadcast()
+    condition.unlock()
   }
 
   private func giveBack(_ offset: Int64) {
@@ -171,10 +207,8 @@ final class FetchLocks: @unchecked Sendable {
     condition.lock()
     defer { condition.unlock() }
     if let current { return current }
-    let folder = try store.rootDirectory.makeStoreFolder(StoreLayout.locks, access: store.access).0
-    defer { folder.close() }
     let descriptor = try FileDescriptor.open(
-      Self.fileName, in: folder, [.readWrite, .create, .noFollow],
+      Self.path, in: store.rootDirectory, [.readWrite, .create, .noFollow],
       permissions: store.access.sharedFileMode)
     descriptor.shareForStore(store.access)
     let status: FileStatus
@@ -193,6 +227,15 @@ final class FetchLocks: @unchecked Sendable {
     condition.lock()
     if current === file { current = nil }
     condition.unlock()
+  }
+
+  /// Whether a fetch holds the byte of the lock named `name` in `root`,
+  /// asked without taking it (a dry run's question): false when the store
+  /// has no lock file, so no fetch of this version holds any.
+  static func isHeld(_ name: String, in root: FileDescriptor) -> Bool {
+    guard let file = try? FileDescriptor.open(path, in: root, [.noFollow]) else { return false }
+    defer { file.close() }
+    return (try? file.byteIsLocked(at: offset(of: name))) ?? true
   }
 }
 

@@ -105,7 +105,7 @@ final class PartialDownload {
   /// lock's name is what precedes the first dot), then `.ofd`. The mark
   /// keeps apart the parts of Trove versions that locked a URL with
   /// `flock` on `locks/<k>.lock`, which would not keep out a holder of
-  /// its byte in `locks/fetch.lock`, nor it them.
+  /// its byte in `fetch.lock`, nor it them.
   static func name(of url: String, access: StoreAccess) -> String {
     let k = Store.downloadName(url)
     return (access == .group ? k + "." + String(Sys.effectiveUserID) : k) + ".ofd"

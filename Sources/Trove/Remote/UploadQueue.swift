@@ -32,7 +32,7 @@ extension Store {
   /// removed meanwhile are passed over.
   ///
   /// One process drains a store's queue at a time (the byte of
-  /// `upload-queue` in `locks/fetch.lock`; the lock only saves work: an
+  /// `upload-queue` in `fetch.lock`; the lock only saves work: an
   /// object uploaded twice is found present the second time). With `ifIdle`, a drain under way elsewhere makes
   /// this one return at once — that one will see what was queued (a drain
   /// looks at the queue again after it lets go of the lock, and goes on
@@ -56,7 +56,7 @@ extension Store {
     var idlePasses = 0
     while true {
       do {
-        guard let lock = try FetchLock(store: self, name: "upload-queue", wait: wait) else {
+        guard let lock = FetchLock(store: self, name: "upload-queue", wait: wait) else {
           return done
         }
         defer { withExtendedLifetime(lock) {} }

@@ -51,10 +51,8 @@ extension Store {
       StoreLayout.locks, in: rootDirectory, [.directory, .noFollow])
     defer { locks?.close() }
     // A part goes only while no fetch holds its URL's lock: its byte of
-    // `locks/fetch.lock`, and the `locks/<k>.lock` that Trove versions
-    // before it flocked, if there is one.
-    let hasFetchLockFile =
-      (try? rootDirectory.status(of: FetchLocks.path, followSymlinks: false)) != nil
+    // `fetch.lock`, and the `locks/<k>.lock` that Trove versions before it
+    // flocked, if there is one. A dry run asks, taking nothing.
     if let folder = try? FileDescriptor.open(
       StoreLayout.partial, in: rootDirectory, [.directory, .noFollow])
     {
@@ -63,22 +61,20 @@ extension Store {
         removeOld(in: folder, root + "/" + StoreLayout.partial, before: cutoff, dryRun: dryRun) {
           file in
           let k = String(file.prefix { $0 != "." })
-          // A dry run makes no lock file: without one, no fetch holds a byte.
-          guard dryRun, !hasFetchLockFile else {
-            guard let lock = try? FetchLock(store: self, name: k, wait: false) else { return nil }
-            return FolderLockClaim(lock, flocking: k + ".lock", in: locks)
+          if dryRun {
+            if FetchLocks.isHeld(k, in: self.rootDirectory) { return nil }
+            return FolderLockClaim(nil, flocking: k + ".lock", in: locks)
           }
-          return FolderLockClaim(nil, flocking: k + ".lock", in: locks)
+          guard let lock = FetchLock(store: self, name: k, wait: false) else { return nil }
+          return FolderLockClaim(lock, flocking: k + ".lock", in: locks)
         })
     }
-    // `fetch.lock` stays: a fetch may hold a byte of it at any time. A
-    // lock file of an earlier version goes while no one flocks it.
+    // Lock files of earlier versions go while no one flocks them.
     if let locks {
       removed.add(
         removeOld(
           in: locks, root + "/" + StoreLayout.locks, before: cutoff, dryRun: dryRun,
-          lock: { FolderLockClaim(nil, flocking: $0, in: locks) },
-          keep: { $0 == FetchLocks.fileName }))
+          lock: { FolderLockClaim(nil, flocking: $0, in: locks) }))
     }
     // Quarantined entries go 30 days after they were moved there (a
     // rename sets their change time).

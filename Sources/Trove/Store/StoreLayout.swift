@@ -25,6 +25,9 @@ enum StoreLayout {
   /// Locked (`flock`) shared while a connection opens the index, and
   /// exclusively while `config set access` gives the index a new file.
   static let indexLock = "index.lock"
+  /// One byte per URL being fetched, locked by its fetch (``FetchLock``).
+  /// In the root, where no sweep of any version removes leftovers.
+  static let fetchLock = "fetch.lock"
   /// Ballast: disk space released when the volume is full, so the index
   /// can record evictions (SQLite needs room to delete rows).
   static let reserve = "reserve"

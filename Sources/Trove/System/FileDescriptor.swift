@@ -510,6 +510,13 @@ extension FileDescriptor {
     }
   }
 
+  /// Whether another open file description holds a lock on the byte at
+  /// `offset`; a read-only descriptor can ask. `fcntl(2)` with
+  /// `F_OFD_GETLK`.
+  func byteIsLocked(at offset: Int64) throws(SystemCallError) -> Bool {
+    try Sys.call("fcntl(F_OFD_GETLK)") { trove_ofd_byte_is_locked(rawValue, offset) } == 1
+  }
+
   /// Releases a lock taken with `lockByte`. `fcntl(2)` with `F_UNLCK`.
   func unlockByte(at offset: Int64) {
     _ = trove_ofd_lock_byte(rawValue, offset, 0, 1)
