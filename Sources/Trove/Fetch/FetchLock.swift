@@ -87,15 +87,11 @@ final class FetchLocks: @unchecked Sendable {
     let descriptor: FileDescriptor
     let device: UInt64
     let inode: UInt64
-    /// The process that opened it: a child forked since shares its open
-    /// file description, so it must open its own.
-    let process: pid_t
 
     init(_ descriptor: FileDescriptor, _ status: FileStatus) {
       self.descriptor = descriptor
       device = status.device
       inode = status.inode
-      process = getpid()
     }
 
     deinit { descriptor.close() }
@@ -109,8 +105,9 @@ final class FetchLocks: @unchecked Sendable {
   private let condition = NSCondition()
   /// Offsets held by this process's threads (guarded by `condition`).
   private var held: Set<Int64> = []
-  /// The process `held` is this process's table for: a forked child
-  /// starts with none of its parent's locks.
+  /// The process `held` and `current` are for: a forked child starts with
+  /// none of its parent's locks, and opens its own description of the
+  /// file (sharing its parent's would make the kernel take them for one).
   private var owner = getpid()
   /// The file as last opened (guarded by `condition`).
   private var current: File?
