@@ -237,15 +237,6 @@ final class FetchLocks: @unchecked Sendable {
 }
 
 extension Store {
-  /// Opens the folder `name` in the root, creating it with the store's
-  /// folder mode (its staging mode when `sticky`) when missing.
-  func ensureFolder(_ name: String, sticky: Bool = false) throws(TroveError) -> FileDescriptor {
-    try attempt("create store folder", root + "/" + name) {
-      () throws(SystemCallError) -> FileDescriptor in
-      try rootDirectory.makeStoreFolder(name, access: access, staging: sticky).0
-    }
-  }
-
   /// The name a URL's lock and partial file go by: its XXH3-128 hex.
   static func downloadName(_ url: String) -> String {
     XXH3Hasher.digest(Array(url.utf8)).hex

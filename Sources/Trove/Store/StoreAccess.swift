@@ -81,6 +81,15 @@ extension FileDescriptor {
 }
 
 extension Store {
+  /// Opens the folder `name` in the root, creating it with the store's
+  /// folder mode (its staging mode when `sticky`) when missing.
+  func ensureFolder(_ name: String, sticky: Bool = false) throws(TroveError) -> FileDescriptor {
+    try attempt("create store folder", root + "/" + name) {
+      () throws(SystemCallError) -> FileDescriptor in
+      try rootDirectory.makeStoreFolder(name, access: access, staging: sticky).0
+    }
+  }
+
   /// Gives the staging folders (`tmp/`, its staging folders, `partial/`)
   /// of a group store that this user owns their sticky mode
   /// (``StoreAccess/stagingFolderMode``), if they lack it: a store made
