@@ -154,6 +154,8 @@ private func fetchManySmall(_ b: Bench, base: String, www: String, store: String
   try config.write(toFile: curlConfig, atomically: true, encoding: .utf8)
   // Each run's files stay until the work folder goes (``setAside(_:in:)``).
   let graveyard = b.work + "/fetch-set-aside"
+  // The same store fed by hand: curl's files put in one `trove put`.
+  let handStore = store + "-by-hand"
   defer {
     remove(list)
     remove(curlConfig)
@@ -170,8 +172,14 @@ private func fetchManySmall(_ b: Bench, base: String, www: String, store: String
       "curl -sSf --parallel --parallel-max 8 --output-dir \"$0\" -K \"$1\" && sync -f \"$0\"",
       folder, curlConfig,
     ],
+    [
+      "sh", "-c",
+      "curl -sSf --parallel --parallel-max 8 --output-dir \"$0\" -K \"$1\" && \"$2\" --store \"$3\" put \"$0\"/* > /dev/null",
+      folder, curlConfig, b.trove, handStore,
+    ],
   ]) {
     setAside(store, in: graveyard)
+    setAside(handStore, in: graveyard)
     setAside(folder, in: graveyard)
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
   }
@@ -193,4 +201,10 @@ private func fetchManySmall(_ b: Bench, base: String, www: String, store: String
       reference: many[3],
       note: "durable at the end, where trove makes each file durable and indexed before it says so"
     ))
+  b.add(
+    Result(
+      suite: "fetch", name: "fetch \(count) small files, 8 at a time", parameters: manyParams,
+      unit: .seconds, trove: many[0], referenceName: "curl --parallel, then trove put DIR/*",
+      reference: many[4],
+      note: "the store fed by hand: stored and durable, no URL recorded"))
 }
