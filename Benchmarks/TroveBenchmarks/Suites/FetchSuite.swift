@@ -160,6 +160,7 @@ private func fetchManySmall(_ b: Bench, base: String, www: String, store: String
     remove(list)
     remove(curlConfig)
     setAside(folder, in: graveyard)
+    setAside(handStore, in: graveyard)
   }
   let many = try b.timeCommands([
     [b.trove, "--store", store, "fetch", "-q", "-i", list, "--jobs", "8"],
@@ -206,5 +207,5 @@ private func fetchManySmall(_ b: Bench, base: String, www: String, store: String
       suite: "fetch", name: "fetch \(count) small files, 8 at a time", parameters: manyParams,
       unit: .seconds, trove: many[0], referenceName: "curl --parallel, then trove put DIR/*",
       reference: many[4],
-      note: "the store fed by hand: stored and durable, no URL recorded"))
+      note: "the store fed by hand: stored and durable (curl's files too), no URL recorded"))
 }
