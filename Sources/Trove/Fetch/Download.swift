@@ -57,6 +57,8 @@ final class Download: HTTPBodySink {
   /// Set by an `async` fetch whose task was cancelled: the transfer stops
   /// at the next progress call (at least once a second).
   var cancellation: Cancellation?
+  /// The admission of a fetch of many URLs, shared by its small bodies.
+  var admissions: AdmissionSharing?
 
   /// Bodies of at most this many bytes, their length known, are not kept
   /// for resuming: a failed one is fetched again whole.
@@ -143,7 +145,8 @@ final class Download: HTTPBodySink {
         // compress as it goes) saves the part file's metadata work.
         if part.length > 0 || part.info != nil { part.discard() }
         writer = try store.makeWriter(
-          expectedSize: total, priority: request.priority, source: request.url)
+          expectedSize: total, priority: request.priority, source: request.url,
+          sharing: admissions)
       } else if let part {
         if offset > 0 {
           try part.rehash { bytes in
@@ -153,13 +156,14 @@ final class Download: HTTPBodySink {
         } else {
           try part.restart(resumeInfo(head))
         }
-        let admission = try Admission(store: store)
+        let admission = try AdmissionSharing.admission(admissions, store: store)
         sweeps = try admission.admit(
           size: total.map { $0 - offset }, priority: request.priority, input: request.url)
         self.admission = admission
       } else {
         writer = try store.makeWriter(
-          expectedSize: total, priority: request.priority, source: request.url)
+          expectedSize: total, priority: request.priority, source: request.url,
+          sharing: admissions)
       }
     } catch {
       return stop(error)
@@ -235,6 +239,8 @@ final class Download: HTTPBodySink {
     buffered = 0
     return true
   }
+
+  var wantsProgress: Bool { progressHandler != nil || cancellation != nil }
 
   func progress(received: Int64, expected: Int64?) -> Bool {
     if let cancellation, cancellation.isCancelled {

@@ -104,6 +104,9 @@ struct Fetcher {
       publishing: DeferredPublishing,
       reported: @Sendable (Result<FetchResult, TroveError>) -> Void
     )?
+  /// The admission the bodies of a fetch of many URLs share, and the
+  /// settings it read; nil for a fetch alone.
+  let admissions: AdmissionSharing?
   /// The store's policy: what every body is checked against and hashed for.
   let policy: CachePolicy
   /// The user's header lines and credential, for the URL's origin only.
@@ -120,9 +123,10 @@ struct Fetcher {
 
   init(
     store: Store, request: FetchRequest, options: FetchOptions, client: LazyHTTPClient,
-    progress: (@Sendable (FetchProgress) -> Void)?
+    progress: (@Sendable (FetchProgress) -> Void)?, admissions: AdmissionSharing? = nil
   ) throws(TroveError) {
     self.store = store
+    self.admissions = admissions
     // The key, and every message and record, is the URL without its
     // userinfo: the credential in it goes with the requests and nowhere else.
     var request = request
@@ -149,7 +153,11 @@ struct Fetcher {
     self.progress = progress
     // Settings that cannot be used stop a fetch before anything else, even
     // one the store could serve: what a fetch does never depends on luck.
-    policy = try store.policy()
+    if let admissions {
+      policy = try admissions.admission().policy
+    } else {
+      policy = try store.policy()
+    }
     candidates = Candidate.list(
       [(bare, login)] + mirrors, key: bare, keyLogin: login, keyHeaders: headers,
       rewrites: policy.rewrites,
@@ -363,7 +371,7 @@ struct Fetcher {
   ) throws(TroveError) -> FetchResult {
     let source = candidate.url
     if candidate.login != nil || candidate.headers.contains(where: Self.isCredentialHeader),
-      HTTPOrigin(source)?.exposesCredentials == true
+      candidate.origin?.exposesCredentials == true
     {
       store.warn(
         "fetch '\(source)': its credential goes over plain http://, readable on the network; use https://"
@@ -415,9 +423,10 @@ struct Fetcher {
         store: store, request: asked, part: part, offset: offset, algorithms: algorithms,
         limit: limit, progress: progress)
       download.cancellation = cancellation
+      download.admissions = admissions
       let outcome = try client.get().perform(
         HTTPRequest(
-          url: source, headers: headers, originHeaders: candidate.headers, login: candidate.login,
+          url: source, origin: candidate.origin, headers: headers, originHeaders: candidate.headers, login: candidate.login,
           usesNetrc: candidate.usesNetrc, redirectHosts: request.redirectHosts,
           resumeFrom: offset, options: options),
         into: download)

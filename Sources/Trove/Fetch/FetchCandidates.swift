@@ -13,6 +13,8 @@ extension Fetcher {
     var headers: [String]
     /// Whether `~/.netrc` may give its origin a login.
     var usesNetrc = true
+    /// The URL's origin, parsed once.
+    var origin: HTTPOrigin?
 
     /// The URLs to ask for `asked` (the key's URL and its mirrors, each
     /// without its login and with it apart): every rule of `rewrites` that
@@ -41,13 +43,14 @@ extension Fetcher {
           let givenOrigin = given == url ? origin : HTTPOrigin(given)
           let own = origin != nil && origin == givenOrigin ? login : nil
           guard ownRewrites || url == given else {
-            listed.append(Candidate(url: url, login: nil, headers: [], usesNetrc: false))
+            listed.append(
+              Candidate(url: url, login: nil, headers: [], usesNetrc: false, origin: origin))
             continue
           }
           listed.append(
             Candidate(
               url: url, login: own ?? (isKeyOrigin ? keyLogin : nil),
-              headers: isKeyOrigin ? keyHeaders : [], usesNetrc: netrc))
+              headers: isKeyOrigin ? keyHeaders : [], usesNetrc: netrc, origin: origin))
         }
       }
       return listed

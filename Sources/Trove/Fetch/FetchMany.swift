@@ -39,12 +39,14 @@ extension Store {
     // Small bodies are published together, and reported once they are.
     let publishing = DeferredPublishing(store: self, threads: threads)
     let published = Mutex<[Int: Result<FetchResult, TroveError>]>([:])
+    // The settings, and the room measured for small bodies, shared a second.
+    let admissions = AdmissionSharing(store: self)
     let run: @Sendable (Result<HTTPClient, TroveError>, Int) -> Void = { client, i in
       let outcome = Result { () throws(TroveError) -> FetchResult in
         var fetcher = try Fetcher(
           store: self, request: requests[i], options: options,
           client: LazyHTTPClient { () throws(TroveError) in try client.get() },
-          progress: progress)
+          progress: progress, admissions: admissions)
         fetcher.deferred = (publishing, { result in published.withLock { $0[i] = result } })
         return try fetcher.run()
       }

@@ -11,11 +11,20 @@ protocol HTTPBodySink: AnyObject {
   /// Body bytes received so far in this response, and how many it has in
   /// all when the server said; false stops the transfer.
   func progress(received: Int64, expected: Int64?) -> Bool
+  /// Whether ``progress(received:expected:)`` is to be called: each call
+  /// of libcurl's, many a second, costs the transfer's thread.
+  var wantsProgress: Bool { get }
+}
+
+extension HTTPBodySink {
+  var wantsProgress: Bool { true }
 }
 
 /// One HTTP GET.
 struct HTTPRequest {
   var url: String
+  /// The origin of `url`, when the caller parsed it already.
+  var origin: HTTPOrigin?
   /// Extra header lines, `Name: value`, sent to every URL a redirect leads to.
   var headers: [String] = []
   /// The user's header lines and login (`user:password`): sent to the
@@ -84,7 +93,11 @@ final class HTTPClient {
     var stopped = false
     /// The response is a redirect, to be followed by the client.
     var redirects = false
-    init(sink: any HTTPBodySink) { self.sink = sink }
+    private let wantsProgress: Bool
+    init(sink: any HTTPBodySink, wantsProgress: Bool) {
+      self.sink = sink
+      self.wantsProgress = wantsProgress
+    }
 
     func begin() -> Bool {
       if redirects { return true }
@@ -110,7 +123,7 @@ final class HTTPClient {
       }
     }
 
-    override var reportsProgress: Bool { true }
+    override var reportsProgress: Bool { wantsProgress }
 
     override func progress(received: Int64, expected: Int64?) -> Bool {
       guard began else { return true }
@@ -128,7 +141,7 @@ final class HTTPClient {
   /// http:// and https://, never from https:// to http://; the user's
   /// headers and login go only to the request's own origin.
   func perform(_ request: HTTPRequest, into sink: any HTTPBodySink) -> HTTPOutcome {
-    let origin = HTTPOrigin(request.url)
+    let origin = request.origin ?? HTTPOrigin(request.url)
     var url = request.url
     var followed = 0
     while true {
@@ -173,8 +186,8 @@ final class HTTPClient {
   ) -> (result: HTTPOutcome, redirect: String?) {
     // Through a multi, libcurl calls back on its thread: into a relay,
     // which this thread drains into `sink`.
-    let relay = multi.map { _ in HTTPRelay() }
-    let exchange = Exchange(sink: relay ?? sink)
+    let relay = multi.map { _ in HTTPRelay(holdsSmallBodies: !sink.wantsProgress) }
+    let exchange = Exchange(sink: relay ?? sink, wantsProgress: sink.wantsProgress)
     let o = request.options
     var setup = HTTPHandle.Request(
       url: url, headers: headers, connectTimeout: o.connectTimeout,

@@ -184,6 +184,19 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
   private var code: CURLcode?
   /// Whether something was queued since the job was last woken.
   private var queuedUnseen = false
+  /// Whether the job is woken only when the transfer ends: its body,
+  /// announced, fits the queue, so nothing could pause it. Its bytes are
+  /// then gathered in `held`, handed over in one piece.
+  private var wakesAtEnd = false
+  private var held: [UInt8] = []
+  /// Whether a small announced body may wait for its end: not when the
+  /// job reports progress or watches for cancellation, which a stalled
+  /// body would then hold up until libcurl's own timeout.
+  private let holdsSmallBodies: Bool
+
+  init(holdsSmallBodies: Bool = true) {
+    self.holdsSmallBodies = holdsSmallBodies
+  }
 
   // MARK: The multi's thread
 
@@ -192,6 +205,10 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
     defer { condition.unlock() }
     events.append(.begin(head))
     queuedUnseen = true
+    if holdsSmallBodies, let length = head.announcedLength, length <= Self.capacity / 2 {
+      wakesAtEnd = true
+      held.reserveCapacity(Int(length))
+    }
     return !stopRequested
   }
 
@@ -200,10 +217,18 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
     defer { condition.unlock() }
     if stopRequested { return .stop }
     if queued >= Self.capacity {
+      // Longer than announced: woken from now on, as any body.
       paused = true
+      wakesAtEnd = false
+      queueHeld()
+      condition.signal()
       return .pause
     }
-    events.append(.data([UInt8](bytes)))
+    if wakesAtEnd {
+      held.append(contentsOf: bytes)
+    } else {
+      events.append(.data([UInt8](bytes)))
+    }
     queued += bytes.count
     queuedUnseen = true
     return .accepted
@@ -217,11 +242,18 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
     return !stopRequested
   }
 
+  /// Queues the bytes gathered so far (holding the lock).
+  private func queueHeld() {
+    guard !held.isEmpty else { return }
+    events.append(.data(held))
+    held = []
+  }
+
   /// Wakes the job when something was queued since it was last woken.
   func wakeIfQueued() {
     condition.lock()
     defer { condition.unlock() }
-    if queuedUnseen {
+    if queuedUnseen && !wakesAtEnd {
       queuedUnseen = false
       condition.signal()
     }
@@ -229,6 +261,7 @@ final class HTTPRelay: HTTPBodySink, @unchecked Sendable {
 
   func finish(_ code: CURLcode) {
     condition.lock()
+    queueHeld()
     self.code = code
     condition.signal()
     condition.unlock()

@@ -30,6 +30,14 @@ struct HTTPResponseHead: Sendable {
       })
   }
 
+  /// The body's length as its one `Content-Length` says; nil when there
+  /// is none, or several that disagree, or one that is not a number.
+  var announcedLength: Int64? {
+    let lengths = contentLengths
+    guard lengths.count == 1, let text = lengths.first else { return nil }
+    return Int64(text).flatMap { $0 >= 0 ? $0 : nil }
+  }
+
   /// Takes one line of a response's head as libcurl hands it over, line
   /// ending included. A status line (`HTTP/1.1 200 OK`) starts a new
   /// response — after a redirect or an interim 1xx — dropping the fields

@@ -197,12 +197,13 @@ extension Store {
   /// for `expectedSize`. With `exact`, `expectedSize` is the length the
   /// bytes must have: one more fails the write (a server that said how
   /// long a blob is and sends more is cut off there). `binding` is bound
-  /// in the transaction that publishes the bytes.
+  /// in the transaction that publishes the bytes. Admitted by `sharing`'s
+  /// admission when given, else by one of its own.
   func makeWriter(
     expectedSize: Int64?, priority: PutPriority, source: String, exact: Bool = false,
-    binding: KeyRequest? = nil
+    binding: KeyRequest? = nil, sharing: AdmissionSharing? = nil
   ) throws(TroveError) -> BlobWriter {
-    let admission = try Admission(store: self)
+    let admission = try AdmissionSharing.admission(sharing, store: self)
     let limit = admission.sizeLimit(for: source, expected: exact ? expectedSize : nil)
     if let expectedSize { try limit.checkAnnounced(expectedSize, isExact: false) }
     let sweeps = try admission.admit(size: expectedSize, priority: priority, input: source)

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Admission, the first step of an ingest: the store's settings, read
 /// once, and room on the volume for each input, measured by the rule of
 /// ``Store/makeRoom(size:priority:input:policy:)`` (room for the input's
@@ -19,8 +21,10 @@
 /// lasts for one group (up to 512 objects or 64 MiB) and at most
 /// ``lifetime``: another process's writes meanwhile are seen at the next
 /// measurement, and a volume that fills anyway is met by the writer's
-/// evictions on ENOSPC.
-final class Admission {
+/// evictions on ENOSPC. Inputs on several threads may share one (a fetch
+/// of many URLs does, through ``AdmissionSharing``): it admits one input
+/// at a time.
+final class Admission: Sendable {
   /// How long one reading of the settings and one measurement serve.
   static let lifetime = Duration.seconds(1)
 
@@ -31,8 +35,7 @@ final class Admission {
   private let start: ContinuousClock.Instant
   /// The last measurement that found room without evicting, and the bytes
   /// charged against it since.
-  private var measured: FreeSpace?
-  private var charged: Int64 = 0
+  private let room = Mutex<(measured: FreeSpace?, charged: Int64)>((nil, 0))
 
   /// Reads the store's settings.
   ///
@@ -60,20 +63,23 @@ final class Admission {
   func admit(size: Int64?, priority: PutPriority, input: String) throws(TroveError)
     -> [SweepReport]
   {
-    if let size, let space = measured {
-      let cost = Self.charge(size)
-      if space.available.subtractingSaturated(charged).subtractingSaturated(cost)
-        >= space.threshold
-      {
-        charged = charged.addingSaturated(cost)
-        return []
+    // Held while measuring too: inputs arriving meanwhile wait for that
+    // one measurement rather than make their own.
+    try room.withLock { (room) throws(TroveError) -> [SweepReport] in
+      if let size, let space = room.measured {
+        let cost = Self.charge(size)
+        if space.available.subtractingSaturated(room.charged).subtractingSaturated(cost)
+          >= space.threshold
+        {
+          room.charged = room.charged.addingSaturated(cost)
+          return []
+        }
       }
+      let (sweeps, measured) = try store.makeRoom(
+        size: size, priority: priority, input: input, policy: settings.policy)
+      room = (measured, measured == nil ? 0 : Self.charge(size ?? 0))
+      return sweeps
     }
-    let (sweeps, room) = try store.makeRoom(
-      size: size, priority: priority, input: input, policy: settings.policy)
-    measured = room
-    charged = room == nil ? 0 : Self.charge(size ?? 0)
-    return sweeps
   }
 
   /// The lengths an input from `source` may have: `expected`, and the
@@ -87,5 +93,33 @@ final class Admission {
   static func charge(_ size: Int64) -> Int64 {
     let block: Int64 = 4096
     return (max(0, size).addingSaturated(block - 1) / block + 1).multipliedSaturated(by: block)
+  }
+}
+
+/// One admission shared by the inputs of a batch while it lasts
+/// (``Admission/lifetime``), then the next: inputs from several threads
+/// pay once a second for what does not change between them.
+final class AdmissionSharing: Sendable {
+  private let store: Store
+  private let current = Mutex<Admission?>(nil)
+
+  init(store: Store) { self.store = store }
+
+  /// The admission in force, or a new one when it expired.
+  ///
+  /// - Throws: `.invalidConfig` when the store's settings cannot be used.
+  func admission() throws(TroveError) -> Admission {
+    if let live = current.withLock({ $0 }), !live.isExpired { return live }
+    let fresh = try Admission(store: store)
+    current.withLock { $0 = fresh }
+    return fresh
+  }
+
+  /// `sharing`'s admission in force, else one of the input's own.
+  static func admission(_ sharing: AdmissionSharing?, store: Store) throws(TroveError)
+    -> Admission
+  {
+    if let sharing { return try sharing.admission() }
+    return try Admission(store: store)
   }
 }
