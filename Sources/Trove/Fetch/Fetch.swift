@@ -426,7 +426,8 @@ struct Fetcher {
       download.admissions = admissions
       let outcome = try client.get().perform(
         HTTPRequest(
-          url: source, origin: candidate.origin, headers: headers, originHeaders: candidate.headers, login: candidate.login,
+          url: source, origin: candidate.origin, headers: headers, originHeaders: candidate.headers,
+          login: candidate.login,
           usesNetrc: candidate.usesNetrc, redirectHosts: request.redirectHosts,
           resumeFrom: offset, options: options),
         into: download)
