@@ -18,12 +18,12 @@ import Synchronization
 /// it takes on the filesystems stores live on; an input that does not fit
 /// in what is left is admitted by a new measurement and, below the
 /// threshold, by the sweep and evictions of a put alone. A shared admission
-/// lasts for one group (up to 512 objects or 64 MiB) and at most
-/// ``lifetime``: another process's writes meanwhile are seen at the next
-/// measurement, and a volume that fills anyway is met by the writer's
-/// evictions on ENOSPC. Inputs on several threads may share one (a fetch
-/// of many URLs does, through ``AdmissionSharing``): it admits one input
-/// at a time.
+/// lasts at most ``lifetime`` (a multi-file put's, besides, one group of up
+/// to 512 objects or 64 MiB): another process's writes meanwhile are seen
+/// at the next measurement, and a volume that fills anyway is met by the
+/// writer's evictions on ENOSPC. Inputs on several threads may share one (a
+/// fetch of many URLs does, through ``AdmissionSharing``); those that
+/// measure at once each charge their own measurement.
 final class Admission: Sendable {
   /// How long one reading of the settings and one measurement serve.
   static let lifetime = Duration.seconds(1)
@@ -63,23 +63,24 @@ final class Admission: Sendable {
   func admit(size: Int64?, priority: PutPriority, input: String) throws(TroveError)
     -> [SweepReport]
   {
-    // Held while measuring too: inputs arriving meanwhile wait for that
-    // one measurement rather than make their own.
-    try room.withLock { (room) throws(TroveError) -> [SweepReport] in
-      if let size, let space = room.measured {
-        let cost = Self.charge(size)
-        if space.available.subtractingSaturated(room.charged).subtractingSaturated(cost)
+    let admitted = room.withLock { room -> Bool in
+      guard let size, let space = room.measured else { return false }
+      let cost = Self.charge(size)
+      guard
+        space.available.subtractingSaturated(room.charged).subtractingSaturated(cost)
           >= space.threshold
-        {
-          room.charged = room.charged.addingSaturated(cost)
-          return []
-        }
-      }
-      let (sweeps, measured) = try store.makeRoom(
-        size: size, priority: priority, input: input, policy: settings.policy)
-      room = (measured, measured == nil ? 0 : Self.charge(size ?? 0))
-      return sweeps
+      else { return false }
+      room.charged = room.charged.addingSaturated(cost)
+      return true
     }
+    if admitted { return [] }
+    // Measured outside the lock: making room may wait for a sweep, which
+    // must not hold up the inputs sharing this admission (an opportunistic
+    // one fails at once below `min-free`, as it would alone).
+    let (sweeps, measured) = try store.makeRoom(
+      size: size, priority: priority, input: input, policy: settings.policy)
+    room.withLock { $0 = (measured, measured == nil ? 0 : Self.charge(size ?? 0)) }
+    return sweeps
   }
 
   /// The lengths an input from `source` may have: `expected`, and the
