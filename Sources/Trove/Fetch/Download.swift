@@ -136,7 +136,7 @@ final class Download: HTTPBodySink {
         return false
       }
     } else {
-      total = lengths.first.flatMap { Int64($0) }
+      total = head.announcedLength
     }
     do throws(TroveError) {
       if let total { try limit.checkAnnounced(total) }
