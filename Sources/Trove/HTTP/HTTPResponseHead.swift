@@ -24,18 +24,30 @@ struct HTTPResponseHead: Sendable {
   /// list several, comma-separated): more than one means the length is
   /// not known, and the response cannot be trusted.
   var contentLengths: Set<String> {
-    Set(
-      fields.filter { $0.name == "content-length" }.flatMap {
-        $0.value.split(separator: ",").map { String(Self.withoutWhitespace($0)) }
-      })
+    var lengths = Set<String>()
+    forEachContentLength { lengths.insert(String($0)) }
+    return lengths
   }
 
   /// The body's length as its one `Content-Length` says; nil when there
   /// is none, or several that disagree, or one that is not a number.
   var announcedLength: Int64? {
-    let lengths = contentLengths
-    guard lengths.count == 1, let text = lengths.first else { return nil }
-    return Int64(text).flatMap { $0 >= 0 ? $0 : nil }
+    // Read for every response, several times: no set, no copies.
+    var first: Substring?
+    var agree = true
+    forEachContentLength { length in
+      if let first { agree = agree && first == length } else { first = length }
+    }
+    guard agree, let first else { return nil }
+    return Int64(first).flatMap { $0 >= 0 ? $0 : nil }
+  }
+
+  /// Calls `body` with each value its `Content-Length` fields list,
+  /// without the whitespace around it.
+  private func forEachContentLength(_ body: (Substring) -> Void) {
+    for field in fields where field.name == "content-length" {
+      for value in field.value.split(separator: ",") { body(Self.withoutWhitespace(value)) }
+    }
   }
 
   /// Takes one line of a response's head as libcurl hands it over, line

@@ -64,42 +64,11 @@ extension ObjectTable {
     removals.journalDrops(digests, tx)
   }
 
-  /// `records` as the log's lines: one JSON object each. A `drop` line
-  /// differs from another only by its digest, so the encoder's line for
-  /// the first is the template for the rest (a removal of 100,000 objects
-  /// writes as many).
+  /// `records` as the log's lines: one JSON object each.
   static func lines(_ records: [JournalRecord]) -> [UInt8] {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    var bytes: [UInt8] = []
-    var drop: (prefix: [UInt8], suffix: [UInt8])?
-    for record in records {
-      if let digest = record.digest, record == JournalRecord(op: .drop, digest: digest) {
-        if drop == nil, let line = try? encoder.encode(record) {
-          drop = Self.template(Array(line), around: Array(digest.description.utf8))
-        }
-        if let (prefix, suffix) = drop {
-          bytes += prefix + Array(digest.description.utf8) + suffix + [0x0A]
-          continue
-        }
-      }
-      // A record of plain values always encodes.
-      if let line = try? encoder.encode(record) { bytes += Array(line) + [0x0A] }
-    }
-    return bytes
-  }
-
-  /// `line` split around its one occurrence of `value`; nil if it has
-  /// none.
-  private static func template(_ line: [UInt8], around value: [UInt8]) -> (
-    prefix: [UInt8], suffix: [UInt8]
-  )? {
-    guard value.count <= line.count else { return nil }
-    for start in 0...(line.count - value.count)
-    where line[start..<start + value.count].elementsEqual(value) {
-      return (Array(line[..<start]), Array(line[(start + value.count)...]))
-    }
-    return nil
+    var lines = JournalLine()
+    for record in records { lines.append(record) }
+    return lines.bytes
   }
 
   /// Rewrites the log as the pins and keys the index holds now, whatever

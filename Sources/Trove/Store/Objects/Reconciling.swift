@@ -156,6 +156,7 @@ extension ObjectTable {
   /// are not fan-out folders. O(objects).
   func reconcileAll(repair: Bool) throws(TroveError) -> ReconcileReport {
     var report = ReconcileReport()
+    var folders = Set<Int>()
     for name in try listing(nil).sorted() {
       let isFolder = (try? objectsDirectory.status(of: name, followSymlinks: false))?.isDirectory
       guard name.utf8.count == 2, UInt8(name, radix: 16) != nil, name == name.lowercased(),
@@ -170,8 +171,22 @@ extension ObjectTable {
         }
         continue
       }
+      folders.insert(Int(name, radix: 16)!)
     }
-    for folder in 0..<256 {
+    // Folders that were not there hold no files, only rows to drop: one
+    // transaction for all of them (all 256 in a new store). Each is listed
+    // again inside it, so one made meanwhile is reconciled as it is.
+    var deferred: [BlobDigest] = []
+    report.add(
+      try index().write("reconcile the missing folders") { (tx) throws(TroveError) in
+        var report = ReconcileReport()
+        for folder in 0..<256 where !folders.contains(folder) {
+          report.add(try reconcile(tx, folder: folder, repair: repair, deferred: &deferred))
+        }
+        return report
+      })
+    report.add(try reconcile(deferred, repair: repair))
+    for folder in folders.sorted() {
       report.add(try reconcile(folder: folder, repair: repair))
     }
     return report

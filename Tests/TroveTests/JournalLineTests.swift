@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+
+@testable import Trove
+
+@Suite("references.log lines written directly")
+struct JournalLineTests {
+  /// Every byte a string can hold that JSON treats specially, and some it
+  /// does not.
+  static let awkward: [String] = [
+    "", "plain", "https://example.org/a/b?c=d&e=%20f#g", "quote \" backslash \\ slash /",
+    String((0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) }) + "\u{7F}",
+    "é ü 漢字 🦀 \u{2028}\u{2029} \u{FEFF}", "W/\"etag-1\"", "Tue, 15 Nov 1994 08:12:31 GMT",
+  ]
+
+  static func records() throws -> [JournalRecord] {
+    let digest = BlobDigest(high: 0x0123_4567_89AB_CDEF, low: 0xFEDC_BA98_7654_3210)
+    let sha = try Checksum(parsing: "sha256:" + String(repeating: "ab", count: 32))
+    var records: [JournalRecord] = [
+      JournalRecord(op: .drop, digest: digest),
+      JournalRecord(op: .unbind),
+      JournalRecord(op: .pin, digest: digest, name: "release", expires: Int64.max),
+      JournalRecord(op: .unpin, digest: digest, name: "", expires: Int64.min),
+      JournalRecord(
+        op: .bind, digest: digest, key: "k", checksums: [Checksum(digest), sha], pulled: true),
+      JournalRecord(op: .bind, digest: digest, key: "k", checksums: [], pulled: false),
+    ]
+    for text in awkward {
+      let origin = KeyOrigin(
+        size: 4096, etag: text, lastModified: text, expires: -1, isImmutable: true,
+        finalURL: text, fetched: 1_765_000_000_123_456_789, servedBy: text, contentType: text)
+      let bare = KeyOrigin(
+        size: 0, etag: nil, lastModified: nil, expires: nil, isImmutable: false, finalURL: nil,
+        fetched: 0)
+      records.append(JournalRecord(op: .bind, digest: digest, key: text, origin: origin))
+      records.append(JournalRecord(op: .bind, digest: digest, key: text, origin: bare))
+      records.append(JournalRecord(op: .pin, digest: digest, name: text))
+    }
+    return records
+  }
+
+  @Test("each line is the bytes JSONEncoder makes of its record, sorted keys and slashes as they are")
+  func linesMatchTheEncoder() throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    for record in try Self.records() {
+      let expected = Array(try encoder.encode(record)) + [0x0A]
+      let written = ObjectTable.lines([record])
+      #expect(
+        written == expected,
+        "\(String(decoding: written, as: UTF8.self)) vs \(String(decoding: expected, as: UTF8.self))"
+      )
+    }
+  }
+
+  @Test("lines read back as the records they were written from, in order")
+  func linesDecodeToTheirRecords() throws {
+    let records = try Self.records()
+    let bytes = ObjectTable.lines(records)
+    let lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast()
+    #expect(lines.count == records.count)
+    for (line, record) in zip(lines, records) {
+      #expect(try JSONDecoder().decode(JournalRecord.self, from: Data(line)) == record)
+    }
+  }
+}
