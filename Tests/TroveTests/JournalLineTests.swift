@@ -39,7 +39,7 @@ struct JournalLineTests {
     return records
   }
 
-  @Test("each line is the bytes JSONEncoder makes of its record, sorted keys and slashes as they are")
+  @Test("each line is the bytes JSONEncoder makes of its record, keys sorted, slashes bare")
   func linesMatchTheEncoder() throws {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
