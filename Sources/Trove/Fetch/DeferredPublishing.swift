@@ -42,11 +42,22 @@ final class DeferredPublishing: @unchecked Sendable {
   /// For a fetch running `threads` job threads.
   init(store: Store, threads: Int) {
     self.store = store
-    let limit = Sys.openFileLimit.map { Int(clamping: $0) } ?? 1024
-    groupSize = max(8, min(256, (limit - 512 - 8 * threads) / 4))
+    groupSize = Self.groupSize(threads: threads)
     let thread = Thread { [self] in run() }
     thread.name = "trove-publish"
     thread.start()
+  }
+
+  /// The bodies a group of a fetch running `threads` job threads holds.
+  static func groupSize(threads: Int) -> Int {
+    let limit = Sys.openFileLimit.map { Int(clamping: $0) } ?? 1024
+    return max(8, min(256, (limit - 512 - 8 * threads) / 4))
+  }
+
+  /// The descriptors such a fetch may hold open at once: two groups'
+  /// staged files, the jobs' own, a commit's folders.
+  static func descriptors(threads: Int) -> Int {
+    2 * groupSize(threads: threads) + 8 * threads + 256
   }
 
   /// Adds `entry`; waits while a full group waits behind one being

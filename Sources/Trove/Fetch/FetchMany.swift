@@ -19,6 +19,10 @@ extension Store {
   ) -> [Result<FetchResult, TroveError>] {
     let results = Mutex<[Result<FetchResult, TroveError>?]>(
       Array(repeating: nil, count: requests.count))
+    let threads = Self.fetchThreads(requests: requests.count, jobs: jobs)
+    // Room for the files the batch holds open, made before its threads
+    // start (growing the table later stalls them all, again and again).
+    Sys.reserveDescriptors(DeferredPublishing.descriptors(threads: threads))
     let multi: HTTPMulti
     do throws(TroveError) {
       // One kept connection per job: libcurl's own bound would close
@@ -35,7 +39,6 @@ extension Store {
         return .failure(error)
       }
     }
-    let threads = Self.fetchThreads(requests: requests.count, jobs: jobs)
     // Small bodies are published together, and reported once they are.
     let publishing = DeferredPublishing(store: self, threads: threads)
     let published = Mutex<[Int: Result<FetchResult, TroveError>]>([:])

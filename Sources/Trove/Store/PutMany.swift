@@ -50,6 +50,11 @@ extension Store {
     onResult: ((Int, Result<PutResult, TroveError>) -> Void)? = nil
   ) throws(TroveError) -> [Result<PutResult, TroveError>] {
     try requireWritable()
+    if paths.count > 1 {
+      // A staged file and its folder for each input of up to two groups.
+      let groups = Self.groupCommitsOverlap ? 2 : 1
+      Sys.reserveDescriptors(groups * (min(paths.count, Self.groupCommitObjects) + 256) + 64)
+    }
     var results = [Result<PutResult, TroveError>?](repeating: nil, count: paths.count)
     var reported = 0
     var group: [(index: Int, put: StagedPut)] = []

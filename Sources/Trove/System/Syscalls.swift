@@ -106,6 +106,30 @@ enum Sys {
     return UInt64(limit.rlim_cur)
   }
 
+  /// Grows this process's descriptor table, in one step, to hold `count`
+  /// descriptors (at most its `RLIMIT_NOFILE`): the kernel grows it by
+  /// doubling as descriptors are opened, and in a process with threads
+  /// each growth waits for an RCU grace period — milliseconds, during
+  /// which every thread opening a file waits too. A batch that will hold
+  /// many files open asks first. `fcntl(F_DUPFD_CLOEXEC)` of a descriptor
+  /// onto the first free number at or above `count - 1`, closed at once.
+  static func reserveDescriptors(_ count: Int) {
+    let limit = openFileLimit.map { Int(clamping: $0) } ?? 1024
+    let top = min(count, limit) - 1
+    guard top > reservedDescriptors.load(ordering: .relaxed) else { return }
+    let probe = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard probe >= 0 else { return }
+    defer { close(probe) }
+    let far = fcntl(probe, F_DUPFD_CLOEXEC, Int32(clamping: top))
+    guard far >= 0 else { return }
+    close(far)
+    _ = reservedDescriptors.max(top, ordering: .relaxed)
+  }
+
+  /// The highest descriptor number ``reserveDescriptors(_:)`` made room
+  /// for: the table never shrinks.
+  private static let reservedDescriptors = Atomic<Int>(0)
+
   /// The effective user id of this process. The corresponding C function
   /// is `geteuid`.
   static var effectiveUserID: UInt32 { geteuid() }
