@@ -39,6 +39,34 @@ struct JournalLineTests {
     return records
   }
 
+  /// A record with every field set, the origin's too.
+  static func full() throws -> JournalRecord {
+    let digest = BlobDigest(high: 1, low: 2)
+    let origin = KeyOrigin(
+      size: 7, etag: "\"e\"", lastModified: "Tue, 15 Nov 1994 08:12:31 GMT", expires: 9,
+      isImmutable: true, finalURL: "https://example.org/f", fetched: 8,
+      servedBy: "https://mirror.example.org/f", contentType: "text/plain")
+    return JournalRecord(
+      op: .bind, digest: digest, name: "n", expires: 5, key: "k", origin: origin,
+      checksums: [Checksum(digest)], pulled: true)
+  }
+
+  @Test("a record with every field set, a field added later included, is written whole")
+  func fullRecordSetsEveryField() throws {
+    let record = try Self.full()
+    for value in [record, record.origin!] as [Any] {
+      for child in Mirror(reflecting: value).children {
+        let inner = Mirror(reflecting: child.value)
+        #expect(
+          inner.displayStyle != .optional || !inner.children.isEmpty,
+          "\(type(of: value)).\(child.label ?? "?") is nil in the full record")
+      }
+    }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    #expect(ObjectTable.lines([record]) == Array(try encoder.encode(record)) + [0x0A])
+  }
+
   @Test("each line is the bytes JSONEncoder makes of its record, keys sorted, slashes bare")
   func linesMatchTheEncoder() throws {
     let encoder = JSONEncoder()

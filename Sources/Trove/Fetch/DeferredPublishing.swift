@@ -54,10 +54,11 @@ final class DeferredPublishing: @unchecked Sendable {
     return max(8, min(256, (limit - 512 - 8 * threads) / 4))
   }
 
-  /// The descriptors such a fetch may hold open at once: two groups'
-  /// staged files, the jobs' own, a commit's folders.
-  static func descriptors(threads: Int) -> Int {
-    2 * groupSize(threads: threads) + 8 * threads + 256
+  /// The descriptors a fetch of `bodies` URLs on `threads` job threads
+  /// may hold open at once: two groups' staged files, the jobs' own, a
+  /// commit's folders.
+  static func descriptors(threads: Int, bodies: Int) -> Int {
+    min(bodies, 2 * groupSize(threads: threads)) + 8 * threads + min(bodies, 256)
   }
 
   /// Adds `entry`; waits while a full group waits behind one being

@@ -22,7 +22,8 @@ extension Store {
     let threads = Self.fetchThreads(requests: requests.count, jobs: jobs)
     // Room for the files the batch holds open, made before its threads
     // start (growing the table later stalls them all, again and again).
-    Sys.reserveDescriptors(DeferredPublishing.descriptors(threads: threads))
+    Sys.reserveDescriptors(
+      DeferredPublishing.descriptors(threads: threads, bodies: requests.count))
     let multi: HTTPMulti
     do throws(TroveError) {
       // One kept connection per job: libcurl's own bound would close

@@ -32,7 +32,7 @@ struct HTTPResponseHead: Sendable {
   /// The body's length as its one `Content-Length` says; nil when there
   /// is none, or several that disagree, or one that is not a number.
   var announcedLength: Int64? {
-    // Read for every response, several times: no set, no copies.
+    // Read for every response, several times: no set, no strings.
     var first: Substring?
     var agree = true
     forEachContentLength { length in
