@@ -161,6 +161,27 @@ struct LifecycleTests {
     try expectConsistent(store)
   }
 
+  @Test("a fan-out folder gone whole: verify counts its rows, a rebuild drops them alone")
+  func missingFolderRowsAreDropped() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    var digests: [BlobDigest] = []
+    for i in 0..<40 {
+      digests.append(try store.put(bytes: Bytes.random(1000, seed: UInt64(7600 + i))).digest)
+    }
+    let folder = { (digest: BlobDigest) in
+      (store.objectFilePath(digest) as NSString).deletingLastPathComponent
+    }
+    let lost = Set(digests.filter { folder($0) == folder(digests[0]) })
+    try FileManager.default.removeItem(atPath: folder(digests[0]))
+    #expect(try store.verify().danglingRows == lost.count)
+    #expect(try store.rebuildIndex().dropped == lost.count)
+    for digest in digests {
+      #expect((try store.entry(for: digest) == nil) == lost.contains(digest))
+    }
+    try expectConsistent(store)
+  }
+
   @Test("a removal cut between its steps: a read keeps the object, a reconcile finishes it")
   func interruptedRemovals() throws {
     let scratch = try Scratch()

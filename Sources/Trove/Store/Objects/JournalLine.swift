@@ -4,13 +4,14 @@
 /// for every key a fetch binds. Reading stays with `JSONDecoder`.
 struct JournalLine {
   private(set) var bytes: [UInt8] = []
+  private static let hex = Array("0123456789abcdef".utf8)
 
   /// Appends `record` and its newline.
   mutating func append(_ record: JournalRecord) {
     // Keys in the order `.sortedKeys` gives: byte order of their names.
-    var object = ObjectWriter()
+    var opened = false
     if let checksums = record.checksums {
-      object.key("checksums", &bytes)
+      key("checksums", &opened)
       bytes.append(UInt8(ascii: "["))
       for (i, checksum) in checksums.enumerated() {
         if i > 0 { bytes.append(UInt8(ascii: ",")) }
@@ -18,92 +19,64 @@ struct JournalLine {
       }
       bytes.append(UInt8(ascii: "]"))
     }
-    if let digest = record.digest {
-      object.key("digest", &bytes)
-      string(digest.description)
-    }
-    if let expires = record.expires {
-      object.key("expires", &bytes)
-      integer(expires)
-    }
-    if let key = record.key {
-      object.key("key", &bytes)
-      string(key)
-    }
-    if let name = record.name {
-      object.key("name", &bytes)
-      string(name)
-    }
-    object.key("op", &bytes)
-    string(record.op.rawValue)
+    field("digest", record.digest?.description, &opened)
+    field("expires", record.expires, &opened)
+    field("key", record.key, &opened)
+    field("name", record.name, &opened)
+    field("op", record.op.rawValue, &opened)
     if let origin = record.origin {
-      object.key("origin", &bytes)
+      key("origin", &opened)
       append(origin)
     }
-    if let pulled = record.pulled {
-      object.key("pulled", &bytes)
-      boolean(pulled)
-    }
-    object.end(&bytes)
+    field("pulled", record.pulled, &opened)
+    close(opened)
     bytes.append(0x0A)
   }
 
   private mutating func append(_ origin: KeyOrigin) {
-    var object = ObjectWriter()
-    if let contentType = origin.contentType {
-      object.key("contentType", &bytes)
-      string(contentType)
-    }
-    if let etag = origin.etag {
-      object.key("etag", &bytes)
-      string(etag)
-    }
-    if let expires = origin.expiresNanoseconds {
-      object.key("expires", &bytes)
-      integer(expires)
-    }
-    object.key("fetched", &bytes)
-    integer(origin.fetchedNanoseconds)
-    if let finalURL = origin.finalURL {
-      object.key("finalURL", &bytes)
-      string(finalURL)
-    }
-    object.key("isImmutable", &bytes)
-    boolean(origin.isImmutable)
-    if let lastModified = origin.lastModified {
-      object.key("lastModified", &bytes)
-      string(lastModified)
-    }
-    if let servedBy = origin.servedBy {
-      object.key("servedBy", &bytes)
-      string(servedBy)
-    }
-    object.key("size", &bytes)
-    integer(origin.size)
-    object.end(&bytes)
-  }
-
-  /// Opens an object at its first key, separates the others, closes it.
-  private struct ObjectWriter {
     var opened = false
-    mutating func key(_ name: StaticString, _ bytes: inout [UInt8]) {
-      bytes.append(opened ? UInt8(ascii: ",") : UInt8(ascii: "{"))
-      opened = true
-      bytes.append(UInt8(ascii: "\""))
-      name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-      bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-    }
-    func end(_ bytes: inout [UInt8]) {
-      if !opened { bytes.append(UInt8(ascii: "{")) }
-      bytes.append(UInt8(ascii: "}"))
-    }
+    field("contentType", origin.contentType, &opened)
+    field("etag", origin.etag, &opened)
+    field("expires", origin.expiresNanoseconds, &opened)
+    field("fetched", origin.fetchedNanoseconds, &opened)
+    field("finalURL", origin.finalURL, &opened)
+    field("isImmutable", origin.isImmutable, &opened)
+    field("lastModified", origin.lastModified, &opened)
+    field("servedBy", origin.servedBy, &opened)
+    field("size", origin.size, &opened)
+    close(opened)
   }
 
-  private mutating func integer(_ value: Int64) {
+  /// An object's next key: `{` before its first, `,` before the others.
+  private mutating func key(_ name: StaticString, _ opened: inout Bool) {
+    bytes.append(opened ? UInt8(ascii: ",") : UInt8(ascii: "{"))
+    opened = true
+    bytes.append(UInt8(ascii: "\""))
+    name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+  }
+
+  private mutating func close(_ opened: Bool) {
+    if !opened { bytes.append(UInt8(ascii: "{")) }
+    bytes.append(UInt8(ascii: "}"))
+  }
+
+  // A nil value is left out, as `encodeIfPresent` leaves it.
+  private mutating func field(_ name: StaticString, _ value: String?, _ opened: inout Bool) {
+    guard let value else { return }
+    key(name, &opened)
+    string(value)
+  }
+
+  private mutating func field(_ name: StaticString, _ value: Int64?, _ opened: inout Bool) {
+    guard let value else { return }
+    key(name, &opened)
     bytes.append(contentsOf: String(value).utf8)
   }
 
-  private mutating func boolean(_ value: Bool) {
+  private mutating func field(_ name: StaticString, _ value: Bool?, _ opened: inout Bool) {
+    guard let value else { return }
+    key(name, &opened)
     bytes.append(contentsOf: (value ? "true" : "false").utf8)
   }
 
@@ -122,9 +95,8 @@ struct JournalLine {
       case 0x0C: bytes.append(contentsOf: [0x5C, UInt8(ascii: "f")])
       case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
       case 0..<0x20:
-        let hex = Array("0123456789abcdef".utf8)
-        bytes.append(contentsOf: Array("\\u00".utf8))
-        bytes.append(contentsOf: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+        bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+        bytes.append(contentsOf: [Self.hex[Int(byte >> 4)], Self.hex[Int(byte & 0xF)]])
       default: bytes.append(byte)
       }
     }
