@@ -313,6 +313,77 @@ struct FetchTests {
   }
 
   @Test(
+    "-i FILE whose URLs leave the plain path (a dropped transfer, a large one to resume, a redirect, a 404, wrong bytes): each ends as a fetch of it alone would, asked no more often; a second run revalidates each"
+  )
+  func manyAlongEveryPath() throws {
+    let server = try FaultServer()
+    let scratch = try Scratch()
+    let target = server.url("/ok/target?size=30000")
+    let wrongBody = try server.body("wrongly", size: 10000)
+    let sha = SHA2Hasher(.sha256)
+    wrongBody.withUnsafeBytes { sha.update($0) }
+    let urls = [
+      "plain": server.url("/ok/plain?size=20000"),
+      // Half a body, then the connection closed: small, fetched whole again.
+      "dropped": server.url("/drop/dropped?size=200000"),
+      // The same past 4 MiB: kept in its part file, and resumed.
+      "resumed": server.url("/drop/resumed?size=6000000"),
+      "moved": server.url(
+        "/redirect/moved?to=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+      ),
+      "absent": server.url("/status/404"),
+      "wrong": server.url("/wrong/wrongly?size=10000"),
+    ]
+    let lines =
+      ["plain", "dropped", "resumed", "moved", "absent"].map { urls[$0]! } + [
+        "\(urls["wrong"]!) \(sha.finalize())"
+      ]
+    let list = try scratch.write("urls.txt", Array(lines.joined(separator: "\n").utf8))
+    let first = try Self.fetch(scratch["store"], ["-i", list, "--jobs", "4"])
+    #expect(first.status != 0)
+    #expect(first.errorLines.count == 2, "\(first.stderr)")
+    #expect(first.errorLines.contains { $0.contains("HTTP 404") }, "\(first.stderr)")
+    #expect(first.errorLines.contains { $0.contains("expected sha256:") }, "\(first.stderr)")
+    var printed: [String: String] = [:]
+    for line in first.out.split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      printed[String(fields.last!)] = String(fields[0])
+    }
+    #expect(printed.count == 4, "\(first.stdout)")
+    let bodies = [
+      "plain": ("plain", 20000), "dropped": ("dropped", 200_000),
+      "resumed": ("resumed", 6_000_000), "moved": ("target", 30000),
+    ]
+    for (key, (name, size)) in bodies {
+      let body = try server.body(name, size: size)
+      #expect(printed[urls[key]!] == XXH3Hasher.digest(body).description, "\(key)")
+    }
+    func asked(_ path: String) -> [String] {
+      server.requests().filter { $0.hasPrefix("GET \(path) ") }
+    }
+    #expect(asked("/ok/plain").count == 1)
+    #expect(asked("/drop/dropped").count == 2, "\(asked("/drop/dropped"))")
+    let resumed = asked("/drop/resumed")
+    #expect(resumed.count == 2, "\(resumed)")
+    // The log's fields: "Range" "If-Range" "If-None-Match".
+    #expect(resumed.last?.contains(" \"bytes=") == true, "\(resumed)")
+    #expect(resumed.last?.contains(" \"bytes=0-\"") == false, "\(resumed)")
+    #expect(asked("/redirect/moved").count == 1 && asked("/ok/target").count == 1)
+    #expect(asked("/status/404").count == 1)
+    #expect(asked("/wrong/wrongly").count == 1)
+    #expect(try scratch.store().keys().count == 4)
+    #expect(scratch.temporaries("store").isEmpty, "\(scratch.temporaries("store"))")
+    // Nothing says the bodies stay fresh: each stored URL is asked again,
+    // with its validator, and the cached object served.
+    let second = try Self.fetch(scratch["store"], ["-i", list, "--jobs", "4"])
+    #expect(second.errorLines.count == 2, "\(second.stderr)")
+    #expect(second.out == first.out)
+    for path in ["/ok/plain", "/drop/dropped", "/drop/resumed", "/ok/target"] {
+      #expect(asked(path).last?.hasSuffix(" \"\"v1\"\"") == true, "\(path): \(asked(path))")
+    }
+  }
+
+  @Test(
     "-i FILE whose body fails to be published (a rename fails): that URL is an error, not printed or bound; the rest are stored"
   )
   func manyWithFailedPublish() throws {

@@ -166,6 +166,29 @@ struct Fetcher {
   }
 
   mutating func run() throws(TroveError) -> FetchResult {
+    switch try start(waiting: true) {
+    case .served(let result): return result
+    case .network(let lock, let cached): return try download(cached: cached, lock: lock)
+    case .busy: preconditionFailure("a fetch that waits for the lock finds it free")
+    }
+  }
+
+  /// How a fetch begins: served from the store, or bound for the network.
+  enum Start {
+    /// Served without a request.
+    case served(FetchResult)
+    /// To be downloaded, holding the URL's lock; the URL's binding as it
+    /// was once the lock was taken.
+    case network(FetchLock, cached: KeyBinding?)
+    /// Another fetch holds the URL's lock (only when not `waiting` for it).
+    case busy
+  }
+
+  /// The steps before the network: the checks of the request, the store's
+  /// answer when it has one, the URL's lock — waited for, or with
+  /// `waiting` false, `.busy` when another holds it — and the store's
+  /// answer again, since another may have fetched it meanwhile.
+  mutating func start(waiting: Bool) throws(TroveError) -> Start {
     guard URLUserinfo.isHTTP(url) else {
       throw TroveError(
         .invalidArgument, "cannot fetch '\(url)': only http:// and https:// URLs are fetched",
@@ -177,13 +200,13 @@ struct Fetcher {
         "cannot fetch '\(url)': its mirror '\(mirror)' is not an http:// or https:// URL",
         value: mirror)
     }
-    if let hit = try expectedHit() { return hit }
+    if let hit = try expectedHit() { return .served(hit) }
     var cached = try store.binding(forKey: url)
     // Not here: a remote may have it (its record, then its blob).
     if cached == nil, request.mode != .offline, store.readThroughKey(url) {
       cached = try store.binding(forKey: url)
     }
-    if let cached, let served = try serve(cached, waitedSince: nil) { return served }
+    if let cached, let served = try serve(cached, waitedSince: nil) { return .served(served) }
     if request.mode == .offline {
       throw TroveError(
         .notFound, "'\(url)' is not in store '\(store.root)'", value: url, remedy: .allowNetwork)
@@ -192,21 +215,25 @@ struct Fetcher {
     // library that cannot be fails the fetch before anything is locked.
     _ = try client.get()
     let waitStart = currentTimeNanoseconds()
-    let lock = takeLock()
+    guard let lock = takeLock(waiting: waiting) else { return .busy }
     // Another thread or process may have fetched it while this one waited.
     let current = try store.binding(forKey: url)
-    if let current, let served = try serve(current, waitedSince: waitStart) { return served }
-    if let hit = try expectedHit() { return hit }
-    return try download(cached: current, lock: lock)
+    if let current, let served = try serve(current, waitedSince: waitStart) {
+      return .served(served)
+    }
+    if let hit = try expectedHit() { return .served(hit) }
+    return .network(lock, cached: current)
   }
 
-  /// The URL's lock, waited for. With bodies waiting to be published
-  /// together, its holder may be one of them, which lets go only once its
-  /// group is published (within ``DeferredPublishing/longestWait`` and the
-  /// commit): this thread must not block its own process, so it looks again
-  /// until the lock is free.
-  private func takeLock() -> FetchLock {
+  /// The URL's lock: nil when another holds it and this fetch is not
+  /// `waiting`. With bodies waiting to be published together, its holder
+  /// may be one of them, which lets go only once its group is published
+  /// (within ``DeferredPublishing/longestWait`` and the commit): this
+  /// thread must not block its own process, so it looks again until the
+  /// lock is free.
+  private func takeLock(waiting: Bool) -> FetchLock? {
     let name = Store.downloadName(url)
+    guard waiting else { return FetchLock(store: store, name: name, wait: false) }
     guard deferred != nil else { return FetchLock(store: store, name: name) }
     var pause: UInt32 = 1_000
     while true {
@@ -370,37 +397,16 @@ struct Fetcher {
     lock: FetchLock, cause: String
   ) throws(TroveError) -> FetchResult {
     let source = candidate.url
-    if candidate.login != nil || candidate.headers.contains(where: Self.isCredentialHeader),
-      candidate.origin?.exposesCredentials == true
-    {
-      store.warn(
-        "fetch '\(source)': its credential goes over plain http://, readable on the network; use https://"
-      )
-    }
+    warnOfExposure(candidate)
     // Validators are the server's names for its bytes: they go only to the
     // URL that sent the cached copy.
     var conditional = cached.flatMap {
       ConditionalRequest.canRevalidate($0.origin) && ($0.origin?.servedBy ?? url) == source
         ? $0 : nil
     }
-    var asked = request
-    asked.url = source
-    // Progress is the key's, whichever URL sends the bytes.
-    let key = url
-    let progress = self.progress.map { report in
-      { @Sendable (received: FetchProgress) in
-        var shown = received
-        shown.url = key
-        report(shown)
-      }
-    }
     var retries = 0
     var restarts = 0
     var restartCauses: [String] = []
-    // The policy's checksums are computed on every body, in the same pass.
-    let algorithms = Set(request.expected.map(\.algorithm)).union(policy.checksums)
-    let limit = SizeLimit(
-      source: source, expected: request.expectedSize, maximum: policy.maximumObjectSize)
     func restart(_ why: String) throws(TroveError) {
       restarts += 1
       restartCauses.append(why)
@@ -419,29 +425,13 @@ struct Fetcher {
         offset = point.offset
         headers.append(condition)
       }
-      let download = Download(
-        store: store, request: asked, part: part, offset: offset, algorithms: algorithms,
-        limit: limit, progress: progress)
-      download.cancellation = cancellation
-      download.admissions = admissions
+      let download = makeDownload(from: candidate, part: part, offset: offset)
       let outcome = try client.get().perform(
-        HTTPRequest(
-          url: source, origin: candidate.origin, headers: headers, originHeaders: candidate.headers,
-          login: candidate.login,
-          usesNetrc: candidate.usesNetrc, redirectHosts: request.redirectHosts,
-          resumeFrom: offset, options: options),
-        into: download)
+        httpRequest(to: candidate, headers: headers, offset: offset), into: download)
       transferred += download.received
       if outcome.head.status != 0 { status = outcome.head.status }
       if let failure = download.failure {
-        // Bytes known to be wrong, more than the store takes, or a part
-        // that filled the volume (it holds the room a resume needs): not
-        // kept. A resumed part refused room before a new byte stays.
-        let filledVolume =
-          [.noSpace, .lowOnSpace].contains(failure.code)
-          && (download.received > 0 || download.offset == 0)
-        download.abandon(
-          discardingPart: filledVolume || [.checksumMismatch, .tooLarge].contains(failure.code))
+        Self.abandon(download, stoppedBy: failure)
         throw failure
       }
       switch download.answer {
@@ -520,52 +510,123 @@ struct Fetcher {
         throw failure
       }
       guard let body else { continue }
-      let verified: [Checksum]
-      do throws(TroveError) {
-        verified = try verify(
-          body.digest, size: body.size, computed: body.checksums, source: source)
-      } catch {
-        download.abandon(discardingPart: true)
-        throw error
-      }
-      // Readers of the part file may end before the commit's sync.
-      download.reportVerified(body)
-      var origin = Freshness.origin(
-        outcome.head, size: body.size, finalURL: outcome.effectiveURL,
-        now: currentTimeNanoseconds())
-      origin.servedBy = source
-      // The key is bound in the transaction that publishes the object (or
-      // counts its dedup hit): one commit per body, shared with whatever
-      // other threads publish at the same time.
-      let binding = KeyRequest(key: url, origin: origin, checksums: body.checksums)
       let why =
         cause + (conditional != nil ? "; the server sent a new body" : "")
         + (offset > 0 ? "; resumed at byte \(offset) of an interrupted download" : "")
         + restartCauses.map { "; started again: \($0)" }.joined()
-      let fetchSource: FetchSource = offset > 0 ? .resumed : .network
-      if let deferred, let staged = try download.stage(body, binding: binding) {
-        // Published with the bodies of other URLs; reported then.
-        let fetcher = self
-        deferred.publishing.add(
-          DeferredPublishing.Entry(put: staged, lock: lock) { published in
-            deferred.reported(
-              published.map { put in
-                fetcher.store.countFetch(put.digest, served: false)
-                return fetcher.result(
-                  put.digest, size: body.size, source: fetchSource, verified: verified,
-                  servedBy: candidate.url, why: why)
-              })
-          })
-        return FetchResult(
-          url: url, digest: body.digest, size: body.size, source: fetchSource, httpStatus: status,
-          bytesTransferred: transferred, seconds: 0, verified: verified, servedBy: candidate.url)
-      }
-      let put = try download.publish(body, binding: binding)
-      store.countFetch(put.digest, served: false)
-      return result(
-        put.digest, size: body.size, source: fetchSource, verified: verified,
-        servedBy: candidate.url, why: why)
+      return try deliver(
+        body, of: download, outcome: outcome, from: candidate, lock: lock,
+        source: offset > 0 ? .resumed : .network, why: why)
     }
+  }
+
+  /// Publishes a body `candidate` sent whole into `download`: checked
+  /// against the expectations, then bound to the URL with the response's
+  /// validators and freshness in the transaction that publishes it (or
+  /// counts its dedup hit) — one commit per body, shared with whatever
+  /// other threads publish at the same time; in a fetch of many URLs, a
+  /// small body joins the bodies waiting to be published together, and
+  /// its result is reported once it is.
+  func deliver(
+    _ body: Download.Body, of download: Download, outcome: HTTPOutcome, from candidate: Candidate,
+    lock: FetchLock, source fetchSource: FetchSource, why: String
+  ) throws(TroveError) -> FetchResult {
+    let verified: [Checksum]
+    do throws(TroveError) {
+      verified = try verify(
+        body.digest, size: body.size, computed: body.checksums, source: candidate.url)
+    } catch {
+      download.abandon(discardingPart: true)
+      throw error
+    }
+    // Readers of the part file may end before the commit's sync.
+    download.reportVerified(body)
+    var origin = Freshness.origin(
+      outcome.head, size: body.size, finalURL: outcome.effectiveURL,
+      now: currentTimeNanoseconds())
+    origin.servedBy = candidate.url
+    let binding = KeyRequest(key: url, origin: origin, checksums: body.checksums)
+    if let deferred, let staged = try download.stage(body, binding: binding) {
+      // Published with the bodies of other URLs; reported then.
+      let fetcher = self
+      deferred.publishing.add(
+        DeferredPublishing.Entry(put: staged, lock: lock) { published in
+          deferred.reported(
+            published.map { put in
+              fetcher.store.countFetch(put.digest, served: false)
+              return fetcher.result(
+                put.digest, size: body.size, source: fetchSource, verified: verified,
+                servedBy: candidate.url, why: why)
+            })
+        })
+      return FetchResult(
+        url: url, digest: body.digest, size: body.size, source: fetchSource, httpStatus: status,
+        bytesTransferred: transferred, seconds: 0, verified: verified, servedBy: candidate.url)
+    }
+    let put = try download.publish(body, binding: binding)
+    store.countFetch(put.digest, served: false)
+    return result(
+      put.digest, size: body.size, source: fetchSource, verified: verified,
+      servedBy: candidate.url, why: why)
+  }
+
+  /// Warns when `candidate` sends a credential in clear over a network.
+  func warnOfExposure(_ candidate: Candidate) {
+    if candidate.login != nil || candidate.headers.contains(where: Self.isCredentialHeader),
+      candidate.origin?.exposesCredentials == true
+    {
+      store.warn(
+        "fetch '\(candidate.url)': its credential goes over plain http://, readable on the network; use https://"
+      )
+    }
+  }
+
+  /// The receiving end of a request to `candidate` for the body from
+  /// `offset` on, into `part` (nil: a private writer).
+  func makeDownload(from candidate: Candidate, part: PartialDownload?, offset: Int64) -> Download {
+    var asked = request
+    asked.url = candidate.url
+    // Progress is the key's, whichever URL sends the bytes.
+    let key = url
+    let progress = self.progress.map { report in
+      { @Sendable (received: FetchProgress) in
+        var shown = received
+        shown.url = key
+        report(shown)
+      }
+    }
+    // The policy's checksums are computed on every body, in the same pass.
+    let download = Download(
+      store: store, request: asked, part: part, offset: offset,
+      algorithms: Set(request.expected.map(\.algorithm)).union(policy.checksums),
+      limit: SizeLimit(
+        source: candidate.url, expected: request.expectedSize,
+        maximum: policy.maximumObjectSize),
+      progress: progress)
+    download.cancellation = cancellation
+    download.admissions = admissions
+    return download
+  }
+
+  /// The request to `candidate`, with `headers` (validators, a range's
+  /// condition) and the candidate's own login and headers.
+  func httpRequest(to candidate: Candidate, headers: [String], offset: Int64) -> HTTPRequest {
+    HTTPRequest(
+      url: candidate.url, origin: candidate.origin, headers: headers,
+      originHeaders: candidate.headers, login: candidate.login, usesNetrc: candidate.usesNetrc,
+      redirectHosts: request.redirectHosts, resumeFrom: offset, options: options)
+  }
+
+  /// Lets go of a transfer this side stopped with `failure`: bytes known
+  /// to be wrong, more than the store takes, or a part that filled the
+  /// volume (it holds the room a resume needs) are not kept. A resumed
+  /// part refused room before a new byte stays.
+  static func abandon(_ download: Download, stoppedBy failure: TroveError) {
+    let filledVolume =
+      [.noSpace, .lowOnSpace].contains(failure.code)
+      && (download.received > 0 || download.offset == 0)
+    download.abandon(
+      discardingPart: filledVolume || [.checksumMismatch, .tooLarge].contains(failure.code))
   }
 
   /// Waits before retry number `attempt`: the server's `Retry-After` (in

@@ -1,38 +1,63 @@
-import Synchronization
+import Foundation
 
 extension Store {
-  /// Fetches every request, up to `jobs` transfers at a time, on twice as
-  /// many threads; the transfers all run through one libcurl multi handle,
-  /// which shares connections between them (and, with libcurl 8 or later,
-  /// multiplexes requests to an HTTP/2 server over one). Each request is
-  /// fetched as `fetch(_:options:progress:)` fetches it, but a small body
-  /// (up to 4 MiB, its length announced) is not published on its own: its
-  /// thread hands it over staged and goes on to the next URL, and the
-  /// bodies are published in groups of up to 256, each one group commit,
-  /// when a group is full or its first body has waited 50 ms. Each result
-  /// is made once its body is durable and indexed. Returns each request's
-  /// outcome, in order; one failing does not stop the others. Requests for
-  /// one URL make one transfer.
+  /// Fetches every request, up to `jobs` transfers at a time. Each request
+  /// is fetched as `fetch(_:options:progress:)` fetches it; one failing
+  /// does not stop the others, and requests for one URL make one transfer.
+  ///
+  /// Most of a list goes in one pass (``FetchBatch``): one thread a core,
+  /// each driving its share of the transfers through a libcurl multi
+  /// handle, as `curl --parallel` does, and doing each URL's look-ups and
+  /// checks between them. What that pass leaves (a cached copy to
+  /// revalidate, a part file to resume, mirrors, redirects, retries, a URL
+  /// another fetch holds) is fetched in a second one, each URL on a thread
+  /// of its own, its transfer run by one shared multi handle. A small body
+  /// (up to 4 MiB, its length announced) is not published on its own: it
+  /// is handed over staged and published with others in groups of up to
+  /// 256, each one group commit, when a group is full or its first body
+  /// has waited 50 ms. Each result is made once its body is durable and
+  /// indexed. Returns each request's outcome, in order.
   public func fetch(
     _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
   ) -> [Result<FetchResult, TroveError>] {
-    let results = Mutex<[Result<FetchResult, TroveError>?]>(
-      Array(repeating: nil, count: requests.count))
+    let jobs = min(max(1, jobs), 1 << 16)
     let threads = Self.fetchThreads(requests: requests.count, jobs: jobs)
     // Room for the files the batch holds open, made before its threads
     // start (growing the table later stalls them all, again and again).
     Sys.reserveDescriptors(
       DeferredPublishing.descriptors(threads: threads, bodies: requests.count))
+    // Small bodies are published together, and reported once they are.
+    let publishing = DeferredPublishing(store: self, threads: threads)
+    let batch = FetchBatch(
+      store: self, requests: requests, options: options, progress: progress,
+      publishing: publishing)
+    batch.run(jobs: jobs, loops: ProcessInfo.processInfo.activeProcessorCount)
+    let rest = batch.results.withLock { results in results.indices.filter { results[$0] == nil } }
+    if !rest.isEmpty { fetchEach(rest, of: batch, jobs: jobs) }
+    publishing.finish()
+    if requests.contains(where: { $0.mode != .offline }) { writeBack.run(self) }
+    let reported = batch.published.withLock { $0 }
+    return batch.results.withLock { results in results.indices.map { reported[$0] ?? results[$0]! }
+    }
+  }
+
+  /// The second pass: the requests at `indices` of `batch`, each fetched
+  /// whole (``Fetcher/run()``) on a thread of its own, two threads a
+  /// transfer, the transfers run by one libcurl multi handle, which keeps
+  /// their connections (and, with libcurl 8 or later, multiplexes requests
+  /// to an HTTP/2 server over one).
+  private func fetchEach(_ indices: [Int], of batch: FetchBatch, jobs: Int) {
     let multi: HTTPMulti
     do throws(TroveError) {
       // One kept connection per job: libcurl's own bound would close
       // them between one file and the next. At most `jobs` transfers run
       // at once: a thread whose transfer ended leaves its place to the
       // next URL's while it hands its body over.
-      multi = try HTTPMulti(keeping: max(1, jobs), transfers: max(1, jobs))
+      multi = try HTTPMulti(keeping: jobs, transfers: jobs)
     } catch {
-      return requests.map { _ in .failure(error) }
+      batch.results.withLock { results in for i in indices { results[i] = .failure(error) } }
+      return
     }
     defer { multi.shutdown() }
     let makeClient: @Sendable () -> Result<HTTPClient, TroveError> = {
@@ -40,27 +65,23 @@ extension Store {
         return .failure(error)
       }
     }
-    // Small bodies are published together, and reported once they are.
-    let publishing = DeferredPublishing(store: self, threads: threads)
-    let published = Mutex<[Int: Result<FetchResult, TroveError>]>([:])
-    // The settings, and the room measured for small bodies, shared a second.
-    let admissions = AdmissionSharing(store: self)
-    let run: @Sendable (Result<HTTPClient, TroveError>, Int) -> Void = { client, i in
+    let run: @Sendable (Result<HTTPClient, TroveError>, Int) -> Void = { client, k in
+      let i = indices[k]
       let outcome = Result { () throws(TroveError) -> FetchResult in
         var fetcher = try Fetcher(
-          store: self, request: requests[i], options: options,
+          store: self, request: batch.requests[i], options: batch.options,
           client: LazyHTTPClient { () throws(TroveError) in try client.get() },
-          progress: progress, admissions: admissions)
-        fetcher.deferred = (publishing, { result in published.withLock { $0[i] = result } })
+          progress: batch.progress, admissions: batch.admissions)
+        fetcher.deferred = (
+          batch.publishing, { result in batch.published.withLock { $0[i] = result } }
+        )
         return try fetcher.run()
       }
-      results.withLock { $0[i] = outcome }
+      batch.results.withLock { $0[i] = outcome }
     }
-    Parallel.forEach(requests.count, width: threads, context: makeClient, run)
-    publishing.finish()
-    if requests.contains(where: { $0.mode != .offline }) { writeBack.run(self) }
-    let reported = published.withLock { $0 }
-    return results.withLock { results in results.indices.map { reported[$0] ?? results[$0]! } }
+    Parallel.forEach(
+      indices.count, width: Self.fetchThreads(requests: indices.count, jobs: jobs),
+      context: makeClient, run)
   }
 
   /// Threads for `requests` fetches of `jobs` transfers at a time: two a

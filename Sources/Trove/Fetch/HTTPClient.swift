@@ -87,7 +87,7 @@ final class HTTPClient {
 
   /// A transfer's callbacks, handing the body to a sink once the last
   /// response's head is in; a redirect's body is dropped.
-  private final class Exchange: HTTPExchange {
+  final class Exchange: HTTPExchange {
     let sink: any HTTPBodySink
     var began = false
     var stopped = false
@@ -125,6 +125,14 @@ final class HTTPClient {
 
     override var reportsProgress: Bool { wantsProgress }
 
+    /// libcurl's result for a transfer whose callbacks ran on the thread
+    /// that ended it with `code`, and whether the sink stopped it: a
+    /// response without a body (304, an empty file) called no write.
+    func ended(with code: CURLcode) -> (CURLcode, stopped: Bool) {
+      if code == CURLE_OK, !began, !begin() { return (CURLE_WRITE_ERROR, stopped) }
+      return (code, stopped)
+    }
+
     override func progress(received: Int64, expected: Int64?) -> Bool {
       guard began else { return true }
       return sink.progress(received: received, expected: expected)
@@ -141,60 +149,96 @@ final class HTTPClient {
   /// http:// and https://, never from https:// to http://; the user's
   /// headers and login go only to the request's own origin.
   func perform(_ request: HTTPRequest, into sink: any HTTPBodySink) -> HTTPOutcome {
-    let origin = request.origin ?? HTTPOrigin(request.url)
-    var url = request.url
-    var followed = 0
+    var hops = Hops(request)
     while true {
-      let hop = url == request.url ? origin : HTTPOrigin(url)
-      let own = origin != nil && hop == origin
-      // ~/.netrc names a login per host: for a hop with no login of its
-      // own, and never one that would carry it in clear.
-      let login = own ? request.login : nil
-      let netrc = own && request.usesNetrc && login == nil && hop?.exposesCredentials == false
-      var outcome = perform(
-        url: url, request, headers: request.headers + (own ? request.originHeaders : []),
-        login: login, usesNetrc: netrc, into: sink)
-      guard let next = outcome.redirect else { return outcome.result }
+      let (result, redirect) = perform(
+        hops.setup(multiplexes: multi?.multiplexes ?? false), into: sink)
+      guard let next = redirect else { return result }
+      if let refused = hops.follow(next, after: result) { return refused }
+    }
+  }
+
+  /// The hops of one request: its own URL, then each one a redirect leads
+  /// to, while the rules let it be followed.
+  struct Hops {
+    let request: HTTPRequest
+    let origin: HTTPOrigin?
+    /// The URL of the hop to make next.
+    private(set) var url: String
+    private var followed = 0
+
+    init(_ request: HTTPRequest) {
+      self.request = request
+      origin = request.origin ?? HTTPOrigin(request.url)
+      url = request.url
+    }
+
+    /// The setup of the hop to make next (``HTTPClient/setup(_:hop:origin:multiplexes:)``).
+    func setup(multiplexes: Bool) -> HTTPHandle.Request {
+      HTTPClient.setup(request, hop: url, origin: origin, multiplexes: multiplexes)
+    }
+
+    /// Follows the hop that ended in `outcome` with a redirect to `next`:
+    /// nil when it is to be made next, else the outcome, its redirect
+    /// refused — to a scheme other than http:// or https://, from https://
+    /// to http://, to a host not among ``HTTPRequest/redirectHosts``, past
+    /// ``FetchOptions/maxRedirects``.
+    mutating func follow(_ next: String, after outcome: HTTPOutcome) -> HTTPOutcome? {
+      var refused = outcome
       switch HTTPOrigin.redirect(from: url, to: next) {
       case .refuse(let why):
-        outcome.result.refusedRedirect = why
-        return outcome.result
+        refused.refusedRedirect = why
+        return refused
       case .follow:
         break
       }
       if let hosts = request.redirectHosts, HTTPOrigin(next)?.isNamed(by: hosts) != true {
-        outcome.result.refusedRedirect =
+        refused.refusedRedirect =
           "redirected to '\(URLUserinfo.split(next).url)', a host this fetch may not reach"
-        return outcome.result
+        return refused
       }
       followed += 1
       if followed > request.options.maxRedirects {
-        outcome.result.refusedRedirect =
+        refused.refusedRedirect =
           "more than \(request.options.maxRedirects) redirects (the last to '\(URLUserinfo.split(next).url)')"
-        return outcome.result
+        return refused
       }
       // A login the server puts in a Location is not ours to send or keep.
       url = URLUserinfo.split(next).url
+      return nil
     }
+  }
+
+  /// The setup of one hop of `request` (whose origin is `origin`): to
+  /// `url`, which is the request's own URL or one a redirect led to. The
+  /// user's headers and login go only to the request's own origin.
+  static func setup(_ request: HTTPRequest, hop url: String, origin: HTTPOrigin?, multiplexes: Bool)
+    -> HTTPHandle.Request
+  {
+    let hop = url == request.url ? origin : HTTPOrigin(url)
+    let own = origin != nil && hop == origin
+    // ~/.netrc names a login per host: for a hop with no login of its
+    // own, and never one that would carry it in clear.
+    let login = own ? request.login : nil
+    let o = request.options
+    var setup = HTTPHandle.Request(
+      url: url, headers: request.headers + (own ? request.originHeaders : []),
+      connectTimeout: o.connectTimeout, stallSpeed: o.stallSpeed, stallTimeout: o.stallTimeout,
+      userAgent: o.userAgent, maxRedirects: nil, resumeFrom: request.resumeFrom, login: login,
+      waitsToMultiplex: multiplexes)
+    setup.usesNetrc = own && request.usesNetrc && login == nil && hop?.exposesCredentials == false
+    return setup
   }
 
   /// One request, no redirect followed: its outcome, and where it
   /// redirects to when it does.
-  private func perform(
-    url: String, _ request: HTTPRequest, headers: [String], login: String?, usesNetrc: Bool,
-    into sink: any HTTPBodySink
-  ) -> (result: HTTPOutcome, redirect: String?) {
+  private func perform(_ setup: HTTPHandle.Request, into sink: any HTTPBodySink) -> (
+    result: HTTPOutcome, redirect: String?
+  ) {
     // Through a multi, libcurl calls back on its thread: into a relay,
     // which this thread drains into `sink`.
     let relay = multi.map { _ in HTTPRelay(holdsSmallBodies: !sink.wantsProgress) }
     let exchange = Exchange(sink: relay ?? sink, wantsProgress: sink.wantsProgress)
-    let o = request.options
-    var setup = HTTPHandle.Request(
-      url: url, headers: headers, connectTimeout: o.connectTimeout,
-      stallSpeed: o.stallSpeed, stallTimeout: o.stallTimeout, userAgent: o.userAgent,
-      maxRedirects: nil, resumeFrom: request.resumeFrom, login: login,
-      waitsToMultiplex: multi?.multiplexes ?? false)
-    setup.usesNetrc = usesNetrc
     var stopped = false
     let ending = handle.perform(setup, exchange) { easy in
       var code: CURLcode
@@ -212,12 +256,20 @@ final class HTTPClient {
           }
         }
       } else {
-        code = handle.curl.easyPerform(easy)
-        if code == CURLE_OK, !exchange.began, !exchange.begin() { code = CURLE_WRITE_ERROR }
-        stopped = exchange.stopped
+        (code, stopped) = exchange.ended(with: handle.curl.easyPerform(easy))
       }
       return code
     }
+    return Self.outcome(ending, exchange, stopped: stopped, sink: sink)
+  }
+
+  /// The outcome of one hop that ended as `ending`, its callbacks having
+  /// gone to `exchange` (`stopped`: the sink stopped it), and where it
+  /// redirects to when it does; `sink` is the body's.
+  static func outcome(
+    _ ending: HTTPHandle.Ending, _ exchange: Exchange, stopped: Bool, sink: any HTTPBodySink
+  ) -> (result: HTTPOutcome, redirect: String?) {
+    var stopped = stopped
     var redirects = ending.code == CURLE_OK && !stopped && exchange.redirects
     if redirects && ending.redirectURL == nil {
       // A Location libcurl cannot resolve: the answer is the redirect itself.

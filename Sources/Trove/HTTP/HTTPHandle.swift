@@ -75,6 +75,9 @@ final class HTTPHandle {
 
   let curl: LibCurl
   private let handle: LibCurl.Easy
+  /// The header lines of the request set up last (libcurl reads them
+  /// while it runs).
+  private var headerLines: UnsafeMutablePointer<curl_slist>?
   private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
   /// Loads libcurl on the first call (see ``LibCurl``): throws when it
@@ -89,6 +92,7 @@ final class HTTPHandle {
 
   deinit {
     curl.easyCleanup(handle)
+    curl.slistFreeAll(headerLines)
     errorBuffer.deallocate()
   }
 
@@ -104,7 +108,18 @@ final class HTTPHandle {
   func perform(
     _ request: Request, _ exchange: HTTPExchange, run: (LibCurl.Easy) -> CURLcode
   ) -> Ending {
+    ending(run(prepare(request, exchange)))
+  }
+
+  /// Sets `request` up on the handle, its callbacks going to `exchange`
+  /// (which the caller keeps alive until the transfer ends), for the
+  /// caller to run — `curl_easy_perform`, or a multi handle it drives;
+  /// ``ending(_:)`` then reads how it ended. The handle holds the request's
+  /// header lines until the next request is set up.
+  func prepare(_ request: Request, _ exchange: HTTPExchange) -> LibCurl.Easy {
     curl.easyReset(handle)
+    curl.slistFreeAll(headerLines)
+    headerLines = nil
     errorBuffer[0] = 0
     let pointer = Unmanaged.passUnretained(exchange).toOpaque()
     var list: UnsafeMutablePointer<curl_slist>?
@@ -114,7 +129,7 @@ final class HTTPHandle {
     for line in ["Accept-Encoding: identity"] + removed + request.headers {
       list = curl.slistAppend(list, line)
     }
-    defer { curl.slistFreeAll(list) }
+    headerLines = list
     let setopt = curl.easySetopt
     trove_curl_set_string(setopt, handle, CURLOPT_URL, request.url)
     trove_curl_set_string(setopt, handle, CURLOPT_PROTOCOLS_STR, "http,https")
@@ -205,7 +220,11 @@ final class HTTPHandle {
         return going ? 0 : 1
       }
     }
-    let code = run(handle)
+    return handle
+  }
+
+  /// How the transfer set up by ``prepare(_:_:)`` ended with `code`.
+  func ending(_ code: CURLcode) -> Ending {
     var effective: UnsafeMutablePointer<CChar>?
     trove_curl_get_string(curl.easyGetinfo, handle, CURLINFO_EFFECTIVE_URL, &effective)
     var redirect: UnsafeMutablePointer<CChar>?
