@@ -384,6 +384,47 @@ struct FetchTests {
   }
 
   @Test(
+    "three fetch -i processes of one list at once: each URL's body sent once, every line answered with the same digest, every object whole"
+  )
+  func manyFromSeveralProcesses() throws {
+    let nginx = try Nginx()
+    let scratch = try Scratch()
+    var lines: [String] = []
+    var expected: [String: String] = [:]
+    for i in 0..<60 {
+      let body = Bytes.random(3000 + i * 997, seed: UInt64(1300 + i))
+      try nginx.files.write("c\(i).dat", body)
+      lines.append(nginx.url("/c\(i).dat"))
+      expected[nginx.url("/c\(i).dat")] = XXH3Hasher.digest(body).description
+    }
+    let list = try scratch.write("urls.txt", Array(lines.joined(separator: "\n").utf8))
+    let store = scratch["store"]
+    _ = try scratch.store()
+    let outputs = Mutex<[CLI.Result]>([])
+    try concurrently(
+      (0..<3).map { _ in
+        {
+          let result = try Self.fetch(store, ["-i", list, "--jobs", "8"])
+          outputs.withLock { $0.append(result) }
+        }
+      })
+    for result in outputs.withLock({ $0 }) {
+      #expect(result.status == 0, "\(result.stderr)")
+      let printed = result.out.split(separator: "\n").map { $0.split(separator: " ") }
+      #expect(printed.count == 60)
+      for line in printed {
+        #expect(expected[String(line.last!)] == String(line[0]), "\(line)")
+      }
+    }
+    // One body a URL: the others waited for it, or asked whether it changed.
+    for i in 0..<60 {
+      let asked = nginx.requests("/c\(i).dat")
+      #expect(asked.filter { $0.contains(" 200 ") }.count == 1, "/c\(i).dat: \(asked)")
+    }
+    #expect(try CLI.run(["--store", store, "verify"]).status == 0)
+  }
+
+  @Test(
     "-i FILE whose body fails to be published (a rename fails): that URL is an error, not printed or bound; the rest are stored"
   )
   func manyWithFailedPublish() throws {
