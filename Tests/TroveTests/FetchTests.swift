@@ -313,7 +313,7 @@ struct FetchTests {
   }
 
   @Test(
-    "-i FILE whose URLs leave the plain path (a dropped transfer, a large one to resume, a redirect, a 404, wrong bytes): each ends as a fetch of it alone would, asked no more often; a second run revalidates each"
+    "-i FILE whose URLs leave the plain path (a dropped transfer, a part file to resume, a large body, a redirect, a 404, wrong bytes, a failure retried): each ends as a fetch of it alone would, asked no more often but for the large body's head; a second run revalidates each"
   )
   func manyAlongEveryPath() throws {
     let server = try FaultServer()
@@ -326,33 +326,42 @@ struct FetchTests {
       "plain": server.url("/ok/plain?size=20000"),
       // Half a body, then the connection closed: small, fetched whole again.
       "dropped": server.url("/drop/dropped?size=200000"),
-      // The same past 4 MiB: kept in its part file, and resumed.
+      // The same past 4 MiB, fetched alone first: its part file is resumed.
       "resumed": server.url("/drop/resumed?size=6000000"),
+      // Past 4 MiB: refused at its head by the first pass, fetched by the second.
+      "large": server.url("/ok/large?size=5000000"),
       "moved": server.url(
         "/redirect/moved?to=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
       ),
       "absent": server.url("/status/404"),
       "wrong": server.url("/wrong/wrongly?size=10000"),
+      // Every answer half its length: a failure that may pass, retried once.
+      "short": server.url("/short/shorty?size=20000"),
     ]
+    let store = scratch["store"]
+    let alone = try Self.fetch(store, ["--retries", "0", urls["resumed"]!])
+    #expect(alone.status != 0, "\(alone.stderr)")
     let lines =
-      ["plain", "dropped", "resumed", "moved", "absent"].map { urls[$0]! } + [
+      ["plain", "dropped", "resumed", "large", "moved", "absent", "short"].map { urls[$0]! } + [
         "\(urls["wrong"]!) \(sha.finalize())"
       ]
     let list = try scratch.write("urls.txt", Array(lines.joined(separator: "\n").utf8))
-    let first = try Self.fetch(scratch["store"], ["-i", list, "--jobs", "4"])
+    let first = try Self.fetch(store, ["-i", list, "--jobs", "4", "--retries", "1"])
     #expect(first.status != 0)
-    #expect(first.errorLines.count == 2, "\(first.stderr)")
+    #expect(first.errorLines.count == 3, "\(first.stderr)")
     #expect(first.errorLines.contains { $0.contains("HTTP 404") }, "\(first.stderr)")
     #expect(first.errorLines.contains { $0.contains("expected sha256:") }, "\(first.stderr)")
+    #expect(first.errorLines.contains { $0.contains("/short/shorty") }, "\(first.stderr)")
     var printed: [String: String] = [:]
     for line in first.out.split(separator: "\n") {
       let fields = line.split(separator: " ")
       printed[String(fields.last!)] = String(fields[0])
     }
-    #expect(printed.count == 4, "\(first.stdout)")
+    #expect(printed.count == 5, "\(first.stdout)")
     let bodies = [
       "plain": ("plain", 20000), "dropped": ("dropped", 200_000),
-      "resumed": ("resumed", 6_000_000), "moved": ("target", 30000),
+      "resumed": ("resumed", 6_000_000), "large": ("large", 5_000_000),
+      "moved": ("target", 30000),
     ]
     for (key, (name, size)) in bodies {
       let body = try server.body(name, size: size)
@@ -368,17 +377,20 @@ struct FetchTests {
     // The log's fields: "Range" "If-Range" "If-None-Match".
     #expect(resumed.last?.contains(" \"bytes=") == true, "\(resumed)")
     #expect(resumed.last?.contains(" \"bytes=0-\"") == false, "\(resumed)")
+    #expect(asked("/ok/large").count == 2, "\(asked("/ok/large"))")
     #expect(asked("/redirect/moved").count == 1 && asked("/ok/target").count == 1)
     #expect(asked("/status/404").count == 1)
     #expect(asked("/wrong/wrongly").count == 1)
-    #expect(try scratch.store().keys().count == 4)
+    // Once, and once more for --retries 1, as a fetch of it alone asks.
+    #expect(asked("/short/shorty").count == 2, "\(asked("/short/shorty"))")
+    #expect(try scratch.store().keys().count == 5)
     #expect(scratch.temporaries("store").isEmpty, "\(scratch.temporaries("store"))")
     // Nothing says the bodies stay fresh: each stored URL is asked again,
     // with its validator, and the cached object served.
-    let second = try Self.fetch(scratch["store"], ["-i", list, "--jobs", "4"])
-    #expect(second.errorLines.count == 2, "\(second.stderr)")
+    let second = try Self.fetch(store, ["-i", list, "--jobs", "4", "--retries", "0"])
+    #expect(second.errorLines.count == 3, "\(second.stderr)")
     #expect(second.out == first.out)
-    for path in ["/ok/plain", "/drop/dropped", "/drop/resumed", "/ok/target"] {
+    for path in ["/ok/plain", "/drop/dropped", "/drop/resumed", "/ok/large", "/ok/target"] {
       #expect(asked(path).last?.hasSuffix(" \"\"v1\"\"") == true, "\(path): \(asked(path))")
     }
   }

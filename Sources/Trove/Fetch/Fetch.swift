@@ -104,6 +104,9 @@ struct Fetcher {
       publishing: DeferredPublishing,
       reported: @Sendable (Result<FetchResult, TroveError>) -> Void
     )?
+  /// The transfer the first pass of a fetch of many URLs made for this
+  /// URL, when it left the URL to the second.
+  var earlier: EarlierTransfer?
   /// The admission the bodies of a fetch of many URLs share, and the
   /// settings it read; nil for a fetch alone.
   let admissions: AdmissionSharing?
@@ -397,7 +400,9 @@ struct Fetcher {
     lock: FetchLock, cause: String
   ) throws(TroveError) -> FetchResult {
     let source = candidate.url
-    warnOfExposure(candidate)
+    // A transfer the first pass of a fetch of many URLs made warned already,
+    // and counts among the tries.
+    if earlier == nil { warnOfExposure(candidate) }
     // Validators are the server's names for its bytes: they go only to the
     // URL that sent the cached copy.
     var conditional = cached.flatMap {
@@ -405,6 +410,10 @@ struct Fetcher {
         ? $0 : nil
     }
     var retries = 0
+    if let earlier, earlier.failedForNow, isLast {
+      retries = 1
+      pause(retries, head: earlier.head)
+    }
     var restarts = 0
     var restartCauses: [String] = []
     func restart(_ why: String) throws(TroveError) {

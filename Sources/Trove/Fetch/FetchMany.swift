@@ -5,18 +5,20 @@ extension Store {
   /// is fetched as `fetch(_:options:progress:)` fetches it; one failing
   /// does not stop the others, and requests for one URL make one transfer.
   ///
-  /// Most of a list goes in one pass (``FetchBatch``): one thread a core,
-  /// each driving its share of the transfers through a libcurl multi
-  /// handle, as `curl --parallel` does, and doing each URL's look-ups and
-  /// checks between them. What that pass leaves (a cached copy to
-  /// revalidate, a part file to resume, mirrors, redirects, retries, a URL
-  /// another fetch holds) is fetched in a second one, each URL on a thread
-  /// of its own, its transfer run by one shared multi handle. A small body
-  /// (up to 4 MiB, its length announced) is not published on its own: it
-  /// is handed over staged and published with others in groups of up to
-  /// 256, each one group commit, when a group is full or its first body
-  /// has waited 50 ms. Each result is made once its body is durable and
-  /// indexed. Returns each request's outcome, in order.
+  /// Most of a list goes in a first pass: one thread a core, each driving
+  /// its share of the transfers through a libcurl multi handle, as `curl
+  /// --parallel` does, and doing each URL's look-ups and checks between
+  /// them; a URL not in the store, with nothing to resume and no mirror, is
+  /// one GET there when its body is up to 4 MiB long. What that pass leaves
+  /// (a cached copy to revalidate, a part file to resume, mirrors, a longer
+  /// body, retries, a URL another fetch holds, every URL of a store with
+  /// remotes) is fetched in a second one, each URL on a thread of its own,
+  /// its transfer run by one shared multi handle. A small body (up to 4
+  /// MiB, its length announced) is not published on its own: it is handed
+  /// over staged and published with others in groups of up to 256, each one
+  /// group commit, when a group is full or its first body has waited 50 ms.
+  /// Each result is made once its body is durable and indexed. Returns each
+  /// request's outcome, in order.
   public func fetch(
     _ requests: [FetchRequest], jobs: Int = 8, options: FetchOptions = FetchOptions(),
     progress: (@Sendable (FetchProgress) -> Void)? = nil
@@ -75,6 +77,10 @@ extension Store {
         fetcher.deferred = (
           batch.publishing, { result in batch.published.withLock { $0[i] = result } }
         )
+        if let earlier = batch.earlier.withLock({ $0[i] }) {
+          fetcher.earlier = earlier
+          fetcher.transferred = earlier.transferred
+        }
         return try fetcher.run()
       }
       batch.results.withLock { $0[i] = outcome }

@@ -34,6 +34,8 @@ final class HTTPEventLoop {
     // libcurl's own bound follows the transfers running at the moment and
     // would close a connection the next URL is about to reuse.
     trove_curl_multi_set_long(curl.multiSetopt, multi, CURLMOPT_MAXCONNECTS, max(1, places))
+    // Multiplexed only where a shared multi handle would be.
+    _ = HTTPMulti.setMultiplexing(multi, curl)
     var handles: [HTTPHandle] = []
     do throws(TroveError) {
       for _ in 0..<max(1, places) { handles.append(try HTTPHandle()) }

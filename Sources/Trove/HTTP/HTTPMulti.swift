@@ -54,14 +54,28 @@ final class HTTPMulti: Sendable {
     if let connections {
       trove_curl_multi_set_long(curl.multiSetopt, multi, CURLMOPT_MAXCONNECTS, connections)
     }
-    let proxied = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
-      .contains { !(EnvironmentVariables.value($0) ?? "").isEmpty }
-    let version = curl.versionInfo(CURLVERSION_FIRST)?.pointee.version_num ?? 0
-    multiplexes = !proxied && version >= 0x08_00_00
-    if !multiplexes { trove_curl_multi_set_long(curl.multiSetopt, multi, CURLMOPT_PIPELINING, 0) }
+    multiplexes = Self.setMultiplexing(multi, curl)
     let thread = Thread { [self] in run() }
     thread.name = "trove-curl-multi"
     thread.start()
+  }
+
+  /// Whether requests to an HTTP/2 server are multiplexed over one
+  /// connection: not with libcurl before 8.0, nor with a proxy in the
+  /// environment (see above).
+  static func multiplexes(_ curl: LibCurl) -> Bool {
+    let proxied = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+      .contains { !(EnvironmentVariables.value($0) ?? "").isEmpty }
+    let version = curl.versionInfo(CURLVERSION_FIRST)?.pointee.version_num ?? 0
+    return !proxied && version >= 0x08_00_00
+  }
+
+  /// Turns multiplexing off on `multi` where it is not to be used
+  /// (``multiplexes(_:)``); returns whether it is used.
+  static func setMultiplexing(_ multi: LibCurl.Multi, _ curl: LibCurl) -> Bool {
+    let used = multiplexes(curl)
+    if !used { trove_curl_multi_set_long(curl.multiSetopt, multi, CURLMOPT_PIPELINING, 0) }
+    return used
   }
 
   /// Starts the transfer set up on `handle` (once there is a place for
