@@ -337,21 +337,28 @@ struct FetchTests {
       "wrong": server.url("/wrong/wrongly?size=10000"),
       // Every answer half its length: a failure that may pass, retried once.
       "short": server.url("/short/shorty?size=20000"),
+      // A redirect the rules refuse: an error, the Location not asked.
+      "refused": server.url("/redirect/refused?to=ftp%3A%2F%2F127.0.0.1%2Fx"),
     ]
     let store = scratch["store"]
     let alone = try Self.fetch(store, ["--retries", "0", urls["resumed"]!])
     #expect(alone.status != 0, "\(alone.stderr)")
     let lines =
-      ["plain", "dropped", "resumed", "large", "moved", "absent", "short"].map { urls[$0]! } + [
+      ["plain", "dropped", "resumed", "large", "moved", "absent", "short", "refused"].map {
+        urls[$0]!
+      } + [
         "\(urls["wrong"]!) \(sha.finalize())"
       ]
     let list = try scratch.write("urls.txt", Array(lines.joined(separator: "\n").utf8))
     let first = try Self.fetch(store, ["-i", list, "--jobs", "4", "--retries", "1"])
     #expect(first.status != 0)
-    #expect(first.errorLines.count == 3, "\(first.stderr)")
+    #expect(first.errorLines.count == 4, "\(first.stderr)")
     #expect(first.errorLines.contains { $0.contains("HTTP 404") }, "\(first.stderr)")
     #expect(first.errorLines.contains { $0.contains("expected sha256:") }, "\(first.stderr)")
     #expect(first.errorLines.contains { $0.contains("/short/shorty") }, "\(first.stderr)")
+    #expect(
+      first.errorLines.contains { $0.contains("not an http:// or https:// URL") }, "\(first.stderr)"
+    )
     var printed: [String: String] = [:]
     for line in first.out.split(separator: "\n") {
       let fields = line.split(separator: " ")
@@ -383,12 +390,13 @@ struct FetchTests {
     #expect(asked("/wrong/wrongly").count == 1)
     // Once, and once more for --retries 1, as a fetch of it alone asks.
     #expect(asked("/short/shorty").count == 2, "\(asked("/short/shorty"))")
+    #expect(asked("/redirect/refused").count == 1, "\(asked("/redirect/refused"))")
     #expect(try scratch.store().keys().count == 5)
     #expect(scratch.temporaries("store").isEmpty, "\(scratch.temporaries("store"))")
     // Nothing says the bodies stay fresh: each stored URL is asked again,
     // with its validator, and the cached object served.
     let second = try Self.fetch(store, ["-i", list, "--jobs", "4", "--retries", "0"])
-    #expect(second.errorLines.count == 3, "\(second.stderr)")
+    #expect(second.errorLines.count == 4, "\(second.stderr)")
     #expect(second.out == first.out)
     for path in ["/ok/plain", "/drop/dropped", "/drop/resumed", "/ok/large", "/ok/target"] {
       #expect(asked(path).last?.hasSuffix(" \"\"v1\"\"") == true, "\(path): \(asked(path))")
