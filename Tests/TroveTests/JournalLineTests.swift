@@ -91,4 +91,34 @@ struct JournalLineTests {
       #expect(try JSONDecoder().decode(JournalRecord.self, from: Data(line)) == record)
     }
   }
+  @Test(
+    "a log past 1 MiB is rewritten as the keys the index holds once it is four times their size, and goes on growing from there"
+  )
+  func logCompactedPastItsLimit() throws {
+    let scratch = try Scratch()
+    let store = try scratch.store()
+    let digest = try store.put(bytes: Bytes.random(3000, seed: 4400)).digest
+    let other = try store.put(bytes: Bytes.random(3100, seed: 4401)).digest
+    let key = "https://example.com/" + String(repeating: "k", count: 40_000)
+    let log = store.root + "/references.log"
+    func size() throws -> Int {
+      (try FileManager.default.attributesOfItem(atPath: log)[.size] as? Int) ?? 0
+    }
+    var (largest, shrank) = (0, false)
+    // Each bind a line of about 40 KB; one key alive, so the rewritten log
+    // holds one line of it.
+    for i in 0..<40 {
+      try store.bind(key: key, to: i % 2 == 0 ? digest : other)
+      let now = try size()
+      shrank = shrank || now < largest
+      largest = max(largest, now)
+    }
+    let final = try size()
+    #expect(largest > 900_000 && shrank, "\(largest)")
+    #expect(final < largest, "\(final)")
+    let text = try String(contentsOfFile: log, encoding: .utf8)
+    #expect(text.components(separatedBy: "\"op\":\"bind\"").count >= 2)
+    let reopened = try Store(StoreConfiguration(root: store.root))
+    #expect(try reopened.digest(forKey: key) == other)
+  }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -130,8 +131,12 @@ extension ObjectTable {
   /// Rewrites the log as the pins and keys the index holds now, when it
   /// is more than four times their size. Best effort.
   private func compactJournal(_ tx: IndexSession, size: Int64) {
+    // Measuring writes every key's line: measured again only once the log
+    // could be four times what was measured, not at every append.
+    if let live = journalLive.withLock({ $0 }), live * 4 >= size { return }
     guard let all = try? records(tx) else { return }
     let bytes = Self.lines(all)
+    journalLive.withLock { $0 = Int64(bytes.count) }
     guard Int64(bytes.count) * 4 < size else { return }
     try? writeJournal(bytes)
   }

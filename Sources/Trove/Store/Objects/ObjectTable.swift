@@ -122,6 +122,10 @@ final class ObjectTable: Sendable {
   /// Whether a `syncfs(2)` through ``tmpDirectory`` has reported a lost
   /// write (see ``syncFilesystem()``).
   let syncfsLostWrites = Mutex(false)
+  /// The bytes the log's live lines took when this process last measured
+  /// them (``journal(_:_:)``), to measure them again only once the log
+  /// could be four times as long.
+  let journalLive = Mutex<Int64?>(nil)
   private let rebuilt = Mutex<ReconcileReport?>(nil)
 
   var objectsPath: String { root + "/" + StoreLayout.objects }
